@@ -1,0 +1,321 @@
+//! The database actor: the one owner of the system database's connections. Every call from the
+//! runtime passes through it; writes are group-committed per lane.
+//!
+//! A lane (starts, checkpoints, finishes, step loads) keeps one dedicated connection and at most
+//! one flush in flight. Requests that arrive meanwhile wait in the lane and go out together in
+//! the next flush: one statement, one commit, however many rows. No timer delays a flush, so a
+//! lone request goes out at once. A failed connection is dropped and reopened on the next flush;
+//! the callers of the failed batch get a transient error and retry.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use sqlx::postgres::PgConnection;
+use tokio::sync::oneshot;
+
+use crate::db::{DbRequest, Reply};
+use crate::error::DbError;
+use crate::metrics;
+use crate::sysdb::{BatchWrite, FinishWrite, LoadSteps, NewWorkflow, StepWrite, SysDb};
+
+/// Counters a test or operator can read: how much work went through how few statements.
+#[derive(Debug, Default)]
+pub(crate) struct DbStats {
+    pub flushes: AtomicU64,
+    pub batched_requests: AtomicU64,
+    pub calls: AtomicU64,
+    pub reconnects: AtomicU64,
+    pub actor_restarts: AtomicU64,
+}
+
+pub(crate) enum DatabaseMsg {
+    Request(DbRequest),
+    /// A lane's flush finished; its connection comes back if it is still healthy.
+    Flushed(Lane, Option<PgConnection>),
+}
+
+impl From<DbRequest> for DatabaseMsg {
+    fn from(r: DbRequest) -> Self {
+        DatabaseMsg::Request(r)
+    }
+}
+
+impl TryFrom<DatabaseMsg> for DbRequest {
+    type Error = ();
+    fn try_from(m: DatabaseMsg) -> Result<Self, ()> {
+        match m {
+            DatabaseMsg::Request(r) => Ok(r),
+            DatabaseMsg::Flushed(..) => Err(()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    Start,
+    Checkpoint,
+    Finish,
+    LoadSteps,
+}
+
+/// Requests of one kind waiting for the next flush.
+struct Queue<W: BatchWrite> {
+    pending: Vec<(W, Reply<W::Out>)>,
+    conn: Option<PgConnection>,
+    busy: bool,
+}
+
+impl<W: BatchWrite> Default for Queue<W> {
+    fn default() -> Self {
+        Queue {
+            pending: Vec::new(),
+            conn: None,
+            busy: false,
+        }
+    }
+}
+
+pub(crate) struct DatabaseState {
+    db: SysDb,
+    stats: Arc<DbStats>,
+    start: Queue<NewWorkflow>,
+    checkpoint: Queue<StepWrite>,
+    finish: Queue<FinishWrite>,
+    load: Queue<LoadSteps>,
+    flush_waiters: Vec<oneshot::Sender<()>>,
+}
+
+impl DatabaseState {
+    fn idle(&self) -> bool {
+        fn idle<W: BatchWrite>(q: &Queue<W>) -> bool {
+            !q.busy && q.pending.is_empty()
+        }
+        idle(&self.start) && idle(&self.checkpoint) && idle(&self.finish) && idle(&self.load)
+    }
+}
+
+pub(crate) struct DatabaseActor;
+
+impl Actor for DatabaseActor {
+    type Msg = DatabaseMsg;
+    type State = DatabaseState;
+    type Arguments = (SysDb, Arc<DbStats>);
+
+    async fn pre_start(
+        &self,
+        _: ActorRef<DatabaseMsg>,
+        (db, stats): (SysDb, Arc<DbStats>),
+    ) -> Result<DatabaseState, ActorProcessingErr> {
+        Ok(DatabaseState {
+            db,
+            stats,
+            start: Queue::default(),
+            checkpoint: Queue::default(),
+            finish: Queue::default(),
+            load: Queue::default(),
+            flush_waiters: Vec::new(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<DatabaseMsg>,
+        msg: DatabaseMsg,
+        state: &mut DatabaseState,
+    ) -> Result<(), ActorProcessingErr> {
+        let (db, stats) = (state.db.clone(), state.stats.clone());
+        match msg {
+            DatabaseMsg::Request(request) => match request {
+                DbRequest::Start(w, reply) => enqueue(
+                    &mut state.start,
+                    Lane::Start,
+                    w,
+                    reply,
+                    &myself,
+                    &db,
+                    &stats,
+                ),
+                DbRequest::Checkpoint(w, reply) => enqueue(
+                    &mut state.checkpoint,
+                    Lane::Checkpoint,
+                    w,
+                    reply,
+                    &myself,
+                    &db,
+                    &stats,
+                ),
+                DbRequest::Finish(w, reply) => enqueue(
+                    &mut state.finish,
+                    Lane::Finish,
+                    w,
+                    reply,
+                    &myself,
+                    &db,
+                    &stats,
+                ),
+                DbRequest::LoadSteps(w, reply) => enqueue(
+                    &mut state.load,
+                    Lane::LoadSteps,
+                    w,
+                    reply,
+                    &myself,
+                    &db,
+                    &stats,
+                ),
+                DbRequest::Call(call) => {
+                    stats.calls.fetch_add(1, Ordering::Relaxed);
+                    tokio::spawn(call(db));
+                }
+                DbRequest::Flush(done) => state.flush_waiters.push(done),
+            },
+            DatabaseMsg::Flushed(lane, conn) => match lane {
+                Lane::Start => flushed(&mut state.start, lane, conn, &myself, &db, &stats),
+                Lane::Checkpoint => {
+                    flushed(&mut state.checkpoint, lane, conn, &myself, &db, &stats)
+                }
+                Lane::Finish => flushed(&mut state.finish, lane, conn, &myself, &db, &stats),
+                Lane::LoadSteps => flushed(&mut state.load, lane, conn, &myself, &db, &stats),
+            },
+        }
+        if state.idle() {
+            for done in state.flush_waiters.drain(..) {
+                let _ = done.send(());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn enqueue<W: BatchWrite>(
+    queue: &mut Queue<W>,
+    lane: Lane,
+    item: W,
+    reply: Reply<W::Out>,
+    myself: &ActorRef<DatabaseMsg>,
+    db: &SysDb,
+    stats: &Arc<DbStats>,
+) {
+    queue.pending.push((item, reply));
+    kick(queue, lane, myself, db, stats);
+}
+
+fn flushed<W: BatchWrite>(
+    queue: &mut Queue<W>,
+    lane: Lane,
+    conn: Option<PgConnection>,
+    myself: &ActorRef<DatabaseMsg>,
+    db: &SysDb,
+    stats: &Arc<DbStats>,
+) {
+    queue.busy = false;
+    queue.conn = conn;
+    kick(queue, lane, myself, db, stats);
+}
+
+/// Starts a flush of everything pending, unless one is already in flight.
+fn kick<W: BatchWrite>(
+    queue: &mut Queue<W>,
+    lane: Lane,
+    myself: &ActorRef<DatabaseMsg>,
+    db: &SysDb,
+    stats: &Arc<DbStats>,
+) {
+    if queue.busy || queue.pending.is_empty() {
+        return;
+    }
+    queue.busy = true;
+    let batch = std::mem::take(&mut queue.pending);
+    let conn = queue.conn.take();
+    let (myself, db, stats) = (myself.clone(), db.clone(), stats.clone());
+    tokio::spawn(async move {
+        let conn = flush(batch, conn, &db, &stats).await;
+        let _ = myself.send_message(DatabaseMsg::Flushed(lane, conn));
+    });
+}
+
+/// Writes one batch and answers its callers; returns the connection if it is still usable.
+async fn flush<W: BatchWrite>(
+    batch: Vec<(W, Reply<W::Out>)>,
+    conn: Option<PgConnection>,
+    db: &SysDb,
+    stats: &DbStats,
+) -> Option<PgConnection> {
+    let (items, replies): (Vec<W>, Vec<Reply<W::Out>>) = batch.into_iter().unzip();
+    let mut conn = match conn {
+        Some(conn) => conn,
+        None => match db.dedicated().await {
+            Ok(conn) => {
+                stats.reconnects.fetch_add(1, Ordering::Relaxed);
+                conn
+            }
+            Err(e) => {
+                metrics::db_failed(W::LANE, e.is_transient());
+                answer_all(replies, &e);
+                return None;
+            }
+        },
+    };
+    let began = Instant::now();
+    let result = W::execute(&db.sql, &mut conn, &items).await;
+    metrics::db_flushed(W::LANE, items.len(), began.elapsed());
+    stats.flushes.fetch_add(1, Ordering::Relaxed);
+    stats
+        .batched_requests
+        .fetch_add(items.len() as u64, Ordering::Relaxed);
+    match result {
+        Ok(outs) => {
+            for (reply, out) in replies.into_iter().zip(outs) {
+                let _ = reply.send(Ok(out));
+            }
+            Some(conn)
+        }
+        Err(e) => {
+            metrics::db_failed(W::LANE, e.is_transient());
+            if e.is_transient() {
+                tracing::warn!(lane = W::LANE, error = %e, "flush failed; reconnecting");
+                answer_all(replies, &e);
+                return None;
+            }
+            if items.len() == 1 {
+                answer_all(replies, &e);
+                return Some(conn);
+            }
+            // One bad row must not fail its neighbours: write them one by one.
+            isolate(items, replies, conn, db).await
+        }
+    }
+}
+
+async fn isolate<W: BatchWrite>(
+    items: Vec<W>,
+    replies: Vec<Reply<W::Out>>,
+    mut conn: PgConnection,
+    db: &SysDb,
+) -> Option<PgConnection> {
+    let mut healthy = true;
+    for (item, reply) in items.into_iter().zip(replies) {
+        let result = if healthy {
+            W::execute(&db.sql, &mut conn, std::slice::from_ref(&item))
+                .await
+                .and_then(|mut outs| {
+                    outs.pop()
+                        .ok_or_else(|| DbError::Query("no result for the request".into()))
+                })
+        } else {
+            Err(DbError::Transient(
+                "connection lost during the batch".into(),
+            ))
+        };
+        healthy &= !matches!(&result, Err(e) if e.is_transient());
+        let _ = reply.send(result);
+    }
+    healthy.then_some(conn)
+}
+
+fn answer_all<T>(replies: Vec<Reply<T>>, e: &DbError) {
+    for reply in replies {
+        let _ = reply.send(Err(e.clone()));
+    }
+}

@@ -1,0 +1,9 @@
+//! The runtime's actors, one file each. They use the core (`crate::*`); the core reaches them
+//! only through message types it defines (`DbRequest`, `QueueRequest`) and the composition root
+//! in `runtime.rs`.
+
+pub(crate) mod database;
+pub(crate) mod queue;
+pub(crate) mod restart;
+pub(crate) mod supervisor;
+pub(crate) mod workflow;

@@ -1,0 +1,161 @@
+//! Portable JSON: how inputs, outputs and errors are written to and read from the system
+//! database, in the format DBOS clients in any language read (`serialization = portable_json`).
+//!
+//! It must never guess: a payload in another format is an error naming that format.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::error::{Error, PortableError};
+use crate::sysdb::PORTABLE_JSON;
+
+/// Wraps a workflow input (JSON text) in DBOS's envelope as the one positional argument.
+pub(crate) fn encode_inputs(input_json: &str) -> String {
+    format!(r#"{{"positionalArgs":[{input_json}],"namedArgs":{{}}}}"#)
+}
+
+/// Reads an input envelope into the one value a Rust workflow takes.
+///
+/// One positional argument is that value; several are an array (a tuple); none is the named
+/// arguments as an object when there are any, else `null` (so `()` and `Option` inputs work).
+pub(crate) fn decode_inputs(text: &str) -> Result<Value, Error> {
+    let decode_err = |reason: String| Error::Decode {
+        what: "workflow inputs".into(),
+        reason,
+    };
+    let mut envelope: Map<String, Value> = match serde_json::from_str(text) {
+        Ok(Value::Object(m)) => m,
+        Ok(other) => return Err(decode_err(format!("expected an object, found {other}"))),
+        Err(e) => return Err(decode_err(e.to_string())),
+    };
+    let positional = match envelope.remove("positionalArgs") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(args)) => args,
+        Some(other) => {
+            return Err(decode_err(format!(
+                "positionalArgs is not an array: {other}"
+            )))
+        }
+    };
+    let named = match envelope.remove("namedArgs") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(other) => return Err(decode_err(format!("namedArgs is not an object: {other}"))),
+    };
+    let mut positional = positional;
+    Ok(match positional.len() {
+        0 if named.is_empty() => Value::Null,
+        0 => Value::Object(named),
+        1 => positional.remove(0),
+        _ => Value::Array(positional),
+    })
+}
+
+/// Encodes a value as compact portable JSON.
+pub(crate) fn encode<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<String, Error> {
+    serde_json::to_string(value).map_err(|e| Error::Encode {
+        what: what.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// Decodes portable JSON text; a missing payload reads as `null`.
+pub(crate) fn decode<T: DeserializeOwned>(text: Option<&str>, what: &str) -> Result<T, Error> {
+    serde_json::from_str(text.unwrap_or("null")).map_err(|e| Error::Decode {
+        what: what.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// Encodes an error as `{"name","message",...}`.
+pub(crate) fn encode_error(error: &PortableError) -> String {
+    // A struct of strings and JSON values always serializes.
+    serde_json::to_string(error).unwrap_or_else(|_| {
+        format!(
+            "{{\"name\":{},\"message\":{}}}",
+            Value::String(error.name.clone()),
+            Value::String(error.message.clone())
+        )
+    })
+}
+
+/// Decodes a stored error; text that is not a DBOS error object is kept as the message.
+pub(crate) fn decode_error(text: &str) -> PortableError {
+    serde_json::from_str(text).unwrap_or_else(|_| PortableError::new("Error", text))
+}
+
+/// Refuses payloads in any format but portable JSON, naming the format found.
+pub(crate) fn check_format(serialization: Option<&str>, what: &str) -> Result<(), Error> {
+    match serialization {
+        Some(PORTABLE_JSON) => Ok(()),
+        other => Err(Error::UnsupportedSerialization {
+            what: what.to_owned(),
+            format: other.unwrap_or("NULL (legacy)").to_owned(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn inputs_round_trip_through_the_envelope() {
+        let text = encode_inputs(r#"{"order":17}"#);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v, json!({"positionalArgs":[{"order":17}],"namedArgs":{}}));
+        assert_eq!(decode_inputs(&text).unwrap(), json!({"order": 17}));
+    }
+
+    #[test]
+    fn envelopes_from_other_writers_decode() {
+        // Several positional arguments become a tuple; key order and missing keys don't matter.
+        assert_eq!(
+            decode_inputs(r#"{"namedArgs":{},"positionalArgs":[1,"a"]}"#).unwrap(),
+            json!([1, "a"])
+        );
+        assert_eq!(
+            decode_inputs(r#"{"positionalArgs":[]}"#).unwrap(),
+            Value::Null
+        );
+        assert_eq!(decode_inputs(r#"{"namedArgs":null}"#).unwrap(), Value::Null);
+        assert_eq!(
+            decode_inputs(r#"{"positionalArgs":[],"namedArgs":{"x":1}}"#).unwrap(),
+            json!({"x": 1})
+        );
+    }
+
+    #[test]
+    fn malformed_envelopes_are_typed_errors() {
+        for bad in [
+            "[1]",
+            "not json",
+            r#"{"positionalArgs":3}"#,
+            r#"{"namedArgs":[]}"#,
+        ] {
+            assert!(
+                matches!(decode_inputs(bad), Err(Error::Decode { .. })),
+                "{bad} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn errors_round_trip_and_foreign_text_is_kept() {
+        let e = PortableError::new("ValueError", "bad amount");
+        let text = encode_error(&e);
+        assert_eq!(text, r#"{"name":"ValueError","message":"bad amount"}"#);
+        assert_eq!(decode_error(&text), e);
+        assert_eq!(decode_error("boom"), PortableError::new("Error", "boom"));
+    }
+
+    #[test]
+    fn only_portable_json_is_read() {
+        assert!(check_format(Some("portable_json"), "output").is_ok());
+        let err = check_format(Some("py_pickle"), "output of step 2").unwrap_err();
+        assert!(err.to_string().contains("py_pickle"), "{err}");
+        assert!(check_format(None, "output").is_err());
+    }
+}

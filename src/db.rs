@@ -1,0 +1,156 @@
+//! The core's handle on the database actor: the requests it accepts, and the one place that
+//! retries a call after a transient failure.
+//!
+//! The core never names the actor's type: it holds a `DerivedActorRef<DbRequest>` that the
+//! supervisor swaps when it restarts the actor.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use ractor::DerivedActorRef;
+use tokio::sync::oneshot;
+
+use crate::backoff::Backoff;
+use crate::error::DbError;
+use crate::sysdb::{
+    FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, StartOutcome, StepOutcome, StepRow,
+    StepWrite, SysDb,
+};
+
+/// Where the actor answers a request.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, DbError>>;
+
+/// A one-off call on the pool; it answers through the reply it captured.
+pub(crate) type PoolCall = Box<dyn FnOnce(SysDb) -> BoxFuture<'static, ()> + Send>;
+
+/// What the database actor does for the core.
+pub(crate) enum DbRequest {
+    /// Batched: create a workflow row.
+    Start(NewWorkflow, Reply<StartOutcome>),
+    /// Batched: record a step, if the workflow is still ours.
+    Checkpoint(StepWrite, Reply<StepOutcome>),
+    /// Batched: record a workflow's outcome, if it is still ours.
+    Finish(FinishWrite, Reply<FinishOutcome>),
+    /// Batched: read a workflow's recorded steps.
+    LoadSteps(LoadSteps, Reply<Vec<StepRow>>),
+    /// A statement that is not batched (status reads, recovery, claims, migrations).
+    Call(PoolCall),
+    /// Answers once everything received before it is written.
+    Flush(oneshot::Sender<()>),
+}
+
+/// A cloneable handle on whichever database actor is current.
+#[derive(Clone)]
+pub(crate) struct Db {
+    current: Arc<RwLock<Option<DerivedActorRef<DbRequest>>>>,
+    closed: Arc<AtomicBool>,
+    retry: Backoff,
+    give_up_after: Duration,
+}
+
+impl Db {
+    /// A handle with no actor yet; calls wait (as for a restart) until one is set.
+    pub(crate) fn new(give_up_after: Duration) -> Db {
+        Db {
+            current: Arc::new(RwLock::new(None)),
+            closed: Arc::new(AtomicBool::new(false)),
+            retry: Backoff::exponential(Duration::from_millis(5), Duration::from_secs(1)),
+            give_up_after,
+        }
+    }
+
+    /// Points the handle at a (re)started actor, or at none while it restarts.
+    pub(crate) fn set(&self, actor: Option<DerivedActorRef<DbRequest>>) {
+        if let Ok(mut current) = self.current.write() {
+            *current = actor;
+        }
+    }
+
+    /// Refuses every later call: the runtime is gone.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.set(None);
+    }
+
+    fn send(&self, request: DbRequest) -> bool {
+        let actor = self.current.read().ok().and_then(|a| a.clone());
+        actor.is_some_and(|a| a.send_message(request).is_ok())
+    }
+
+    /// Sends a request built by `make`, retrying transient failures (including the actor being
+    /// restarted) with backoff until `give_up_after` has passed.
+    async fn request<T>(&self, make: impl Fn(Reply<T>) -> DbRequest) -> Result<T, DbError> {
+        let began = Instant::now();
+        let mut retry = 0;
+        loop {
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(DbError::Closed);
+            }
+            let (tx, rx) = oneshot::channel();
+            let result = if self.send(make(tx)) {
+                rx.await.unwrap_or_else(|_| {
+                    Err(DbError::Transient("the database actor stopped".into()))
+                })
+            } else {
+                Err(DbError::Transient(
+                    "the database actor is not running".into(),
+                ))
+            };
+            match result {
+                Err(e) if e.is_transient() && began.elapsed() < self.give_up_after => {
+                    tracing::debug!(error = %e, retry, "retrying a system-database call");
+                    tokio::time::sleep(self.retry.delay(retry)).await;
+                    retry += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    pub(crate) async fn start(&self, w: NewWorkflow) -> Result<StartOutcome, DbError> {
+        self.request(|r| DbRequest::Start(w.clone(), r)).await
+    }
+
+    pub(crate) async fn checkpoint(&self, s: StepWrite) -> Result<StepOutcome, DbError> {
+        self.request(|r| DbRequest::Checkpoint(s.clone(), r)).await
+    }
+
+    pub(crate) async fn finish(&self, f: FinishWrite) -> Result<FinishOutcome, DbError> {
+        self.request(|r| DbRequest::Finish(f.clone(), r)).await
+    }
+
+    pub(crate) async fn load_steps(&self, id: &str) -> Result<Vec<StepRow>, DbError> {
+        self.request(|r| DbRequest::LoadSteps(LoadSteps(id.to_owned()), r))
+            .await
+    }
+
+    /// Runs `f` on the pool through the actor; `f` must be safe to run again after a
+    /// transient failure.
+    pub(crate) async fn call<T, F, Fut>(&self, f: F) -> Result<T, DbError>
+    where
+        T: Send + 'static,
+        F: Fn(SysDb) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, DbError>> + Send + 'static,
+    {
+        self.request(|reply: Reply<T>| {
+            let f = f.clone();
+            DbRequest::Call(Box::new(move |db| {
+                Box::pin(async move {
+                    let _ = reply.send(f(db).await);
+                })
+            }))
+        })
+        .await
+    }
+
+    /// Waits until everything sent so far is written (used by shutdown).
+    pub(crate) async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.send(DbRequest::Flush(tx)) {
+            let _ = rx.await;
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! Errors: [`Error`] for the public surface, [`DbError`] for the system-database layer.
+//!
+//! Each variant is something a caller can act on; none carries a driver type, so the
+//! surface stays stable when the driver changes.
+
+use serde::{Deserialize, Serialize};
+
+/// Result alias used across the public surface.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything the public API can fail with.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The runtime was configured inconsistently (a bad schema name, no database URL, ...).
+    #[error("configuration error: {0}")]
+    Config(String),
+    /// The database URL could not be parsed. The URL is shown with its password redacted.
+    #[error("invalid database URL {url}: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    /// The system database could not be reached. The URL is shown with its password redacted.
+    #[error("cannot connect to the system database at {url}: {reason}")]
+    Connect { url: String, reason: String },
+    /// Bringing the schema to the DBOS layout failed.
+    #[error("migrating schema {schema:?} failed: {reason}")]
+    Migration { schema: String, reason: String },
+    /// No workflow of this name is registered with the runtime.
+    #[error("no workflow named {0:?} is registered")]
+    UnknownWorkflow(String),
+    /// Two registrations used the same workflow name.
+    #[error("workflow {0:?} is registered twice")]
+    DuplicateWorkflow(String),
+    /// A workflow with this id already exists under another workflow name.
+    #[error("workflow id {id:?} already belongs to workflow {existing:?}, not {requested:?}")]
+    WorkflowConflict {
+        id: String,
+        existing: String,
+        requested: String,
+    },
+    /// The input given to a workflow does not deserialize into the type it was registered with.
+    #[error("input for workflow {workflow:?} does not fit its type: {reason}")]
+    Input { workflow: String, reason: String },
+    /// A value could not be turned into portable JSON.
+    #[error("cannot encode {what} as portable JSON: {reason}")]
+    Encode { what: String, reason: String },
+    /// A stored payload could not be decoded into the requested type.
+    #[error("cannot decode {what}: {reason}")]
+    Decode { what: String, reason: String },
+    /// A stored payload uses a serialization format stead does not read.
+    #[error("{what} is stored as {format:?}; stead reads only \"portable_json\"")]
+    UnsupportedSerialization { what: String, format: String },
+    /// Replay found a different durable call at this position than the code now makes.
+    #[error(
+        "non-deterministic workflow {workflow_id}: call #{function_id} was recorded as \
+         {recorded:?} but the code now calls {called:?}"
+    )]
+    NonDeterminism {
+        workflow_id: String,
+        function_id: u32,
+        recorded: String,
+        called: String,
+    },
+    /// A step failed (after its retries, if any).
+    #[error(transparent)]
+    Step(#[from] StepError),
+    /// The workflow finished with an error; `error` is what it returned, as stored.
+    #[error("workflow {id} failed: {error}")]
+    WorkflowFailed {
+        id: String,
+        error: Box<PortableError>,
+    },
+    /// The workflow was cancelled.
+    #[error("workflow {id} was cancelled")]
+    Cancelled { id: String },
+    /// The workflow crashed more often than its recovery budget allows and was parked.
+    #[error("workflow {id} exceeded its recovery attempts and was parked")]
+    MaxRecoveryAttemptsExceeded { id: String },
+    /// No workflow with this id exists.
+    #[error("workflow {0} does not exist")]
+    NotFound(String),
+    /// Another execution took the workflow over (it was recovered or resumed elsewhere).
+    #[error("workflow {id} is no longer owned by this execution")]
+    NotOwner { id: String },
+    /// An argument was malformed (an empty id, a name with a NUL byte, ...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The system database failed.
+    #[error("system database error: {0}")]
+    Database(#[from] DbError),
+    /// The runtime was shut down.
+    #[error("the runtime has shut down")]
+    Shutdown,
+    /// The runtime stopped because a permanent actor kept failing.
+    #[error("the runtime stopped after a fatal error: {0}")]
+    Fatal(String),
+}
+
+impl Error {
+    /// A short, stable name for the kind of error, stored as the `name` of a portable error.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Config(_) => "ConfigError",
+            Error::InvalidUrl { .. } => "InvalidUrl",
+            Error::Connect { .. } => "ConnectError",
+            Error::Migration { .. } => "MigrationError",
+            Error::UnknownWorkflow(_) => "UnknownWorkflow",
+            Error::DuplicateWorkflow(_) => "DuplicateWorkflow",
+            Error::WorkflowConflict { .. } => "WorkflowConflict",
+            Error::Input { .. } => "InputError",
+            Error::Encode { .. } => "EncodeError",
+            Error::Decode { .. } => "DecodeError",
+            Error::UnsupportedSerialization { .. } => "UnsupportedSerialization",
+            Error::NonDeterminism { .. } => "NonDeterminism",
+            Error::Step(_) => "StepError",
+            Error::WorkflowFailed { .. } => "WorkflowFailed",
+            Error::Cancelled { .. } => "Cancelled",
+            Error::MaxRecoveryAttemptsExceeded { .. } => "MaxRecoveryAttemptsExceeded",
+            Error::NotFound(_) => "NotFound",
+            Error::NotOwner { .. } => "NotOwner",
+            Error::InvalidArgument(_) => "InvalidArgument",
+            Error::Database(_) => "DatabaseError",
+            Error::Shutdown => "Shutdown",
+            Error::Fatal(_) => "Fatal",
+        }
+    }
+
+    /// The stored form of this error when a workflow returns it.
+    pub(crate) fn to_portable(&self) -> PortableError {
+        match self {
+            Error::Step(step) => step.to_portable(),
+            other => PortableError::new(other.kind(), other.to_string()),
+        }
+    }
+}
+
+/// Failures of system-database calls. `Transient` ones are retried by the caller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DbError {
+    /// The connection was lost or the server is restarting; the call is safe to retry.
+    #[error("transient: {0}")]
+    Transient(String),
+    /// The statement itself failed; retrying it would fail again.
+    #[error("query failed: {0}")]
+    Query(String),
+    /// The runtime shut down; its database actor takes no more calls.
+    #[error("the runtime's database actor has stopped")]
+    Closed,
+}
+
+impl DbError {
+    /// True when retrying the same idempotent call may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, DbError::Transient(_))
+    }
+}
+
+impl From<sqlx::Error> for DbError {
+    fn from(e: sqlx::Error) -> Self {
+        if is_transient(&e) {
+            DbError::Transient(e.to_string())
+        } else {
+            DbError::Query(e.to_string())
+        }
+    }
+}
+
+/// Connection-level failures and server states that go away on reconnect or retry.
+fn is_transient(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|c| {
+            // 08: connection exception; 57P0x: admin/crash shutdown, cannot connect now;
+            // 40001/40P01: serialization failure, deadlock; 53300: too many connections.
+            c.starts_with("08")
+                || c.starts_with("57P0")
+                || c == "40001"
+                || c == "40P01"
+                || c == "53300"
+        }),
+        _ => false,
+    }
+}
+
+/// A step's failure: which step, and what each attempt reported.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("step {step:?} (call #{function_id}) failed after {} attempt(s): {}", attempts.len(), attempts.last().map(String::as_str).unwrap_or(""))]
+pub struct StepError {
+    /// The step's name as passed to `ctx.step`.
+    pub step: String,
+    /// Its 1-based position among the workflow's durable calls.
+    pub function_id: u32,
+    /// The error message of every attempt, oldest first.
+    pub attempts: Vec<String>,
+}
+
+impl StepError {
+    /// Stored as `{"name":"StepError","message":..,"data":{"step","function_id","attempts"}}`.
+    pub(crate) fn to_portable(&self) -> PortableError {
+        PortableError {
+            data: Some(serde_json::json!({
+                "step": self.step,
+                "function_id": self.function_id,
+                "attempts": self.attempts,
+            })),
+            ..PortableError::new("StepError", self.to_string())
+        }
+    }
+
+    /// Rebuilds a recorded step failure; errors recorded by other writers keep their message
+    /// as the only attempt.
+    pub(crate) fn from_portable(p: &PortableError, step: &str, function_id: u32) -> StepError {
+        let attempts = p
+            .data
+            .as_ref()
+            .and_then(|d| d.get("attempts"))
+            .and_then(|a| serde_json::from_value::<Vec<String>>(a.clone()).ok())
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| vec![p.message.clone()]);
+        StepError {
+            step: step.to_owned(),
+            function_id,
+            attempts,
+        }
+    }
+}
+
+/// An error as DBOS stores it: `{"name", "message", "code", "data"}` in portable JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortableError {
+    /// A short kind, e.g. the error type's name.
+    pub name: String,
+    /// The human-readable message.
+    pub message: String,
+    /// An optional machine-readable code (number or string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<serde_json::Value>,
+    /// Optional structured details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+}
+
+impl PortableError {
+    /// An error with a name and a message only.
+    pub fn new(name: impl Into<String>, message: impl Into<String>) -> Self {
+        PortableError {
+            name: name.into(),
+            message: message.into(),
+            code: None,
+            data: None,
+        }
+    }
+}
+
+impl std::fmt::Display for PortableError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.name, self.message)
+    }
+}
+
+impl std::error::Error for PortableError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_error_names_step_attempts_and_last_message() {
+        let e = StepError {
+            step: "charge".into(),
+            function_id: 2,
+            attempts: vec!["timeout".into(), "refused".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            "step \"charge\" (call #2) failed after 2 attempt(s): refused"
+        );
+    }
+
+    #[test]
+    fn step_errors_survive_their_stored_form() {
+        let e = StepError {
+            step: "charge".into(),
+            function_id: 3,
+            attempts: vec!["a".into(), "b".into()],
+        };
+        assert_eq!(StepError::from_portable(&e.to_portable(), "charge", 3), e);
+        let foreign = PortableError::new("ValueError", "bad");
+        assert_eq!(
+            StepError::from_portable(&foreign, "s", 1).attempts,
+            vec!["bad".to_string()]
+        );
+    }
+
+    #[test]
+    fn pool_and_io_errors_are_transient_syntax_errors_are_not() {
+        assert!(DbError::from(sqlx::Error::PoolTimedOut).is_transient());
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert!(DbError::from(sqlx::Error::Io(io)).is_transient());
+        assert!(!DbError::from(sqlx::Error::RowNotFound).is_transient());
+    }
+}

@@ -1,0 +1,96 @@
+//! # stead
+//!
+//! Durable workflows for Rust, on Postgres, built as an actor runtime.
+//!
+//! A workflow is an ordinary `async fn(Context, I) -> Result<O, E>`. Each step it takes through
+//! [`Context::step`] is checkpointed in a system database that uses the DBOS Transact schema; if
+//! the process dies, the next launch resumes every unfinished workflow from its last checkpoint,
+//! and no finished step runs twice.
+//!
+//! ```no_run
+//! use stead::{Context, Runtime, WorkflowOptions};
+//!
+//! async fn greet(ctx: Context, name: String) -> stead::Result<String> {
+//!     let greeting = ctx.step("compose", || async { Ok::<_, std::io::Error>(format!("hi {name}")) }).await?;
+//!     Ok(greeting)
+//! }
+//!
+//! # async fn demo() -> stead::Result<()> {
+//! let runtime = Runtime::builder()
+//!     .database_url("postgres://postgres@127.0.0.1:5432/postgres")
+//!     .workflow("greet", greet)
+//!     .launch()
+//!     .await?;
+//! let handle = runtime.start("greet", "ada", WorkflowOptions::with_id("greet-ada")).await?;
+//! let text: String = handle.result().await?;
+//! runtime.shutdown(std::time::Duration::from_secs(5)).await?;
+//! # Ok(()) }
+//! ```
+
+#[path = "../actors/mod.rs"]
+mod actors;
+mod backoff;
+mod codec;
+mod completion;
+mod context;
+mod db;
+mod dispatch;
+mod error;
+mod handle;
+pub mod metrics;
+mod registry;
+mod runtime;
+mod shared;
+mod status;
+mod step;
+mod sysdb;
+
+pub use actors::restart::RestartPolicy;
+pub use backoff::Backoff;
+pub use context::Context;
+pub use error::{DbError, Error, PortableError, Result, StepError};
+pub use handle::WorkflowHandle;
+pub use registry::WorkflowConfig;
+pub use runtime::{Runtime, RuntimeBuilder, RuntimeStats, WorkflowOptions};
+pub use status::{Status, WorkflowStatus};
+pub use step::{BoxError, RetryPolicy, Step};
+pub use sysdb::MigrationReport;
+
+/// Brings the schema of the database at `url` to the DBOS 3.4 layout, without starting a runtime
+/// (a runtime's launch does the same). Safe to run concurrently with other migrators.
+pub async fn migrate(url: &str, schema: &str) -> Result<MigrationReport> {
+    use sqlx::{ConnectOptions, Connection};
+    use std::str::FromStr;
+    sysdb::validate_schema(schema)?;
+    let shown = sysdb::redact_url(url);
+    let options =
+        sqlx::postgres::PgConnectOptions::from_str(url).map_err(|e| Error::InvalidUrl {
+            url: shown.clone(),
+            reason: e.to_string(),
+        })?;
+    let mut conn = options.connect().await.map_err(|e| Error::Connect {
+        url: shown,
+        reason: e.to_string(),
+    })?;
+    let report = sysdb::migrate(&mut conn, schema)
+        .await
+        .map_err(|e| Error::Migration {
+            schema: schema.to_owned(),
+            reason: e.to_string(),
+        });
+    let _ = conn.close().await;
+    report
+}
+
+/// Names and ids become text columns: they must be non-empty and free of NUL bytes.
+pub(crate) fn validate_name(value: &str, what: &str) -> Result<()> {
+    if value.is_empty() {
+        Err(Error::InvalidArgument(format!("{what} must not be empty")))
+    } else if value.contains('\0') {
+        Err(Error::InvalidArgument(format!(
+            "{what} {value:?} contains a NUL byte"
+        )))
+    } else {
+        Ok(())
+    }
+}

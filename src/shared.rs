@@ -1,0 +1,60 @@
+//! What every actor of one runtime reads: its identity, its workflows, its database handle, its
+//! completion slots and its lifecycle state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use ractor::DerivedActorRef;
+use tokio::sync::watch;
+
+use crate::completion::Completions;
+use crate::db::Db;
+use crate::dispatch::QueueRequest;
+use crate::registry::Registry;
+use crate::sysdb::Executor;
+
+/// Resolved settings of a runtime.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub schema: String,
+    pub app_name: Option<String>,
+    pub app_version: String,
+    pub executor_id: String,
+    /// How often the internal queue is polled when nothing wakes it.
+    pub internal_poll: Duration,
+    /// How many workflows one claim takes at most.
+    pub claim_batch: i64,
+}
+
+impl Config {
+    pub(crate) fn executor(&self) -> Executor<'_> {
+        Executor {
+            executor_id: &self.executor_id,
+            app_version: &self.app_version,
+            app_name: self.app_name.as_deref(),
+        }
+    }
+}
+
+/// Where a runtime is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RunState {
+    Running,
+    Stopping,
+    Stopped,
+    Fatal(String),
+}
+
+/// The state one runtime's actors share.
+pub(crate) struct Shared {
+    pub config: Config,
+    pub registry: Registry,
+    pub db: Db,
+    pub completions: Completions,
+    pub state: watch::Sender<RunState>,
+    /// The current actor of each queue, kept by the queue actors themselves.
+    pub queues: DashMap<String, DerivedActorRef<QueueRequest>>,
+}
+
+pub(crate) type SharedRef = Arc<Shared>;

@@ -1,0 +1,110 @@
+//! Workflow status values and the status record, as stored in `workflow_status`.
+
+use std::fmt;
+
+/// A workflow's status. These are the only values DBOS tools accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Running (or about to be recovered) under an executor.
+    Pending,
+    /// Finished with an output.
+    Success,
+    /// Finished with an error.
+    Error,
+    /// Crashed more often than its recovery budget allows; parked until resumed.
+    MaxRecoveryAttemptsExceeded,
+    /// Cancelled.
+    Cancelled,
+    /// Waiting on a queue.
+    Enqueued,
+    /// Waiting for its delay to pass before it is enqueued.
+    Delayed,
+}
+
+impl Status {
+    /// The text stored in the `status` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "PENDING",
+            Status::Success => "SUCCESS",
+            Status::Error => "ERROR",
+            Status::MaxRecoveryAttemptsExceeded => "MAX_RECOVERY_ATTEMPTS_EXCEEDED",
+            Status::Cancelled => "CANCELLED",
+            Status::Enqueued => "ENQUEUED",
+            Status::Delayed => "DELAYED",
+        }
+    }
+
+    /// Parses a stored status; `None` for anything DBOS does not define.
+    pub fn parse(text: &str) -> Option<Status> {
+        Some(match text {
+            "PENDING" => Status::Pending,
+            "SUCCESS" => Status::Success,
+            "ERROR" => Status::Error,
+            "MAX_RECOVERY_ATTEMPTS_EXCEEDED" => Status::MaxRecoveryAttemptsExceeded,
+            "CANCELLED" => Status::Cancelled,
+            "ENQUEUED" => Status::Enqueued,
+            "DELAYED" => Status::Delayed,
+            _ => return None,
+        })
+    }
+
+    /// True once the workflow will not run again unless resumed.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            Status::Success
+                | Status::Error
+                | Status::Cancelled
+                | Status::MaxRecoveryAttemptsExceeded
+        )
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A workflow's status record. Timestamps are epoch milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkflowStatus {
+    pub id: String,
+    pub name: String,
+    pub status: Status,
+    pub executor_id: Option<String>,
+    pub app_version: Option<String>,
+    pub app_name: Option<String>,
+    pub queue_name: Option<String>,
+    /// How many times the workflow was dispatched (started, recovered or restarted).
+    pub recovery_attempts: i64,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    pub started_at_ms: Option<i64>,
+    pub completed_at_ms: Option<i64>,
+    pub parent_workflow_id: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_round_trips_and_nothing_else_parses() {
+        for s in [
+            Status::Pending,
+            Status::Success,
+            Status::Error,
+            Status::MaxRecoveryAttemptsExceeded,
+            Status::Cancelled,
+            Status::Enqueued,
+            Status::Delayed,
+        ] {
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(Status::parse("RUNNING"), None);
+        assert_eq!(Status::parse("pending"), None);
+    }
+}

@@ -1,0 +1,220 @@
+//! The system database: every SQL statement stead runs, and the pool and connections they run on.
+//!
+//! Owns the DBOS-compatible schema (see `migrate`) and the statements over it: batched writes
+//! (`writes`), reads (`reads`) and dispatch (`dispatch`: recovery and claims). Nothing outside this
+//! module builds a query. It must never decide *when* to run a statement: batching, retries and
+//! ordering belong to the database actor and its callers.
+
+mod dispatch;
+mod migrate;
+mod reads;
+mod writes;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::{AssertSqlSafe, ConnectOptions, SqlStr};
+
+use crate::error::{DbError, Error};
+
+pub(crate) use dispatch::{bump_attempts, claim, recover, redispatch, Claimed, Executor};
+pub(crate) use migrate::migrate;
+pub use migrate::MigrationReport;
+pub(crate) use reads::{status, StatusRow, StepRow};
+pub(crate) use writes::{
+    BatchWrite, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, StartOutcome, StepOutcome,
+    StepWrite,
+};
+
+/// The internal queue: no row in `queues`, no limits; recovery, resume and fork use it.
+pub(crate) const INTERNAL_QUEUE: &str = "_dbos_internal_queue";
+/// The only payload format stead writes and reads.
+pub(crate) const PORTABLE_JSON: &str = "portable_json";
+
+/// A connected system database: the pool for occasional calls and the options to open the
+/// dedicated connections the database actor keeps for its write lanes.
+#[derive(Clone)]
+pub(crate) struct SysDb {
+    pub(crate) pool: PgPool,
+    pub(crate) sql: Arc<Sql>,
+    connect: PgConnectOptions,
+}
+
+impl SysDb {
+    /// Parses `url`, connects a pool of `pool_size` and checks the server answers.
+    ///
+    /// Errors name the URL with its password redacted.
+    pub(crate) async fn connect(
+        url: &str,
+        schema: &str,
+        pool_size: u32,
+        connect_timeout: Duration,
+    ) -> Result<SysDb, Error> {
+        let shown = redact_url(url);
+        let connect = PgConnectOptions::from_str(url)
+            .map_err(|e| Error::InvalidUrl {
+                url: shown.clone(),
+                reason: e.to_string(),
+            })?
+            .application_name("stead")
+            .disable_statement_logging();
+        // No health ping on acquire: a dead connection fails its statement with a transient
+        // error and the caller retries, which costs less than a round trip on every acquire.
+        let pool = PgPoolOptions::new()
+            .max_connections(pool_size.max(1))
+            .min_connections(0)
+            .acquire_timeout(connect_timeout)
+            .test_before_acquire(false)
+            .connect_with(connect.clone())
+            .await
+            .map_err(|e| Error::Connect {
+                url: shown.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(SysDb {
+            pool,
+            sql: Arc::new(Sql::new(schema)?),
+            connect,
+        })
+    }
+
+    /// Opens a connection outside the pool, for a lane that keeps it across flushes.
+    ///
+    /// Lanes run only batched key lookups, thousands of times with one shape: plan each once,
+    /// and never as a sequential scan (a plan cached while the tables were small would scan
+    /// them whole forever after).
+    pub(crate) async fn dedicated(&self) -> Result<PgConnection, DbError> {
+        let options = self.connect.clone().options([
+            ("plan_cache_mode", "force_generic_plan"),
+            ("enable_seqscan", "off"),
+        ]);
+        Ok(options.connect().await?)
+    }
+}
+
+/// Replaces the password in a database URL with `***`, for messages and logs.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    match rest[..at].find(':') {
+        Some(colon) => format!(
+            "{}{}:***{}",
+            &url[..scheme_end + 3],
+            &rest[..colon],
+            &rest[at..]
+        ),
+        None => url.to_owned(),
+    }
+}
+
+/// Checks a schema name is a plain identifier, so it can be spliced into statements safely.
+pub(crate) fn validate_schema(schema: &str) -> Result<(), Error> {
+    let mut chars = schema.chars();
+    let ok_start = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let ok_rest = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok_start && ok_rest && schema.len() <= 63 {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "schema name {schema:?} must be an identifier of at most 63 ASCII letters, digits \
+             and underscores, not starting with a digit"
+        )))
+    }
+}
+
+/// Every statement, with the schema spliced in once at startup.
+pub(crate) struct Sql {
+    pub(crate) schema: String,
+    pub(crate) start: SqlStr,
+    pub(crate) record_steps: SqlStr,
+    pub(crate) classify_steps: SqlStr,
+    pub(crate) finish: SqlStr,
+    pub(crate) classify_finish: SqlStr,
+    pub(crate) load_steps: SqlStr,
+    pub(crate) status: SqlStr,
+    pub(crate) recover: SqlStr,
+    pub(crate) claim: SqlStr,
+    pub(crate) redispatch: SqlStr,
+    pub(crate) bump_attempts: SqlStr,
+}
+
+impl Sql {
+    fn new(schema: &str) -> Result<Sql, Error> {
+        validate_schema(schema)?;
+        let q = |template: &str| -> SqlStr {
+            let text: Arc<str> = template.replace("{s}", &format!("\"{schema}\"")).into();
+            // Safe: the only spliced value is a schema name validated as a plain identifier.
+            sqlx::SqlSafeStr::into_sql_str(AssertSqlSafe(text))
+        };
+        Ok(Sql {
+            schema: schema.to_owned(),
+            start: q(writes::START),
+            record_steps: q(writes::RECORD_STEPS),
+            classify_steps: q(writes::CLASSIFY_STEPS),
+            finish: q(writes::FINISH),
+            classify_finish: q(writes::CLASSIFY_FINISH),
+            load_steps: q(reads::LOAD_STEPS),
+            status: q(reads::STATUS),
+            recover: q(dispatch::RECOVER),
+            claim: q(dispatch::CLAIM),
+            redispatch: q(dispatch::REDISPATCH),
+            bump_attempts: q(dispatch::BUMP_ATTEMPTS),
+        })
+    }
+}
+
+/// Milliseconds since the Unix epoch, the unit of every timestamp in the schema.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_only_the_password() {
+        assert_eq!(
+            redact_url("postgres://bob:s3cret@db.example:5432/app?sslmode=require"),
+            "postgres://bob:***@db.example:5432/app?sslmode=require"
+        );
+        assert_eq!(redact_url("postgres://bob@db/app"), "postgres://bob@db/app");
+        assert_eq!(redact_url("postgres://db/app"), "postgres://db/app");
+        assert_eq!(redact_url("not a url"), "not a url");
+        // An '@' in the path is not userinfo.
+        assert_eq!(redact_url("postgres://db/a@b"), "postgres://db/a@b");
+    }
+
+    #[test]
+    fn schema_names_must_be_identifiers() {
+        assert!(validate_schema("dbos").is_ok());
+        assert!(validate_schema("_tenant_42").is_ok());
+        assert!(validate_schema("").is_err());
+        assert!(validate_schema("1abc").is_err());
+        assert!(validate_schema("a\"; DROP TABLE x; --").is_err());
+        assert!(validate_schema(&"a".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn statements_are_schema_qualified() {
+        let sql = Sql::new("tenant_a").unwrap();
+        assert!(sql
+            .record_steps
+            .as_str()
+            .contains("\"tenant_a\".operation_outputs"));
+        assert!(!sql.claim.as_str().contains("{s}"));
+    }
+}

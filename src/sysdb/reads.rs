@@ -1,0 +1,101 @@
+//! Reads: a workflow's recorded steps and its status row with its outcome.
+
+use sqlx::postgres::PgRow;
+use sqlx::{PgPool, Row};
+
+use super::Sql;
+use crate::error::DbError;
+use crate::status::{Status, WorkflowStatus};
+
+/// One recorded durable call of a workflow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StepRow {
+    pub workflow_id: String,
+    pub function_id: u32,
+    pub name: String,
+    pub output: Option<String>,
+    pub error: Option<String>,
+    pub child_workflow_id: Option<String>,
+    pub serialization: Option<String>,
+}
+
+impl StepRow {
+    pub(super) fn from_row(row: &PgRow) -> Result<StepRow, sqlx::Error> {
+        Ok(StepRow {
+            workflow_id: row.try_get(0)?,
+            function_id: row.try_get::<i32, _>(1)? as u32,
+            name: row.try_get(2)?,
+            output: row.try_get(3)?,
+            error: row.try_get(4)?,
+            child_workflow_id: row.try_get(5)?,
+            serialization: row.try_get(6)?,
+        })
+    }
+}
+
+pub(super) const LOAD_STEPS: &str = r#"
+SELECT workflow_uuid, function_id, function_name, output, error, child_workflow_id, serialization
+FROM {s}.operation_outputs
+WHERE workflow_uuid = ANY($1::text[])
+ORDER BY workflow_uuid, function_id
+"#;
+
+/// A workflow's status row with its outcome payloads.
+#[derive(Debug, Clone)]
+pub(crate) struct StatusRow {
+    pub status: WorkflowStatus,
+    pub output: Option<String>,
+    pub error: Option<String>,
+    pub serialization: Option<String>,
+}
+
+// The payload tables are authoritative; the legacy columns are a read fallback, as in DBOS.
+pub(super) const STATUS: &str = r#"
+SELECT w.workflow_uuid, w.status, w.name, w.executor_id, w.application_version,
+       w.application_name, w.queue_name, w.recovery_attempts, w.created_at, w.updated_at,
+       w.started_at_epoch_ms, w.completed_at, w.parent_workflow_id,
+       COALESCE(o.output, w.output), COALESCE(o.error, w.error), w.serialization
+FROM {s}.workflow_status w
+LEFT JOIN {s}.workflow_output o ON o.workflow_uuid = w.workflow_uuid
+WHERE w.workflow_uuid = $1
+"#;
+
+/// The status row of `id`, or `None` when no such workflow exists.
+pub(crate) async fn status(
+    pool: &PgPool,
+    sql: &Sql,
+    id: &str,
+) -> Result<Option<StatusRow>, DbError> {
+    let Some(row) = sqlx::query(sql.status.clone())
+        .bind(id)
+        .fetch_optional(pool)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let text: Option<String> = row.try_get(1)?;
+    let status = text
+        .as_deref()
+        .and_then(Status::parse)
+        .ok_or_else(|| DbError::Query(format!("workflow {id} has unknown status {text:?}")))?;
+    Ok(Some(StatusRow {
+        status: WorkflowStatus {
+            id: row.try_get(0)?,
+            status,
+            name: row.try_get::<Option<String>, _>(2)?.unwrap_or_default(),
+            executor_id: row.try_get(3)?,
+            app_version: row.try_get(4)?,
+            app_name: row.try_get(5)?,
+            queue_name: row.try_get(6)?,
+            recovery_attempts: row.try_get::<Option<i64>, _>(7)?.unwrap_or(0),
+            created_at_ms: row.try_get(8)?,
+            updated_at_ms: row.try_get(9)?,
+            started_at_ms: row.try_get(10)?,
+            completed_at_ms: row.try_get(11)?,
+            parent_workflow_id: row.try_get(12)?,
+        },
+        output: row.try_get(13)?,
+        error: row.try_get(14)?,
+        serialization: row.try_get(15)?,
+    }))
+}
