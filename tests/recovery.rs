@@ -1,0 +1,369 @@
+//! Recovery: a killed process's workflows are finished by the next launch from their last
+//! checkpoint; crashes count against the recovery budget; shutdown leaves unfinished work
+//! `PENDING` for the next launch.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use stead::{Context, Error, Status, WorkflowConfig, WorkflowOptions};
+
+/// Set in the child process: the database URL it runs against.
+const CHILD_DB: &str = "STEAD_TEST_CRASH_CHILD_DB";
+
+static EFFECTS: OnceLock<PgPool> = OnceLock::new();
+
+/// Counts a side effect in the test database, so counts survive the killed process.
+async fn effect(step: &str) -> Result<u32, sqlx::Error> {
+    let pool = EFFECTS.get().expect("effects pool");
+    sqlx::query(
+        "INSERT INTO effects VALUES ($1, 1) ON CONFLICT (step) DO UPDATE SET n = effects.n + 1",
+    )
+    .bind(step)
+    .execute(pool)
+    .await?;
+    Ok(1)
+}
+
+async fn three_steps(ctx: Context, base: u32) -> stead::Result<u32> {
+    let a = ctx
+        .step("one", || async { effect("one").await.map(|_| base + 1) })
+        .await?;
+    let b = ctx
+        .step("two", || async { effect("two").await.map(|_| a + 1) })
+        .await?;
+    if std::env::var(CHILD_DB).is_ok() {
+        // The child parks here and is killed: step 3 must run in the fresh process only.
+        std::future::pending::<()>().await;
+    }
+    ctx.step("three", || async { effect("three").await.map(|_| b + 1) })
+        .await
+}
+
+async fn effects_pool(db: &common::TestDb) -> PgPool {
+    let pool = db.pool().await;
+    sqlx::query("CREATE TABLE IF NOT EXISTS effects (step text PRIMARY KEY, n int NOT NULL)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool
+}
+
+/// Entry point of the child process; does nothing when run as an ordinary test.
+#[tokio::test]
+#[ignore = "run by a_process_killed_after_step_two_is_finished_by_a_fresh_one"]
+async fn crash_child() {
+    let Ok(url) = std::env::var(CHILD_DB) else {
+        return;
+    };
+    let db = common::TestDb::existing(&url);
+    EFFECTS.set(effects_pool(&db).await).unwrap();
+    let rt = common::builder(&db)
+        .workflow("three", three_steps)
+        .launch()
+        .await
+        .unwrap();
+    rt.start("three", 10, WorkflowOptions::with_id("crash-1"))
+        .await
+        .unwrap();
+    std::future::pending::<()>().await;
+}
+
+#[tokio::test]
+async fn a_process_killed_after_step_two_is_finished_by_a_fresh_one() {
+    let db = common::TestDb::new().await;
+    let pool = effects_pool(&db).await;
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash_child", "--ignored", "--nocapture"])
+        .env(CHILD_DB, &db.url)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::wait_count(
+        &pool,
+        "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'crash-1'",
+        2,
+        60,
+    )
+    .await;
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let pending = common::scalar(
+        &pool,
+        "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = 'crash-1'",
+    )
+    .await;
+    assert_eq!(pending.as_deref(), Some("PENDING"));
+
+    EFFECTS.set(pool.clone()).unwrap();
+    let rt = common::builder(&db)
+        .workflow("three", three_steps)
+        .launch()
+        .await
+        .unwrap();
+    let result: u32 = rt.handle("crash-1").result().await.unwrap();
+    assert_eq!(result, 13);
+    let counts = common::scalar(
+        &pool,
+        "SELECT string_agg(step || '=' || n, ',' ORDER BY step) FROM effects",
+    )
+    .await;
+    assert_eq!(counts.as_deref(), Some("one=1,three=1,two=1"));
+    let attempts = rt
+        .handle("crash-1")
+        .status()
+        .await
+        .unwrap()
+        .recovery_attempts;
+    assert_eq!(attempts, 2, "started once, recovered once");
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_workflow_that_keeps_panicking_is_parked_after_its_budget() {
+    static RUNS: AtomicU32 = AtomicU32::new(0);
+    async fn always_panics(_ctx: Context, _: ()) -> stead::Result<()> {
+        RUNS.fetch_add(1, Ordering::SeqCst);
+        panic!("poisoned input");
+    }
+    let db = common::TestDb::new().await;
+    let rt = common::builder(&db)
+        .workflow_with(
+            "p",
+            WorkflowConfig::default().max_recovery_attempts(2),
+            always_panics,
+        )
+        .launch()
+        .await
+        .unwrap();
+    let h = rt
+        .start("p", (), WorkflowOptions::with_id("p-1"))
+        .await
+        .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(20), h.result::<()>())
+        .await
+        .expect("parked, not looping")
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::MaxRecoveryAttemptsExceeded { .. }),
+        "{err}"
+    );
+    assert_eq!(
+        RUNS.load(Ordering::SeqCst),
+        3,
+        "the first run and two restarts"
+    );
+    let status = h.status().await.unwrap();
+    assert_eq!(status.status, Status::MaxRecoveryAttemptsExceeded);
+    assert_eq!(status.recovery_attempts, 4);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test]
+async fn recovery_on_launch_counts_attempts_and_parks_past_the_budget() {
+    static GATE: AtomicBool = AtomicBool::new(false);
+    async fn gated(ctx: Context, _: ()) -> stead::Result<u32> {
+        ctx.step("before", || async { Ok::<_, std::io::Error>(1) })
+            .await?;
+        while !GATE.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(2)
+    }
+    let db = common::TestDb::new().await;
+    let pool = db.pool().await;
+    let config = || WorkflowConfig::default().max_recovery_attempts(1);
+    for launch in 0..2 {
+        let rt = common::builder(&db)
+            .workflow_with("g", config(), gated)
+            .launch()
+            .await
+            .unwrap();
+        if launch == 0 {
+            rt.start("g", (), WorkflowOptions::with_id("g-1"))
+                .await
+                .unwrap();
+        }
+        common::wait_count(
+            &pool,
+            "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'g-1'",
+            1,
+            10,
+        )
+        .await;
+        drop(rt); // a crash: no shutdown
+    }
+    // Third dispatch: 3 > max_recovery_attempts + 1, so the launch parks it.
+    let rt = common::builder(&db)
+        .workflow_with("g", config(), gated)
+        .launch()
+        .await
+        .unwrap();
+    let err = rt.handle("g-1").result::<u32>().await.unwrap_err();
+    assert!(
+        matches!(err, Error::MaxRecoveryAttemptsExceeded { .. }),
+        "{err}"
+    );
+    assert_eq!(
+        rt.handle("g-1").status().await.unwrap().recovery_attempts,
+        3
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test]
+async fn recovery_leaves_other_executors_and_versions_alone() {
+    async fn idle(_ctx: Context, _: ()) -> stead::Result<()> {
+        std::future::pending::<()>().await;
+        Ok(())
+    }
+    let db = common::TestDb::new().await;
+    let rt = common::builder(&db)
+        .workflow("idle", idle)
+        .launch()
+        .await
+        .unwrap();
+    rt.start("idle", (), WorkflowOptions::with_id("mine"))
+        .await
+        .unwrap();
+    drop(rt);
+    let pool = db.pool().await;
+    sqlx::query(
+        "UPDATE dbos.workflow_status SET executor_id = 'other' WHERE workflow_uuid = 'mine'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let rt = common::builder(&db)
+        .workflow("idle", idle)
+        .launch()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let s = rt.handle("mine").status().await.unwrap();
+    assert_eq!(
+        (s.status, s.recovery_attempts),
+        (Status::Pending, 1),
+        "not taken"
+    );
+    drop(rt);
+    let rt = common::builder(&db)
+        .executor_id("other")
+        .app_version("test-2")
+        .workflow("idle", idle)
+        .launch()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let s = rt.handle("mine").status().await.unwrap();
+    assert_eq!(
+        (s.status, s.recovery_attempts),
+        (Status::Pending, 1),
+        "other version: not taken"
+    );
+    rt.shutdown(Duration::from_millis(100)).await.unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it() {
+    static SECOND_LAUNCH: AtomicBool = AtomicBool::new(false);
+    static STEP_ONE: AtomicU32 = AtomicU32::new(0);
+    async fn long(ctx: Context, _: ()) -> stead::Result<&'static str> {
+        ctx.step("one", || async {
+            Ok::<_, std::io::Error>(STEP_ONE.fetch_add(1, Ordering::SeqCst))
+        })
+        .await?;
+        ctx.step("two", || async {
+            if !SECOND_LAUNCH.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            }
+            Ok::<_, std::io::Error>(())
+        })
+        .await?;
+        Ok("finished")
+    }
+    async fn quick(ctx: Context, _: ()) -> stead::Result<u32> {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        ctx.step("only", || async { Ok::<_, std::io::Error>(7) })
+            .await
+    }
+    let db = common::TestDb::new().await;
+    let pool = db.pool().await;
+    let rt = common::builder(&db)
+        .workflow("long", long)
+        .workflow("quick", quick)
+        .launch()
+        .await
+        .unwrap();
+    rt.start("long", (), WorkflowOptions::with_id("long-1"))
+        .await
+        .unwrap();
+    let q = rt
+        .start("quick", (), WorkflowOptions::with_id("quick-1"))
+        .await
+        .unwrap();
+    common::wait_count(
+        &pool,
+        "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'long-1'",
+        1,
+        10,
+    )
+    .await;
+    let began = std::time::Instant::now();
+    rt.shutdown(Duration::from_millis(500)).await.unwrap();
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "shutdown waited only the grace"
+    );
+    let status = |id: &'static str| {
+        let pool = pool.clone();
+        async move {
+            common::scalar(
+                &pool,
+                &format!("SELECT status FROM dbos.workflow_status WHERE workflow_uuid = '{id}'"),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    assert_eq!(
+        status("quick-1").await,
+        "SUCCESS",
+        "finished within the grace"
+    );
+    assert_eq!(
+        status("long-1").await,
+        "PENDING",
+        "stopped, left for recovery"
+    );
+    assert!(matches!(
+        q.result::<u32>().await,
+        Err(Error::Shutdown) | Ok(7)
+    ));
+    assert!(matches!(
+        rt.start("quick", (), WorkflowOptions::default()).await,
+        Err(Error::Shutdown)
+    ));
+
+    SECOND_LAUNCH.store(true, Ordering::SeqCst);
+    let rt = common::builder(&db)
+        .workflow("long", long)
+        .workflow("quick", quick)
+        .launch()
+        .await
+        .unwrap();
+    assert_eq!(
+        rt.handle("long-1").result::<String>().await.unwrap(),
+        "finished"
+    );
+    assert_eq!(
+        STEP_ONE.load(Ordering::SeqCst),
+        1,
+        "step one was not re-run"
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
