@@ -14,6 +14,7 @@ use std::time::Instant;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use sqlx::postgres::PgConnection;
 use tokio::sync::oneshot;
+use tokio::task::JoinSet;
 
 use crate::db::{DbRequest, Reply};
 use crate::error::DbError;
@@ -26,7 +27,7 @@ pub(crate) struct DbStats {
     pub flushes: AtomicU64,
     pub batched_requests: AtomicU64,
     pub calls: AtomicU64,
-    pub reconnects: AtomicU64,
+    pub connections_opened: AtomicU64,
     pub actor_restarts: AtomicU64,
 }
 
@@ -77,9 +78,17 @@ impl<W: BatchWrite> Default for Queue<W> {
     }
 }
 
-pub(crate) struct DatabaseState {
+/// What a flush needs besides its lane. Dropping it (with the actor's state, also when the actor
+/// is killed) aborts the flushes and calls still in flight.
+struct Ctx {
+    myself: ActorRef<DatabaseMsg>,
     db: SysDb,
     stats: Arc<DbStats>,
+    tasks: JoinSet<()>,
+}
+
+pub(crate) struct DatabaseState {
+    ctx: Ctx,
     start: Queue<NewWorkflow>,
     checkpoint: Queue<StepWrite>,
     finish: Queue<FinishWrite>,
@@ -105,12 +114,16 @@ impl Actor for DatabaseActor {
 
     async fn pre_start(
         &self,
-        _: ActorRef<DatabaseMsg>,
+        myself: ActorRef<DatabaseMsg>,
         (db, stats): (SysDb, Arc<DbStats>),
     ) -> Result<DatabaseState, ActorProcessingErr> {
         Ok(DatabaseState {
-            db,
-            stats,
+            ctx: Ctx {
+                myself,
+                db,
+                stats,
+                tasks: JoinSet::new(),
+            },
             start: Queue::default(),
             checkpoint: Queue::default(),
             finish: Queue::default(),
@@ -121,62 +134,35 @@ impl Actor for DatabaseActor {
 
     async fn handle(
         &self,
-        myself: ActorRef<DatabaseMsg>,
+        _: ActorRef<DatabaseMsg>,
         msg: DatabaseMsg,
         state: &mut DatabaseState,
     ) -> Result<(), ActorProcessingErr> {
-        let (db, stats) = (state.db.clone(), state.stats.clone());
+        while state.ctx.tasks.try_join_next().is_some() {}
+        let ctx = &mut state.ctx;
         match msg {
             DatabaseMsg::Request(request) => match request {
-                DbRequest::Start(w, reply) => enqueue(
-                    &mut state.start,
-                    Lane::Start,
-                    w,
-                    reply,
-                    &myself,
-                    &db,
-                    &stats,
-                ),
-                DbRequest::Checkpoint(w, reply) => enqueue(
-                    &mut state.checkpoint,
-                    Lane::Checkpoint,
-                    w,
-                    reply,
-                    &myself,
-                    &db,
-                    &stats,
-                ),
-                DbRequest::Finish(w, reply) => enqueue(
-                    &mut state.finish,
-                    Lane::Finish,
-                    w,
-                    reply,
-                    &myself,
-                    &db,
-                    &stats,
-                ),
-                DbRequest::LoadSteps(w, reply) => enqueue(
-                    &mut state.load,
-                    Lane::LoadSteps,
-                    w,
-                    reply,
-                    &myself,
-                    &db,
-                    &stats,
-                ),
+                DbRequest::Start(w, reply) => enqueue(&mut state.start, Lane::Start, w, reply, ctx),
+                DbRequest::Checkpoint(w, reply) => {
+                    enqueue(&mut state.checkpoint, Lane::Checkpoint, w, reply, ctx)
+                }
+                DbRequest::Finish(w, reply) => {
+                    enqueue(&mut state.finish, Lane::Finish, w, reply, ctx)
+                }
+                DbRequest::LoadSteps(w, reply) => {
+                    enqueue(&mut state.load, Lane::LoadSteps, w, reply, ctx)
+                }
                 DbRequest::Call(call) => {
-                    stats.calls.fetch_add(1, Ordering::Relaxed);
-                    tokio::spawn(call(db));
+                    ctx.stats.calls.fetch_add(1, Ordering::Relaxed);
+                    ctx.tasks.spawn(call(ctx.db.clone()));
                 }
                 DbRequest::Flush(done) => state.flush_waiters.push(done),
             },
             DatabaseMsg::Flushed(lane, conn) => match lane {
-                Lane::Start => flushed(&mut state.start, lane, conn, &myself, &db, &stats),
-                Lane::Checkpoint => {
-                    flushed(&mut state.checkpoint, lane, conn, &myself, &db, &stats)
-                }
-                Lane::Finish => flushed(&mut state.finish, lane, conn, &myself, &db, &stats),
-                Lane::LoadSteps => flushed(&mut state.load, lane, conn, &myself, &db, &stats),
+                Lane::Start => flushed(&mut state.start, lane, conn, ctx),
+                Lane::Checkpoint => flushed(&mut state.checkpoint, lane, conn, ctx),
+                Lane::Finish => flushed(&mut state.finish, lane, conn, ctx),
+                Lane::LoadSteps => flushed(&mut state.load, lane, conn, ctx),
             },
         }
         if state.idle() {
@@ -193,43 +179,33 @@ fn enqueue<W: BatchWrite>(
     lane: Lane,
     item: W,
     reply: Reply<W::Out>,
-    myself: &ActorRef<DatabaseMsg>,
-    db: &SysDb,
-    stats: &Arc<DbStats>,
+    ctx: &mut Ctx,
 ) {
     queue.pending.push((item, reply));
-    kick(queue, lane, myself, db, stats);
+    kick(queue, lane, ctx);
 }
 
 fn flushed<W: BatchWrite>(
     queue: &mut Queue<W>,
     lane: Lane,
     conn: Option<PgConnection>,
-    myself: &ActorRef<DatabaseMsg>,
-    db: &SysDb,
-    stats: &Arc<DbStats>,
+    ctx: &mut Ctx,
 ) {
     queue.busy = false;
     queue.conn = conn;
-    kick(queue, lane, myself, db, stats);
+    kick(queue, lane, ctx);
 }
 
 /// Starts a flush of everything pending, unless one is already in flight.
-fn kick<W: BatchWrite>(
-    queue: &mut Queue<W>,
-    lane: Lane,
-    myself: &ActorRef<DatabaseMsg>,
-    db: &SysDb,
-    stats: &Arc<DbStats>,
-) {
+fn kick<W: BatchWrite>(queue: &mut Queue<W>, lane: Lane, ctx: &mut Ctx) {
     if queue.busy || queue.pending.is_empty() {
         return;
     }
     queue.busy = true;
     let batch = std::mem::take(&mut queue.pending);
     let conn = queue.conn.take();
-    let (myself, db, stats) = (myself.clone(), db.clone(), stats.clone());
-    tokio::spawn(async move {
+    let (myself, db, stats) = (ctx.myself.clone(), ctx.db.clone(), ctx.stats.clone());
+    ctx.tasks.spawn(async move {
         let conn = flush(batch, conn, &db, &stats).await;
         let _ = myself.send_message(DatabaseMsg::Flushed(lane, conn));
     });
@@ -247,7 +223,7 @@ async fn flush<W: BatchWrite>(
         Some(conn) => conn,
         None => match db.dedicated().await {
             Ok(conn) => {
-                stats.reconnects.fetch_add(1, Ordering::Relaxed);
+                stats.connections_opened.fetch_add(1, Ordering::Relaxed);
                 conn
             }
             Err(e) => {

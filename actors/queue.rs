@@ -11,6 +11,7 @@ use std::time::Duration;
 use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
 };
+use tokio::task::JoinSet;
 
 use super::restart::Restart;
 use super::workflow::{WorkflowActor, WorkflowArgs};
@@ -73,6 +74,9 @@ pub(crate) struct QueueState {
     timer_armed: bool,
     draining: Option<Vec<RpcReplyPort<()>>>,
     deadline_passed: bool,
+    /// Claims, restarts and timers in flight; dropped with the state (also on a kill), which
+    /// aborts them, so nothing outlives the actor.
+    tasks: JoinSet<()>,
 }
 
 pub(crate) struct QueueActor;
@@ -106,6 +110,7 @@ impl Actor for QueueActor {
             timer_armed: false,
             draining: None,
             deadline_passed: false,
+            tasks: JoinSet::new(),
         })
     }
 
@@ -128,6 +133,7 @@ impl Actor for QueueActor {
         msg: QueueMsg,
         state: &mut QueueState,
     ) -> Result<(), ActorProcessingErr> {
+        while state.tasks.try_join_next().is_some() {}
         match msg {
             QueueMsg::Request(QueueRequest::Run(d)) => {
                 if state.draining.is_none() {
@@ -149,7 +155,7 @@ impl Actor for QueueActor {
             QueueMsg::RespawnAbandoned => state.restarting -= 1,
             QueueMsg::Drain(grace, reply) => {
                 state.draining.get_or_insert_with(Vec::new).push(reply);
-                myself.send_after(grace, || QueueMsg::DrainDeadline);
+                state.after(&myself, grace, QueueMsg::DrainDeadline);
             }
             QueueMsg::DrainDeadline => {
                 state.deadline_passed = true;
@@ -204,11 +210,15 @@ impl QueueState {
 
     /// Claims enqueued workflows (or takes back this executor's running ones) off the actor's
     /// mailbox; the rows come back as `Claimed`.
-    fn fetch(&self, myself: &ActorRef<QueueMsg>, take_back: bool) {
-        let (db, shared, queue) = (self.shared.db.clone(), self.shared.clone(), self.name.clone());
+    fn fetch(&mut self, myself: &ActorRef<QueueMsg>, take_back: bool) {
+        let (db, shared, queue) = (
+            self.shared.db.clone(),
+            self.shared.clone(),
+            self.name.clone(),
+        );
         let limit = self.shared.config.claim_batch;
         let myself = myself.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let result = db
                 .call(move |sys| {
                     let (shared, queue) = (shared.clone(), queue.clone());
@@ -253,7 +263,7 @@ impl QueueState {
             let _ = myself.send_message(QueueMsg::Poll);
         } else if !self.timer_armed && self.draining.is_none() {
             self.timer_armed = true;
-            myself.send_after(self.shared.config.internal_poll, || QueueMsg::Tick);
+            self.after(myself, self.shared.config.internal_poll, QueueMsg::Tick);
         }
     }
 
@@ -290,7 +300,7 @@ impl QueueState {
         d.restarts += 1;
         d.fresh = false;
         let (db, myself) = (self.shared.db.clone(), myself.clone());
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             tokio::time::sleep(delay).await;
             let (id, owner) = (d.id.clone(), d.owner.clone());
             let bumped = db
@@ -312,6 +322,15 @@ impl QueueState {
                     QueueMsg::RespawnAbandoned
                 }
             };
+            let _ = myself.send_message(msg);
+        });
+    }
+
+    /// Sends `msg` to this actor after `delay`, unless the actor is gone by then.
+    fn after(&mut self, myself: &ActorRef<QueueMsg>, delay: Duration, msg: QueueMsg) {
+        let myself = myself.clone();
+        self.tasks.spawn(async move {
+            tokio::time::sleep(delay).await;
             let _ = myself.send_message(msg);
         });
     }

@@ -12,6 +12,8 @@ use ractor::{
     Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SpawnErr, SupervisionEvent,
 };
 
+use tokio::task::JoinSet;
+
 use super::queue::QueueMsg;
 use super::restart::{Decision, Restart, RestartBudget, RestartPolicy};
 use crate::db::Db;
@@ -72,6 +74,8 @@ pub(crate) struct SupervisorState {
     db: Option<Db>,
     on_fatal: Arc<dyn Fn(String) + Send + Sync>,
     stopping: bool,
+    /// Pending restart timers; aborted when the supervisor's state is dropped.
+    timers: JoinSet<()>,
 }
 
 pub(crate) struct Supervisor;
@@ -92,6 +96,7 @@ impl Actor for Supervisor {
             db: args.db,
             on_fatal: args.on_fatal,
             stopping: false,
+            timers: JoinSet::new(),
         };
         for spec in args.children {
             state.add(&myself, spec).await?;
@@ -105,6 +110,7 @@ impl Actor for Supervisor {
         msg: SupervisorMsg,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
+        while state.timers.try_join_next().is_some() {}
         match msg {
             SupervisorMsg::AddChild(spec, reply) => {
                 let result = state.add(&myself, spec).await.map_err(|e| e.to_string());
@@ -184,8 +190,11 @@ impl SupervisorState {
         let child = &mut self.children[i];
         match child.budget.on_exit(&self.policy, Instant::now()) {
             Decision::RestartAfter(delay) => {
-                let name = child.spec.name.clone();
-                myself.send_after(delay, move || SupervisorMsg::Restart(name));
+                let (name, myself) = (child.spec.name.clone(), myself.clone());
+                self.timers.spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = myself.send_message(SupervisorMsg::Restart(name));
+                });
             }
             Decision::GiveUp => {
                 let reason = format!(

@@ -10,9 +10,14 @@ use std::time::Duration;
 use stead::{Context, Runtime, WorkflowOptions};
 
 async fn onboard(ctx: Context, user: String) -> stead::Result<String> {
-    for (i, task) in ["create account", "send welcome mail", "provision workspace", "notify sales"]
-        .into_iter()
-        .enumerate()
+    for (i, task) in [
+        "create account",
+        "send welcome mail",
+        "provision workspace",
+        "notify sales",
+    ]
+    .into_iter()
+    .enumerate()
     {
         ctx.step(task, || async move {
             println!("  step {}: {task} ...", i + 1);
@@ -40,7 +45,10 @@ async fn main() -> stead::Result<()> {
     let handle = runtime
         .start("onboard", "ada", WorkflowOptions::with_id("quickstart-ada"))
         .await?;
-    println!("workflow {} running (interrupt me and run again)", handle.id());
+    println!(
+        "workflow {} running (interrupt me and run again)",
+        handle.id()
+    );
     let result: String = handle.result().await?;
     println!("result: {result}");
     runtime.shutdown(Duration::from_secs(5)).await

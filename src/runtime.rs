@@ -347,7 +347,7 @@ impl Runtime {
             db_flushes: s.flushes.load(Ordering::Relaxed),
             db_batched_requests: s.batched_requests.load(Ordering::Relaxed),
             db_calls: s.calls.load(Ordering::Relaxed),
-            db_connections_opened: s.reconnects.load(Ordering::Relaxed),
+            db_connections_opened: s.connections_opened.load(Ordering::Relaxed),
             actor_restarts: s.actor_restarts.load(Ordering::Relaxed),
         }
     }

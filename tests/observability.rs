@@ -1,0 +1,200 @@
+//! Metrics and tracing from day one: counters, histograms and the running gauge through the
+//! `metrics` facade, and one span per workflow with one child span per step.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use metrics_util::MetricKind;
+use stead::{Context, WorkflowOptions};
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context as LayerContext, SubscriberExt};
+use tracing_subscriber::Layer;
+
+async fn good(ctx: Context, _: ()) -> stead::Result<u32> {
+    let a = ctx
+        .step("first", || async { Ok::<_, std::io::Error>(1) })
+        .await?;
+    ctx.step("second", || async move { Ok::<_, std::io::Error>(a + 1) })
+        .await
+}
+
+async fn bad(_ctx: Context, _: ()) -> Result<u32, std::io::Error> {
+    Err(std::io::Error::other("no"))
+}
+
+type Spans = Arc<Mutex<Vec<(String, HashMap<String, String>)>>>;
+
+/// Records every new span's name and fields.
+struct SpanLog(Spans);
+
+struct Fields<'a>(&'a mut HashMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for SpanLog {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: LayerContext<'_, S>,
+    ) {
+        let mut fields = HashMap::new();
+        attrs.record(&mut Fields(&mut fields));
+        self.0
+            .lock()
+            .unwrap()
+            .push((attrs.metadata().name().to_owned(), fields));
+    }
+}
+
+/// A recorded value, detached from the snapshot.
+#[derive(Debug, PartialEq)]
+enum V {
+    Counter(u64),
+    Gauge(f64),
+    Histogram(Vec<f64>),
+}
+
+type Snapshot = [(
+    metrics_util::CompositeKey,
+    Option<metrics::Unit>,
+    Option<metrics::SharedString>,
+    DebugValue,
+)];
+
+fn value(snapshot: &Snapshot, kind: MetricKind, name: &str, labels: &[(&str, &str)]) -> Option<V> {
+    snapshot.iter().find_map(|(key, _, _, v)| {
+        let k = key.key();
+        let matches = key.kind() == kind
+            && k.name() == name
+            && labels
+                .iter()
+                .all(|(lk, lv)| k.labels().any(|l| l.key() == *lk && l.value() == *lv));
+        matches.then(|| match v {
+            DebugValue::Counter(c) => V::Counter(*c),
+            DebugValue::Gauge(g) => V::Gauge(g.into_inner()),
+            DebugValue::Histogram(h) => V::Histogram(h.iter().map(|x| x.into_inner()).collect()),
+        })
+    })
+}
+
+#[tokio::test]
+async fn workflows_and_steps_emit_metrics_and_spans() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().unwrap();
+    let spans: Spans = Arc::default();
+    tracing::subscriber::set_global_default(
+        tracing_subscriber::registry().with(SpanLog(spans.clone())),
+    )
+    .unwrap();
+
+    let db = common::TestDb::new().await;
+    let rt = common::builder(&db)
+        .workflow("good", good)
+        .workflow("bad", bad)
+        .launch()
+        .await
+        .unwrap();
+    let ok = rt
+        .start("good", (), WorkflowOptions::with_id("ok-1"))
+        .await
+        .unwrap();
+    assert_eq!(ok.result::<u32>().await.unwrap(), 2);
+    let failed = rt
+        .start("bad", (), WorkflowOptions::with_id("bad-1"))
+        .await
+        .unwrap();
+    assert!(failed.result::<u32>().await.is_err());
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+
+    let snap = snapshotter.snapshot().into_vec();
+    let counter = |name, labels: &[(&str, &str)]| value(&snap, MetricKind::Counter, name, labels);
+    assert_eq!(
+        counter(stead::metrics::WORKFLOWS_STARTED, &[("workflow", "good")]),
+        Some(V::Counter(1))
+    );
+    assert_eq!(
+        counter(stead::metrics::WORKFLOWS_STARTED, &[("workflow", "bad")]),
+        Some(V::Counter(1))
+    );
+    assert_eq!(
+        counter(
+            stead::metrics::WORKFLOWS_FINISHED,
+            &[("workflow", "good"), ("status", "SUCCESS")]
+        ),
+        Some(V::Counter(1))
+    );
+    assert_eq!(
+        counter(
+            stead::metrics::WORKFLOWS_FINISHED,
+            &[("workflow", "bad"), ("status", "ERROR")]
+        ),
+        Some(V::Counter(1))
+    );
+    match value(
+        &snap,
+        MetricKind::Histogram,
+        stead::metrics::STEP_DURATION,
+        &[("workflow", "good")],
+    ) {
+        Some(V::Histogram(samples)) => assert_eq!(samples.len(), 2),
+        other => panic!("step durations: {other:?}"),
+    }
+    match value(
+        &snap,
+        MetricKind::Histogram,
+        stead::metrics::DB_FLUSH_SIZE,
+        &[("lane", "checkpoint")],
+    ) {
+        Some(V::Histogram(sizes)) => assert_eq!(sizes.iter().sum::<f64>(), 2.0, "two checkpoints"),
+        other => panic!("flush sizes: {other:?}"),
+    }
+    assert!(value(
+        &snap,
+        MetricKind::Histogram,
+        stead::metrics::DB_FLUSH_SECONDS,
+        &[("lane", "finish")]
+    )
+    .is_some());
+    match value(
+        &snap,
+        MetricKind::Gauge,
+        stead::metrics::WORKFLOWS_RUNNING,
+        &[],
+    ) {
+        Some(V::Gauge(g)) => assert_eq!(g, 0.0, "nothing left running"),
+        other => panic!("running gauge: {other:?}"),
+    }
+
+    let spans = spans.lock().unwrap().clone();
+    let workflow = spans
+        .iter()
+        .find(|(name, f)| {
+            name == "workflow" && f.get("workflow_id").map(String::as_str) == Some("ok-1")
+        })
+        .expect("a workflow span");
+    assert_eq!(workflow.1.get("workflow").map(String::as_str), Some("good"));
+    let steps: Vec<_> = spans
+        .iter()
+        .filter(|(name, f)| {
+            name == "step" && f.get("workflow_id").map(String::as_str) == Some("ok-1")
+        })
+        .map(|(_, f)| (f["function_id"].clone(), f["name"].clone()))
+        .collect();
+    assert_eq!(
+        steps,
+        vec![("1".into(), "first".into()), ("2".into(), "second".into())]
+    );
+}
