@@ -30,6 +30,7 @@
 #[path = "../actors/mod.rs"]
 mod actors;
 mod backoff;
+mod builder;
 mod codec;
 mod completion;
 mod context;
@@ -47,11 +48,12 @@ mod sysdb;
 
 pub use actors::restart::RestartPolicy;
 pub use backoff::Backoff;
+pub use builder::RuntimeBuilder;
 pub use context::Context;
 pub use error::{DbError, Error, PortableError, Result, StepError};
 pub use handle::WorkflowHandle;
 pub use registry::WorkflowConfig;
-pub use runtime::{Runtime, RuntimeBuilder, RuntimeStats, WorkflowOptions};
+pub use runtime::{Runtime, RuntimeStats, WorkflowOptions};
 pub use status::{Status, WorkflowStatus};
 pub use step::{BoxError, RetryPolicy, Step};
 pub use sysdb::MigrationReport;

@@ -1,18 +1,15 @@
-//! The runtime: the public handle an embedding service holds, and its builder.
+//! The runtime: the public handle an embedding service holds.
 //!
-//! This is the composition root, the one core module that names actor types: `launch` connects,
-//! starts the supervisor with the database actor, migrates, recovers this executor's unfinished
+//! This is the composition root, the one core module that names actor types: `launch` starts
+//! the supervisor with the database actor, migrates, recovers this executor's unfinished
 //! workflows, and only then starts the queue actors that claim work.
 
-use std::error::Error as StdError;
-use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
 use ractor::{Actor, ActorRef};
-use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::watch;
 
@@ -20,15 +17,15 @@ use crate::actors::database::{DatabaseActor, DbStats};
 use crate::actors::queue::{QueueActor, QueueArgs};
 use crate::actors::restart::{Restart, RestartPolicy};
 use crate::actors::supervisor::{ChildSpec, Role, Supervisor, SupervisorArgs, SupervisorMsg};
+use crate::builder::RuntimeBuilder;
 use crate::codec;
 use crate::completion::Completions;
-use crate::context::Context;
 use crate::db::Db;
 use crate::dispatch::{Dispatch, QueueRequest};
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::metrics;
-use crate::registry::{Registry, WorkflowConfig};
+use crate::registry::Registry;
 use crate::shared::{Config, RunState, Shared, SharedRef};
 use crate::sysdb::{self, NewWorkflow, StartOutcome, SysDb, INTERNAL_QUEUE};
 
@@ -63,185 +60,6 @@ pub struct RuntimeStats {
     pub actor_restarts: u64,
 }
 
-/// Builds and launches a [`Runtime`].
-pub struct RuntimeBuilder {
-    database_url: Option<String>,
-    schema: String,
-    app_name: Option<String>,
-    app_version: Option<String>,
-    executor_id: Option<String>,
-    pool_size: u32,
-    connect_timeout: Duration,
-    db_retry_timeout: Duration,
-    restart: RestartPolicy,
-    internal_poll: Duration,
-    registry: Registry,
-    error: Option<Error>,
-}
-
-impl Default for RuntimeBuilder {
-    fn default() -> Self {
-        RuntimeBuilder {
-            database_url: None,
-            schema: "dbos".into(),
-            app_name: None,
-            app_version: None,
-            executor_id: None,
-            pool_size: 10,
-            connect_timeout: Duration::from_secs(10),
-            db_retry_timeout: Duration::from_secs(30),
-            restart: RestartPolicy::default(),
-            internal_poll: Duration::from_secs(1),
-            registry: Registry::default(),
-            error: None,
-        }
-    }
-}
-
-impl RuntimeBuilder {
-    /// The system database. Without it, `STEAD_DATABASE_URL`, then `DATABASE_URL`, is used.
-    pub fn database_url(mut self, url: impl Into<String>) -> Self {
-        self.database_url = Some(url.into());
-        self
-    }
-
-    /// The schema of the system tables (default `dbos`).
-    pub fn schema(mut self, schema: impl Into<String>) -> Self {
-        self.schema = schema.into();
-        self
-    }
-
-    /// The application name written to `application_name`; claims and recovery are scoped by it.
-    pub fn app_name(mut self, name: impl Into<String>) -> Self {
-        self.app_name = Some(name.into());
-        self
-    }
-
-    /// The application version. Default: `DBOS__APPVERSION`, else derived from the registered
-    /// workflow names.
-    pub fn app_version(mut self, version: impl Into<String>) -> Self {
-        self.app_version = Some(version.into());
-        self
-    }
-
-    /// This executor's id. Default: `DBOS__VMID`, else `local`. Give each live process of a
-    /// fleet its own: recovery takes back every `PENDING` workflow of this id.
-    pub fn executor_id(mut self, id: impl Into<String>) -> Self {
-        self.executor_id = Some(id.into());
-        self
-    }
-
-    /// The most pooled connections for unbatched calls (the write lanes keep their own).
-    pub fn pool_size(mut self, size: u32) -> Self {
-        self.pool_size = size;
-        self
-    }
-
-    /// How long to wait for the database when connecting.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long a call keeps retrying a lost connection before the workflow crashes (and is
-    /// restarted from its checkpoints).
-    pub fn db_retry_timeout(mut self, timeout: Duration) -> Self {
-        self.db_retry_timeout = timeout;
-        self
-    }
-
-    /// How the supervisor restarts the database and queue actors.
-    pub fn restart_policy(mut self, policy: RestartPolicy) -> Self {
-        self.restart = policy;
-        self
-    }
-
-    /// How often the internal queue is polled for recovered, resumed or forked workflows.
-    pub fn internal_queue_poll(mut self, every: Duration) -> Self {
-        self.internal_poll = every;
-        self
-    }
-
-    /// Registers a workflow: `async fn(Context, I) -> Result<O, E>` with serde `I` and `O`.
-    pub fn workflow<F, Fut, I, O, E>(self, name: &str, f: F) -> Self
-    where
-        F: Fn(Context, I) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<O, E>> + Send + 'static,
-        I: DeserializeOwned + Send + 'static,
-        O: Serialize + Send + 'static,
-        E: Into<Box<dyn StdError + Send + Sync>> + Send + 'static,
-    {
-        self.workflow_with(name, WorkflowConfig::default(), f)
-    }
-
-    /// Registers a workflow with its own settings.
-    pub fn workflow_with<F, Fut, I, O, E>(
-        mut self,
-        name: &str,
-        config: WorkflowConfig,
-        f: F,
-    ) -> Self
-    where
-        F: Fn(Context, I) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<O, E>> + Send + 'static,
-        I: DeserializeOwned + Send + 'static,
-        O: Serialize + Send + 'static,
-        E: Into<Box<dyn StdError + Send + Sync>> + Send + 'static,
-    {
-        if let Err(e) = self.registry.add(name, f, config) {
-            self.error.get_or_insert(e);
-        }
-        self
-    }
-
-    /// Connects, migrates, recovers this executor's unfinished workflows and starts running.
-    pub async fn launch(self) -> Result<Runtime> {
-        if let Some(e) = self.error {
-            return Err(e);
-        }
-        let url = resolve_url(self.database_url, env_var)?;
-        sysdb::validate_schema(&self.schema)?;
-        let config = Config {
-            schema: self.schema,
-            app_name: self.app_name,
-            app_version: self
-                .app_version
-                .or_else(|| env_var("DBOS__APPVERSION"))
-                .unwrap_or_else(|| derive_version(&self.registry)),
-            executor_id: self
-                .executor_id
-                .or_else(|| env_var("DBOS__VMID"))
-                .unwrap_or_else(|| "local".into()),
-            internal_poll: self.internal_poll,
-            claim_batch: 1000,
-        };
-        let sys =
-            SysDb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;
-        let (state, _) = watch::channel(RunState::Running);
-        let shared: SharedRef = Arc::new(Shared {
-            config,
-            registry: self.registry,
-            db: Db::new(self.db_retry_timeout),
-            completions: Completions::default(),
-            state,
-            queues: DashMap::new(),
-        });
-        let stats = Arc::new(DbStats::default());
-        let pool = sys.pool.clone();
-        let supervisor = start_supervisor(&shared, sys, stats.clone(), self.restart).await?;
-        let runtime = Runtime {
-            inner: Arc::new(Inner {
-                shared,
-                supervisor,
-                stats,
-                pool,
-            }),
-        };
-        runtime.inner.prepare().await?;
-        Ok(runtime)
-    }
-}
-
 /// A running stead runtime, embedded in a service. Cloning shares it; dropping the last clone
 /// without [`Runtime::shutdown`] kills its actors at once (workflows stay `PENDING` and are
 /// recovered by the next launch).
@@ -262,6 +80,38 @@ impl Runtime {
     /// A builder with defaults.
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
+    }
+
+    /// Starts the actor tree on a connected database, then runs the launch steps.
+    pub(crate) async fn launch(
+        config: Config,
+        registry: Registry,
+        sys: SysDb,
+        db_retry_timeout: Duration,
+        restart: RestartPolicy,
+    ) -> Result<Runtime> {
+        let (state, _) = watch::channel(RunState::Running);
+        let shared: SharedRef = Arc::new(Shared {
+            config,
+            registry,
+            db: Db::new(db_retry_timeout),
+            completions: Completions::default(),
+            state,
+            queues: DashMap::new(),
+        });
+        let stats = Arc::new(DbStats::default());
+        let pool = sys.pool.clone();
+        let supervisor = start_supervisor(&shared, sys, stats.clone(), restart).await?;
+        let runtime = Runtime {
+            inner: Arc::new(Inner {
+                shared,
+                supervisor,
+                stats,
+                pool,
+            }),
+        };
+        runtime.inner.prepare().await?;
+        Ok(runtime)
     }
 
     /// Starts a registered workflow now, in this process. Starting an id that exists returns a
@@ -527,77 +377,5 @@ fn queue_spec(shared: &SharedRef, name: &str) -> ChildSpec {
                 Ok(actor.get_cell())
             })
         }),
-    }
-}
-
-fn env_var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-fn resolve_url(configured: Option<String>, env: fn(&str) -> Option<String>) -> Result<String> {
-    configured
-        .or_else(|| env("STEAD_DATABASE_URL"))
-        .or_else(|| env("DATABASE_URL"))
-        .ok_or_else(|| {
-            Error::Config(
-                "no system database: call .database_url(..) or set STEAD_DATABASE_URL or \
-                 DATABASE_URL"
-                    .into(),
-            )
-        })
-}
-
-/// A stable version id from the registered workflow names (FNV-1a, so it never changes between
-/// builds or toolchains for the same set of workflows).
-fn derive_version(registry: &Registry) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for name in registry.names() {
-        for byte in name.bytes().chain(std::iter::once(b'\n')) {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    format!("{hash:016x}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn noop(_: Context, _: ()) -> Result<()> {
-        Ok(())
-    }
-
-    #[test]
-    fn the_derived_version_depends_only_on_the_workflow_names() {
-        let mut a = Registry::default();
-        a.add("b", noop, WorkflowConfig::default()).unwrap();
-        a.add("a", noop, WorkflowConfig::default()).unwrap();
-        let mut b = Registry::default();
-        b.add("a", noop, WorkflowConfig::default()).unwrap();
-        b.add("b", noop, WorkflowConfig::default()).unwrap();
-        assert_eq!(derive_version(&a), derive_version(&b));
-        b.add("c", noop, WorkflowConfig::default()).unwrap();
-        assert_ne!(derive_version(&a), derive_version(&b));
-        assert_eq!(derive_version(&a).len(), 16);
-    }
-
-    #[test]
-    fn the_url_comes_from_the_builder_then_stead_then_database_url() {
-        fn none(_: &str) -> Option<String> {
-            None
-        }
-        fn both(name: &str) -> Option<String> {
-            Some(format!("from-{name}"))
-        }
-        fn generic(name: &str) -> Option<String> {
-            (name == "DATABASE_URL").then(|| "generic".to_string())
-        }
-        assert_eq!(resolve_url(Some("b".into()), both).unwrap(), "b");
-        assert_eq!(resolve_url(None, both).unwrap(), "from-STEAD_DATABASE_URL");
-        assert_eq!(resolve_url(None, generic).unwrap(), "generic");
-        let err = resolve_url(None, none).unwrap_err();
-        assert!(matches!(err, Error::Config(_)));
-        assert!(err.to_string().contains("STEAD_DATABASE_URL"), "{err}");
     }
 }

@@ -1,0 +1,254 @@
+//! The runtime's builder: settings, workflow registration, and where each setting's default
+//! comes from (the builder, then the environment, then a derived value).
+
+use std::error::Error as StdError;
+use std::future::Future;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::actors::restart::RestartPolicy;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::registry::{Registry, WorkflowConfig};
+use crate::runtime::Runtime;
+use crate::shared::Config;
+use crate::sysdb::{self, SysDb};
+
+/// Builds and launches a [`Runtime`].
+pub struct RuntimeBuilder {
+    database_url: Option<String>,
+    schema: String,
+    app_name: Option<String>,
+    app_version: Option<String>,
+    executor_id: Option<String>,
+    pool_size: u32,
+    connect_timeout: Duration,
+    db_retry_timeout: Duration,
+    restart: RestartPolicy,
+    internal_poll: Duration,
+    registry: Registry,
+    error: Option<Error>,
+}
+
+impl Default for RuntimeBuilder {
+    fn default() -> Self {
+        RuntimeBuilder {
+            database_url: None,
+            schema: "dbos".into(),
+            app_name: None,
+            app_version: None,
+            executor_id: None,
+            pool_size: 10,
+            connect_timeout: Duration::from_secs(10),
+            db_retry_timeout: Duration::from_secs(30),
+            restart: RestartPolicy::default(),
+            internal_poll: Duration::from_secs(1),
+            registry: Registry::default(),
+            error: None,
+        }
+    }
+}
+
+impl RuntimeBuilder {
+    /// The system database. Without it, `STEAD_DATABASE_URL`, then `DATABASE_URL`, is used.
+    pub fn database_url(mut self, url: impl Into<String>) -> Self {
+        self.database_url = Some(url.into());
+        self
+    }
+
+    /// The schema of the system tables (default `dbos`).
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The application name written to `application_name`; claims and recovery are scoped by it.
+    pub fn app_name(mut self, name: impl Into<String>) -> Self {
+        self.app_name = Some(name.into());
+        self
+    }
+
+    /// The application version. Default: `DBOS__APPVERSION`, else derived from the registered
+    /// workflow names.
+    pub fn app_version(mut self, version: impl Into<String>) -> Self {
+        self.app_version = Some(version.into());
+        self
+    }
+
+    /// This executor's id. Default: `DBOS__VMID`, else `local`. Give each live process of a
+    /// fleet its own: recovery takes back every `PENDING` workflow of this id.
+    pub fn executor_id(mut self, id: impl Into<String>) -> Self {
+        self.executor_id = Some(id.into());
+        self
+    }
+
+    /// The most pooled connections for unbatched calls (the write lanes keep their own).
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// How long to wait for the database when connecting.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a call keeps retrying a lost connection before the workflow crashes (and is
+    /// restarted from its checkpoints).
+    pub fn db_retry_timeout(mut self, timeout: Duration) -> Self {
+        self.db_retry_timeout = timeout;
+        self
+    }
+
+    /// How the supervisor restarts the database and queue actors.
+    pub fn restart_policy(mut self, policy: RestartPolicy) -> Self {
+        self.restart = policy;
+        self
+    }
+
+    /// How often the internal queue is polled for recovered, resumed or forked workflows.
+    pub fn internal_queue_poll(mut self, every: Duration) -> Self {
+        self.internal_poll = every;
+        self
+    }
+
+    /// Registers a workflow: `async fn(Context, I) -> Result<O, E>` with serde `I` and `O`.
+    pub fn workflow<F, Fut, I, O, E>(self, name: &str, f: F) -> Self
+    where
+        F: Fn(Context, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<O, E>> + Send + 'static,
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+        E: Into<Box<dyn StdError + Send + Sync>> + Send + 'static,
+    {
+        self.workflow_with(name, WorkflowConfig::default(), f)
+    }
+
+    /// Registers a workflow with its own settings.
+    pub fn workflow_with<F, Fut, I, O, E>(
+        mut self,
+        name: &str,
+        config: WorkflowConfig,
+        f: F,
+    ) -> Self
+    where
+        F: Fn(Context, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<O, E>> + Send + 'static,
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+        E: Into<Box<dyn StdError + Send + Sync>> + Send + 'static,
+    {
+        if let Err(e) = self.registry.add(name, f, config) {
+            self.error.get_or_insert(e);
+        }
+        self
+    }
+
+    /// Connects, migrates, recovers this executor's unfinished workflows and starts running.
+    pub async fn launch(self) -> Result<Runtime> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let url = resolve_url(self.database_url, env_var)?;
+        sysdb::validate_schema(&self.schema)?;
+        let config = Config {
+            schema: self.schema,
+            app_name: self.app_name,
+            app_version: self
+                .app_version
+                .or_else(|| env_var("DBOS__APPVERSION"))
+                .unwrap_or_else(|| derive_version(&self.registry)),
+            executor_id: self
+                .executor_id
+                .or_else(|| env_var("DBOS__VMID"))
+                .unwrap_or_else(|| "local".into()),
+            internal_poll: self.internal_poll,
+            claim_batch: 1000,
+        };
+        let sys =
+            SysDb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;
+        Runtime::launch(
+            config,
+            self.registry,
+            sys,
+            self.db_retry_timeout,
+            self.restart,
+        )
+        .await
+    }
+}
+
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn resolve_url(configured: Option<String>, env: fn(&str) -> Option<String>) -> Result<String> {
+    configured
+        .or_else(|| env("STEAD_DATABASE_URL"))
+        .or_else(|| env("DATABASE_URL"))
+        .ok_or_else(|| {
+            Error::Config(
+                "no system database: call .database_url(..) or set STEAD_DATABASE_URL or \
+                 DATABASE_URL"
+                    .into(),
+            )
+        })
+}
+
+/// A stable version id from the registered workflow names (FNV-1a, so it never changes between
+/// builds or toolchains for the same set of workflows).
+fn derive_version(registry: &Registry) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for name in registry.names() {
+        for byte in name.bytes().chain(std::iter::once(b'\n')) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{hash:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn noop(_: Context, _: ()) -> Result<()> {
+        Ok(())
+    }
+
+    #[test]
+    fn the_derived_version_depends_only_on_the_workflow_names() {
+        let mut a = Registry::default();
+        a.add("b", noop, WorkflowConfig::default()).unwrap();
+        a.add("a", noop, WorkflowConfig::default()).unwrap();
+        let mut b = Registry::default();
+        b.add("a", noop, WorkflowConfig::default()).unwrap();
+        b.add("b", noop, WorkflowConfig::default()).unwrap();
+        assert_eq!(derive_version(&a), derive_version(&b));
+        b.add("c", noop, WorkflowConfig::default()).unwrap();
+        assert_ne!(derive_version(&a), derive_version(&b));
+        assert_eq!(derive_version(&a).len(), 16);
+    }
+
+    #[test]
+    fn the_url_comes_from_the_builder_then_stead_then_database_url() {
+        fn none(_: &str) -> Option<String> {
+            None
+        }
+        fn both(name: &str) -> Option<String> {
+            Some(format!("from-{name}"))
+        }
+        fn generic(name: &str) -> Option<String> {
+            (name == "DATABASE_URL").then(|| "generic".to_string())
+        }
+        assert_eq!(resolve_url(Some("b".into()), both).unwrap(), "b");
+        assert_eq!(resolve_url(None, both).unwrap(), "from-STEAD_DATABASE_URL");
+        assert_eq!(resolve_url(None, generic).unwrap(), "generic");
+        let err = resolve_url(None, none).unwrap_err();
+        assert!(matches!(err, Error::Config(_)));
+        assert!(err.to_string().contains("STEAD_DATABASE_URL"), "{err}");
+    }
+}
