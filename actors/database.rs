@@ -138,7 +138,15 @@ impl Actor for DatabaseActor {
         msg: DatabaseMsg,
         state: &mut DatabaseState,
     ) -> Result<(), ActorProcessingErr> {
-        while state.ctx.tasks.try_join_next().is_some() {}
+        // A flush that panicked left its lane busy forever: poisoned state, so fail and let the
+        // supervisor start a fresh actor (its callers retry against it).
+        while let Some(done) = state.ctx.tasks.try_join_next() {
+            if let Err(e) = done {
+                if e.is_panic() {
+                    return Err(format!("a database flush panicked: {e}").into());
+                }
+            }
+        }
         let ctx = &mut state.ctx;
         match msg {
             DatabaseMsg::Request(request) => match request {

@@ -133,7 +133,15 @@ impl Actor for QueueActor {
         msg: QueueMsg,
         state: &mut QueueState,
     ) -> Result<(), ActorProcessingErr> {
-        while state.tasks.try_join_next().is_some() {}
+        // A claim or restart task that panicked lost track of its workflows: fail, and the
+        // restarted actor takes them back from the table.
+        while let Some(done) = state.tasks.try_join_next() {
+            if let Err(e) = done {
+                if e.is_panic() {
+                    return Err(format!("a queue task panicked: {e}").into());
+                }
+            }
+        }
         match msg {
             QueueMsg::Request(QueueRequest::Run(d)) => {
                 if state.draining.is_none() {
