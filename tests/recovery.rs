@@ -105,7 +105,7 @@ async fn a_process_killed_after_step_two_is_finished_by_a_fresh_one() {
         .launch()
         .await
         .unwrap();
-    let result: u32 = rt.handle("crash-1").result().await.unwrap();
+    let result: u32 = common::within(rt.handle("crash-1").result()).await.unwrap();
     assert_eq!(result, 13);
     let counts = common::scalar(
         &pool,
@@ -188,13 +188,14 @@ async fn recovery_on_launch_counts_attempts_and_parks_past_the_budget() {
                 .await
                 .unwrap();
         }
-        common::wait_count(
-            &pool,
-            "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'g-1'",
-            1,
-            10,
-        )
-        .await;
+        // Dispatched (by the start, then by recovery) and past its first step: crash now.
+        let dispatched = format!(
+            "SELECT count(*) FROM dbos.workflow_status s JOIN dbos.operation_outputs o \
+             USING (workflow_uuid) WHERE workflow_uuid = 'g-1' AND s.status = 'PENDING' \
+             AND s.recovery_attempts = {}",
+            launch + 1
+        );
+        common::wait_count(&pool, &dispatched, 1, 10).await;
         drop(rt); // a crash: no shutdown
     }
     // Third dispatch: 3 > max_recovery_attempts + 1, so the launch parks it.
@@ -203,7 +204,9 @@ async fn recovery_on_launch_counts_attempts_and_parks_past_the_budget() {
         .launch()
         .await
         .unwrap();
-    let err = rt.handle("g-1").result::<u32>().await.unwrap_err();
+    let err = common::within(rt.handle("g-1").result::<u32>())
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, Error::MaxRecoveryAttemptsExceeded { .. }),
         "{err}"
@@ -341,7 +344,7 @@ async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(
         "stopped, left for recovery"
     );
     assert!(matches!(
-        q.result::<u32>().await,
+        common::within(q.result::<u32>()).await,
         Err(Error::Shutdown) | Ok(7)
     ));
     assert!(matches!(
@@ -357,7 +360,9 @@ async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(
         .await
         .unwrap();
     assert_eq!(
-        rt.handle("long-1").result::<String>().await.unwrap(),
+        common::within(rt.handle("long-1").result::<String>())
+            .await
+            .unwrap(),
         "finished"
     );
     assert_eq!(

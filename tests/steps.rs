@@ -37,7 +37,7 @@ async fn a_step_that_fails_twice_then_succeeds_is_checkpointed_once() {
         .start("flaky", (), WorkflowOptions::with_id("f"))
         .await
         .unwrap();
-    assert_eq!(h.result::<String>().await.unwrap(), "done");
+    assert_eq!(common::within(h.result::<String>()).await.unwrap(), "done");
     assert_eq!(ATTEMPTS.load(Ordering::SeqCst), 3);
     let pool = db.pool().await;
     let rows = common::scalar(
@@ -81,7 +81,7 @@ async fn exhausted_retries_give_a_typed_error_listing_every_attempt() {
         .start("doomed", (), WorkflowOptions::with_id("d"))
         .await
         .unwrap();
-    match h.result::<u32>().await.unwrap_err() {
+    match common::within(h.result::<u32>()).await.unwrap_err() {
         Error::WorkflowFailed { error, .. } => {
             assert_eq!(error.name, "StepError");
             let data = error.data.expect("attempts stored");
@@ -125,7 +125,7 @@ async fn the_retry_predicate_stops_retries_of_permanent_errors() {
         .start("declined", (), WorkflowOptions::default())
         .await
         .unwrap();
-    assert!(h.result::<u32>().await.is_err());
+    assert!(common::within(h.result::<u32>()).await.is_err());
     assert_eq!(ATTEMPTS.load(Ordering::SeqCst), 1);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
@@ -165,7 +165,10 @@ async fn a_replay_returns_recorded_outputs_without_running_the_steps() {
         .start("replayed", (), WorkflowOptions::with_id("rp"))
         .await
         .unwrap();
-    assert_eq!(h.result::<Vec<u32>>().await.unwrap(), vec![10, 21, 30]);
+    assert_eq!(
+        common::within(h.result::<Vec<u32>>()).await.unwrap(),
+        vec![10, 21, 30]
+    );
     assert_eq!(
         BODY_RUNS.load(Ordering::SeqCst),
         2,
@@ -202,7 +205,7 @@ async fn a_replay_that_calls_a_different_step_is_a_non_determinism_error() {
         .start("drifting", (), WorkflowOptions::with_id("nd"))
         .await
         .unwrap();
-    match h.result::<u32>().await.unwrap_err() {
+    match common::within(h.result::<u32>()).await.unwrap_err() {
         Error::WorkflowFailed { error, .. } => {
             assert_eq!(error.name, "NonDeterminism");
             assert!(
@@ -243,7 +246,10 @@ async fn a_recorded_step_failure_replays_as_the_same_error() {
         .await
         .unwrap();
     let h = rt.start("f", (), WorkflowOptions::default()).await.unwrap();
-    assert_eq!(h.result::<String>().await.unwrap(), "boom:boom");
+    assert_eq!(
+        common::within(h.result::<String>()).await.unwrap(),
+        "boom:boom"
+    );
     assert_eq!(
         RUNS.load(Ordering::SeqCst),
         1,

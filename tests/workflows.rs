@@ -61,7 +61,7 @@ async fn a_workflow_runs_its_steps_and_stores_what_dbos_reads() {
         .await
         .unwrap();
     assert_eq!(handle.id(), "order-7");
-    let receipt: Receipt = handle.result().await.unwrap();
+    let receipt: Receipt = common::within(handle.result()).await.unwrap();
     assert_eq!(
         receipt,
         Receipt {
@@ -137,14 +137,14 @@ async fn starting_an_existing_id_returns_the_same_workflow_and_result() {
         .start("once", 21, WorkflowOptions::with_id("same"))
         .await
         .unwrap();
-    assert_eq!(a.result::<u32>().await.unwrap(), 42);
-    assert_eq!(b.result::<u32>().await.unwrap(), 42);
+    assert_eq!(common::within(a.result::<u32>()).await.unwrap(), 42);
+    assert_eq!(common::within(b.result::<u32>()).await.unwrap(), 42);
     // After it finished, a third start still returns the recorded result.
     let c = rt
         .start("once", 99, WorkflowOptions::with_id("same"))
         .await
         .unwrap();
-    assert_eq!(c.result::<u32>().await.unwrap(), 42);
+    assert_eq!(common::within(c.result::<u32>()).await.unwrap(), 42);
     assert_eq!(RUNS.load(Ordering::SeqCst), 1, "the body ran once");
     rt.shutdown(std::time::Duration::from_secs(5))
         .await
@@ -201,7 +201,7 @@ async fn a_returned_error_is_stored_and_reported_as_the_outcome() {
         .start("refuse", 5, WorkflowOptions::with_id("r-5"))
         .await
         .unwrap();
-    match h.result::<i64>().await.unwrap_err() {
+    match common::within(h.result::<i64>()).await.unwrap_err() {
         Error::WorkflowFailed { id, error } => {
             assert_eq!(id, "r-5");
             assert_eq!(error.name, "Error");

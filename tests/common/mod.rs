@@ -135,3 +135,10 @@ pub async fn wait_count(pool: &PgPool, sql: &str, n: i64, secs: u64) {
 }
 
 pub mod wire;
+
+/// Awaits `f`, failing the test instead of hanging if it takes over a minute.
+pub async fn within<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(std::time::Duration::from_secs(60), f)
+        .await
+        .expect("timed out after 60 s")
+}
