@@ -28,7 +28,6 @@ pub(crate) struct DbStats {
     pub batched_requests: AtomicU64,
     pub calls: AtomicU64,
     pub connections_opened: AtomicU64,
-    pub actor_restarts: AtomicU64,
 }
 
 pub(crate) enum DatabaseMsg {
@@ -165,6 +164,7 @@ impl Actor for DatabaseActor {
                     ctx.tasks.spawn(call(ctx.db.clone()));
                 }
                 DbRequest::Flush(done) => state.flush_waiters.push(done),
+                DbRequest::Panic => panic!("injected fault: database actor"),
             },
             DatabaseMsg::Flushed(lane, conn) => match lane {
                 Lane::Start => flushed(&mut state.start, lane, conn, ctx),

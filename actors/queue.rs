@@ -28,8 +28,8 @@ pub(crate) enum QueueMsg {
     Poll,
     /// The polling timer fired.
     Tick,
-    /// A claim (or, after a restart of this actor, a take-back) finished.
-    Claimed(Result<Vec<Claimed>, DbError>),
+    /// A claim (or, after a restart of this actor, a take-back: `true`) finished.
+    Claimed(Result<Vec<Claimed>, DbError>, bool),
     /// A crashed workflow's backoff passed and its restart was counted.
     Respawn(Dispatch),
     /// A crashed workflow will not be restarted here (no longer ours, or the database failed).
@@ -148,12 +148,21 @@ impl Actor for QueueActor {
                     state.spawn(&myself, d).await;
                 }
             }
+            QueueMsg::Request(QueueRequest::Panic) => {
+                panic!("injected fault: queue {}", state.name)
+            }
             QueueMsg::Poll => state.poll(&myself),
             QueueMsg::Tick => {
                 state.timer_armed = false;
                 state.poll(&myself);
             }
-            QueueMsg::Claimed(result) => state.claimed(&myself, result).await,
+            QueueMsg::Claimed(result, take_back) => {
+                state.claimed(&myself, result).await;
+                if take_back {
+                    // Back in business: claim what was enqueued meanwhile.
+                    state.poll(&myself);
+                }
+            }
             QueueMsg::Respawn(d) => {
                 state.restarting -= 1;
                 if state.draining.is_none() {
@@ -241,7 +250,7 @@ impl QueueState {
                     }
                 })
                 .await;
-            let _ = myself.send_message(QueueMsg::Claimed(result));
+            let _ = myself.send_message(QueueMsg::Claimed(result, take_back));
         });
     }
 

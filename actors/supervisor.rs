@@ -4,6 +4,7 @@
 //!
 //! It knows children only by their spec; it never runs a query or a workflow itself.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,8 @@ pub(crate) struct SupervisorArgs {
     pub db: Option<Db>,
     /// Told once, when the supervisor gives up on a child.
     pub on_fatal: Arc<dyn Fn(String) + Send + Sync>,
+    /// Counts every restart of a child.
+    pub restarts: Arc<AtomicU64>,
 }
 
 pub(crate) enum SupervisorMsg {
@@ -73,6 +76,7 @@ pub(crate) struct SupervisorState {
     policy: RestartPolicy,
     db: Option<Db>,
     on_fatal: Arc<dyn Fn(String) + Send + Sync>,
+    restarts: Arc<AtomicU64>,
     stopping: bool,
     /// Pending restart timers; aborted when the supervisor's state is dropped.
     timers: JoinSet<()>,
@@ -95,6 +99,7 @@ impl Actor for Supervisor {
             policy: args.policy,
             db: args.db,
             on_fatal: args.on_fatal,
+            restarts: args.restarts,
             stopping: false,
             timers: JoinSet::new(),
         };
@@ -219,6 +224,7 @@ impl SupervisorState {
         };
         let child = &mut self.children[i];
         child.restarts += 1;
+        self.restarts.fetch_add(1, Ordering::Relaxed);
         metrics::actor_restarted(name);
         match (child.spec.spawn)(myself.get_cell(), child.restarts).await {
             Ok(cell) => child.cell = Some(cell),
@@ -260,7 +266,7 @@ impl SupervisorState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::atomic::AtomicU32;
     use std::sync::Mutex;
 
     /// A child that fails as soon as it starts.
@@ -313,6 +319,7 @@ mod tests {
                 .backoff(Duration::from_millis(1), Duration::from_millis(10)),
             db: None,
             on_fatal: Arc::new(move |r| *seen.lock().unwrap() = Some(r)),
+            restarts: Arc::default(),
         };
         let (sup, handle) = Actor::spawn(None, Supervisor, args).await.unwrap();
         tokio::time::timeout(Duration::from_secs(5), handle)

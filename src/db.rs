@@ -40,6 +40,8 @@ pub(crate) enum DbRequest {
     Call(PoolCall),
     /// Answers once everything received before it is written.
     Flush(oneshot::Sender<()>),
+    /// Fault injection for tests: the actor panics, as if its state were poisoned.
+    Panic,
 }
 
 /// A cloneable handle on whichever database actor is current.
@@ -144,6 +146,11 @@ impl Db {
             }))
         })
         .await
+    }
+
+    /// Makes the current actor panic (fault injection for tests).
+    pub(crate) fn inject_panic(&self) -> bool {
+        self.send(DbRequest::Panic)
     }
 
     /// Waits until everything sent so far is written (used by shutdown).

@@ -39,4 +39,6 @@ impl From<Claimed> for Dispatch {
 pub(crate) enum QueueRequest {
     /// Run a workflow this executor already owns (a direct start).
     Run(Dispatch),
+    /// Fault injection for tests: the actor panics, killing its workflow actors.
+    Panic,
 }

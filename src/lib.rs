@@ -53,6 +53,8 @@ pub use context::Context;
 pub use error::{DbError, Error, PortableError, Result, StepError};
 pub use handle::WorkflowHandle;
 pub use registry::WorkflowConfig;
+#[doc(hidden)]
+pub use runtime::Fault;
 pub use runtime::{Runtime, RuntimeStats, WorkflowOptions};
 pub use status::{Status, WorkflowStatus};
 pub use step::{BoxError, RetryPolicy, Step};

@@ -4,7 +4,7 @@
 //! the supervisor with the database actor, migrates, recovers this executor's unfinished
 //! workflows, and only then starts the queue actors that claim work.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +44,16 @@ impl WorkflowOptions {
     }
 }
 
+/// Faults a test can inject (see `Runtime::inject_fault`).
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// The database actor panics.
+    PanicDatabase,
+    /// The named queue's actor panics (`_dbos_internal_queue` runs direct starts).
+    PanicQueue(String),
+}
+
 /// Counters of the runtime's database traffic and supervision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -72,6 +82,7 @@ struct Inner {
     shared: SharedRef,
     supervisor: ActorRef<SupervisorMsg>,
     stats: Arc<DbStats>,
+    restarts: Arc<AtomicU64>,
     /// Closed when the runtime stops, which also ends the pool's maintenance task.
     pool: sqlx::PgPool,
 }
@@ -101,12 +112,15 @@ impl Runtime {
         });
         let stats = Arc::new(DbStats::default());
         let pool = sys.pool.clone();
-        let supervisor = start_supervisor(&shared, sys, stats.clone(), restart).await?;
+        let restarts = Arc::new(AtomicU64::new(0));
+        let supervisor =
+            start_supervisor(&shared, sys, stats.clone(), restarts.clone(), restart).await?;
         let runtime = Runtime {
             inner: Arc::new(Inner {
                 shared,
                 supervisor,
                 stats,
+                restarts,
                 pool,
             }),
         };
@@ -190,6 +204,18 @@ impl Runtime {
         &self.inner.shared.config.app_version
     }
 
+    /// Fault injection for tests: makes an actor panic as if its state were poisoned.
+    #[doc(hidden)]
+    pub fn inject_fault(&self, fault: Fault) -> bool {
+        match fault {
+            Fault::PanicDatabase => self.inner.shared.db.inject_panic(),
+            Fault::PanicQueue(name) => {
+                let queue = self.inner.shared.queues.get(&name).map(|q| q.clone());
+                queue.is_some_and(|q| q.send_message(QueueRequest::Panic).is_ok())
+            }
+        }
+    }
+
     /// Counters of database traffic and actor restarts so far.
     pub fn stats(&self) -> RuntimeStats {
         let s = &self.inner.stats;
@@ -198,7 +224,7 @@ impl Runtime {
             db_batched_requests: s.batched_requests.load(Ordering::Relaxed),
             db_calls: s.calls.load(Ordering::Relaxed),
             db_connections_opened: s.connections_opened.load(Ordering::Relaxed),
-            actor_restarts: s.actor_restarts.load(Ordering::Relaxed),
+            actor_restarts: self.inner.restarts.load(Ordering::Relaxed),
         }
     }
 
@@ -324,6 +350,7 @@ async fn start_supervisor(
     shared: &SharedRef,
     sys: SysDb,
     stats: Arc<DbStats>,
+    restarts: Arc<AtomicU64>,
     policy: RestartPolicy,
 ) -> Result<ActorRef<SupervisorMsg>> {
     let db = shared.db.clone();
@@ -332,12 +359,9 @@ async fn start_supervisor(
         name: "database".into(),
         restart: Restart::Permanent,
         role: Role::Database,
-        spawn: Arc::new(move |sup, restarts| {
+        spawn: Arc::new(move |sup, _| {
             let (db, sys, stats) = (db.clone(), sys.clone(), db_stats.clone());
             Box::pin(async move {
-                if restarts > 0 {
-                    stats.actor_restarts.fetch_add(1, Ordering::Relaxed);
-                }
                 let (actor, _) =
                     Actor::spawn_linked(None, DatabaseActor, (sys, stats), sup).await?;
                 db.set(Some(actor.get_derived()));
@@ -353,6 +377,7 @@ async fn start_supervisor(
         on_fatal: Arc::new(move |reason| {
             state.send_replace(RunState::Fatal(reason));
         }),
+        restarts,
     };
     let (supervisor, _) = Actor::spawn(None, Supervisor, args)
         .await
