@@ -4,13 +4,9 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use stead::{Context, WorkflowOptions};
-
-static BODIES: OnceLock<Mutex<HashMap<(String, u32), u32>>> = OnceLock::new();
 
 async fn counted(ctx: Context, steps: u32) -> stead::Result<u32> {
     let mut sum = 0;
@@ -20,12 +16,7 @@ async fn counted(ctx: Context, steps: u32) -> stead::Result<u32> {
             .step("work", || {
                 let id = id.clone();
                 async move {
-                    *BODIES
-                        .get_or_init(Default::default)
-                        .lock()
-                        .unwrap()
-                        .entry((id, i))
-                        .or_default() += 1;
+                    common::count_body(&id, i);
                     tokio::time::sleep(Duration::from_millis(5)).await;
                     Ok::<_, std::io::Error>(i)
                 }
@@ -84,9 +75,9 @@ async fn terminating_every_connection_loses_nothing_and_restarts_nothing() {
     let killed = killer.await.unwrap();
     assert!(killed >= 10, "the test terminated connections ({killed})");
 
-    let bodies = BODIES.get().unwrap().lock().unwrap().clone();
+    let bodies = common::body_runs("w-");
     assert_eq!(bodies.len() as u32, WORKFLOWS * STEPS);
-    assert!(bodies.values().all(|&n| n == 1), "a step body ran twice");
+    assert!(bodies.iter().all(|&n| n == 1), "a step body ran twice");
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM dbos.operation_outputs")
         .fetch_one(&admin)
         .await

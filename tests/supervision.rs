@@ -3,14 +3,11 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use stead::{Context, Error, Fault, RestartPolicy, WorkflowOptions};
 
-static BODIES: OnceLock<Mutex<HashMap<(String, u32), u32>>> = OnceLock::new();
 static GATE: AtomicBool = AtomicBool::new(false);
 
 /// `steps` steps; after the first it waits for the gate. Counts every step body run.
@@ -27,27 +24,13 @@ async fn gated(ctx: Context, steps: u32) -> stead::Result<u32> {
             .step("s", || {
                 let id = id.clone();
                 async move {
-                    *BODIES
-                        .get_or_init(Default::default)
-                        .lock()
-                        .unwrap()
-                        .entry((id, i))
-                        .or_default() += 1;
+                    common::count_body(&id, i);
                     Ok::<_, std::io::Error>(i)
                 }
             })
             .await?;
     }
     Ok(sum)
-}
-
-fn runs_of(prefix: &str) -> Vec<u32> {
-    let bodies = BODIES.get_or_init(Default::default).lock().unwrap();
-    bodies
-        .iter()
-        .filter(|((id, _), _)| id.starts_with(prefix))
-        .map(|(_, n)| *n)
-        .collect()
 }
 
 #[tokio::test]
@@ -114,13 +97,13 @@ async fn supervised_actors_are_restarted_and_lose_nothing() {
         2,
         "the queue actor and the database actor"
     );
-    let q = runs_of("q-");
+    let q = common::body_runs("q-");
     assert_eq!(q.len(), 50);
     assert!(
         q.iter().all(|&n| n == 1),
         "a replayed step ran again: {q:?}"
     );
-    let d = runs_of("d-");
+    let d = common::body_runs("d-");
     assert_eq!(d.len(), 200);
     assert!(
         d.iter().all(|&n| n == 1),

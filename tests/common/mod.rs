@@ -142,3 +142,22 @@ pub async fn within<F: std::future::Future>(f: F) -> F::Output {
         .await
         .expect("timed out after 60 s")
 }
+
+static BODY_RUNS: std::sync::OnceLock<
+    std::sync::Mutex<std::collections::HashMap<(String, u32), u32>>,
+> = std::sync::OnceLock::new();
+
+/// Counts one run of step `i`'s body in workflow `id` (in this process).
+pub fn count_body(id: &str, i: u32) {
+    let runs = BODY_RUNS.get_or_init(Default::default);
+    *runs.lock().unwrap().entry((id.to_owned(), i)).or_default() += 1;
+}
+
+/// How often each counted step body of the workflows whose id starts with `prefix` ran.
+pub fn body_runs(prefix: &str) -> Vec<u32> {
+    let runs = BODY_RUNS.get_or_init(Default::default).lock().unwrap();
+    runs.iter()
+        .filter(|((id, _), _)| id.starts_with(prefix))
+        .map(|(_, n)| *n)
+        .collect()
+}
