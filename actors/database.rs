@@ -19,7 +19,9 @@ use tokio::task::JoinSet;
 use crate::db::{DbRequest, Reply};
 use crate::error::DbError;
 use crate::metrics;
-use crate::sysdb::{BatchWrite, FinishWrite, LoadSteps, NewWorkflow, StepWrite, SysDb};
+use crate::sysdb::{
+    BatchWrite, ClaimRequest, FinishWrite, LoadSteps, NewWorkflow, StepWrite, SysDb,
+};
 
 /// Counters a test or operator can read: how much work went through how few statements.
 #[derive(Debug, Default)]
@@ -30,6 +32,8 @@ pub(crate) struct DbStats {
     pub connections_opened: AtomicU64,
 }
 
+// ractor boxes every message on send, so a large variant costs no extra copies.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum DatabaseMsg {
     Request(DbRequest),
     /// A lane's flush finished; its connection comes back if it is still healthy.
@@ -58,6 +62,7 @@ pub(crate) enum Lane {
     Checkpoint,
     Finish,
     LoadSteps,
+    Claim,
 }
 
 /// Requests of one kind waiting for the next flush.
@@ -92,6 +97,7 @@ pub(crate) struct DatabaseState {
     checkpoint: Queue<StepWrite>,
     finish: Queue<FinishWrite>,
     load: Queue<LoadSteps>,
+    claim: Queue<ClaimRequest>,
     flush_waiters: Vec<oneshot::Sender<()>>,
 }
 
@@ -100,7 +106,11 @@ impl DatabaseState {
         fn idle<W: BatchWrite>(q: &Queue<W>) -> bool {
             !q.busy && q.pending.is_empty()
         }
-        idle(&self.start) && idle(&self.checkpoint) && idle(&self.finish) && idle(&self.load)
+        idle(&self.start)
+            && idle(&self.checkpoint)
+            && idle(&self.finish)
+            && idle(&self.load)
+            && idle(&self.claim)
     }
 }
 
@@ -127,6 +137,7 @@ impl Actor for DatabaseActor {
             checkpoint: Queue::default(),
             finish: Queue::default(),
             load: Queue::default(),
+            claim: Queue::default(),
             flush_waiters: Vec::new(),
         })
     }
@@ -159,6 +170,9 @@ impl Actor for DatabaseActor {
                 DbRequest::LoadSteps(w, reply) => {
                     enqueue(&mut state.load, Lane::LoadSteps, w, reply, ctx)
                 }
+                DbRequest::Claim(w, reply) => {
+                    enqueue(&mut state.claim, Lane::Claim, *w, reply, ctx)
+                }
                 DbRequest::Call(call) => {
                     ctx.stats.calls.fetch_add(1, Ordering::Relaxed);
                     ctx.tasks.spawn(call(ctx.db.clone()));
@@ -171,6 +185,7 @@ impl Actor for DatabaseActor {
                 Lane::Checkpoint => flushed(&mut state.checkpoint, lane, conn, ctx),
                 Lane::Finish => flushed(&mut state.finish, lane, conn, ctx),
                 Lane::LoadSteps => flushed(&mut state.load, lane, conn, ctx),
+                Lane::Claim => flushed(&mut state.claim, lane, conn, ctx),
             },
         }
         if state.idle() {
@@ -210,7 +225,11 @@ fn kick<W: BatchWrite>(queue: &mut Queue<W>, lane: Lane, ctx: &mut Ctx) {
         return;
     }
     queue.busy = true;
-    let batch = std::mem::take(&mut queue.pending);
+    let batch = if queue.pending.len() <= W::MAX_BATCH {
+        std::mem::take(&mut queue.pending)
+    } else {
+        queue.pending.drain(..W::MAX_BATCH).collect()
+    };
     let conn = queue.conn.take();
     let (myself, db, stats) = (ctx.myself.clone(), ctx.db.clone(), ctx.stats.clone());
     ctx.tasks.spawn(async move {

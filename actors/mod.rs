@@ -3,6 +3,7 @@
 //! in `runtime.rs`.
 
 pub(crate) mod database;
+pub(crate) mod listener;
 pub(crate) mod queue;
 pub(crate) mod restart;
 pub(crate) mod supervisor;

@@ -1,12 +1,14 @@
-//! A queue actor: claims the enqueued workflows of one queue and runs each as a child workflow
-//! actor, whose life is the concurrency slot. It also runs this process's direct starts (the
-//! internal queue does) and restarts children that crash, counting each against the workflow's
-//! recovery budget.
+//! A queue actor: claims the enqueued workflows of one queue within its limits and runs each as a
+//! child workflow actor, whose life is the concurrency slot (no counter to drift). The internal
+//! queue's actor also runs this process's direct starts. Crashed children are restarted under
+//! their recovery budget.
 //!
-//! It never runs workflow code itself, and never claims while draining.
+//! It claims when woken (an enqueue here, a NOTIFY from elsewhere, a freed slot with work
+//! waiting, a delayed workflow coming due) and on its polling timer, the fallback that keeps it
+//! correct when a wake-up is lost. It never runs workflow code, and never claims while draining.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
@@ -19,21 +21,30 @@ use crate::backoff::Backoff;
 use crate::dispatch::{Dispatch, QueueRequest};
 use crate::error::DbError;
 use crate::metrics;
+use crate::queue::{Queue, QueueMessage};
 use crate::shared::SharedRef;
-use crate::sysdb::{self, Claimed};
+use crate::start::{self, Target};
+use crate::sysdb::{self, ClaimOutcome, ClaimRequest, Claimed};
 
 pub(crate) enum QueueMsg {
     Request(QueueRequest),
-    /// Claim now (a wake-up).
-    Poll,
+    Public(QueueMessage),
     /// The polling timer fired.
     Tick,
-    /// A claim (or, after a restart of this actor, a take-back: `true`) finished.
-    Claimed(Result<Vec<Claimed>, DbError>, bool),
+    /// A delayed workflow came due.
+    Due,
+    /// A claim finished.
+    Claimed(Result<ClaimOutcome, DbError>, Instant),
+    /// A take-back finished (after this actor restarted, or a claim's answer was lost).
+    TookBack(Result<Vec<Claimed>, DbError>),
     /// A crashed workflow's backoff passed and its restart was counted.
     Respawn(Dispatch),
     /// A crashed workflow will not be restarted here (no longer ours, or the database failed).
     RespawnAbandoned,
+    /// The queue's definition changed.
+    Configure(Queue),
+    /// The queue was deleted: stop claiming, let the children finish, then stop.
+    Retire,
     /// Stop claiming; let children finish within the grace; answer when none is left.
     Drain(Duration, RpcReplyPort<()>),
     /// The grace is over: kill the children still running (they stay `PENDING`).
@@ -56,24 +67,48 @@ impl TryFrom<QueueMsg> for QueueRequest {
     }
 }
 
+impl From<QueueMessage> for QueueMsg {
+    fn from(m: QueueMessage) -> Self {
+        QueueMsg::Public(m)
+    }
+}
+
+impl TryFrom<QueueMsg> for QueueMessage {
+    type Error = ();
+    fn try_from(m: QueueMsg) -> Result<Self, ()> {
+        match m {
+            QueueMsg::Public(m) => Ok(m),
+            _ => Err(()),
+        }
+    }
+}
+
 pub(crate) struct QueueArgs {
     pub shared: SharedRef,
-    pub name: String,
+    pub def: Queue,
     /// Restarts of this actor so far; after one, take back the workflows the old one ran.
     pub restarts: u32,
 }
 
 pub(crate) struct QueueState {
     shared: SharedRef,
-    name: String,
+    def: Queue,
     children: HashMap<ActorId, (ActorCell, Dispatch)>,
     running: HashMap<String, ActorId>,
     /// Crashed workflows waiting for their restart; they keep their slot.
     restarting: usize,
     claiming: bool,
+    /// Work may be waiting that a free slot could take: claim as soon as one frees.
+    backlog: bool,
     timer_armed: bool,
+    /// Consecutive claims held back by limits other executors use up: polls back off.
+    contended: u32,
+    next_due: Option<i64>,
     draining: Option<Vec<RpcReplyPort<()>>>,
     deadline_passed: bool,
+    retiring: bool,
+    /// This actor replaces one that crashed: take its workflows back before claiming.
+    restarted: bool,
     /// Claims, restarts and timers in flight; dropped with the state (also on a kill), which
     /// aborts them, so nothing outlives the actor.
     tasks: JoinSet<()>,
@@ -97,19 +132,23 @@ impl Actor for QueueActor {
     ) -> Result<QueueState, ActorProcessingErr> {
         // Registered before the take-back below runs, so a direct start either reaches this
         // actor or is already committed when the take-back reads the table.
-        args.shared
-            .queues
-            .insert(args.name.clone(), myself.get_derived());
+        let name = args.def.name.clone();
+        args.shared.queues.insert(name, myself.get_derived());
         Ok(QueueState {
             shared: args.shared,
-            name: args.name,
+            def: args.def,
             children: HashMap::new(),
             running: HashMap::new(),
             restarting: 0,
-            claiming: args.restarts > 0,
+            claiming: false,
+            backlog: true,
             timer_armed: false,
+            contended: 0,
+            next_due: None,
             draining: None,
             deadline_passed: false,
+            retiring: false,
+            restarted: args.restarts > 0,
             tasks: JoinSet::new(),
         })
     }
@@ -119,10 +158,10 @@ impl Actor for QueueActor {
         myself: ActorRef<QueueMsg>,
         state: &mut QueueState,
     ) -> Result<(), ActorProcessingErr> {
-        if state.claiming {
+        if state.restarted {
             state.take_back(&myself);
         } else {
-            let _ = myself.send_message(QueueMsg::Poll);
+            state.claim(&myself, true);
         }
         Ok(())
     }
@@ -145,31 +184,54 @@ impl Actor for QueueActor {
         match msg {
             QueueMsg::Request(QueueRequest::Run(d)) => {
                 if state.draining.is_none() {
-                    state.spawn(&myself, d).await;
+                    state.spawn(&myself, d, false).await;
                 }
+            }
+            QueueMsg::Request(QueueRequest::Wake) => {
+                state.backlog = true;
+                state.claim(&myself, false);
             }
             QueueMsg::Request(QueueRequest::Panic) => {
-                panic!("injected fault: queue {}", state.name)
+                panic!("injected fault: queue {}", state.def.name)
             }
-            QueueMsg::Poll => state.poll(&myself),
+            QueueMsg::Public(QueueMessage::Enqueue(request, reply)) => {
+                let (shared, queue) = (state.shared.clone(), state.def.name.clone());
+                state.tasks.spawn(async move {
+                    let handle = start::submit(
+                        &shared,
+                        Target::Queue(&queue),
+                        &request.workflow,
+                        &request.input_json,
+                        request.options,
+                    )
+                    .await;
+                    let _ = reply.send(handle.map(|h| h.id().to_owned()));
+                });
+            }
             QueueMsg::Tick => {
                 state.timer_armed = false;
-                state.poll(&myself);
+                state.claim(&myself, true);
             }
-            QueueMsg::Claimed(result, take_back) => {
-                state.claimed(&myself, result).await;
-                if take_back {
-                    // Back in business: claim what was enqueued meanwhile.
-                    state.poll(&myself);
-                }
+            QueueMsg::Due => {
+                state.next_due = None;
+                state.backlog = true;
+                state.claim(&myself, false);
             }
+            QueueMsg::Claimed(result, began) => state.claimed(&myself, result, began).await,
+            QueueMsg::TookBack(result) => state.took_back(&myself, result).await,
             QueueMsg::Respawn(d) => {
                 state.restarting -= 1;
                 if state.draining.is_none() {
-                    state.spawn(&myself, d).await;
+                    state.spawn(&myself, d, false).await;
                 }
             }
             QueueMsg::RespawnAbandoned => state.restarting -= 1,
+            QueueMsg::Configure(def) => {
+                state.def = def;
+                state.backlog = true;
+                state.claim(&myself, false);
+            }
+            QueueMsg::Retire => state.retiring = true,
             QueueMsg::Drain(grace, reply) => {
                 state.draining.get_or_insert_with(Vec::new).push(reply);
                 state.after(&myself, grace, QueueMsg::DrainDeadline);
@@ -181,7 +243,7 @@ impl Actor for QueueActor {
                 }
             }
         }
-        state.answer_drain();
+        state.settle(&myself);
         Ok(())
     }
 
@@ -204,89 +266,154 @@ impl Actor for QueueActor {
             }
             if Restart::Transient.applies(abnormal) && state.draining.is_none() {
                 state.restart(&myself, d);
+            } else if state.backlog {
+                // A slot freed and work may be waiting: take it now, not at the next poll.
+                state.claim(&myself, false);
             }
         }
-        state.answer_drain();
+        state.settle(&myself);
         Ok(())
     }
 }
 
 impl QueueState {
-    fn poll(&mut self, myself: &ActorRef<QueueMsg>) {
-        if self.claiming || self.draining.is_some() {
+    fn free_slots(&self) -> i64 {
+        let busy = (self.children.len() + self.restarting) as i64;
+        match self.def.worker_concurrency {
+            Some(limit) => i64::from(limit) - busy,
+            None => self.shared.config.claim_batch,
+        }
+    }
+
+    /// Claims as many workflows as there are free slots, unless a claim is already in flight.
+    fn claim(&mut self, myself: &ActorRef<QueueMsg>, on_timer: bool) {
+        if self.claiming || self.draining.is_some() || self.retiring {
+            return;
+        }
+        let limit = self.free_slots().min(self.shared.config.claim_batch);
+        if limit <= 0 {
+            self.arm_timer(myself);
             return;
         }
         self.claiming = true;
-        self.fetch(myself, false);
-    }
-
-    /// After this actor restarted: its old children died with it, so take their workflows back.
-    fn take_back(&mut self, myself: &ActorRef<QueueMsg>) {
-        self.fetch(myself, true);
-    }
-
-    /// Claims enqueued workflows (or takes back this executor's running ones) off the actor's
-    /// mailbox; the rows come back as `Claimed`.
-    fn fetch(&mut self, myself: &ActorRef<QueueMsg>, take_back: bool) {
-        let (db, shared, queue) = (
-            self.shared.db.clone(),
-            self.shared.clone(),
-            self.name.clone(),
-        );
-        let limit = self.shared.config.claim_batch;
-        let myself = myself.clone();
+        let config = &self.shared.config;
+        let request = ClaimRequest {
+            queue: self.def.clone(),
+            limit,
+            with_depth: on_timer,
+            executor_id: config.executor_id.clone(),
+            app_version: config.app_version.clone(),
+            app_name: config.app_name.clone(),
+            now: sysdb::now_ms(),
+        };
+        let (db, myself) = (self.shared.db.clone(), myself.clone());
         self.tasks.spawn(async move {
-            let result = db
-                .call(move |sys| {
-                    let (shared, queue) = (shared.clone(), queue.clone());
-                    async move {
-                        let me = shared.config.executor();
-                        if take_back {
-                            let direct = queue == sysdb::INTERNAL_QUEUE;
-                            sysdb::redispatch(&sys.pool, &sys.sql, &me, &queue, direct).await
-                        } else {
-                            sysdb::claim(&sys.pool, &sys.sql, &me, &queue, limit).await
-                        }
-                    }
-                })
-                .await;
-            let _ = myself.send_message(QueueMsg::Claimed(result, take_back));
+            let began = Instant::now();
+            let result = db.claim(request).await;
+            let _ = myself.send_message(QueueMsg::Claimed(result, began));
         });
     }
 
     async fn claimed(
         &mut self,
         myself: &ActorRef<QueueMsg>,
+        result: Result<ClaimOutcome, DbError>,
+        began: Instant,
+    ) {
+        self.claiming = false;
+        let out = match result {
+            Ok(out) => out,
+            Err(e) => {
+                tracing::warn!(queue = %self.def.name, error = %e, "claim failed");
+                if e.is_transient() {
+                    // It may have committed before the answer was lost: take those rows back.
+                    self.take_back(myself);
+                }
+                self.arm_timer(myself);
+                return;
+            }
+        };
+        let name = self.def.name.clone();
+        metrics::queue_claimed(&name, out.claimed.len(), began.elapsed(), out.rate_limited);
+        if let Some(depth) = out.depth {
+            metrics::queue_depth(&name, depth);
+        }
+        let asked = self.free_slots().min(self.shared.config.claim_batch);
+        let took = out.claimed.len() as i64;
+        // Claimed while draining or retiring: they stay PENDING for the next launch to recover.
+        if self.draining.is_none() {
+            for row in out.claimed {
+                self.spawn(myself, Dispatch::from(row), false).await;
+            }
+        }
+        // Another executor uses up the shared limits: back off the polling a little.
+        self.contended = if took == 0 && out.allowed < asked {
+            self.contended + 1
+        } else {
+            0
+        };
+        self.backlog = took >= asked || out.allowed < asked || out.promoted > 0;
+        if let Some(due) = out.next_due {
+            self.wake_at(myself, due);
+        }
+        if out.promoted > 0 || (took > 0 && took >= asked && self.free_slots() > 0) {
+            self.claim(myself, false);
+        }
+        self.arm_timer(myself);
+    }
+
+    fn take_back(&mut self, myself: &ActorRef<QueueMsg>) {
+        self.claiming = true;
+        let (db, shared, myself) = (self.shared.db.clone(), self.shared.clone(), myself.clone());
+        let queue = self.def.name.clone();
+        let running: Vec<String> = self.running.keys().cloned().collect();
+        self.tasks.spawn(async move {
+            let result = db
+                .call(move |sys| {
+                    let (shared, queue, running) = (shared.clone(), queue.clone(), running.clone());
+                    async move {
+                        let me = shared.config.executor();
+                        let direct = queue == sysdb::INTERNAL_QUEUE;
+                        sysdb::redispatch(&sys.pool, &sys.sql, &me, &queue, direct, &running).await
+                    }
+                })
+                .await;
+            let _ = myself.send_message(QueueMsg::TookBack(result));
+        });
+    }
+
+    async fn took_back(
+        &mut self,
+        myself: &ActorRef<QueueMsg>,
         result: Result<Vec<Claimed>, DbError>,
     ) {
         self.claiming = false;
-        let full = match result {
-            Ok(rows) => {
-                let full = rows.len() as i64 >= self.shared.config.claim_batch;
-                // Claimed while draining: they stay PENDING for the next launch to recover.
-                if self.draining.is_none() {
-                    for row in rows {
-                        self.spawn(myself, Dispatch::from(row)).await;
-                    }
+        match result {
+            Ok(rows) if self.draining.is_none() => {
+                for row in rows {
+                    metrics::workflow_recovered(&row.name);
+                    self.spawn(myself, Dispatch::from(row), true).await;
                 }
-                full
             }
-            Err(e) => {
-                tracing::warn!(queue = %self.name, error = %e, "claim failed");
-                false
-            }
-        };
-        if full {
-            let _ = myself.send_message(QueueMsg::Poll);
-        } else if !self.timer_armed && self.draining.is_none() {
-            self.timer_armed = true;
-            self.after(myself, self.shared.config.internal_poll, QueueMsg::Tick);
+            Ok(_) => {}
+            Err(e) => tracing::error!(queue = %self.def.name, error = %e,
+                "take-back failed; those workflows wait for the next launch's recovery"),
         }
+        self.backlog = true;
+        self.claim(myself, false);
     }
 
-    async fn spawn(&mut self, myself: &ActorRef<QueueMsg>, d: Dispatch) {
-        if self.running.contains_key(&d.id) {
-            return;
+    /// Spawns a workflow actor. A take-back (`replace`) supersedes a local run of the same id:
+    /// the row has a new owner, so the old run could not checkpoint again anyway.
+    async fn spawn(&mut self, myself: &ActorRef<QueueMsg>, d: Dispatch, replace: bool) {
+        if let Some(old) = self.running.get(&d.id).copied() {
+            if !replace {
+                return;
+            }
+            if let Some((cell, _)) = self.children.remove(&old) {
+                cell.kill();
+            }
+            self.running.remove(&d.id);
         }
         let id = d.id.clone();
         let args = WorkflowArgs {
@@ -343,6 +470,31 @@ impl QueueState {
         });
     }
 
+    /// Keeps the polling timer running: the queue's interval, doubled per contended claim (up
+    /// to 8×), with ±10% jitter so executors do not poll in lockstep.
+    fn arm_timer(&mut self, myself: &ActorRef<QueueMsg>) {
+        if self.timer_armed || self.draining.is_some() || self.retiring {
+            return;
+        }
+        self.timer_armed = true;
+        let base = self
+            .def
+            .polling_interval
+            .mul_f64(f64::from(1u32 << self.contended.min(3)));
+        let jitter = (uuid::Uuid::new_v4().as_u128() % 2001) as f64 / 10_000.0 - 0.1;
+        self.after(myself, base.mul_f64(1.0 + jitter), QueueMsg::Tick);
+    }
+
+    /// Claims again when a delayed workflow comes due.
+    fn wake_at(&mut self, myself: &ActorRef<QueueMsg>, due_ms: i64) {
+        if self.next_due.is_some_and(|at| at <= due_ms) {
+            return;
+        }
+        self.next_due = Some(due_ms);
+        let wait = (due_ms - sysdb::now_ms()).max(0) as u64;
+        self.after(myself, Duration::from_millis(wait), QueueMsg::Due);
+    }
+
     /// Sends `msg` to this actor after `delay`, unless the actor is gone by then.
     fn after(&mut self, myself: &ActorRef<QueueMsg>, delay: Duration, msg: QueueMsg) {
         let myself = myself.clone();
@@ -352,13 +504,23 @@ impl QueueState {
         });
     }
 
-    fn answer_drain(&mut self) {
-        let settled = self.children.is_empty() && (self.restarting == 0 || self.deadline_passed);
-        if settled && !self.claiming {
+    /// Publishes the running gauge; answers a drain, or stops a retired queue, once idle.
+    fn settle(&mut self, myself: &ActorRef<QueueMsg>) {
+        metrics::queue_running(&self.def.name, self.children.len());
+        let idle = self.children.is_empty() && !self.claiming;
+        let settled = idle && (self.restarting == 0 || self.deadline_passed);
+        if settled {
             if let Some(waiters) = self.draining.as_mut() {
                 for reply in waiters.drain(..) {
                     let _ = reply.send(());
                 }
+            }
+            if self.retiring && self.restarting == 0 {
+                let me = myself.get_id();
+                self.shared
+                    .queues
+                    .remove_if(&self.def.name, |_, r| r.get_id() == me);
+                myself.stop(Some("queue deleted".into()));
             }
         }
     }

@@ -2,8 +2,13 @@
 //! restart policy, reports a fatal error when one keeps failing, and drains the tree on shutdown
 //! (queues first, the database last).
 //!
+//! It also keeps one queue actor per queue definition: on `Reconcile` (at launch, after a local
+//! change, and on a timer for changes made elsewhere) a new queue gets an actor, a changed one is
+//! reconfigured, a deleted one is retired (it finishes its running workflows, then stops).
+//!
 //! It knows children only by their spec; it never runs a query or a workflow itself.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +23,9 @@ use tokio::task::JoinSet;
 use super::queue::QueueMsg;
 use super::restart::{Decision, Restart, RestartBudget, RestartPolicy};
 use crate::db::Db;
+use crate::error::DbError;
 use crate::metrics;
+use crate::queue::Queue;
 
 /// Spawns a child linked to the given supervisor; the count says how often it was restarted.
 pub(crate) type SpawnFn =
@@ -44,8 +51,20 @@ pub(crate) struct ChildSpec {
     pub spawn: SpawnFn,
 }
 
+/// How the supervisor keeps one queue actor per queue definition.
+pub(crate) struct QueueSet {
+    /// Reads the definitions this executor serves (the internal queue included).
+    pub load: Arc<dyn Fn() -> BoxFuture<'static, Result<Vec<Queue>, DbError>> + Send + Sync>,
+    /// The spec of a queue's actor.
+    pub spec: Arc<dyn Fn(Queue) -> ChildSpec + Send + Sync>,
+    /// How often definitions are re-read.
+    pub every: Duration,
+}
+
 pub(crate) struct SupervisorArgs {
     pub children: Vec<ChildSpec>,
+    /// Queue actors to keep in line with the queue definitions, if any.
+    pub queues: Option<QueueSet>,
     pub policy: RestartPolicy,
     /// The database handle, flushed before the database actor stops.
     pub db: Option<Db>,
@@ -62,6 +81,8 @@ pub(crate) enum SupervisorMsg {
     Restart(String),
     /// Drains everything within the grace and stops; answers when done.
     Shutdown(Duration, RpcReplyPort<()>),
+    /// Brings the queue actors in line with the definitions; the timer sends it without a reply.
+    Reconcile(Option<RpcReplyPort<Result<(), String>>>),
 }
 
 struct Child {
@@ -69,10 +90,16 @@ struct Child {
     cell: Option<ActorCell>,
     budget: RestartBudget,
     restarts: u32,
+    /// The definition a queue actor runs with.
+    queue: Option<Queue>,
+    /// A deleted queue's actor finishing its work: not restarted when it stops.
+    retiring: bool,
 }
 
 pub(crate) struct SupervisorState {
     children: Vec<Child>,
+    queues: Option<QueueSet>,
+    reconcile_armed: bool,
     policy: RestartPolicy,
     db: Option<Db>,
     on_fatal: Arc<dyn Fn(String) + Send + Sync>,
@@ -96,6 +123,8 @@ impl Actor for Supervisor {
     ) -> Result<SupervisorState, ActorProcessingErr> {
         let mut state = SupervisorState {
             children: Vec::new(),
+            queues: args.queues,
+            reconcile_armed: false,
             policy: args.policy,
             db: args.db,
             on_fatal: args.on_fatal,
@@ -104,7 +133,7 @@ impl Actor for Supervisor {
             timers: JoinSet::new(),
         };
         for spec in args.children {
-            state.add(&myself, spec).await?;
+            state.add(&myself, spec, None).await?;
         }
         Ok(state)
     }
@@ -118,8 +147,24 @@ impl Actor for Supervisor {
         while state.timers.try_join_next().is_some() {}
         match msg {
             SupervisorMsg::AddChild(spec, reply) => {
-                let result = state.add(&myself, spec).await.map_err(|e| e.to_string());
+                let result = state
+                    .add(&myself, spec, None)
+                    .await
+                    .map_err(|e| e.to_string());
                 let _ = reply.send(result);
+            }
+            SupervisorMsg::Reconcile(reply) => {
+                let result = state.reconcile(&myself).await;
+                if let Err(e) = &result {
+                    tracing::warn!(error = %e, "cannot read the queue definitions");
+                }
+                match reply {
+                    Some(reply) => {
+                        let _ = reply.send(result);
+                    }
+                    None => state.reconcile_armed = false,
+                }
+                state.arm_reconcile(&myself);
             }
             SupervisorMsg::Restart(name) => state.restart(&myself, &name).await,
             SupervisorMsg::Shutdown(grace, reply) => {
@@ -156,6 +201,7 @@ impl SupervisorState {
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
         spec: ChildSpec,
+        queue: Option<Queue>,
     ) -> Result<(), SpawnErr> {
         let cell = (spec.spawn)(myself.get_cell(), 0).await?;
         self.children.push(Child {
@@ -163,8 +209,70 @@ impl SupervisorState {
             cell: Some(cell),
             budget: RestartBudget::default(),
             restarts: 0,
+            queue,
+            retiring: false,
         });
         Ok(())
+    }
+
+    async fn reconcile(&mut self, myself: &ActorRef<SupervisorMsg>) -> Result<(), String> {
+        let Some(set) = &self.queues else {
+            return Ok(());
+        };
+        let (load, spec) = (set.load.clone(), set.spec.clone());
+        let mut desired: HashMap<String, Queue> = load()
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|q| (q.name.clone(), q))
+            .collect();
+        for child in self.children.iter_mut().filter(|c| !c.retiring) {
+            let Some(current) = child.queue.clone() else {
+                continue;
+            };
+            match desired.remove(&current.name) {
+                None => {
+                    child.retiring = true;
+                    if let Some(cell) = &child.cell {
+                        let _ =
+                            ActorRef::<QueueMsg>::from(cell.clone()).send_message(QueueMsg::Retire);
+                    }
+                }
+                Some(def) if def != current => {
+                    if let Some(cell) = &child.cell {
+                        let actor = ActorRef::<QueueMsg>::from(cell.clone());
+                        let _ = actor.send_message(QueueMsg::Configure(def.clone()));
+                    }
+                    child.spec = spec(def.clone());
+                    child.queue = Some(def);
+                }
+                Some(_) => {}
+            }
+        }
+        // A retired queue whose actor was between restarts has nothing left to wait for.
+        self.children.retain(|c| !(c.retiring && c.cell.is_none()));
+        for def in desired.into_values() {
+            let child = spec(def.clone());
+            self.add(myself, child, Some(def))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn arm_reconcile(&mut self, myself: &ActorRef<SupervisorMsg>) {
+        let Some(every) = self.queues.as_ref().map(|q| q.every) else {
+            return;
+        };
+        if self.reconcile_armed || self.stopping {
+            return;
+        }
+        self.reconcile_armed = true;
+        let myself = myself.clone();
+        self.timers.spawn(async move {
+            tokio::time::sleep(every).await;
+            let _ = myself.send_message(SupervisorMsg::Reconcile(None));
+        });
     }
 
     fn on_exit(
@@ -183,7 +291,7 @@ impl SupervisorState {
         };
         let child = &mut self.children[i];
         child.cell = None;
-        if !child.spec.restart.applies(abnormal) {
+        if child.retiring || !child.spec.restart.applies(abnormal) {
             self.children.remove(i);
             return;
         }
@@ -240,10 +348,14 @@ impl SupervisorState {
             .iter()
             .map(|q| async move { ractor::call_t!(q, QueueMsg::Drain, timeout, grace) });
         futures::future::join_all(drains).await;
-        for cell in self.cells(Role::Queue).chain(self.cells(Role::Other)) {
+        for cell in self.cells(Role::Queue) {
             let _ = cell
                 .stop_and_wait(None, Some(grace + Duration::from_secs(5)))
                 .await;
+        }
+        // Other children (the listener) work inside a never-ending handler: kill, not stop.
+        for cell in self.cells(Role::Other) {
+            let _ = cell.kill_and_wait(Some(Duration::from_secs(5))).await;
         }
         if let Some(db) = &self.db {
             db.flush().await;
@@ -317,6 +429,7 @@ mod tests {
                 .max_restarts(3)
                 .window(Duration::from_secs(10))
                 .backoff(Duration::from_millis(1), Duration::from_millis(10)),
+            queues: None,
             db: None,
             on_fatal: Arc::new(move |r| *seen.lock().unwrap() = Some(r)),
             restarts: Arc::default(),

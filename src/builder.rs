@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::actors::restart::RestartPolicy;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::queue::Queue;
 use crate::registry::{Registry, WorkflowConfig};
 use crate::runtime::Runtime;
 use crate::shared::Config;
@@ -28,6 +29,9 @@ pub struct RuntimeBuilder {
     db_retry_timeout: Duration,
     restart: RestartPolicy,
     internal_poll: Duration,
+    queues: Vec<Queue>,
+    listen_queues: Option<Vec<String>>,
+    queue_refresh: Duration,
     registry: Registry,
     error: Option<Error>,
 }
@@ -45,6 +49,9 @@ impl Default for RuntimeBuilder {
             db_retry_timeout: Duration::from_secs(30),
             restart: RestartPolicy::default(),
             internal_poll: Duration::from_secs(1),
+            queues: Vec::new(),
+            listen_queues: None,
+            queue_refresh: Duration::from_secs(10),
             registry: Registry::default(),
             error: None,
         }
@@ -115,6 +122,26 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Declares a queue: its row in `queues` is written (replacing any definition) at launch.
+    pub fn queue(mut self, queue: Queue) -> Self {
+        self.queues.push(queue);
+        self
+    }
+
+    /// Serves only these queues (the internal queue is always served). Default: every queue of
+    /// the application.
+    pub fn listen_queues<S: Into<String>>(mut self, queues: impl IntoIterator<Item = S>) -> Self {
+        self.listen_queues = Some(queues.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// How often queue definitions are re-read to follow changes made by other processes
+    /// (changes made through this runtime apply at once).
+    pub fn queue_refresh(mut self, every: Duration) -> Self {
+        self.queue_refresh = every;
+        self
+    }
+
     /// Registers a workflow: `async fn(Context, I) -> Result<O, E>` with serde `I` and `O`.
     pub fn workflow<F, Fut, I, O, E>(self, name: &str, f: F) -> Self
     where
@@ -154,6 +181,13 @@ impl RuntimeBuilder {
         }
         let url = resolve_url(self.database_url, env_var)?;
         sysdb::validate_schema(&self.schema)?;
+        let mut names = std::collections::HashSet::new();
+        for q in &self.queues {
+            q.validate()?;
+            if !names.insert(q.name.clone()) {
+                return Err(Error::QueueExists(q.name.clone()));
+            }
+        }
         let config = Config {
             schema: self.schema,
             app_name: self.app_name,
@@ -167,12 +201,15 @@ impl RuntimeBuilder {
                 .unwrap_or_else(|| "local".into()),
             internal_poll: self.internal_poll,
             claim_batch: 1000,
+            listen_queues: self.listen_queues,
+            reconcile_every: self.queue_refresh,
         };
         let sys =
             SysDb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;
         Runtime::launch(
             config,
             self.registry,
+            self.queues,
             sys,
             self.db_retry_timeout,
             self.restart,

@@ -16,8 +16,8 @@ use tokio::sync::oneshot;
 use crate::backoff::Backoff;
 use crate::error::DbError;
 use crate::sysdb::{
-    FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, StartOutcome, StepOutcome, StepRow,
-    StepWrite, SysDb,
+    ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, StartOutcome,
+    StepOutcome, StepRow, StepWrite, SysDb,
 };
 
 /// Where the actor answers a request.
@@ -36,6 +36,8 @@ pub(crate) enum DbRequest {
     Finish(FinishWrite, Reply<FinishOutcome>),
     /// Batched: read a workflow's recorded steps.
     LoadSteps(LoadSteps, Reply<Vec<StepRow>>),
+    /// Claim a queue's workflows (on the claim lane's connection, one claim after another).
+    Claim(Box<ClaimRequest>, Reply<ClaimOutcome>),
     /// A statement that is not batched (status reads, recovery, claims, migrations).
     Call(PoolCall),
     /// Answers once everything received before it is written.
@@ -127,6 +129,22 @@ impl Db {
     pub(crate) async fn load_steps(&self, id: &str) -> Result<Vec<StepRow>, DbError> {
         self.request(|r| DbRequest::LoadSteps(LoadSteps(id.to_owned()), r))
             .await
+    }
+
+    /// Claims enqueued workflows. Not retried here: a claim that may have committed must be
+    /// answered by a take-back, not a second claim, so the queue actor decides.
+    pub(crate) async fn claim(&self, c: ClaimRequest) -> Result<ClaimOutcome, DbError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(DbError::Closed);
+        }
+        let (tx, rx) = oneshot::channel();
+        if !self.send(DbRequest::Claim(Box::new(c), tx)) {
+            return Err(DbError::Transient(
+                "the database actor is not running".into(),
+            ));
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(DbError::Transient("the database actor stopped".into())))
     }
 
     /// Runs `f` on the pool through the actor; `f` must be safe to run again after a

@@ -29,7 +29,7 @@ impl From<Claimed> for Dispatch {
             attempts: c.recovery_attempts,
             inputs: c.inputs,
             serialization: c.serialization,
-            fresh: false,
+            fresh: !c.has_steps,
             restarts: 0,
         }
     }
@@ -39,6 +39,8 @@ impl From<Claimed> for Dispatch {
 pub(crate) enum QueueRequest {
     /// Run a workflow this executor already owns (a direct start).
     Run(Dispatch),
+    /// Work was enqueued (here, or announced by another process): claim now.
+    Wake,
     /// Fault injection for tests: the actor panics, killing its workflow actors.
     Panic,
 }

@@ -81,6 +81,19 @@ pub enum Error {
     /// Another execution took the workflow over (it was recovered or resumed elsewhere).
     #[error("workflow {id} is no longer owned by this execution")]
     NotOwner { id: String },
+    /// The queue's deduplication id is held by a workflow that has not finished.
+    #[error("queue {queue:?} already holds deduplication id {dedup_id:?} (workflow {holder})")]
+    Duplicate {
+        queue: String,
+        dedup_id: String,
+        holder: String,
+    },
+    /// No queue of this name is defined (or this executor does not serve it).
+    #[error("no queue named {0:?}")]
+    UnknownQueue(String),
+    /// A queue of this name already exists.
+    #[error("queue {0:?} already exists")]
+    QueueExists(String),
     /// An argument was malformed (an empty id, a name with a NUL byte, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -117,6 +130,9 @@ impl Error {
             Error::MaxRecoveryAttemptsExceeded { .. } => "MaxRecoveryAttemptsExceeded",
             Error::NotFound(_) => "NotFound",
             Error::NotOwner { .. } => "NotOwner",
+            Error::Duplicate { .. } => "Duplicate",
+            Error::UnknownQueue(_) => "UnknownQueue",
+            Error::QueueExists(_) => "QueueExists",
             Error::InvalidArgument(_) => "InvalidArgument",
             Error::Database(_) => "DatabaseError",
             Error::Shutdown => "Shutdown",

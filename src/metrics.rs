@@ -23,6 +23,18 @@ pub const DB_FLUSH_SIZE: &str = "stead_db_flush_size";
 pub const DB_FLUSH_SECONDS: &str = "stead_db_flush_seconds";
 /// Counter: failed database flushes, by `lane` and `kind` (`transient` or `query`).
 pub const DB_ERRORS: &str = "stead_db_errors_total";
+/// Gauge: `ENQUEUED` workflows of a queue (sampled on its polling timer), by `queue`.
+pub const QUEUE_ENQUEUED: &str = "stead_queue_enqueued";
+/// Gauge: workflows of a queue running in this process, by `queue`.
+pub const QUEUE_RUNNING: &str = "stead_queue_running";
+/// Counter: workflows claimed from a queue by this process, by `queue`.
+pub const QUEUE_CLAIMED: &str = "stead_queue_claimed_total";
+/// Counter: claims a queue's rate limit cut short, by `queue`.
+pub const QUEUE_RATE_LIMITED: &str = "stead_queue_rate_limited_total";
+/// Counter: enqueues answered by deduplication (rejected or returned the holder), by `queue`.
+pub const QUEUE_DEDUPLICATED: &str = "stead_queue_deduplicated_total";
+/// Histogram: seconds one claim took, by `queue`.
+pub const QUEUE_CLAIM_SECONDS: &str = "stead_queue_claim_seconds";
 /// Counter: actor restarts by the supervision tree, by `actor`.
 pub const ACTOR_RESTARTS: &str = "stead_actor_restarts_total";
 
@@ -59,6 +71,26 @@ pub(crate) fn db_flushed(lane: &'static str, size: usize, took: Duration) {
 pub(crate) fn db_failed(lane: &'static str, transient: bool) {
     let kind = if transient { "transient" } else { "query" };
     metrics::counter!(DB_ERRORS, "lane" => lane, "kind" => kind).increment(1);
+}
+
+pub(crate) fn queue_claimed(queue: &str, n: usize, took: Duration, rate_limited: bool) {
+    metrics::counter!(QUEUE_CLAIMED, "queue" => queue.to_owned()).increment(n as u64);
+    metrics::histogram!(QUEUE_CLAIM_SECONDS, "queue" => queue.to_owned()).record(took);
+    if rate_limited {
+        metrics::counter!(QUEUE_RATE_LIMITED, "queue" => queue.to_owned()).increment(1);
+    }
+}
+
+pub(crate) fn queue_depth(queue: &str, enqueued: i64) {
+    metrics::gauge!(QUEUE_ENQUEUED, "queue" => queue.to_owned()).set(enqueued as f64);
+}
+
+pub(crate) fn queue_running(queue: &str, running: usize) {
+    metrics::gauge!(QUEUE_RUNNING, "queue" => queue.to_owned()).set(running as f64);
+}
+
+pub(crate) fn queue_deduplicated(queue: &str) {
+    metrics::counter!(QUEUE_DEDUPLICATED, "queue" => queue.to_owned()).increment(1);
 }
 
 pub(crate) fn actor_restarted(actor: &str) {

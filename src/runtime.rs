@@ -1,48 +1,26 @@
-//! The runtime: the public handle an embedding service holds.
-//!
-//! This is the composition root, the one core module that names actor types: `launch` starts
-//! the supervisor with the database actor, migrates, recovers this executor's unfinished
-//! workflows, and only then starts the queue actors that claim work.
+//! The runtime: the public handle an embedding service holds. It starts and enqueues workflows,
+//! hands out workflow handles and queue actor refs, manages queue definitions, and shuts the
+//! actor tree down. The tree itself is built in `launch`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
-use ractor::{Actor, ActorRef};
+use ractor::DerivedActorRef;
 use serde::Serialize;
-use tokio::sync::watch;
 
-use crate::actors::database::{DatabaseActor, DbStats};
-use crate::actors::queue::{QueueActor, QueueArgs};
-use crate::actors::restart::{Restart, RestartPolicy};
-use crate::actors::supervisor::{ChildSpec, Role, Supervisor, SupervisorArgs, SupervisorMsg};
+use crate::actors::restart::RestartPolicy;
 use crate::builder::RuntimeBuilder;
 use crate::codec;
-use crate::completion::Completions;
-use crate::db::Db;
-use crate::dispatch::{Dispatch, QueueRequest};
+use crate::dispatch::QueueRequest;
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
-use crate::metrics;
+use crate::launch::{self, Tree};
+use crate::queue::{Queue, QueueMessage};
 use crate::registry::Registry;
-use crate::shared::{Config, RunState, Shared, SharedRef};
-use crate::sysdb::{self, NewWorkflow, StartOutcome, SysDb, INTERNAL_QUEUE};
-
-/// Options for starting one workflow.
-#[derive(Debug, Clone, Default)]
-pub struct WorkflowOptions {
-    id: Option<String>,
-}
-
-impl WorkflowOptions {
-    /// Options with a chosen workflow id: starting the same id again returns the same workflow.
-    pub fn with_id(id: impl Into<String>) -> WorkflowOptions {
-        WorkflowOptions {
-            id: Some(id.into()),
-        }
-    }
-}
+use crate::shared::{Config, RunState};
+use crate::start::{self, Target, WorkflowOptions};
+use crate::sysdb::{self, SysDb};
 
 /// Faults a test can inject (see `Runtime::inject_fault`).
 #[doc(hidden)]
@@ -62,11 +40,11 @@ pub struct RuntimeStats {
     pub db_flushes: u64,
     /// Requests those statements carried.
     pub db_batched_requests: u64,
-    /// Unbatched calls (reads, claims, recovery).
+    /// Unbatched calls (reads, recovery, queue definitions).
     pub db_calls: u64,
     /// Lane connections opened (the first one per lane, then one per connection loss).
     pub db_connections_opened: u64,
-    /// Restarts of permanent actors (database, queues).
+    /// Restarts of permanent actors (database, listener, queues).
     pub actor_restarts: u64,
 }
 
@@ -75,16 +53,7 @@ pub struct RuntimeStats {
 /// recovered by the next launch).
 #[derive(Clone)]
 pub struct Runtime {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    shared: SharedRef,
-    supervisor: ActorRef<SupervisorMsg>,
-    stats: Arc<DbStats>,
-    restarts: Arc<AtomicU64>,
-    /// Closed when the runtime stops, which also ends the pool's maintenance task.
-    pool: sqlx::PgPool,
+    tree: Arc<Tree>,
 }
 
 impl Runtime {
@@ -93,39 +62,18 @@ impl Runtime {
         RuntimeBuilder::default()
     }
 
-    /// Starts the actor tree on a connected database, then runs the launch steps.
     pub(crate) async fn launch(
         config: Config,
         registry: Registry,
+        queues: Vec<Queue>,
         sys: SysDb,
         db_retry_timeout: Duration,
         restart: RestartPolicy,
     ) -> Result<Runtime> {
-        let (state, _) = watch::channel(RunState::Running);
-        let shared: SharedRef = Arc::new(Shared {
-            config,
-            registry,
-            db: Db::new(db_retry_timeout),
-            completions: Completions::default(),
-            state,
-            queues: DashMap::new(),
-        });
-        let stats = Arc::new(DbStats::default());
-        let pool = sys.pool.clone();
-        let restarts = Arc::new(AtomicU64::new(0));
-        let supervisor =
-            start_supervisor(&shared, sys, stats.clone(), restarts.clone(), restart).await?;
-        let runtime = Runtime {
-            inner: Arc::new(Inner {
-                shared,
-                supervisor,
-                stats,
-                restarts,
-                pool,
-            }),
-        };
-        runtime.inner.prepare().await?;
-        Ok(runtime)
+        let tree = launch::launch(config, registry, queues, sys, db_retry_timeout, restart).await?;
+        Ok(Runtime {
+            tree: Arc::new(tree),
+        })
     }
 
     /// Starts a registered workflow now, in this process. Starting an id that exists returns a
@@ -136,81 +84,106 @@ impl Runtime {
         input: I,
         options: WorkflowOptions,
     ) -> Result<WorkflowHandle> {
-        let shared = &self.inner.shared;
-        self.check_running()?;
-        let entry = shared
-            .registry
-            .get(workflow)
-            .ok_or_else(|| Error::UnknownWorkflow(workflow.to_owned()))?;
         let json = codec::encode(&input, &format!("the input of workflow {workflow:?}"))?;
-        entry.check_input(&json)?;
-        let id = match options.id {
-            Some(id) => {
-                crate::validate_name(&id, "workflow id")?;
-                id
-            }
-            None => uuid::Uuid::new_v4().to_string(),
-        };
-        let owner = uuid::Uuid::new_v4().to_string();
-        let inputs = codec::encode_inputs(&json);
-        let new = NewWorkflow {
-            id: id.clone(),
-            name: workflow.to_owned(),
-            owner: owner.clone(),
-            inputs: inputs.clone(),
-            executor_id: shared.config.executor_id.clone(),
-            app_version: shared.config.app_version.clone(),
-            app_name: shared.config.app_name.clone(),
-        };
-        match shared.db.start(new).await? {
-            StartOutcome::Created => {
-                metrics::workflow_started(workflow);
-                shared.completions.slot(&id);
-                self.dispatch(Dispatch {
-                    id: id.clone(),
-                    name: workflow.to_owned(),
-                    owner,
-                    attempts: 1,
-                    inputs: Some(inputs),
-                    serialization: Some(sysdb::PORTABLE_JSON.into()),
-                    fresh: true,
-                    restarts: 0,
-                });
-            }
-            StartOutcome::Existing { name, .. } if name != workflow => {
-                return Err(Error::WorkflowConflict {
-                    id,
-                    existing: name,
-                    requested: workflow.to_owned(),
-                })
-            }
-            StartOutcome::Existing { .. } => {}
-        }
-        Ok(WorkflowHandle::new(id, shared.clone()))
+        start::submit(&self.tree.shared, Target::Direct, workflow, &json, options).await
+    }
+
+    /// Enqueues a registered workflow on `queue`; an executor serving the queue runs it within
+    /// the queue's limits. Enqueueing an id that exists returns a handle on that workflow.
+    pub async fn enqueue<I: Serialize>(
+        &self,
+        queue: &str,
+        workflow: &str,
+        input: I,
+        options: WorkflowOptions,
+    ) -> Result<WorkflowHandle> {
+        let json = codec::encode(&input, &format!("the input of workflow {workflow:?}"))?;
+        start::submit(
+            &self.tree.shared,
+            Target::Queue(queue),
+            workflow,
+            &json,
+            options,
+        )
+        .await
     }
 
     /// A handle on any workflow by id (it may run anywhere, or have finished).
     pub fn handle(&self, id: impl Into<String>) -> WorkflowHandle {
-        WorkflowHandle::new(id.into(), self.inner.shared.clone())
+        WorkflowHandle::new(id.into(), self.tree.shared.clone())
+    }
+
+    /// The actor of `queue` in this process, for other actors to enqueue through
+    /// ([`QueueMessage`]). A restarted queue actor has a new ref: fetch it again.
+    pub fn queue_ref(&self, queue: &str) -> Result<DerivedActorRef<QueueMessage>> {
+        self.tree.queue_ref(queue)
+    }
+
+    /// Defines a new queue; every executor serving it starts an actor for it.
+    pub async fn create_queue(&self, queue: Queue) -> Result<()> {
+        let name = queue.name.clone();
+        match launch::put_queue(&self.tree.shared, queue, false).await? {
+            None => Err(Error::QueueExists(name)),
+            Some(_) => self.tree.reconcile().await,
+        }
+    }
+
+    /// Defines a queue or replaces its definition; new limits apply from the next claim.
+    pub async fn set_queue(&self, queue: Queue) -> Result<()> {
+        launch::put_queue(&self.tree.shared, queue, true).await?;
+        self.tree.reconcile().await
+    }
+
+    /// Deletes a queue's definition; its actors finish their running workflows, then stop.
+    pub async fn delete_queue(&self, name: &str) -> Result<()> {
+        let queue = name.to_owned();
+        let deleted = self
+            .tree
+            .shared
+            .db
+            .call(move |db| {
+                let queue = queue.clone();
+                async move { sysdb::delete_queue(&db.pool, &db.sql, &queue).await }
+            })
+            .await?;
+        if !deleted {
+            return Err(Error::UnknownQueue(name.to_owned()));
+        }
+        self.tree.reconcile().await
+    }
+
+    /// The queue definitions of this application.
+    pub async fn queues(&self) -> Result<Vec<Queue>> {
+        let app = self.tree.shared.config.app_name.clone();
+        Ok(self
+            .tree
+            .shared
+            .db
+            .call(move |db| {
+                let app = app.clone();
+                async move { sysdb::list_queues(&db.pool, &db.sql, app.as_deref()).await }
+            })
+            .await?)
     }
 
     /// This runtime's executor id.
     pub fn executor_id(&self) -> &str {
-        &self.inner.shared.config.executor_id
+        &self.tree.shared.config.executor_id
     }
 
     /// This runtime's application version.
     pub fn app_version(&self) -> &str {
-        &self.inner.shared.config.app_version
+        &self.tree.shared.config.app_version
     }
 
     /// Fault injection for tests: makes an actor panic as if its state were poisoned.
     #[doc(hidden)]
     pub fn inject_fault(&self, fault: Fault) -> bool {
+        let shared = &self.tree.shared;
         match fault {
-            Fault::PanicDatabase => self.inner.shared.db.inject_panic(),
+            Fault::PanicDatabase => shared.db.inject_panic(),
             Fault::PanicQueue(name) => {
-                let queue = self.inner.shared.queues.get(&name).map(|q| q.clone());
+                let queue = shared.queues.get(&name).map(|q| q.clone());
                 queue.is_some_and(|q| q.send_message(QueueRequest::Panic).is_ok())
             }
         }
@@ -218,13 +191,13 @@ impl Runtime {
 
     /// Counters of database traffic and actor restarts so far.
     pub fn stats(&self) -> RuntimeStats {
-        let s = &self.inner.stats;
+        let s = &self.tree.stats;
         RuntimeStats {
             db_flushes: s.flushes.load(Ordering::Relaxed),
             db_batched_requests: s.batched_requests.load(Ordering::Relaxed),
             db_calls: s.calls.load(Ordering::Relaxed),
             db_connections_opened: s.connections_opened.load(Ordering::Relaxed),
-            actor_restarts: self.inner.restarts.load(Ordering::Relaxed),
+            actor_restarts: self.tree.restarts.load(Ordering::Relaxed),
         }
     }
 
@@ -232,7 +205,7 @@ impl Runtime {
     /// are stopped and stay `PENDING` (the next launch recovers them), pending writes are
     /// flushed, and the database actor stops last.
     pub async fn shutdown(&self, grace: Duration) -> Result<()> {
-        let shared = &self.inner.shared;
+        let shared = &self.tree.shared;
         if !shared.state.send_if_modified(|s| {
             let running = *s == RunState::Running;
             if running {
@@ -242,15 +215,7 @@ impl Runtime {
         }) {
             return self.stopped().await;
         }
-        let _ = ractor::call_t!(
-            self.inner.supervisor,
-            SupervisorMsg::Shutdown,
-            grace.as_millis() as u64 + 30_000,
-            grace
-        );
-        self.inner.supervisor.kill();
-        shared.db.close();
-        self.inner.pool.close().await;
+        self.tree.shutdown(grace).await;
         shared.state.send_replace(RunState::Stopped);
         Ok(())
     }
@@ -258,7 +223,7 @@ impl Runtime {
     /// Resolves when the runtime has stopped: `Ok` after a shutdown, `Err(Fatal)` when a
     /// permanent actor kept failing and the supervisor gave up.
     pub async fn stopped(&self) -> Result<()> {
-        let mut rx = self.inner.shared.state.subscribe();
+        let mut rx = self.tree.shared.state.subscribe();
         let state = rx
             .wait_for(|s| matches!(s, RunState::Stopped | RunState::Fatal(_)))
             .await
@@ -268,139 +233,5 @@ impl Runtime {
             RunState::Fatal(reason) => Err(Error::Fatal(reason)),
             _ => Ok(()),
         }
-    }
-
-    fn check_running(&self) -> Result<()> {
-        match &*self.inner.shared.state.borrow() {
-            RunState::Running => Ok(()),
-            RunState::Fatal(reason) => Err(Error::Fatal(reason.clone())),
-            RunState::Stopping | RunState::Stopped => Err(Error::Shutdown),
-        }
-    }
-
-    /// Hands a started workflow to the internal queue actor. If that actor is restarting, its
-    /// successor takes the workflow back from the table, so a failed send loses nothing.
-    fn dispatch(&self, d: Dispatch) {
-        let queue = self
-            .inner
-            .shared
-            .queues
-            .get(INTERNAL_QUEUE)
-            .map(|q| q.clone());
-        let sent = queue.is_some_and(|q| q.send_message(QueueRequest::Run(d)).is_ok());
-        if !sent {
-            tracing::debug!("internal queue restarting; its take-back will run the workflow");
-        }
-    }
-}
-
-impl Inner {
-    /// Launch steps that need the database actor: migrate, recover, then start claiming.
-    async fn prepare(&self) -> Result<()> {
-        let shared = &self.shared;
-        let schema = shared.config.schema.clone();
-        let migrated = shared
-            .db
-            .call(|db| async move {
-                let mut conn = db.pool.acquire().await?;
-                sysdb::migrate(&mut conn, &db.sql.schema).await
-            })
-            .await
-            .map_err(|e| Error::Migration {
-                schema: schema.clone(),
-                reason: e.to_string(),
-            })?;
-        tracing::debug!(?migrated, "system database ready");
-        let recover_from = shared.clone();
-        let recovered = shared
-            .db
-            .call(move |db| {
-                let shared = recover_from.clone();
-                async move { sysdb::recover(&db.pool, &db.sql, &shared.config.executor()).await }
-            })
-            .await?;
-        if recovered > 0 {
-            tracing::info!(recovered, executor = %shared.config.executor_id, "recovering workflows");
-        }
-        let spec = queue_spec(shared, INTERNAL_QUEUE);
-        ractor::call!(self.supervisor, SupervisorMsg::AddChild, spec)
-            .map_err(|e| Error::Fatal(e.to_string()))?
-            .map_err(Error::Fatal)
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // Without a shutdown, stop everything now: no actor or task outlives the runtime.
-        self.supervisor.kill();
-        self.shared.db.close();
-        // Marks the pool closed now (the returned future only waits for connections to close).
-        drop(self.pool.close());
-        self.shared.state.send_if_modified(|s| {
-            let changed = matches!(s, RunState::Running | RunState::Stopping);
-            if changed {
-                *s = RunState::Stopped;
-            }
-            changed
-        });
-    }
-}
-
-async fn start_supervisor(
-    shared: &SharedRef,
-    sys: SysDb,
-    stats: Arc<DbStats>,
-    restarts: Arc<AtomicU64>,
-    policy: RestartPolicy,
-) -> Result<ActorRef<SupervisorMsg>> {
-    let db = shared.db.clone();
-    let db_stats = stats.clone();
-    let database = ChildSpec {
-        name: "database".into(),
-        restart: Restart::Permanent,
-        role: Role::Database,
-        spawn: Arc::new(move |sup, _| {
-            let (db, sys, stats) = (db.clone(), sys.clone(), db_stats.clone());
-            Box::pin(async move {
-                let (actor, _) =
-                    Actor::spawn_linked(None, DatabaseActor, (sys, stats), sup).await?;
-                db.set(Some(actor.get_derived()));
-                Ok(actor.get_cell())
-            })
-        }),
-    };
-    let state = shared.state.clone();
-    let args = SupervisorArgs {
-        children: vec![database],
-        policy,
-        db: Some(shared.db.clone()),
-        on_fatal: Arc::new(move |reason| {
-            state.send_replace(RunState::Fatal(reason));
-        }),
-        restarts,
-    };
-    let (supervisor, _) = Actor::spawn(None, Supervisor, args)
-        .await
-        .map_err(|e| Error::Fatal(format!("cannot start the supervisor: {e}")))?;
-    Ok(supervisor)
-}
-
-fn queue_spec(shared: &SharedRef, name: &str) -> ChildSpec {
-    let (shared, queue) = (shared.clone(), name.to_owned());
-    ChildSpec {
-        name: format!("queue:{name}"),
-        restart: Restart::Permanent,
-        role: Role::Queue,
-        spawn: Arc::new(move |sup, restarts| {
-            let args = QueueArgs {
-                shared: shared.clone(),
-                name: queue.clone(),
-                restarts,
-            };
-            Box::pin(async move {
-                let (actor, _) = Actor::spawn_linked(None, QueueActor, args, sup).await?;
-                Ok(actor.get_cell())
-            })
-        }),
     }
 }

@@ -25,6 +25,10 @@ pub(crate) struct Config {
     pub internal_poll: Duration,
     /// How many workflows one claim takes at most.
     pub claim_batch: i64,
+    /// The queues this executor serves (all when `None`); the internal queue always.
+    pub listen_queues: Option<Vec<String>>,
+    /// How often the queue definitions are re-read, to follow changes made elsewhere.
+    pub reconcile_every: Duration,
 }
 
 impl Config {
@@ -55,6 +59,8 @@ pub(crate) struct Shared {
     pub state: watch::Sender<RunState>,
     /// The current actor of each queue, kept by the queue actors themselves.
     pub queues: DashMap<String, DerivedActorRef<QueueRequest>>,
+    /// The definitions this executor last read, by queue name.
+    pub queue_defs: DashMap<String, crate::queue::Queue>,
 }
 
 pub(crate) type SharedRef = Arc<Shared>;

@@ -1,9 +1,10 @@
-//! Dispatch: recovery of this executor's unfinished workflows, claiming enqueued ones, taking
-//! back a crashed queue actor's workflows, and counting crash restarts against the budget.
+//! Dispatch outside claims: recovery of this executor's unfinished workflows, taking back a
+//! crashed queue actor's workflows, and counting crash restarts against the recovery budget.
 
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 
+use super::claim::Claimed;
 use super::{now_ms, Sql, INTERNAL_QUEUE};
 use crate::error::DbError;
 
@@ -15,40 +16,6 @@ pub(crate) struct Executor<'a> {
     pub app_name: Option<&'a str>,
 }
 
-/// A workflow this executor now owns and must run.
-#[derive(Debug, Clone)]
-pub(crate) struct Claimed {
-    pub id: String,
-    pub name: String,
-    pub owner: String,
-    pub recovery_attempts: i64,
-    pub inputs: Option<String>,
-    pub serialization: Option<String>,
-}
-
-impl Claimed {
-    fn from_row(row: &PgRow) -> Result<Claimed, sqlx::Error> {
-        Ok(Claimed {
-            id: row.try_get(0)?,
-            name: row.try_get::<Option<String>, _>(1)?.unwrap_or_default(),
-            owner: row.try_get(2)?,
-            recovery_attempts: row.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
-            inputs: row.try_get(4)?,
-            serialization: row.try_get(5)?,
-        })
-    }
-}
-
-/// Columns every dispatch statement returns, in `Claimed::from_row` order.
-macro_rules! claimed_columns {
-    () => {
-        r#"w.workflow_uuid, w.name, w.owner_xid, w.recovery_attempts,
-           COALESCE((SELECT i.inputs FROM {s}.workflow_input i
-                     WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
-           w.serialization, w.priority, w.created_at"#
-    };
-}
-
 pub(super) const RECOVER: &str = r#"
 UPDATE {s}.workflow_status
 SET status = 'ENQUEUED', queue_name = COALESCE(queue_name, $4), owner_xid = NULL, updated_at = $5
@@ -56,39 +23,20 @@ WHERE status = 'PENDING' AND executor_id = $1 AND application_version = $2
   AND (application_name = $3 OR application_name IS NULL)
 "#;
 
-pub(super) const CLAIM: &str = concat!(
-    r#"
-WITH c AS (
-    SELECT workflow_uuid FROM {s}.workflow_status
-    WHERE queue_name = $1 AND status = 'ENQUEUED'
-      AND (application_version = $2 OR application_version IS NULL)
-      AND (application_name = $3 OR application_name IS NULL)
-    ORDER BY priority, created_at
-    LIMIT $4
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE {s}.workflow_status w
-SET status = 'PENDING', owner_xid = gen_random_uuid()::text, executor_id = $5,
-    application_version = $2, started_at_epoch_ms = $6, updated_at = $6,
-    recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1,
-    workflow_deadline_epoch_ms = CASE
-        WHEN w.workflow_timeout_ms IS NOT NULL AND w.workflow_deadline_epoch_ms IS NULL
-        THEN $6 + w.workflow_timeout_ms ELSE w.workflow_deadline_epoch_ms END
-FROM c WHERE w.workflow_uuid = c.workflow_uuid
-RETURNING "#,
-    claimed_columns!()
-);
-
-pub(super) const REDISPATCH: &str = concat!(
-    r#"
+pub(super) const REDISPATCH: &str = r#"
 UPDATE {s}.workflow_status w
 SET owner_xid = gen_random_uuid()::text, updated_at = $5,
     recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1
 WHERE w.status = 'PENDING' AND w.executor_id = $1 AND w.application_version = $2
   AND (w.queue_name = $3 OR ($4 AND w.queue_name IS NULL))
-RETURNING "#,
-    claimed_columns!()
-);
+  AND NOT (w.workflow_uuid = ANY($6::text[]))
+RETURNING w.workflow_uuid, w.name, w.owner_xid, w.recovery_attempts,
+    COALESCE((SELECT i.inputs FROM {s}.workflow_input i
+              WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
+    w.serialization,
+    EXISTS (SELECT 1 FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid),
+    w.priority, w.created_at
+"#;
 
 pub(super) const BUMP_ATTEMPTS: &str = r#"
 UPDATE {s}.workflow_status
@@ -111,34 +59,16 @@ pub(crate) async fn recover(pool: &PgPool, sql: &Sql, me: &Executor<'_>) -> Resu
     Ok(done.rows_affected())
 }
 
-/// Claims up to `limit` enqueued workflows of `queue`, oldest first within a priority.
-pub(crate) async fn claim(
-    pool: &PgPool,
-    sql: &Sql,
-    me: &Executor<'_>,
-    queue: &str,
-    limit: i64,
-) -> Result<Vec<Claimed>, DbError> {
-    let rows = sqlx::query(sql.claim.clone())
-        .bind(queue)
-        .bind(me.app_version)
-        .bind(me.app_name)
-        .bind(limit)
-        .bind(me.executor_id)
-        .bind(now_ms())
-        .fetch_all(pool)
-        .await?;
-    sorted(rows)
-}
-
-/// Takes back the `PENDING` workflows of `queue` that this executor ran before its queue actor
-/// crashed; `with_direct` also takes direct starts (no queue), which the internal queue runs.
+/// Takes back the `PENDING` workflows of `queue` that this executor owns but runs no actor for
+/// (a crashed queue actor's, or a claim whose answer was lost); `running` are the ones it does
+/// run. `with_direct` also takes direct starts (no queue), which the internal queue runs.
 pub(crate) async fn redispatch(
     pool: &PgPool,
     sql: &Sql,
     me: &Executor<'_>,
     queue: &str,
     with_direct: bool,
+    running: &[String],
 ) -> Result<Vec<Claimed>, DbError> {
     let rows = sqlx::query(sql.redispatch.clone())
         .bind(me.executor_id)
@@ -146,6 +76,7 @@ pub(crate) async fn redispatch(
         .bind(queue)
         .bind(with_direct)
         .bind(now_ms())
+        .bind(running)
         .fetch_all(pool)
         .await?;
     sorted(rows)
@@ -172,8 +103,8 @@ fn sorted(rows: Vec<PgRow>) -> Result<Vec<Claimed>, DbError> {
     let mut keyed = rows
         .iter()
         .map(|row| {
-            let key: (i32, i64) = (row.try_get(6)?, row.try_get(7)?);
-            Ok((key, Claimed::from_row(row)?))
+            let key: (i32, i64) = (row.try_get(7)?, row.try_get(8)?);
+            Ok((key, Claimed::from_row(row, 0)?))
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
     keyed.sort_by_key(|(key, _)| *key);

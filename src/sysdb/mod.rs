@@ -5,9 +5,13 @@
 //! module builds a query. It must never decide *when* to run a statement: batching, retries and
 //! ordering belong to the database actor and its callers.
 
+mod claim;
 mod dispatch;
+mod listen;
 mod migrate;
+mod queues;
 mod reads;
+mod start;
 mod writes;
 
 use std::str::FromStr;
@@ -19,13 +23,16 @@ use sqlx::{AssertSqlSafe, ConnectOptions, SqlStr};
 
 use crate::error::{DbError, Error};
 
-pub(crate) use dispatch::{bump_attempts, claim, recover, redispatch, Claimed, Executor};
+pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
+pub(crate) use dispatch::{bump_attempts, recover, redispatch, Executor};
+pub(crate) use listen::listen;
 pub(crate) use migrate::migrate;
 pub use migrate::MigrationReport;
+pub(crate) use queues::{delete as delete_queue, list as list_queues, put as put_queue};
 pub(crate) use reads::{status, StatusRow, StepRow};
+pub(crate) use start::{NewWorkflow, StartOutcome, QUEUE_CHANNEL};
 pub(crate) use writes::{
-    BatchWrite, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, StartOutcome, StepOutcome,
-    StepWrite,
+    BatchWrite, FinishOutcome, FinishWrite, LoadSteps, StepOutcome, StepWrite,
 };
 
 /// The internal queue: no row in `queues`, no limits; recovery, resume and fork use it.
@@ -144,8 +151,12 @@ pub(crate) struct Sql {
     pub(crate) status: SqlStr,
     pub(crate) recover: SqlStr,
     pub(crate) claim: SqlStr,
+    pub(crate) claim_partitioned: SqlStr,
     pub(crate) redispatch: SqlStr,
     pub(crate) bump_attempts: SqlStr,
+    pub(crate) list_queues: SqlStr,
+    pub(crate) upsert_queue: SqlStr,
+    pub(crate) delete_queue: SqlStr,
 }
 
 impl Sql {
@@ -158,7 +169,7 @@ impl Sql {
         };
         Ok(Sql {
             schema: schema.to_owned(),
-            start: q(writes::START),
+            start: q(start::START),
             record_steps: q(writes::RECORD_STEPS),
             classify_steps: q(writes::CLASSIFY_STEPS),
             finish: q(writes::FINISH),
@@ -166,9 +177,13 @@ impl Sql {
             load_steps: q(reads::LOAD_STEPS),
             status: q(reads::STATUS),
             recover: q(dispatch::RECOVER),
-            claim: q(dispatch::CLAIM),
+            claim: q(&claim::claim_sql()),
+            claim_partitioned: q(&claim::claim_partitioned_sql()),
             redispatch: q(dispatch::REDISPATCH),
             bump_attempts: q(dispatch::BUMP_ATTEMPTS),
+            list_queues: q(&queues::list_sql()),
+            upsert_queue: q(&queues::upsert_sql()),
+            delete_queue: q(queues::DELETE),
         })
     }
 }

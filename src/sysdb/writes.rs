@@ -1,5 +1,5 @@
-//! Batched writes: workflow starts, step checkpoints, workflow outcomes, and the batched read of
-//! recorded steps. Each batch is one statement (and so one commit) however many rows it carries;
+//! Batched writes: step checkpoints, workflow outcomes, and the batched read of recorded steps
+//! (starts and enqueues are in `start`). Each batch is one statement (and so one commit) however many rows it carries;
 //! rows are passed as arrays and expanded with `UNNEST`.
 //!
 //! Every write is idempotent, so the database actor may resend a batch after a connection loss:
@@ -22,6 +22,8 @@ pub(crate) trait BatchWrite: Send + Sync + 'static {
     type Out: Send + 'static;
     /// Lane name, for metrics and logs.
     const LANE: &'static str;
+    /// The most requests one flush carries.
+    const MAX_BATCH: usize = usize::MAX;
     /// Runs the whole batch; the result has one entry per request, in order.
     fn execute<'a>(
         sql: &'a Sql,
@@ -30,130 +32,6 @@ pub(crate) trait BatchWrite: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Vec<Self::Out>, DbError>>
     where
         Self: Sized;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Starts
-
-/// A workflow row to create.
-#[derive(Debug, Clone)]
-pub(crate) struct NewWorkflow {
-    pub id: String,
-    pub name: String,
-    /// The owner token of the execution that will run it (direct starts run at once).
-    pub owner: String,
-    /// Inputs in the `{"positionalArgs":[..],"namedArgs":{}}` envelope.
-    pub inputs: String,
-    pub executor_id: String,
-    pub app_version: String,
-    pub app_name: Option<String>,
-}
-
-/// What starting a workflow found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum StartOutcome {
-    /// The row is ours (created now, or by an earlier attempt of this same start).
-    Created,
-    /// A workflow with this id already existed.
-    Existing { name: String, status: String },
-}
-
-pub(super) const START: &str = r#"
-WITH r AS (
-    SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[])
-        AS r(id, name, owner, inputs)
-), ins AS (
-    INSERT INTO {s}.workflow_status AS w (
-        workflow_uuid, status, name, owner_xid, executor_id, application_version,
-        application_name, recovery_attempts, serialization, created_at, updated_at,
-        started_at_epoch_ms)
-    SELECT r.id, 'PENDING', r.name, r.owner, $5, $6, $7, 1, 'portable_json', $8, $8, $8
-    FROM r
-    ON CONFLICT (workflow_uuid) DO NOTHING
-    RETURNING w.workflow_uuid
-), inp AS (
-    INSERT INTO {s}.workflow_input (workflow_uuid, inputs, retention_timestamp)
-    SELECT r.id, r.inputs, $8 FROM r JOIN ins ON ins.workflow_uuid = r.id
-    ON CONFLICT (workflow_uuid) DO NOTHING
-)
-SELECT r.id, ins.workflow_uuid IS NOT NULL AS created, w.name, w.status, w.owner_xid
-FROM r
-LEFT JOIN ins ON ins.workflow_uuid = r.id
-LEFT JOIN {s}.workflow_status w ON w.workflow_uuid = r.id AND ins.workflow_uuid IS NULL
-"#;
-
-impl BatchWrite for NewWorkflow {
-    type Out = StartOutcome;
-    const LANE: &'static str = "start";
-
-    fn execute<'a>(
-        sql: &'a Sql,
-        conn: &'a mut PgConnection,
-        batch: &'a [Self],
-    ) -> BoxFuture<'a, Result<Vec<StartOutcome>, DbError>> {
-        Box::pin(async move {
-            // One statement cannot insert the same key twice; later duplicates see the first.
-            let mut first: HashMap<&str, usize> = HashMap::new();
-            let unique: Vec<&NewWorkflow> = batch
-                .iter()
-                .enumerate()
-                .filter(|(i, w)| *first.entry(w.id.as_str()).or_insert(*i) == *i)
-                .map(|(_, w)| w)
-                .collect();
-            let head = unique
-                .first()
-                .ok_or_else(|| DbError::Query("empty batch".into()))?;
-            let rows = sqlx::query(sql.start.clone())
-                .bind(unique.iter().map(|w| w.id.as_str()).collect::<Vec<_>>())
-                .bind(unique.iter().map(|w| w.name.as_str()).collect::<Vec<_>>())
-                .bind(unique.iter().map(|w| w.owner.as_str()).collect::<Vec<_>>())
-                .bind(unique.iter().map(|w| w.inputs.as_str()).collect::<Vec<_>>())
-                .bind(&head.executor_id)
-                .bind(&head.app_version)
-                .bind(&head.app_name)
-                .bind(now_ms())
-                .fetch_all(&mut *conn)
-                .await?;
-            let mut found: HashMap<String, StartOutcome> = HashMap::with_capacity(rows.len());
-            for row in rows {
-                let id: String = row.try_get(0)?;
-                let created: bool = row.try_get(1)?;
-                let name: Option<String> = row.try_get(2)?;
-                let status: Option<String> = row.try_get(3)?;
-                let owner: Option<String> = row.try_get(4)?;
-                let ours = first
-                    .get(id.as_str())
-                    .is_some_and(|&i| owner.as_deref() == Some(batch[i].owner.as_str()));
-                let outcome = if created || ours {
-                    StartOutcome::Created
-                } else {
-                    StartOutcome::Existing {
-                        name: name.unwrap_or_default(),
-                        status: status.unwrap_or_default(),
-                    }
-                };
-                found.insert(id, outcome);
-            }
-            batch
-                .iter()
-                .enumerate()
-                .map(|(i, w)| {
-                    let outcome = found
-                        .get(&w.id)
-                        .cloned()
-                        .ok_or_else(|| DbError::Query(format!("start of {} not answered", w.id)))?;
-                    // A duplicate within the batch is a second start of the first one's row.
-                    Ok(match (first.get(w.id.as_str()), outcome) {
-                        (Some(&f), StartOutcome::Created) if f != i => StartOutcome::Existing {
-                            name: batch[f].name.clone(),
-                            status: "PENDING".into(),
-                        },
-                        (_, outcome) => outcome,
-                    })
-                })
-                .collect()
-        })
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

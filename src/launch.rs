@@ -1,0 +1,289 @@
+//! The composition root: the one core module that names actor types. It builds the actor tree
+//! (supervisor → database, listener, queues), runs the launch steps in order (migrate, declare
+//! queues, recover, then start claiming) and tears the tree down.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use ractor::{Actor, ActorRef, DerivedActorRef};
+use tokio::sync::watch;
+
+use crate::actors::database::{DatabaseActor, DbStats};
+use crate::actors::listener::{ListenerActor, ListenerArgs};
+use crate::actors::queue::{QueueActor, QueueArgs, QueueMsg};
+use crate::actors::restart::{Restart, RestartPolicy};
+use crate::actors::supervisor::{
+    ChildSpec, QueueSet, Role, Supervisor, SupervisorArgs, SupervisorMsg,
+};
+use crate::completion::Completions;
+use crate::db::Db;
+use crate::error::{DbError, Error, Result};
+use crate::queue::{Queue, QueueMessage};
+use crate::registry::Registry;
+use crate::shared::{Config, RunState, Shared, SharedRef};
+use crate::sysdb::{self, SysDb};
+
+/// What a running runtime holds on to.
+pub(crate) struct Tree {
+    pub shared: SharedRef,
+    pub supervisor: ActorRef<SupervisorMsg>,
+    pub stats: Arc<DbStats>,
+    pub restarts: Arc<AtomicU64>,
+    /// Closed when the runtime stops, which also ends the pool's maintenance task.
+    pub pool: sqlx::PgPool,
+}
+
+/// Starts the actor tree on a connected database and runs the launch steps.
+pub(crate) async fn launch(
+    config: Config,
+    registry: Registry,
+    declared: Vec<Queue>,
+    sys: SysDb,
+    db_retry_timeout: Duration,
+    policy: RestartPolicy,
+) -> Result<Tree> {
+    let (state, _) = watch::channel(RunState::Running);
+    let shared: SharedRef = Arc::new(Shared {
+        config,
+        registry,
+        db: Db::new(db_retry_timeout),
+        completions: Completions::default(),
+        state,
+        queues: DashMap::new(),
+        queue_defs: DashMap::new(),
+    });
+    let stats = Arc::new(DbStats::default());
+    let restarts = Arc::new(AtomicU64::new(0));
+    let supervisor =
+        start_supervisor(&shared, &sys, policy, stats.clone(), restarts.clone()).await?;
+    let tree = Tree {
+        shared,
+        supervisor,
+        stats,
+        restarts,
+        pool: sys.pool.clone(),
+    };
+    tree.prepare(&sys, declared).await?;
+    Ok(tree)
+}
+
+impl Tree {
+    /// Migrate, declare the builder's queues, recover, then listen and start claiming.
+    async fn prepare(&self, sys: &SysDb, declared: Vec<Queue>) -> Result<()> {
+        let shared = &self.shared;
+        let schema = shared.config.schema.clone();
+        let migrated = shared
+            .db
+            .call(|db| async move {
+                let mut conn = db.pool.acquire().await?;
+                sysdb::migrate(&mut conn, &db.sql.schema).await
+            })
+            .await
+            .map_err(|e| Error::Migration {
+                schema: schema.clone(),
+                reason: e.to_string(),
+            })?;
+        tracing::debug!(?migrated, "system database ready");
+        for queue in declared {
+            put_queue(shared, queue, true).await?;
+        }
+        let me = shared.clone();
+        let recovered = shared
+            .db
+            .call(move |db| {
+                let me = me.clone();
+                async move { sysdb::recover(&db.pool, &db.sql, &me.config.executor()).await }
+            })
+            .await?;
+        if recovered > 0 {
+            tracing::info!(recovered, executor = %shared.config.executor_id, "recovering workflows");
+        }
+        let listener = listener_spec(shared, sys);
+        ractor::call!(self.supervisor, SupervisorMsg::AddChild, listener)
+            .map_err(|e| Error::Fatal(e.to_string()))?
+            .map_err(Error::Fatal)?;
+        self.reconcile().await
+    }
+
+    /// Brings the queue actors in line with the queue definitions now.
+    pub(crate) async fn reconcile(&self) -> Result<()> {
+        let reconcile = |tx| SupervisorMsg::Reconcile(Some(tx));
+        match self.supervisor.call(reconcile, None).await {
+            Ok(ractor::rpc::CallResult::Success(result)) => {
+                result.map_err(|e| Error::Database(DbError::Transient(e)))
+            }
+            Ok(_) | Err(_) => Err(Error::Shutdown),
+        }
+    }
+
+    /// Drains the tree within `grace` and stops it, database last.
+    pub(crate) async fn shutdown(&self, grace: Duration) {
+        let timeout = grace.as_millis() as u64 + 30_000;
+        let _ = ractor::call_t!(self.supervisor, SupervisorMsg::Shutdown, timeout, grace);
+        self.supervisor.kill();
+        self.shared.db.close();
+        self.pool.close().await;
+    }
+
+    /// The public message port of this process's actor of `queue`.
+    pub(crate) fn queue_ref(&self, queue: &str) -> Result<DerivedActorRef<QueueMessage>> {
+        let actor = self
+            .shared
+            .queues
+            .get(queue)
+            .map(|q| ActorRef::<QueueMsg>::from(q.get_cell()))
+            .ok_or_else(|| Error::UnknownQueue(queue.to_owned()))?;
+        Ok(actor.get_derived())
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        // Without a shutdown, stop everything now: no actor or task outlives the runtime.
+        self.supervisor.kill();
+        self.shared.db.close();
+        // Marks the pool closed now (the returned future only waits for connections to close).
+        drop(self.pool.close());
+        self.shared.state.send_if_modified(|s| {
+            let changed = matches!(s, RunState::Running | RunState::Stopping);
+            if changed {
+                *s = RunState::Stopped;
+            }
+            changed
+        });
+    }
+}
+
+/// Writes a queue definition (`replace`: overwrite one that exists). `None`: it existed.
+pub(crate) async fn put_queue(
+    shared: &SharedRef,
+    queue: Queue,
+    replace: bool,
+) -> Result<Option<bool>> {
+    queue.validate()?;
+    let app = shared.config.app_name.clone();
+    Ok(shared
+        .db
+        .call(move |db| {
+            let (queue, app) = (queue.clone(), app.clone());
+            async move { sysdb::put_queue(&db.pool, &db.sql, &queue, app.as_deref(), replace).await }
+        })
+        .await?)
+}
+
+async fn start_supervisor(
+    shared: &SharedRef,
+    sys: &SysDb,
+    policy: RestartPolicy,
+    stats: Arc<DbStats>,
+    restarts: Arc<AtomicU64>,
+) -> Result<ActorRef<SupervisorMsg>> {
+    let state = shared.state.clone();
+    let args = SupervisorArgs {
+        children: vec![database_spec(shared, sys, stats)],
+        queues: Some(queue_set(shared)),
+        policy,
+        db: Some(shared.db.clone()),
+        on_fatal: Arc::new(move |reason| {
+            state.send_replace(RunState::Fatal(reason));
+        }),
+        restarts,
+    };
+    let (supervisor, _) = Actor::spawn(None, Supervisor, args)
+        .await
+        .map_err(|e| Error::Fatal(format!("cannot start the supervisor: {e}")))?;
+    Ok(supervisor)
+}
+
+fn database_spec(shared: &SharedRef, sys: &SysDb, stats: Arc<DbStats>) -> ChildSpec {
+    let (db, sys) = (shared.db.clone(), sys.clone());
+    ChildSpec {
+        name: "database".into(),
+        restart: Restart::Permanent,
+        role: Role::Database,
+        spawn: Arc::new(move |sup, _| {
+            let (db, sys, stats) = (db.clone(), sys.clone(), stats.clone());
+            Box::pin(async move {
+                let (actor, _) =
+                    Actor::spawn_linked(None, DatabaseActor, (sys, stats), sup).await?;
+                db.set(Some(actor.get_derived()));
+                Ok(actor.get_cell())
+            })
+        }),
+    }
+}
+
+fn listener_spec(shared: &SharedRef, sys: &SysDb) -> ChildSpec {
+    let (shared, sys) = (shared.clone(), sys.clone());
+    ChildSpec {
+        name: "listener".into(),
+        restart: Restart::Permanent,
+        role: Role::Other,
+        spawn: Arc::new(move |sup, _| {
+            let args = ListenerArgs {
+                shared: shared.clone(),
+                sys: sys.clone(),
+            };
+            Box::pin(async move {
+                let (actor, _) = Actor::spawn_linked(None, ListenerActor, args, sup).await?;
+                Ok(actor.get_cell())
+            })
+        }),
+    }
+}
+
+/// The queues this executor serves: the application's definitions (filtered by the listen
+/// list) and the internal queue.
+fn queue_set(shared: &SharedRef) -> QueueSet {
+    let (loader, spawner) = (shared.clone(), shared.clone());
+    QueueSet {
+        load: Arc::new(move || {
+            let shared = loader.clone();
+            Box::pin(async move {
+                let app = shared.config.app_name.clone();
+                let defs = shared
+                    .db
+                    .call(move |db| {
+                        let app = app.clone();
+                        async move { sysdb::list_queues(&db.pool, &db.sql, app.as_deref()).await }
+                    })
+                    .await?;
+                let listen = shared.config.listen_queues.as_ref();
+                let mut served: Vec<Queue> = defs
+                    .into_iter()
+                    .filter(|q| listen.is_none_or(|l| l.contains(&q.name)))
+                    .collect();
+                shared.queue_defs.clear();
+                for q in &served {
+                    shared.queue_defs.insert(q.name.clone(), q.clone());
+                }
+                served.push(Queue::internal(shared.config.internal_poll));
+                Ok(served)
+            })
+        }),
+        spec: Arc::new(move |def| queue_spec(&spawner, def)),
+        every: shared.config.reconcile_every,
+    }
+}
+
+fn queue_spec(shared: &SharedRef, def: Queue) -> ChildSpec {
+    let shared = shared.clone();
+    ChildSpec {
+        name: format!("queue:{}", def.name),
+        restart: Restart::Permanent,
+        role: Role::Queue,
+        spawn: Arc::new(move |sup, restarts| {
+            let args = QueueArgs {
+                shared: shared.clone(),
+                def: def.clone(),
+                restarts,
+            };
+            Box::pin(async move {
+                let (actor, _) = Actor::spawn_linked(None, QueueActor, args, sup).await?;
+                Ok(actor.get_cell())
+            })
+        }),
+    }
+}

@@ -1,0 +1,251 @@
+//! Starting and enqueueing: validates a request, creates the workflow row through the database
+//! actor, and hands a direct start to the internal queue actor or wakes the target queue.
+//!
+//! Shared by the runtime's `start`/`enqueue` and by queue actors answering user actors.
+
+use std::time::Duration;
+
+use crate::codec;
+use crate::dispatch::{Dispatch, QueueRequest};
+use crate::error::{Error, Result};
+use crate::handle::WorkflowHandle;
+use crate::metrics;
+use crate::queue::Dedup;
+use crate::shared::{RunState, SharedRef};
+use crate::sysdb::{self, NewWorkflow, StartOutcome, INTERNAL_QUEUE};
+
+/// Options for starting or enqueueing one workflow. Queue-only options (priority,
+/// deduplication, delay, partition key) are refused on a direct start.
+///
+/// ```
+/// use std::time::Duration;
+/// let options = stead::WorkflowOptions::with_id("order-17")
+///     .priority(1)
+///     .deduplication_id("customer-9", stead::Dedup::ReturnExisting)
+///     .delay(Duration::from_secs(30));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct WorkflowOptions {
+    id: Option<String>,
+    priority: Option<i32>,
+    dedup: Option<(String, Dedup)>,
+    delay: Option<Duration>,
+    partition_key: Option<String>,
+}
+
+impl WorkflowOptions {
+    /// Options with a chosen workflow id: starting the same id again returns the same workflow.
+    pub fn with_id(id: impl Into<String>) -> WorkflowOptions {
+        WorkflowOptions::default().id(id)
+    }
+
+    /// The workflow id (a fresh UUID when unset).
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Queue priority: lower runs first (the queue must have priority enabled).
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// At most one workflow with this id waits or runs on the queue at a time.
+    pub fn deduplication_id(mut self, id: impl Into<String>, policy: Dedup) -> Self {
+        self.dedup = Some((id.into(), policy));
+        self
+    }
+
+    /// Stays `DELAYED` for this long before it can be claimed.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// The partition of a partitioned queue.
+    pub fn partition_key(mut self, key: impl Into<String>) -> Self {
+        self.partition_key = Some(key.into());
+        self
+    }
+
+    fn queue_only(&self) -> bool {
+        self.priority.is_some()
+            || self.dedup.is_some()
+            || self.delay.is_some()
+            || self.partition_key.is_some()
+    }
+}
+
+/// Where a new workflow goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target<'a> {
+    /// Runs now, in this process.
+    Direct,
+    /// Waits on a queue for an executor to claim it.
+    Queue(&'a str),
+}
+
+/// Creates a workflow (idempotently by id) and returns a handle on it.
+pub(crate) async fn submit(
+    shared: &SharedRef,
+    target: Target<'_>,
+    workflow: &str,
+    input_json: &str,
+    options: WorkflowOptions,
+) -> Result<WorkflowHandle> {
+    check_running(shared)?;
+    let entry = shared
+        .registry
+        .get(workflow)
+        .ok_or_else(|| Error::UnknownWorkflow(workflow.to_owned()))?;
+    entry.check_input(input_json)?;
+    let id = match &options.id {
+        Some(id) => {
+            crate::validate_name(id, "workflow id")?;
+            id.clone()
+        }
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    let new = new_row(shared, target, workflow, input_json, &options, id.clone())?;
+    let dedup = options.dedup.clone();
+    let (owner, inputs) = (new.owner.clone(), new.inputs.clone());
+    match shared.db.start(new).await? {
+        StartOutcome::Created => {
+            metrics::workflow_started(workflow);
+            match (target, owner) {
+                (Target::Direct, Some(owner)) => {
+                    shared.completions.slot(&id);
+                    dispatch(shared, direct(&id, workflow, owner, inputs));
+                }
+                (Target::Queue(queue), _) => wake(shared, queue),
+                (Target::Direct, None) => {}
+            }
+        }
+        StartOutcome::Existing { name, .. } if name != workflow => {
+            return Err(Error::WorkflowConflict {
+                id,
+                existing: name,
+                requested: workflow.to_owned(),
+            })
+        }
+        StartOutcome::Existing { .. } => {}
+        StartOutcome::Duplicate { holder } => {
+            let (Target::Queue(queue), Some((dedup_id, policy))) = (target, dedup) else {
+                return Err(Error::Fatal(
+                    "a deduplication conflict without a key".into(),
+                ));
+            };
+            metrics::queue_deduplicated(queue);
+            return match policy {
+                Dedup::ReturnExisting => Ok(WorkflowHandle::new(holder, shared.clone())),
+                Dedup::Reject => Err(Error::Duplicate {
+                    queue: queue.to_owned(),
+                    dedup_id,
+                    holder,
+                }),
+            };
+        }
+    }
+    Ok(WorkflowHandle::new(id, shared.clone()))
+}
+
+fn new_row(
+    shared: &SharedRef,
+    target: Target<'_>,
+    workflow: &str,
+    input_json: &str,
+    options: &WorkflowOptions,
+    id: String,
+) -> Result<NewWorkflow> {
+    let queue = match target {
+        Target::Direct if options.queue_only() => {
+            return Err(Error::InvalidArgument(
+                "priority, deduplication, delay and partition key apply to enqueues only".into(),
+            ))
+        }
+        Target::Direct => None,
+        Target::Queue(queue) => {
+            check_queue_options(shared, queue, options)?;
+            Some(queue.to_owned())
+        }
+    };
+    let delay_until = options
+        .delay
+        .map(|d| sysdb::now_ms().saturating_add(d.as_millis().min(i64::MAX as u128) as i64));
+    Ok(NewWorkflow {
+        id,
+        name: workflow.to_owned(),
+        owner: matches!(target, Target::Direct).then(|| uuid::Uuid::new_v4().to_string()),
+        inputs: codec::encode_inputs(input_json),
+        queue,
+        priority: options.priority.unwrap_or(0),
+        dedup_id: options.dedup.as_ref().map(|(d, _)| d.clone()),
+        partition_key: options.partition_key.clone(),
+        delay_until,
+        executor_id: shared.config.executor_id.clone(),
+        app_version: shared.config.app_version.clone(),
+        app_name: shared.config.app_name.clone(),
+    })
+}
+
+/// Checks queue options against the queue's definition, when this process knows it.
+fn check_queue_options(shared: &SharedRef, queue: &str, options: &WorkflowOptions) -> Result<()> {
+    crate::validate_name(queue, "queue name")?;
+    if let Some((dedup, _)) = &options.dedup {
+        crate::validate_name(dedup, "deduplication id")?;
+    }
+    if let Some(key) = &options.partition_key {
+        crate::validate_name(key, "partition key")?;
+    }
+    let Some(def) = shared.queue_defs.get(queue) else {
+        return Ok(());
+    };
+    let bad = |what: &str| Err(Error::InvalidArgument(format!("queue {queue:?}: {what}")));
+    match (def.partitioned, options.partition_key.is_some()) {
+        (true, false) => return bad("a partitioned queue needs a partition key"),
+        (false, true) => return bad("a partition key needs a partitioned queue"),
+        _ => {}
+    }
+    if options.priority.is_some_and(|p| p != 0) && !def.priority_enabled {
+        return bad("priority is not enabled");
+    }
+    Ok(())
+}
+
+fn direct(id: &str, workflow: &str, owner: String, inputs: String) -> Dispatch {
+    Dispatch {
+        id: id.to_owned(),
+        name: workflow.to_owned(),
+        owner,
+        attempts: 1,
+        inputs: Some(inputs),
+        serialization: Some(sysdb::PORTABLE_JSON.into()),
+        fresh: true,
+        restarts: 0,
+    }
+}
+
+/// Hands a started workflow to the internal queue actor. If that actor is restarting, its
+/// successor takes the workflow back from the table, so a failed send loses nothing.
+fn dispatch(shared: &SharedRef, d: Dispatch) {
+    let queue = shared.queues.get(INTERNAL_QUEUE).map(|q| q.clone());
+    if queue.is_none_or(|q| q.send_message(QueueRequest::Run(d)).is_err()) {
+        tracing::debug!("internal queue restarting; its take-back will run the workflow");
+    }
+}
+
+/// Tells this process's actor of `queue` (if it runs one) that work arrived.
+pub(crate) fn wake(shared: &SharedRef, queue: &str) {
+    if let Some(actor) = shared.queues.get(queue).map(|q| q.clone()) {
+        let _ = actor.send_message(QueueRequest::Wake);
+    }
+}
+
+pub(crate) fn check_running(shared: &SharedRef) -> Result<()> {
+    match &*shared.state.borrow() {
+        RunState::Running => Ok(()),
+        RunState::Fatal(reason) => Err(Error::Fatal(reason.clone())),
+        RunState::Stopping | RunState::Stopped => Err(Error::Shutdown),
+    }
+}

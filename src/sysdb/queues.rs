@@ -1,0 +1,133 @@
+//! The `queues` table: queue definitions shared by every executor of an application.
+
+use std::time::Duration;
+
+use sqlx::postgres::PgRow;
+use sqlx::{PgPool, Row};
+
+use super::{now_ms, Sql};
+use crate::error::DbError;
+use crate::queue::{Queue, RateLimit};
+
+/// Columns in `Queue` order, for every statement below.
+const COLUMNS: &str = "name, concurrency, worker_concurrency, rate_limit_max, \
+    rate_limit_period_sec, priority_enabled, partition_queue, polling_interval_sec, \
+    partition_concurrency, partition_worker_concurrency, partition_rate_limit_max, \
+    partition_rate_limit_period_sec";
+
+pub(super) fn list_sql() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM {{s}}.queues \
+         WHERE application_name = $1 OR application_name IS NULL ORDER BY name"
+    )
+}
+
+pub(super) fn upsert_sql() -> String {
+    format!(
+        "INSERT INTO {{s}}.queues ({COLUMNS}, application_name, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14) \
+         ON CONFLICT (name) DO UPDATE SET concurrency = EXCLUDED.concurrency, \
+           worker_concurrency = EXCLUDED.worker_concurrency, \
+           rate_limit_max = EXCLUDED.rate_limit_max, \
+           rate_limit_period_sec = EXCLUDED.rate_limit_period_sec, \
+           priority_enabled = EXCLUDED.priority_enabled, \
+           partition_queue = EXCLUDED.partition_queue, \
+           polling_interval_sec = EXCLUDED.polling_interval_sec, \
+           partition_concurrency = EXCLUDED.partition_concurrency, \
+           partition_worker_concurrency = EXCLUDED.partition_worker_concurrency, \
+           partition_rate_limit_max = EXCLUDED.partition_rate_limit_max, \
+           partition_rate_limit_period_sec = EXCLUDED.partition_rate_limit_period_sec, \
+           application_name = EXCLUDED.application_name, updated_at = EXCLUDED.updated_at \
+         WHERE $15 \
+         RETURNING (xmax = 0)"
+    )
+}
+
+pub(super) const DELETE: &str = "DELETE FROM {s}.queues WHERE name = $1";
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+fn row_to_queue(row: &PgRow) -> Result<Queue, sqlx::Error> {
+    let count = |i: usize| -> Result<Option<u32>, sqlx::Error> {
+        Ok(row.try_get::<Option<i32>, _>(i)?.map(|n| n.max(0) as u32))
+    };
+    let rate = |i: usize| -> Result<Option<RateLimit>, sqlx::Error> {
+        let limit: Option<i32> = row.try_get(i)?;
+        let period: Option<f64> = row.try_get(i + 1)?;
+        Ok(match (limit, period) {
+            (Some(limit), Some(period)) if limit > 0 && period > 0.0 => Some(RateLimit {
+                limit: limit as u32,
+                period: Duration::from_secs_f64(period),
+            }),
+            _ => None,
+        })
+    };
+    let poll: f64 = row.try_get(7)?;
+    Ok(Queue {
+        name: row.try_get(0)?,
+        concurrency: count(1)?,
+        worker_concurrency: count(2)?,
+        rate_limit: rate(3)?,
+        priority_enabled: row.try_get(5)?,
+        partitioned: row.try_get(6)?,
+        polling_interval: Duration::from_secs_f64(if poll > 0.0 { poll } else { 1.0 }),
+        partition_concurrency: count(8)?,
+        partition_worker_concurrency: count(9)?,
+        partition_rate_limit: rate(10)?,
+    })
+}
+
+/// The queues of this application (rows of its name, and rows of none).
+pub(crate) async fn list(
+    pool: &PgPool,
+    sql: &Sql,
+    app: Option<&str>,
+) -> Result<Vec<Queue>, DbError> {
+    let rows = sqlx::query(sql.list_queues.clone())
+        .bind(app)
+        .fetch_all(pool)
+        .await?;
+    Ok(rows.iter().map(row_to_queue).collect::<Result<_, _>>()?)
+}
+
+/// Writes a queue's definition. `replace` overwrites an existing row; otherwise an existing
+/// row is left alone. Returns whether the row was created.
+pub(crate) async fn put(
+    pool: &PgPool,
+    sql: &Sql,
+    q: &Queue,
+    app: Option<&str>,
+    replace: bool,
+) -> Result<Option<bool>, DbError> {
+    let n = |v: Option<u32>| v.map(|v| v.min(i32::MAX as u32) as i32);
+    let created: Option<bool> = sqlx::query_scalar(sql.upsert_queue.clone())
+        .bind(&q.name)
+        .bind(n(q.concurrency))
+        .bind(n(q.worker_concurrency))
+        .bind(n(q.rate_limit.map(|r| r.limit)))
+        .bind(q.rate_limit.map(|r| secs(r.period)))
+        .bind(q.priority_enabled)
+        .bind(q.partitioned)
+        .bind(secs(q.polling_interval))
+        .bind(n(q.partition_concurrency))
+        .bind(n(q.partition_worker_concurrency))
+        .bind(n(q.partition_rate_limit.map(|r| r.limit)))
+        .bind(q.partition_rate_limit.map(|r| secs(r.period)))
+        .bind(app)
+        .bind(now_ms())
+        .bind(replace)
+        .fetch_optional(pool)
+        .await?;
+    Ok(created)
+}
+
+/// Deletes a queue's definition; false when there was none.
+pub(crate) async fn delete(pool: &PgPool, sql: &Sql, name: &str) -> Result<bool, DbError> {
+    let done = sqlx::query(sql.delete_queue.clone())
+        .bind(name)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
