@@ -1,8 +1,8 @@
 //! The database actor: the one owner of the system database's connections. Every call from the
 //! runtime passes through it; writes are group-committed per lane.
 //!
-//! A lane (starts, checkpoints, finishes, step loads) keeps one dedicated connection and at most
-//! one flush in flight. Requests that arrive meanwhile wait in the lane and go out together in
+//! A lane (starts, checkpoints, finishes, step loads, claims) keeps one dedicated connection and
+//! at most one flush in flight. Requests that arrive meanwhile wait in the lane and go out together in
 //! the next flush: one statement, one commit, however many rows. No timer delays a flush, so a
 //! lone request goes out at once. A failed connection is dropped and reopened on the next flush;
 //! the callers of the failed batch get a transient error and retry.

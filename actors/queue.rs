@@ -8,6 +8,7 @@
 //! correct when a wake-up is lost. It never runs workflow code, and never claims while draining.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{
@@ -18,7 +19,7 @@ use tokio::task::JoinSet;
 use super::restart::Restart;
 use super::workflow::{WorkflowActor, WorkflowArgs};
 use crate::backoff::Backoff;
-use crate::dispatch::{Dispatch, QueueRequest};
+use crate::dispatch::{Dispatch, OpenSlots, QueueRequest};
 use crate::error::DbError;
 use crate::metrics;
 use crate::queue::{Queue, QueueMessage};
@@ -31,7 +32,7 @@ pub(crate) enum QueueMsg {
     Public(QueueMessage),
     /// The polling timer fired.
     Tick,
-    /// A delayed workflow came due.
+    /// A delayed workflow came due, or the rate limit's window freed a start.
     Due,
     /// A claim finished.
     Claimed(Result<ClaimOutcome, DbError>, Instant),
@@ -97,9 +98,18 @@ pub(crate) struct QueueState {
     running: HashMap<String, ActorId>,
     /// Crashed workflows waiting for their restart; they keep their slot.
     restarting: usize,
+    /// Slots taken by enqueues from this process that run at once, not yet arrived.
+    reserved: usize,
+    /// The slots offered to those enqueues, and how many were offered last.
+    open: Arc<OpenSlots>,
+    offered: i64,
     claiming: bool,
     /// Work may be waiting that a free slot could take: claim as soon as one frees.
     backlog: bool,
+    /// Wake-ups so far, and how many there were when the claim in flight began: a claim's
+    /// answer must not clear the backlog of work announced after it looked.
+    wakes: u64,
+    wakes_at_claim: u64,
     timer_armed: bool,
     /// Consecutive claims held back by limits other executors use up: polls back off.
     contended: u32,
@@ -133,6 +143,8 @@ impl Actor for QueueActor {
         // Registered before the take-back below runs, so a direct start either reaches this
         // actor or is already committed when the take-back reads the table.
         let name = args.def.name.clone();
+        let open = Arc::new(OpenSlots::default());
+        args.shared.open_slots.insert(name.clone(), open.clone());
         args.shared.queues.insert(name, myself.get_derived());
         Ok(QueueState {
             shared: args.shared,
@@ -140,8 +152,13 @@ impl Actor for QueueActor {
             children: HashMap::new(),
             running: HashMap::new(),
             restarting: 0,
+            reserved: 0,
+            open,
+            offered: 0,
             claiming: false,
             backlog: true,
+            wakes: 0,
+            wakes_at_claim: 0,
             timer_armed: false,
             contended: 0,
             next_due: None,
@@ -187,7 +204,21 @@ impl Actor for QueueActor {
                     state.spawn(&myself, d, false).await;
                 }
             }
+            QueueMsg::Request(QueueRequest::RunReserved(d)) => {
+                state.collect_reservations();
+                state.reserved = state.reserved.saturating_sub(1);
+                metrics::queue_claimed(&state.def.name, 1, Duration::ZERO, false);
+                if state.draining.is_none() {
+                    state.spawn(&myself, d, false).await;
+                }
+            }
+            QueueMsg::Request(QueueRequest::Release) => {
+                state.collect_reservations();
+                state.reserved = state.reserved.saturating_sub(1);
+                state.claim(&myself, false);
+            }
             QueueMsg::Request(QueueRequest::Wake) => {
+                state.wakes += 1;
                 state.backlog = true;
                 state.claim(&myself, false);
             }
@@ -214,6 +245,7 @@ impl Actor for QueueActor {
             }
             QueueMsg::Due => {
                 state.next_due = None;
+                state.wakes += 1;
                 state.backlog = true;
                 state.claim(&myself, false);
             }
@@ -277,8 +309,38 @@ impl Actor for QueueActor {
 }
 
 impl QueueState {
+    /// An enqueue from this process may run at once when nothing it would jump is waiting and
+    /// only this executor's own limit applies.
+    fn may_skip_the_queue(&self) -> bool {
+        self.draining.is_none()
+            && !self.retiring
+            && !self.backlog
+            && !self.def.shared_limits()
+            && !self.def.partitioned
+            && self.free_slots() > 0
+    }
+
+    /// Counts the slots enqueues took since the last offer, and withdraws the offer.
+    fn collect_reservations(&mut self) {
+        let left = self.open.withdraw();
+        self.reserved += (self.offered - left).max(0) as usize;
+        self.offered = 0;
+    }
+
+    /// Offers the free slots to local enqueues when they may skip the queue.
+    fn offer_slots(&mut self) {
+        self.collect_reservations();
+        let n = if self.may_skip_the_queue() {
+            self.free_slots()
+        } else {
+            0
+        };
+        self.open.offer(n);
+        self.offered = n;
+    }
+
     fn free_slots(&self) -> i64 {
-        let busy = (self.children.len() + self.restarting) as i64;
+        let busy = (self.children.len() + self.restarting + self.reserved) as i64;
         match self.def.worker_concurrency {
             Some(limit) => i64::from(limit) - busy,
             None => self.shared.config.claim_batch,
@@ -290,12 +352,15 @@ impl QueueState {
         if self.claiming || self.draining.is_some() || self.retiring {
             return;
         }
+        // Slots taken by local enqueues are not free for a claim.
+        self.collect_reservations();
         let limit = self.free_slots().min(self.shared.config.claim_batch);
         if limit <= 0 {
             self.arm_timer(myself);
             return;
         }
         self.claiming = true;
+        self.wakes_at_claim = self.wakes;
         let config = &self.shared.config;
         let request = ClaimRequest {
             queue: self.def.clone(),
@@ -346,17 +411,20 @@ impl QueueState {
                 self.spawn(myself, Dispatch::from(row), false).await;
             }
         }
-        // Another executor uses up the shared limits: back off the polling a little.
-        self.contended = if took == 0 && out.allowed < asked {
-            self.contended + 1
-        } else {
-            0
-        };
-        self.backlog = took >= asked || out.allowed < asked || out.promoted > 0;
+        // Another executor uses up the shared concurrency: back off the polling a little. A rate
+        // limit is not contention: the claim retries when the window frees a start.
+        let contended = took == 0 && out.allowed < asked && !out.rate_limited;
+        self.contended = if contended { self.contended + 1 } else { 0 };
+        if let Some(free_at) = out.rate_free_at {
+            self.wake_at(myself, free_at);
+        }
+        let woken_since = self.wakes != self.wakes_at_claim;
+        self.backlog = out.seen > took || out.promoted > 0 || woken_since;
         if let Some(due) = out.next_due {
             self.wake_at(myself, due);
         }
-        if out.promoted > 0 || (took > 0 && took >= asked && self.free_slots() > 0) {
+        let more = out.promoted > 0 || woken_since || (took > 0 && took >= asked);
+        if more && self.free_slots() > 0 {
             self.claim(myself, false);
         }
         self.arm_timer(myself);
@@ -485,7 +553,7 @@ impl QueueState {
         self.after(myself, base.mul_f64(1.0 + jitter), QueueMsg::Tick);
     }
 
-    /// Claims again when a delayed workflow comes due.
+    /// Claims again at `due_ms` (a delayed workflow comes due, or a rate window frees a start).
     fn wake_at(&mut self, myself: &ActorRef<QueueMsg>, due_ms: i64) {
         if self.next_due.is_some_and(|at| at <= due_ms) {
             return;
@@ -507,6 +575,7 @@ impl QueueState {
     /// Publishes the running gauge; answers a drain, or stops a retired queue, once idle.
     fn settle(&mut self, myself: &ActorRef<QueueMsg>) {
         metrics::queue_running(&self.def.name, self.children.len());
+        self.offer_slots();
         let idle = self.children.is_empty() && !self.claiming;
         let settled = idle && (self.restarting == 0 || self.deadline_passed);
         if settled {

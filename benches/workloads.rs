@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use stead::{Context, Runtime, WorkflowOptions};
+use stead::{Context, Queue, Runtime, WorkflowOptions};
 
 /// While closed, `work` parks forever after its first half (W4's crash phase).
 static GATE_OPEN: AtomicBool = AtomicBool::new(true);
@@ -21,6 +21,8 @@ struct Args {
     db: String,
     n: u64,
     steps: u64,
+    conc: u32,
+    poll_ms: u64,
 }
 
 fn parse() -> Result<Args, String> {
@@ -34,6 +36,8 @@ fn parse() -> Result<Args, String> {
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/bench_stead".into()),
         n: 1000,
         steps: 10,
+        conc: 50,
+        poll_ms: 1000,
     };
     while let Some(flag) = it.next() {
         let value = it.next().ok_or(format!("{flag} needs a value"))?;
@@ -46,7 +50,8 @@ fn parse() -> Result<Args, String> {
             "--db" => a.db = value.clone(),
             "--n" => a.n = number()?,
             "--steps" => a.steps = number()?,
-            "--conc" | "--poll-ms" => {}
+            "--conc" => a.conc = number()? as u32,
+            "--poll-ms" => a.poll_ms = number()?,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -79,10 +84,16 @@ async fn gated_steps(ctx: Context, steps: u64) -> stead::Result<u64> {
 
 async fn launch(a: &Args) -> stead::Result<Runtime> {
     let gated = matches!(a.workload.as_str(), "w4crash" | "w4recover");
-    let builder = Runtime::builder()
+    let mut builder = Runtime::builder()
         .database_url(&a.db)
         .app_version("bench-1")
         .workflow("warmup", noop_steps);
+    if a.workload == "w3" {
+        let queue = Queue::new("benchq")
+            .worker_concurrency(a.conc)
+            .polling_interval(Duration::from_millis(a.poll_ms));
+        builder = builder.queue(queue);
+    }
     let builder = if gated {
         builder.workflow("work", gated_steps)
     } else {
@@ -196,7 +207,43 @@ async fn run(a: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
             json!({"peer": "stead", "workload": "w4", "n": a.n, "pending_before": pending,
                    "launch_s": launch_s, "total_s": s, "wf_per_s": a.n as f64 / s})
         }
-        "w3" => return Err("w3 needs user queues, which this build does not have yet".into()),
+        "w3" => {
+            let rt = launch(&a).await?;
+            warmup(&rt).await?;
+            let poller = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(1)
+                .connect(&std::env::var("BENCH_POLL_DB_URL").unwrap_or_else(|_| a.db.clone()))
+                .await?;
+            let t = Instant::now();
+            let target = if std::env::var("XQ").is_ok() {
+                "nobody"
+            } else {
+                "benchq"
+            };
+            for _ in 0..a.n {
+                rt.enqueue(target, "work", a.steps, WorkflowOptions::default())
+                    .await?;
+            }
+            let enqueue_s = t.elapsed().as_secs_f64();
+            if target == "nobody" {
+                println!("enqueue only: {enqueue_s}");
+                std::process::exit(0);
+            }
+            while (count(&poller, "SUCCESS").await as u64) < a.n {
+                if t.elapsed() > Duration::from_secs(300) {
+                    return Err("the queue did not drain".into());
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let s = t.elapsed().as_secs_f64();
+            let stats = rt.stats();
+            rt.shutdown(Duration::from_secs(5)).await?;
+            json!({"peer": "stead", "workload": "w3", "n": a.n, "conc": a.conc,
+                   "poll_ms": a.poll_ms, "enqueue_s": enqueue_s, "total_s": s,
+                   "wf_per_s": a.n as f64 / s,
+                   "db_flushes": stats.db_flushes, "db_batched": stats.db_batched_requests,
+                   "db_calls": stats.db_calls})
+        }
         other => return Err(format!("unknown workload {other}").into()),
     })
 }

@@ -52,6 +52,7 @@ pub(crate) async fn launch(
         completions: Completions::default(),
         state,
         queues: DashMap::new(),
+        open_slots: DashMap::new(),
         queue_defs: DashMap::new(),
     });
     let stats = Arc::new(DbStats::default());

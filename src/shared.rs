@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     pub state: watch::Sender<RunState>,
     /// The current actor of each queue, kept by the queue actors themselves.
     pub queues: DashMap<String, DerivedActorRef<QueueRequest>>,
+    /// Slots each local queue actor offers to local enqueues, by queue name.
+    pub open_slots: DashMap<String, Arc<crate::dispatch::OpenSlots>>,
     /// The definitions this executor last read, by queue name.
     pub queue_defs: DashMap<String, crate::queue::Queue>,
 }

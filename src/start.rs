@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use ractor::DerivedActorRef;
+
 use crate::codec;
 use crate::dispatch::{Dispatch, QueueRequest};
 use crate::error::{Error, Result};
@@ -107,10 +109,24 @@ pub(crate) async fn submit(
         }
         None => uuid::Uuid::new_v4().to_string(),
     };
-    let new = new_row(shared, target, workflow, input_json, &options, id.clone())?;
+    let mut new = new_row(shared, target, workflow, input_json, &options, id.clone())?;
+    // An enqueue that may run here at once is written as already claimed by this executor.
+    let reserved = match target {
+        Target::Queue(queue) if options.delay.is_none() => reserve(shared, queue),
+        _ => None,
+    };
+    if reserved.is_some() {
+        new.owner = Some(uuid::Uuid::new_v4().to_string());
+    }
     let dedup = options.dedup.clone();
     let (owner, inputs) = (new.owner.clone(), new.inputs.clone());
-    match shared.db.start(new).await? {
+    let outcome = shared.db.start(new).await;
+    if !matches!(outcome, Ok(StartOutcome::Created)) {
+        if let Some(queue) = &reserved {
+            let _ = queue.send_message(QueueRequest::Release);
+        }
+    }
+    match outcome? {
         StartOutcome::Created => {
             metrics::workflow_started(workflow);
             match (target, owner) {
@@ -118,7 +134,15 @@ pub(crate) async fn submit(
                     shared.completions.slot(&id);
                     dispatch(shared, direct(&id, workflow, owner, inputs));
                 }
-                (Target::Queue(queue), _) => wake(shared, queue),
+                (Target::Queue(_), Some(owner)) => {
+                    shared.completions.slot(&id);
+                    let d = direct(&id, workflow, owner, inputs);
+                    if let Some(queue) = reserved {
+                        // If the actor died meanwhile, its successor's take-back runs it.
+                        let _ = queue.send_message(QueueRequest::RunReserved(d));
+                    }
+                }
+                (Target::Queue(queue), None) => wake(shared, queue),
                 (Target::Direct, None) => {}
             }
         }
@@ -233,6 +257,13 @@ fn dispatch(shared: &SharedRef, d: Dispatch) {
     if queue.is_none_or(|q| q.send_message(QueueRequest::Run(d)).is_err()) {
         tracing::debug!("internal queue restarting; its take-back will run the workflow");
     }
+}
+
+/// Takes a slot this process's actor of `queue` offers, to run an enqueue at once.
+fn reserve(shared: &SharedRef, queue: &str) -> Option<DerivedActorRef<QueueRequest>> {
+    let slots = shared.open_slots.get(queue).map(|s| s.clone())?;
+    let actor = shared.queues.get(queue).map(|q| q.clone())?;
+    slots.take().then_some(actor)
 }
 
 /// Tells this process's actor of `queue` (if it runs one) that work arrived.

@@ -74,6 +74,11 @@ pub(crate) struct ClaimOutcome {
     pub next_due: Option<i64>,
     /// `ENQUEUED` rows left, when asked for.
     pub depth: Option<i64>,
+    /// `ENQUEUED` rows seen before the claim, counted up to one more than the claim could take:
+    /// more than it took means work is still waiting.
+    pub seen: i64,
+    /// When rate-limited: when the oldest start leaves the window, freeing a start.
+    pub rate_free_at: Option<i64>,
 }
 
 /// Budget: $4 free slots here, $7 global concurrency, $8/$9 rate limit (count, period ms).
@@ -165,6 +170,13 @@ SELECT a.n, a.rate_limited, (SELECT count(*) FROM promoted),
         WHERE status = 'DELAYED' AND queue_name = $1 AND delay_until_epoch_ms > $6),
        CASE WHEN $10 THEN (SELECT count(*) FROM {s}.workflow_status
                            WHERE queue_name = $1 AND status = 'ENQUEUED') END,
+       (SELECT count(*) FROM (SELECT 1 FROM {s}.workflow_status
+                              WHERE queue_name = $1 AND status = 'ENQUEUED'
+                              LIMIT $4::int8 + 1) seen),
+       CASE WHEN a.rate_limited THEN
+           COALESCE((SELECT min(started_at_epoch_ms) FROM {s}.workflow_status
+                     WHERE queue_name = $1 AND rate_limited
+                       AND started_at_epoch_ms > $6 - $9::int8), $6) + $9::int8 END,
        claimed.*
 FROM allowed a LEFT JOIN claimed ON true
 "#;
@@ -233,9 +245,11 @@ async fn run_claim(
         out.promoted = row.try_get(2)?;
         out.next_due = row.try_get(3)?;
         out.depth = row.try_get(4)?;
-        if row.try_get::<Option<String>, _>(5)?.is_some() {
-            let key: (i32, i64) = (row.try_get(12)?, row.try_get(13)?);
-            keyed.push((key, Claimed::from_row(row, 5)?));
+        out.seen = row.try_get(5)?;
+        out.rate_free_at = row.try_get(6)?;
+        if row.try_get::<Option<String>, _>(7)?.is_some() {
+            let key: (i32, i64) = (row.try_get(14)?, row.try_get(15)?);
+            keyed.push((key, Claimed::from_row(row, 7)?));
         }
     }
     keyed.sort_by_key(|(key, _)| *key);

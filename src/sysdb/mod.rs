@@ -5,14 +5,16 @@
 //! module builds a query. It must never decide *when* to run a statement: batching, retries and
 //! ordering belong to the database actor and its callers.
 
+mod batch;
 mod claim;
 mod dispatch;
+mod finish;
 mod listen;
 mod migrate;
 mod queues;
 mod reads;
 mod start;
-mod writes;
+mod steps;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -23,17 +25,17 @@ use sqlx::{AssertSqlSafe, ConnectOptions, SqlStr};
 
 use crate::error::{DbError, Error};
 
+pub(crate) use batch::BatchWrite;
 pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
 pub(crate) use dispatch::{bump_attempts, recover, redispatch, Executor};
+pub(crate) use finish::{FinishOutcome, FinishWrite};
 pub(crate) use listen::listen;
 pub(crate) use migrate::migrate;
 pub use migrate::MigrationReport;
 pub(crate) use queues::{delete as delete_queue, list as list_queues, put as put_queue};
 pub(crate) use reads::{status, StatusRow, StepRow};
 pub(crate) use start::{NewWorkflow, StartOutcome, QUEUE_CHANNEL};
-pub(crate) use writes::{
-    BatchWrite, FinishOutcome, FinishWrite, LoadSteps, StepOutcome, StepWrite,
-};
+pub(crate) use steps::{LoadSteps, StepOutcome, StepWrite};
 
 /// The internal queue: no row in `queues`, no limits; recovery, resume and fork use it.
 pub(crate) const INTERNAL_QUEUE: &str = "_dbos_internal_queue";
@@ -169,11 +171,11 @@ impl Sql {
         };
         Ok(Sql {
             schema: schema.to_owned(),
-            start: q(start::START),
-            record_steps: q(writes::RECORD_STEPS),
-            classify_steps: q(writes::CLASSIFY_STEPS),
-            finish: q(writes::FINISH),
-            classify_finish: q(writes::CLASSIFY_FINISH),
+            start: q(&start::statement()),
+            record_steps: q(&steps::statement()),
+            classify_steps: q(steps::CLASSIFY),
+            finish: q(&finish::statement()),
+            classify_finish: q(finish::CLASSIFY),
             load_steps: q(reads::LOAD_STEPS),
             status: q(reads::STATUS),
             recover: q(dispatch::RECOVER),
@@ -230,6 +232,8 @@ mod tests {
             .record_steps
             .as_str()
             .contains("\"tenant_a\".operation_outputs"));
-        assert!(!sql.claim.as_str().contains("{s}"));
+        for statement in [&sql.start, &sql.finish, &sql.claim, &sql.claim_partitioned] {
+            assert!(!statement.as_str().contains("{s}"));
+        }
     }
 }
