@@ -104,9 +104,27 @@ async fn workflows_and_steps_emit_metrics_and_spans() {
     let rt = common::builder(&db)
         .workflow("good", good)
         .workflow("bad", bad)
+        .queue(stead::Queue::new("metered").rate_limit(2, Duration::from_secs(60)))
         .launch()
         .await
         .unwrap();
+    // Three enqueues on a queue allowing two starts a minute: two run, one is held back.
+    let mut queued = Vec::new();
+    for _ in 0..3 {
+        queued.push(
+            rt.enqueue("metered", "good", (), WorkflowOptions::default())
+                .await
+                .unwrap(),
+        );
+    }
+    for h in &queued[..2] {
+        common::within(h.result::<u32>()).await.unwrap();
+    }
+    let dedup = WorkflowOptions::default().deduplication_id("k", stead::Dedup::ReturnExisting);
+    rt.enqueue("metered", "good", (), dedup.clone())
+        .await
+        .unwrap();
+    rt.enqueue("metered", "good", (), dedup).await.unwrap();
     let ok = rt
         .start("good", (), WorkflowOptions::with_id("ok-1"))
         .await
@@ -117,13 +135,14 @@ async fn workflows_and_steps_emit_metrics_and_spans() {
         .await
         .unwrap();
     assert!(common::within(failed.result::<u32>()).await.is_err());
-    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+    rt.shutdown(Duration::from_secs(1)).await.unwrap();
 
     let snap = snapshotter.snapshot().into_vec();
     let counter = |name, labels: &[(&str, &str)]| value(&snap, MetricKind::Counter, name, labels);
+    // One direct start, three enqueues and one deduplicated enqueue that created a workflow.
     assert_eq!(
         counter(stead::metrics::WORKFLOWS_STARTED, &[("workflow", "good")]),
-        Some(V::Counter(1))
+        Some(V::Counter(5))
     );
     assert_eq!(
         counter(stead::metrics::WORKFLOWS_STARTED, &[("workflow", "bad")]),
@@ -134,7 +153,8 @@ async fn workflows_and_steps_emit_metrics_and_spans() {
             stead::metrics::WORKFLOWS_FINISHED,
             &[("workflow", "good"), ("status", "SUCCESS")]
         ),
-        Some(V::Counter(1))
+        Some(V::Counter(3)),
+        "the direct start and the two enqueues the rate limit let through"
     );
     assert_eq!(
         counter(
@@ -149,7 +169,7 @@ async fn workflows_and_steps_emit_metrics_and_spans() {
         stead::metrics::STEP_DURATION,
         &[("workflow", "good")],
     ) {
-        Some(V::Histogram(samples)) => assert_eq!(samples.len(), 2),
+        Some(V::Histogram(samples)) => assert_eq!(samples.len(), 6),
         other => panic!("step durations: {other:?}"),
     }
     match value(
@@ -158,7 +178,7 @@ async fn workflows_and_steps_emit_metrics_and_spans() {
         stead::metrics::DB_FLUSH_SIZE,
         &[("lane", "checkpoint")],
     ) {
-        Some(V::Histogram(sizes)) => assert_eq!(sizes.iter().sum::<f64>(), 2.0, "two checkpoints"),
+        Some(V::Histogram(sizes)) => assert_eq!(sizes.iter().sum::<f64>(), 6.0, "six checkpoints"),
         other => panic!("flush sizes: {other:?}"),
     }
     assert!(value(
@@ -177,6 +197,45 @@ async fn workflows_and_steps_emit_metrics_and_spans() {
         Some(V::Gauge(g)) => assert_eq!(g, 0.0, "nothing left running"),
         other => panic!("running gauge: {other:?}"),
     }
+
+    let queue = [("queue", "metered")];
+    assert_eq!(
+        counter(stead::metrics::QUEUE_CLAIMED, &queue),
+        Some(V::Counter(2))
+    );
+    assert!(
+        matches!(counter(stead::metrics::QUEUE_RATE_LIMITED, &queue), Some(V::Counter(n)) if n >= 1),
+        "the rate limit held a claim back"
+    );
+    assert_eq!(
+        counter(stead::metrics::QUEUE_DEDUPLICATED, &queue),
+        Some(V::Counter(1))
+    );
+    match value(
+        &snap,
+        MetricKind::Histogram,
+        stead::metrics::QUEUE_CLAIM_SECONDS,
+        &queue,
+    ) {
+        Some(V::Histogram(latencies)) => assert!(!latencies.is_empty()),
+        other => panic!("claim latency: {other:?}"),
+    }
+    match value(
+        &snap,
+        MetricKind::Gauge,
+        stead::metrics::QUEUE_ENQUEUED,
+        &queue,
+    ) {
+        Some(V::Gauge(depth)) => assert!(depth >= 0.0),
+        other => panic!("queue depth: {other:?}"),
+    }
+    assert!(value(
+        &snap,
+        MetricKind::Gauge,
+        stead::metrics::QUEUE_RUNNING,
+        &queue
+    )
+    .is_some());
 
     let spans = spans.lock().unwrap().clone();
     let workflow = spans
