@@ -1,8 +1,8 @@
 //! The database actor: the one owner of the system database's connections. Every call from the
 //! runtime passes through it; writes are group-committed per lane.
 //!
-//! A lane (starts, checkpoints, finishes, step loads, claims) keeps one dedicated connection and
-//! at most one flush in flight. Requests that arrive meanwhile wait in the lane and go out together in
+//! A lane (starts, checkpoints, finishes, step loads, ops, claims) keeps one dedicated connection
+//! and at most one flush in flight. Requests that arrive meanwhile wait in the lane and go out together in
 //! the next flush: one statement, one commit, however many rows. No timer delays a flush, so a
 //! lone request goes out at once. A failed connection is dropped and reopened on the next flush;
 //! the callers of the failed batch get a transient error and retry.
@@ -20,7 +20,7 @@ use crate::db::{DbRequest, Reply};
 use crate::error::DbError;
 use crate::metrics;
 use crate::sysdb::{
-    BatchWrite, ClaimRequest, FinishWrite, LoadSteps, NewWorkflow, StepWrite, SysDb,
+    BatchWrite, ClaimRequest, FinishWrite, LoadSteps, NewWorkflow, Op, StepWrite, SysDb,
 };
 
 /// Counters a test or operator can read: how much work went through how few statements.
@@ -62,6 +62,7 @@ pub(crate) enum Lane {
     Checkpoint,
     Finish,
     LoadSteps,
+    Ops,
     Claim,
 }
 
@@ -97,6 +98,7 @@ pub(crate) struct DatabaseState {
     checkpoint: Queue<StepWrite>,
     finish: Queue<FinishWrite>,
     load: Queue<LoadSteps>,
+    ops: Queue<Op>,
     claim: Queue<ClaimRequest>,
     flush_waiters: Vec<oneshot::Sender<()>>,
 }
@@ -110,6 +112,7 @@ impl DatabaseState {
             && idle(&self.checkpoint)
             && idle(&self.finish)
             && idle(&self.load)
+            && idle(&self.ops)
             && idle(&self.claim)
     }
 }
@@ -137,6 +140,7 @@ impl Actor for DatabaseActor {
             checkpoint: Queue::default(),
             finish: Queue::default(),
             load: Queue::default(),
+            ops: Queue::default(),
             claim: Queue::default(),
             flush_waiters: Vec::new(),
         })
@@ -170,6 +174,7 @@ impl Actor for DatabaseActor {
                 DbRequest::LoadSteps(w, reply) => {
                     enqueue(&mut state.load, Lane::LoadSteps, w, reply, ctx)
                 }
+                DbRequest::Op(w, reply) => enqueue(&mut state.ops, Lane::Ops, w, reply, ctx),
                 DbRequest::Claim(w, reply) => {
                     enqueue(&mut state.claim, Lane::Claim, *w, reply, ctx)
                 }
@@ -185,6 +190,7 @@ impl Actor for DatabaseActor {
                 Lane::Checkpoint => flushed(&mut state.checkpoint, lane, conn, ctx),
                 Lane::Finish => flushed(&mut state.finish, lane, conn, ctx),
                 Lane::LoadSteps => flushed(&mut state.load, lane, conn, ctx),
+                Lane::Ops => flushed(&mut state.ops, lane, conn, ctx),
                 Lane::Claim => flushed(&mut state.claim, lane, conn, ctx),
             },
         }

@@ -1,5 +1,6 @@
 //! The listener actor: one LISTEN connection that turns other processes' announcements into
-//! wake-up messages (an enqueue on `stead_queue_channel` wakes that queue's actor).
+//! wake-ups: an enqueue wakes its queue's actor, a cancel tells the workflow's actor, a message,
+//! event or stream write wakes the durable calls waiting for it.
 //!
 //! Wake-ups only make things faster: queue actors also poll, so a lost notification costs at
 //! most a polling interval. After a reconnect, when notifications may have been missed, every
@@ -10,9 +11,10 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::backoff::Backoff;
+use crate::dispatch;
 use crate::shared::SharedRef;
 use crate::start;
-use crate::sysdb::{self, SysDb, QUEUE_CHANNEL};
+use crate::sysdb::{self, SysDb, CANCEL_CHANNEL, QUEUE_CHANNEL};
 
 pub(crate) struct ListenerActor;
 
@@ -44,7 +46,7 @@ impl Actor for ListenerActor {
     ) -> Result<(), ActorProcessingErr> {
         let mut failures = 0;
         loop {
-            let mut listener = match sysdb::listen(&state.sys, &[QUEUE_CHANNEL]).await {
+            let mut listener = match sysdb::listen(&state.sys, CHANNELS).await {
                 Ok(listener) => listener,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot listen for wake-ups; queues keep polling");
@@ -57,10 +59,7 @@ impl Actor for ListenerActor {
             wake_all(&state.shared);
             loop {
                 match listener.try_recv().await {
-                    Ok(Some(n)) if n.channel() == QUEUE_CHANNEL => {
-                        start::wake(&state.shared, n.payload())
-                    }
-                    Ok(Some(_)) => {}
+                    Ok(Some(n)) => route(&state.shared, n.channel(), n.payload()),
                     // The connection dropped and was re-established: announcements may be lost.
                     Ok(None) => wake_all(&state.shared),
                     Err(e) => {
@@ -74,9 +73,32 @@ impl Actor for ListenerActor {
     }
 }
 
+/// The channels listened to: enqueues and cancels (stead's), messages, events and streams
+/// (DBOS's, announced by its trigger and by writers).
+const CHANNELS: &[&str] = &[
+    QUEUE_CHANNEL,
+    CANCEL_CHANNEL,
+    "dbos_notifications_channel",
+    "dbos_workflow_events_channel",
+    "dbos_streams_channel",
+];
+
+fn route(shared: &SharedRef, channel: &str, payload: &str) {
+    match channel {
+        QUEUE_CHANNEL => start::wake(shared, payload),
+        CANCEL_CHANNEL => dispatch::cancel_local(shared, payload),
+        "dbos_notifications_channel" => shared.signals.notify(&format!("n:{payload}")),
+        "dbos_workflow_events_channel" => shared.signals.notify(&format!("e:{payload}")),
+        "dbos_streams_channel" => shared.signals.notify(&format!("s:{payload}")),
+        _ => {}
+    }
+}
+
+/// After a reconnect: every queue claims and every waiter re-reads.
 fn wake_all(shared: &SharedRef) {
     let names: Vec<String> = shared.queues.iter().map(|e| e.key().clone()).collect();
     for name in names {
         start::wake(shared, &name);
     }
+    shared.signals.notify_all();
 }

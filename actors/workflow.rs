@@ -1,73 +1,211 @@
 //! A workflow actor: runs one workflow from its recorded steps to its outcome. Its life is the
 //! slot its queue actor counts.
 //!
-//! A returned error is the workflow's outcome (`ERROR`). A panic, or the system database failing
-//! past its retries, is a crash: the actor fails and its queue actor restarts it (a replay) under
-//! the recovery budget. A cancelled or taken-over run stops without writing anything.
+//! The body runs as a task the actor owns, so the actor stays free to be told things while it
+//! runs: a cancel (the body stops before its next durable call), or its deadline passing (the
+//! workflow and its children are cancelled). A returned error is the workflow's outcome
+//! (`ERROR`). A panic, or the system database failing past its retries, is a crash: the actor
+//! fails and its queue actor restarts it (a replay) under the recovery budget. A cancelled or
+//! taken-over run stops without writing anything.
 
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::Value;
+use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::codec;
 use crate::completion::Finished;
 use crate::context::{Abort, Context, RunInfo};
-use crate::dispatch::Dispatch;
+use crate::dispatch::{Dispatch, WorkflowRequest};
 use crate::error::{Error, PortableError};
 use crate::metrics;
+use crate::registry::Outcome;
 use crate::shared::SharedRef;
 use crate::status::Status;
-use crate::sysdb::{FinishOutcome, FinishWrite};
+use crate::sysdb::{self, now_ms, FinishOutcome, FinishWrite};
 
 pub(crate) struct WorkflowArgs {
     pub shared: SharedRef,
     pub dispatch: Dispatch,
 }
 
+pub(crate) enum WorkflowMsg {
+    Request(WorkflowRequest),
+    /// The body returned (or panicked, with the panic's message).
+    Done(Result<Outcome, String>),
+    /// The workflow's deadline passed.
+    Deadline,
+}
+
+impl From<WorkflowRequest> for WorkflowMsg {
+    fn from(r: WorkflowRequest) -> Self {
+        WorkflowMsg::Request(r)
+    }
+}
+
+impl TryFrom<WorkflowMsg> for WorkflowRequest {
+    type Error = ();
+    fn try_from(m: WorkflowMsg) -> Result<Self, ()> {
+        match m {
+            WorkflowMsg::Request(r) => Ok(r),
+            _ => Err(()),
+        }
+    }
+}
+
+pub(crate) struct WorkflowState {
+    shared: SharedRef,
+    dispatch: Dispatch,
+    actor: ractor::ActorId,
+    ctx: Option<Context>,
+    /// The body and the deadline timer; aborted when the state is dropped (also on a kill).
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for WorkflowState {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        let me = self.actor;
+        self.shared
+            .running
+            .remove_if(&self.dispatch.id, |_, r| r.get_id() == me);
+    }
+}
+
 pub(crate) struct WorkflowActor;
 
 impl Actor for WorkflowActor {
-    type Msg = ();
-    type State = WorkflowArgs;
+    type Msg = WorkflowMsg;
+    type State = WorkflowState;
     type Arguments = WorkflowArgs;
 
     async fn pre_start(
         &self,
-        _: ActorRef<()>,
+        myself: ActorRef<WorkflowMsg>,
         args: WorkflowArgs,
-    ) -> Result<WorkflowArgs, ActorProcessingErr> {
-        Ok(args)
+    ) -> Result<WorkflowState, ActorProcessingErr> {
+        let id = args.dispatch.id.clone();
+        args.shared.running.insert(id, myself.get_derived());
+        Ok(WorkflowState {
+            shared: args.shared,
+            dispatch: args.dispatch,
+            actor: myself.get_id(),
+            ctx: None,
+            tasks: Vec::new(),
+        })
     }
 
     async fn post_start(
         &self,
-        myself: ActorRef<()>,
-        state: &mut WorkflowArgs,
+        myself: ActorRef<WorkflowMsg>,
+        state: &mut WorkflowState,
     ) -> Result<(), ActorProcessingErr> {
-        let d = &state.dispatch;
+        let d = state.dispatch.clone();
         let span = tracing::info_span!("workflow", workflow_id = %d.id, workflow = %d.name);
-        run(&state.shared, d).instrument(span).await?;
-        myself.stop(None);
+        let shared = state.shared.clone();
+        let Some((ctx, body)) = prepare(&shared, &d).instrument(span.clone()).await? else {
+            myself.stop(None);
+            return Ok(());
+        };
+        let me = myself.clone();
+        state.tasks.push(tokio::spawn(
+            async move {
+                let done = AssertUnwindSafe(body).catch_unwind().await;
+                let _ = me.send_message(WorkflowMsg::Done(done.map_err(panic_message)));
+            }
+            .instrument(span),
+        ));
+        if let Some(deadline) = d.deadline {
+            let me = myself.clone();
+            state.tasks.push(tokio::spawn(async move {
+                let left = (deadline - now_ms()).max(0) as u64;
+                tokio::time::sleep(Duration::from_millis(left)).await;
+                let _ = me.send_message(WorkflowMsg::Deadline);
+            }));
+        }
+        state.ctx = Some(ctx);
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<WorkflowMsg>,
+        msg: WorkflowMsg,
+        state: &mut WorkflowState,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some(ctx) = state.ctx.clone() else {
+            return Ok(());
+        };
+        match msg {
+            WorkflowMsg::Request(WorkflowRequest::Cancel) => ctx.cancel(),
+            WorkflowMsg::Deadline => {
+                tracing::info!(workflow_id = %state.dispatch.id, "deadline passed; cancelling");
+                let id = state.dispatch.id.clone();
+                state
+                    .shared
+                    .db
+                    .call(move |db| {
+                        let id = id.clone();
+                        async move { sysdb::cancel(&db.pool, &db.sql, &id, true).await }
+                    })
+                    .await?;
+                ctx.cancel();
+            }
+            WorkflowMsg::Done(Err(panic)) => return Err(panic.into()),
+            WorkflowMsg::Done(Ok(outcome)) => {
+                match ctx.abort() {
+                    None => finish(&state.shared, &state.dispatch, outcome).await?,
+                    Some(Abort::Crash(reason)) => return Err(reason.into()),
+                    Some(Abort::Cancelled | Abort::NotOwner) => {
+                        state.shared.completions.abandon(&state.dispatch.id)
+                    }
+                }
+                myself.stop(None);
+            }
+        }
         Ok(())
     }
 }
 
-/// Runs the workflow to an outcome and commits it. `Err` is a crash.
-async fn run(shared: &SharedRef, d: &Dispatch) -> Result<(), ActorProcessingErr> {
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
+/// Everything before the body: the budget, the input, the recorded steps. `None` when the run
+/// ended here (parked, or an input that cannot be read).
+async fn prepare(
+    shared: &SharedRef,
+    d: &Dispatch,
+) -> Result<Option<(Context, futures::future::BoxFuture<'static, Outcome>)>, ActorProcessingErr> {
     let Some(entry) = shared.registry.get(&d.name).cloned() else {
         let e = Error::UnknownWorkflow(d.name.clone());
-        return finish(shared, d, Err(e.to_portable())).await;
+        finish(shared, d, Err(e.to_portable())).await?;
+        return Ok(None);
     };
     if d.attempts > i64::from(entry.config.max_recovery_attempts) + 1 {
         tracing::warn!(
             attempts = d.attempts,
             "recovery budget exhausted; parking the workflow"
         );
-        return park(shared, d).await;
+        commit(shared, d, Status::MaxRecoveryAttemptsExceeded, None, None).await?;
+        return Ok(None);
     }
     let input = match decode_input(d) {
         Ok(input) => input,
-        Err(e) => return finish(shared, d, Err(e.to_portable())).await,
+        Err(e) => {
+            finish(shared, d, Err(e.to_portable())).await?;
+            return Ok(None);
+        }
     };
     let recorded = if d.fresh {
         Vec::new()
@@ -78,18 +216,11 @@ async fn run(shared: &SharedRef, d: &Dispatch) -> Result<(), ActorProcessingErr>
         workflow_id: d.id.clone(),
         workflow_name: d.name.clone(),
         owner: d.owner.clone(),
-        app_name: shared.config.app_name.clone(),
+        deadline: d.deadline,
     };
-    let ctx = Context::new(run, shared.db.clone(), recorded);
-    let outcome = entry.run(ctx.clone(), input).await;
-    match ctx.abort() {
-        None => finish(shared, d, outcome).await,
-        Some(Abort::Crash(reason)) => Err(reason.into()),
-        Some(Abort::Cancelled | Abort::NotOwner) => {
-            shared.completions.abandon(&d.id);
-            Ok(())
-        }
-    }
+    let ctx = Context::new(run, shared.clone(), recorded);
+    let body = entry.run(ctx.clone(), input);
+    Ok(Some((ctx, body)))
 }
 
 fn decode_input(d: &Dispatch) -> Result<Value, Error> {
@@ -110,10 +241,6 @@ async fn finish(
         Err(e) => (Status::Error, None, Some(codec::encode_error(&e))),
     };
     commit(shared, d, status, output, error).await
-}
-
-async fn park(shared: &SharedRef, d: &Dispatch) -> Result<(), ActorProcessingErr> {
-    commit(shared, d, Status::MaxRecoveryAttemptsExceeded, None, None).await
 }
 
 async fn commit(

@@ -1,22 +1,25 @@
 //! The workflow `Context`: numbers durable calls, replays recorded ones, records new ones, and
 //! remembers why a run must stop (cancelled, taken over, or the database gave up).
 //!
-//! It must never run user code itself (steps do), and never decide the workflow's outcome: the
-//! workflow actor reads the abort reason after the body returns.
+//! The durable calls themselves live beside it: steps in `step`, the rest in `calls`. It must
+//! never run user code itself, and never decide the workflow's outcome: the workflow actor reads
+//! the abort reason after the body returns.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::db::Db;
-use crate::error::{Error, Result};
+use tokio::sync::Notify;
+
+use crate::error::{DbError, Error, Result};
+use crate::shared::SharedRef;
 use crate::step::{RetryPolicy, Step};
-use crate::sysdb::{StepOutcome, StepRow, StepWrite};
+use crate::sysdb::{now_ms, Op, OpOutcome, OpStep, StepOutcome, StepRow, StepWrite};
 
 /// Why a run stopped without an outcome of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Abort {
-    /// The workflow was cancelled; leave it as it is.
+    /// The workflow was cancelled (or its deadline passed); leave it as it is.
     Cancelled,
     /// Another execution owns it now; leave it to that one.
     NotOwner,
@@ -26,21 +29,22 @@ pub(crate) enum Abort {
 
 /// The handle a workflow body uses for every durable call.
 ///
-/// Cloning is cheap; clones share the same call numbering.
+/// Cloning is cheap; clones share the same call numbering. Every durable call takes its number
+/// when it is created (not when first polled), so running several at once (`futures::join!`,
+/// [`Context::select2`]) numbers them the same way on every replay.
 #[derive(Clone)]
 pub struct Context {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    workflow_id: String,
-    workflow_name: String,
-    owner: String,
-    app_name: Option<String>,
-    db: Db,
+    run: RunInfo,
+    shared: SharedRef,
     next_function_id: AtomicU32,
     recorded: HashMap<u32, StepRow>,
     abort: Mutex<Option<Abort>>,
+    /// Woken when an abort reason is set, to interrupt waits.
+    aborted: Notify,
 }
 
 /// What the workflow actor knows about the run it starts.
@@ -48,33 +52,32 @@ pub(crate) struct RunInfo {
     pub workflow_id: String,
     pub workflow_name: String,
     pub owner: String,
-    pub app_name: Option<String>,
+    /// When the workflow's time runs out (epoch ms), if it has a timeout.
+    pub deadline: Option<i64>,
 }
 
 impl Context {
-    pub(crate) fn new(run: RunInfo, db: Db, recorded: Vec<StepRow>) -> Context {
+    pub(crate) fn new(run: RunInfo, shared: SharedRef, recorded: Vec<StepRow>) -> Context {
         Context {
             inner: Arc::new(Inner {
-                workflow_id: run.workflow_id,
-                workflow_name: run.workflow_name,
-                owner: run.owner,
-                app_name: run.app_name,
-                db,
+                run,
+                shared,
                 next_function_id: AtomicU32::new(1),
                 recorded: recorded.into_iter().map(|s| (s.function_id, s)).collect(),
                 abort: Mutex::new(None),
+                aborted: Notify::new(),
             }),
         }
     }
 
     /// This workflow's id.
     pub fn workflow_id(&self) -> &str {
-        &self.inner.workflow_id
+        &self.inner.run.workflow_id
     }
 
     /// The name this workflow is registered under.
     pub fn workflow_name(&self) -> &str {
-        &self.inner.workflow_name
+        &self.inner.run.workflow_name
     }
 
     /// A durable step: `f` runs at most once to success across crashes; a replay returns the
@@ -94,6 +97,14 @@ impl Context {
         Step::new(self, name, f, RetryPolicy::none())
     }
 
+    pub(crate) fn shared(&self) -> &SharedRef {
+        &self.inner.shared
+    }
+
+    pub(crate) fn deadline(&self) -> Option<i64> {
+        self.inner.run.deadline
+    }
+
     /// Takes the next durable-call number (1-based, as DBOS numbers them).
     pub(crate) fn next_function_id(&self) -> u32 {
         self.inner.next_function_id.fetch_add(1, Ordering::Relaxed)
@@ -103,7 +114,7 @@ impl Context {
     pub(crate) fn recorded(&self, function_id: u32, name: &str) -> Result<Option<&StepRow>> {
         match self.inner.recorded.get(&function_id) {
             Some(row) if row.name != name => Err(Error::NonDeterminism {
-                workflow_id: self.inner.workflow_id.clone(),
+                workflow_id: self.inner.run.workflow_id.clone(),
                 function_id,
                 recorded: row.name.clone(),
                 called: name.to_owned(),
@@ -125,53 +136,121 @@ impl Context {
         self.inner.abort.lock().ok().and_then(|a| a.clone())
     }
 
-    fn stop(&self, reason: Abort) -> Error {
+    /// Stops the run before its next durable call, and interrupts any wait.
+    pub(crate) fn cancel(&self) {
+        self.stop(Abort::Cancelled);
+    }
+
+    /// Resolves once the run has been told to stop.
+    pub(crate) async fn aborted(&self) {
+        let notified = self.inner.aborted.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.abort().is_none() {
+            notified.await;
+        }
+    }
+
+    pub(crate) fn stop(&self, reason: Abort) -> Error {
         let err = self.abort_error(&reason);
         if let Ok(mut abort) = self.inner.abort.lock() {
             abort.get_or_insert(reason);
         }
+        self.inner.aborted.notify_waiters();
         err
     }
 
     fn abort_error(&self, reason: &Abort) -> Error {
-        let id = self.inner.workflow_id.clone();
+        let id = self.inner.run.workflow_id.clone();
         match reason {
             Abort::Cancelled => Error::Cancelled { id },
             Abort::NotOwner => Error::NotOwner { id },
-            Abort::Crash(reason) => {
-                Error::Database(crate::error::DbError::Transient(reason.clone()))
-            }
+            Abort::Crash(reason) => Error::Database(DbError::Transient(reason.clone())),
         }
     }
 
-    /// Records a new durable call's outcome; returns the authoritative row when a competing
+    /// The error a database failure inside a durable call becomes: a crash of the run.
+    pub(crate) fn crash(&self, e: DbError) -> Error {
+        self.stop(Abort::Crash(e.to_string()))
+    }
+
+    /// Records a durable call's outcome; returns the authoritative row when a competing
     /// execution recorded this call first.
     pub(crate) async fn record(
         &self,
-        function_id: u32,
-        name: &str,
-        output: Option<String>,
-        error: Option<String>,
-        started_at: i64,
+        call: Call<'_>,
     ) -> Result<Option<(Option<String>, Option<String>)>> {
         let write = StepWrite {
-            workflow_id: self.inner.workflow_id.clone(),
-            owner: self.inner.owner.clone(),
-            function_id,
-            name: name.to_owned(),
-            output,
-            error,
-            child_workflow_id: None,
-            started_at,
-            completed_at: crate::sysdb::now_ms(),
-            app_name: self.inner.app_name.clone(),
+            workflow_id: self.inner.run.workflow_id.clone(),
+            owner: self.inner.run.owner.clone(),
+            function_id: call.function_id,
+            name: call.name.to_owned(),
+            output: call.output,
+            error: call.error,
+            child_workflow_id: call.child,
+            started_at: call.started_at,
+            completed_at: call.completed_at.unwrap_or_else(now_ms),
+            app_name: self.inner.shared.config.app_name.clone(),
         };
-        match self.inner.db.checkpoint(write).await {
+        match self.inner.shared.db.checkpoint(write).await {
             Ok(StepOutcome::Recorded) => Ok(None),
             Ok(StepOutcome::AlreadyRecorded { output, error }) => Ok(Some((output, error))),
             Ok(StepOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
             Ok(StepOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),
-            Err(e) => Err(self.stop(Abort::Crash(e.to_string()))),
+            Err(e) => Err(self.crash(e)),
         }
+    }
+
+    /// The identity of call `function_id` for an op that writes its effect with its record.
+    pub(crate) fn op_step(&self, function_id: u32, started_at: i64) -> OpStep {
+        OpStep {
+            workflow_id: self.inner.run.workflow_id.clone(),
+            owner: self.inner.run.owner.clone(),
+            function_id,
+            started_at,
+            app_name: self.inner.shared.config.app_name.clone(),
+        }
+    }
+
+    /// Runs an op; an abort it discovers stops the run.
+    pub(crate) async fn op(&self, op: Op) -> Result<OpOutcome> {
+        match self.inner.shared.db.op(op).await {
+            Ok(OpOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
+            Ok(OpOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),
+            Ok(out) => Ok(out),
+            Err(e @ DbError::MissingReference { .. }) => Err(Error::Database(e)),
+            Err(e) => Err(self.crash(e)),
+        }
+    }
+}
+
+/// A durable call's record.
+pub(crate) struct Call<'a> {
+    pub function_id: u32,
+    pub name: &'a str,
+    pub output: Option<String>,
+    pub error: Option<String>,
+    pub child: Option<String>,
+    pub started_at: i64,
+    /// Defaults to now; a sleep records its wake-up time here, as DBOS does.
+    pub completed_at: Option<i64>,
+}
+
+impl<'a> Call<'a> {
+    pub(crate) fn new(function_id: u32, name: &'a str, started_at: i64) -> Call<'a> {
+        Call {
+            function_id,
+            name,
+            output: None,
+            error: None,
+            child: None,
+            started_at,
+            completed_at: None,
+        }
+    }
+
+    pub(crate) fn output(mut self, output: String) -> Self {
+        self.output = Some(output);
+        self
     }
 }

@@ -16,8 +16,8 @@ use tokio::sync::oneshot;
 use crate::backoff::Backoff;
 use crate::error::DbError;
 use crate::sysdb::{
-    ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, StartOutcome,
-    StepOutcome, StepRow, StepWrite, SysDb,
+    ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, Op, OpOutcome,
+    StartOutcome, StepOutcome, StepRow, StepWrite, SysDb,
 };
 
 /// Where the actor answers a request.
@@ -36,6 +36,9 @@ pub(crate) enum DbRequest {
     Finish(FinishWrite, Reply<FinishOutcome>),
     /// Batched: read a workflow's recorded steps.
     LoadSteps(LoadSteps, Reply<Vec<StepRow>>),
+    /// Batched: a durable call whose effect commits with its record (send, receive, event,
+    /// stream write).
+    Op(Op, Reply<OpOutcome>),
     /// Claim a queue's workflows (on the claim lane's connection, one claim after another).
     Claim(Box<ClaimRequest>, Reply<ClaimOutcome>),
     /// A statement that is not batched (status reads, recovery, claims, migrations).
@@ -124,6 +127,10 @@ impl Db {
 
     pub(crate) async fn finish(&self, f: FinishWrite) -> Result<FinishOutcome, DbError> {
         self.request(|r| DbRequest::Finish(f.clone(), r)).await
+    }
+
+    pub(crate) async fn op(&self, op: Op) -> Result<OpOutcome, DbError> {
+        self.request(|r| DbRequest::Op(op.clone(), r)).await
     }
 
     pub(crate) async fn load_steps(&self, id: &str) -> Result<Vec<StepRow>, DbError> {

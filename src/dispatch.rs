@@ -20,6 +20,8 @@ pub(crate) struct Dispatch {
     pub fresh: bool,
     /// Crash restarts in this process, for the restart backoff.
     pub restarts: u32,
+    /// When the workflow's time runs out (epoch ms), if it has a timeout.
+    pub deadline: Option<i64>,
 }
 
 impl From<Claimed> for Dispatch {
@@ -33,6 +35,7 @@ impl From<Claimed> for Dispatch {
             serialization: c.serialization,
             fresh: !c.has_steps,
             restarts: 0,
+            deadline: c.deadline,
         }
     }
 }
@@ -76,6 +79,20 @@ pub(crate) enum QueueRequest {
     Release,
     /// Fault injection for tests: the actor panics, killing its workflow actors.
     Panic,
+}
+
+/// What the core asks of a running workflow's actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WorkflowRequest {
+    /// Stop before the next durable call (the row is already `CANCELLED`).
+    Cancel,
+}
+
+/// Tells the actor of `id`, if it runs in this process, that the workflow was cancelled.
+pub(crate) fn cancel_local(shared: &crate::shared::Shared, id: &str) {
+    if let Some(actor) = shared.running.get(id).map(|a| a.clone()) {
+        let _ = actor.send_message(WorkflowRequest::Cancel);
+    }
 }
 
 #[cfg(test)]

@@ -162,6 +162,9 @@ pub enum DbError {
     /// The runtime shut down; its database actor takes no more calls.
     #[error("the runtime's database actor has stopped")]
     Closed,
+    /// A row refers to one that does not exist (e.g. a message to an unknown workflow).
+    #[error("foreign key {constraint} violated")]
+    MissingReference { constraint: String },
 }
 
 impl DbError {
@@ -173,6 +176,13 @@ impl DbError {
 
 impl From<sqlx::Error> for DbError {
     fn from(e: sqlx::Error) -> Self {
+        if let sqlx::Error::Database(db) = &e {
+            if db.code().as_deref() == Some("23503") {
+                return DbError::MissingReference {
+                    constraint: db.constraint().unwrap_or_default().to_owned(),
+                };
+            }
+        }
         if is_transient(&e) {
             DbError::Transient(e.to_string())
         } else {

@@ -53,6 +53,8 @@ pub(crate) async fn launch(
         state,
         queues: DashMap::new(),
         open_slots: DashMap::new(),
+        signals: Default::default(),
+        running: DashMap::new(),
         queue_defs: DashMap::new(),
     });
     let stats = Arc::new(DbStats::default());

@@ -6,19 +6,23 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::Stream;
 use ractor::DerivedActorRef;
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::actors::restart::RestartPolicy;
 use crate::builder::RuntimeBuilder;
+use crate::calls::{self, StreamValue};
 use crate::codec;
-use crate::dispatch::QueueRequest;
-use crate::error::{Error, Result};
+use crate::dispatch::{self, QueueRequest};
+use crate::error::{DbError, Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::launch::{self, Tree};
 use crate::queue::{Queue, QueueMessage};
 use crate::registry::Registry;
 use crate::shared::{Config, RunState};
+use crate::signals;
 use crate::start::{self, Target, WorkflowOptions};
 use crate::sysdb::{self, SysDb};
 
@@ -164,6 +168,111 @@ impl Runtime {
                 async move { sysdb::list_queues(&db.pool, &db.sql, app.as_deref()).await }
             })
             .await?)
+    }
+
+    /// Cancels workflow `id`: it becomes `CANCELLED` and stops before its next durable call,
+    /// wherever it runs. Its children keep running (see [`Runtime::cancel_with_children`]).
+    pub async fn cancel(&self, id: &str) -> Result<()> {
+        self.cancel_tree(id, false).await
+    }
+
+    /// Cancels workflow `id` and every workflow it started, recursively.
+    pub async fn cancel_with_children(&self, id: &str) -> Result<()> {
+        self.cancel_tree(id, true).await
+    }
+
+    async fn cancel_tree(&self, id: &str, cascade: bool) -> Result<()> {
+        let shared = &self.tree.shared;
+        start::check_running(shared)?;
+        let target = id.to_owned();
+        let done = shared
+            .db
+            .call(move |db| {
+                let target = target.clone();
+                async move { sysdb::cancel(&db.pool, &db.sql, &target, cascade).await }
+            })
+            .await?;
+        if !done.exists {
+            return Err(Error::NotFound(id.to_owned()));
+        }
+        for cancelled in &done.ids {
+            dispatch::cancel_local(shared, cancelled);
+        }
+        Ok(())
+    }
+
+    /// Sends `message` to workflow `destination` on `topic`, from outside any workflow.
+    pub async fn send<T: Serialize>(
+        &self,
+        destination: &str,
+        message: &T,
+        topic: Option<&str>,
+    ) -> Result<()> {
+        let shared = &self.tree.shared;
+        let message = codec::encode(message, "a message")?;
+        let topic = topic.unwrap_or(calls::NULL_TOPIC).to_owned();
+        let (dest, t) = (destination.to_owned(), topic.clone());
+        let id = uuid::Uuid::new_v4().to_string();
+        let sent = shared
+            .db
+            .call(move |db| {
+                let (id, dest, t, message) = (id.clone(), dest.clone(), t.clone(), message.clone());
+                async move { sysdb::send(&db.pool, &db.sql, &id, &dest, &t, &message).await }
+            })
+            .await;
+        match sent {
+            Err(DbError::MissingReference { .. }) => {
+                return Err(Error::NotFound(destination.to_owned()))
+            }
+            other => other?,
+        }
+        shared
+            .signals
+            .notify(&signals::message_key(destination, &topic));
+        Ok(())
+    }
+
+    /// Reads event `key` of workflow `workflow_id`, waiting up to `timeout` for it to be set.
+    pub async fn get_event<T: DeserializeOwned>(
+        &self,
+        workflow_id: &str,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<Option<T>> {
+        let shared = &self.tree.shared;
+        let until = sysdb::now_ms() + timeout.as_millis().min(i64::MAX as u128 / 2) as i64;
+        let check = || calls::read_event(shared, workflow_id, key);
+        let found = calls::until_found(
+            shared,
+            signals::event_key(workflow_id, key),
+            Some(until),
+            None,
+            check,
+        )
+        .await?;
+        found
+            .map(|text| codec::decode(Some(&text), "an event value"))
+            .transpose()
+    }
+
+    /// Follows stream `key` of workflow `workflow_id` from its start: each value as it is
+    /// written, ending when the workflow closes the stream (or finishes).
+    pub fn read_stream<T: DeserializeOwned>(
+        &self,
+        workflow_id: &str,
+        key: &str,
+    ) -> impl Stream<Item = Result<StreamValue<T>>> {
+        self.read_stream_from(workflow_id, key, 0)
+    }
+
+    /// Like [`Runtime::read_stream`], from `offset` on.
+    pub fn read_stream_from<T: DeserializeOwned>(
+        &self,
+        workflow_id: &str,
+        key: &str,
+        offset: u32,
+    ) -> impl Stream<Item = Result<StreamValue<T>>> {
+        calls::read_stream(self.tree.shared.clone(), workflow_id, key, offset)
     }
 
     /// This runtime's executor id.

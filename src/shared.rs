@@ -61,6 +61,10 @@ pub(crate) struct Shared {
     pub queues: DashMap<String, DerivedActorRef<QueueRequest>>,
     /// Slots each local queue actor offers to local enqueues, by queue name.
     pub open_slots: DashMap<String, Arc<crate::dispatch::OpenSlots>>,
+    /// Wake-ups for waiting durable calls.
+    pub signals: crate::signals::Signals,
+    /// The actors of the workflows running in this process, by workflow id.
+    pub running: DashMap<String, DerivedActorRef<crate::dispatch::WorkflowRequest>>,
     /// The definitions this executor last read, by queue name.
     pub queue_defs: DashMap<String, crate::queue::Queue>,
 }

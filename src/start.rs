@@ -33,6 +33,9 @@ pub struct WorkflowOptions {
     dedup: Option<(String, Dedup)>,
     delay: Option<Duration>,
     partition_key: Option<String>,
+    timeout: Option<Duration>,
+    /// Set for a child: its parent, and the parent's deadline it inherits.
+    parent: Option<(String, Option<i64>)>,
 }
 
 impl WorkflowOptions {
@@ -68,6 +71,23 @@ impl WorkflowOptions {
     /// The partition of a partitioned queue.
     pub fn partition_key(mut self, key: impl Into<String>) -> Self {
         self.partition_key = Some(key.into());
+        self
+    }
+
+    /// The workflow may run for this long (from its start, or from its claim when enqueued);
+    /// then it is cancelled. Recovery keeps the deadline: a recovered workflow gets only what is
+    /// left. Children inherit their parent's deadline.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    pub(crate) fn chosen_id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+
+    pub(crate) fn child_of(mut self, parent: &str, deadline: Option<i64>) -> Self {
+        self.parent = Some((parent.to_owned(), deadline));
         self
     }
 
@@ -120,6 +140,11 @@ pub(crate) async fn submit(
     }
     let dedup = options.dedup.clone();
     let (owner, inputs) = (new.owner.clone(), new.inputs.clone());
+    // An enqueue run here at once is claimed now: its clock starts now too.
+    if reserved.is_some() {
+        new.deadline = new.deadline.or(new.timeout_ms.map(|t| sysdb::now_ms() + t));
+    }
+    let deadline = new.deadline;
     let outcome = shared.db.start(new).await;
     if !matches!(outcome, Ok(StartOutcome::Created)) {
         if let Some(queue) = &reserved {
@@ -132,11 +157,11 @@ pub(crate) async fn submit(
             match (target, owner) {
                 (Target::Direct, Some(owner)) => {
                     shared.completions.slot(&id);
-                    dispatch(shared, direct(&id, workflow, owner, inputs));
+                    dispatch(shared, direct(&id, workflow, owner, inputs, deadline));
                 }
                 (Target::Queue(_), Some(owner)) => {
                     shared.completions.slot(&id);
-                    let d = direct(&id, workflow, owner, inputs);
+                    let d = direct(&id, workflow, owner, inputs, deadline);
                     if let Some(queue) = reserved {
                         // If the actor died meanwhile, its successor's take-back runs it.
                         let _ = queue.send_message(QueueRequest::RunReserved(d));
@@ -194,9 +219,20 @@ fn new_row(
             Some(queue.to_owned())
         }
     };
-    let delay_until = options
-        .delay
-        .map(|d| sysdb::now_ms().saturating_add(d.as_millis().min(i64::MAX as u128) as i64));
+    let now = sysdb::now_ms();
+    let millis = |d: Duration| d.as_millis().min(i64::MAX as u128) as i64;
+    let delay_until = options.delay.map(|d| now.saturating_add(millis(d)));
+    let timeout_ms = options.timeout.map(millis);
+    let inherited = options.parent.as_ref().and_then(|(_, deadline)| *deadline);
+    // A direct start's clock starts now; an enqueue's when it is claimed.
+    let own = match target {
+        Target::Direct => timeout_ms.map(|t| now.saturating_add(t)),
+        Target::Queue(_) => None,
+    };
+    let deadline = match (own, inherited) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     Ok(NewWorkflow {
         id,
         name: workflow.to_owned(),
@@ -207,6 +243,9 @@ fn new_row(
         dedup_id: options.dedup.as_ref().map(|(d, _)| d.clone()),
         partition_key: options.partition_key.clone(),
         delay_until,
+        timeout_ms,
+        deadline,
+        parent: options.parent.as_ref().map(|(p, _)| p.clone()),
         executor_id: shared.config.executor_id.clone(),
         app_version: shared.config.app_version.clone(),
         app_name: shared.config.app_name.clone(),
@@ -237,7 +276,13 @@ fn check_queue_options(shared: &SharedRef, queue: &str, options: &WorkflowOption
     Ok(())
 }
 
-fn direct(id: &str, workflow: &str, owner: String, inputs: String) -> Dispatch {
+fn direct(
+    id: &str,
+    workflow: &str,
+    owner: String,
+    inputs: String,
+    deadline: Option<i64>,
+) -> Dispatch {
     Dispatch {
         id: id.to_owned(),
         name: workflow.to_owned(),
@@ -247,6 +292,7 @@ fn direct(id: &str, workflow: &str, owner: String, inputs: String) -> Dispatch {
         serialization: Some(sysdb::PORTABLE_JSON.into()),
         fresh: true,
         restarts: 0,
+        deadline,
     }
 }
 

@@ -14,7 +14,7 @@ use tracing::Instrument;
 
 use crate::backoff::Backoff;
 use crate::codec;
-use crate::context::Context;
+use crate::context::{Call, Context};
 use crate::error::{Error, Result, StepError};
 use crate::metrics;
 use crate::sysdb::{now_ms, StepRow};
@@ -188,10 +188,16 @@ where
             Ok(value) => (Some(codec::encode(value, "step output")?), None),
             Err(e) => (None, Some(codec::encode_error(&e.to_portable()))),
         };
-        match ctx
-            .record(function_id, name, output, error, started_at)
-            .await?
-        {
+        let call = Call {
+            function_id,
+            name,
+            output,
+            error,
+            child: None,
+            started_at,
+            completed_at: None,
+        };
+        match ctx.record(call).await? {
             None => result.map_err(Error::Step),
             // A competing execution recorded this call first: its outcome is the one that counts.
             Some((output, error)) => decode(output.as_deref(), error.as_deref(), name, function_id),

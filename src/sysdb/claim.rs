@@ -39,6 +39,8 @@ pub(crate) struct Claimed {
     pub serialization: Option<String>,
     /// False when the workflow has never recorded a step: nothing to load before running it.
     pub has_steps: bool,
+    /// When the workflow's time runs out, if it has a timeout.
+    pub deadline: Option<i64>,
 }
 
 impl Claimed {
@@ -54,6 +56,7 @@ impl Claimed {
             inputs: row.try_get(at + 4)?,
             serialization: row.try_get(at + 5)?,
             has_steps: row.try_get(at + 6)?,
+            deadline: row.try_get(at + 9)?,
         })
     }
 }
@@ -159,7 +162,7 @@ const TAKE: &str = r#", claimed AS (
                   WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
         w.serialization,
         EXISTS (SELECT 1 FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid),
-        w.priority, w.created_at
+        w.priority, w.created_at, w.workflow_deadline_epoch_ms
 ), promoted AS (
     UPDATE {s}.workflow_status SET status = 'ENQUEUED', updated_at = $6
     WHERE status = 'DELAYED' AND delay_until_epoch_ms <= $6 AND queue_name = $1

@@ -6,11 +6,13 @@
 //! ordering belong to the database actor and its callers.
 
 mod batch;
+mod cancel;
 mod claim;
 mod dispatch;
 mod finish;
 mod listen;
 mod migrate;
+mod ops;
 mod queues;
 mod reads;
 mod start;
@@ -26,14 +28,16 @@ use sqlx::{AssertSqlSafe, ConnectOptions, SqlStr};
 use crate::error::{DbError, Error};
 
 pub(crate) use batch::BatchWrite;
+pub(crate) use cancel::{cancel, CANCEL_CHANNEL};
 pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
 pub(crate) use dispatch::{bump_attempts, recover, redispatch, Executor};
 pub(crate) use finish::{FinishOutcome, FinishWrite};
 pub(crate) use listen::listen;
 pub(crate) use migrate::migrate;
 pub use migrate::MigrationReport;
+pub(crate) use ops::{send, Op, OpOutcome, OpStep};
 pub(crate) use queues::{delete as delete_queue, list as list_queues, put as put_queue};
-pub(crate) use reads::{status, StatusRow, StepRow};
+pub(crate) use reads::{get_event, read_stream, status, StatusRow, StepRow, StreamRow};
 pub(crate) use start::{NewWorkflow, StartOutcome, QUEUE_CHANNEL};
 pub(crate) use steps::{LoadSteps, StepOutcome, StepWrite};
 
@@ -156,6 +160,14 @@ pub(crate) struct Sql {
     pub(crate) claim_partitioned: SqlStr,
     pub(crate) redispatch: SqlStr,
     pub(crate) bump_attempts: SqlStr,
+    pub(crate) op_send: SqlStr,
+    pub(crate) op_recv: SqlStr,
+    pub(crate) op_set_event: SqlStr,
+    pub(crate) op_write_stream: SqlStr,
+    pub(crate) send: SqlStr,
+    pub(crate) get_event: SqlStr,
+    pub(crate) read_stream: SqlStr,
+    pub(crate) cancel: SqlStr,
     pub(crate) list_queues: SqlStr,
     pub(crate) upsert_queue: SqlStr,
     pub(crate) delete_queue: SqlStr,
@@ -183,6 +195,14 @@ impl Sql {
             claim_partitioned: q(&claim::claim_partitioned_sql()),
             redispatch: q(dispatch::REDISPATCH),
             bump_attempts: q(dispatch::BUMP_ATTEMPTS),
+            op_send: q(&ops::send_sql()),
+            op_recv: q(&ops::recv_sql()),
+            op_set_event: q(&ops::set_event_sql()),
+            op_write_stream: q(&ops::write_stream_sql()),
+            send: q(ops::SEND),
+            get_event: q(reads::GET_EVENT),
+            read_stream: q(reads::READ_STREAM),
+            cancel: q(cancel::CANCEL),
             list_queues: q(&queues::list_sql()),
             upsert_queue: q(&queues::upsert_sql()),
             delete_queue: q(queues::DELETE),

@@ -99,3 +99,65 @@ pub(crate) async fn status(
         serialization: row.try_get(15)?,
     }))
 }
+
+pub(super) const GET_EVENT: &str =
+    "SELECT value, serialization FROM {s}.workflow_events WHERE workflow_uuid = $1 AND key = $2";
+
+/// The latest value of event `key` of workflow `id`, with its serialization.
+pub(crate) async fn get_event(
+    pool: &PgPool,
+    sql: &Sql,
+    id: &str,
+    key: &str,
+) -> Result<Option<(String, Option<String>)>, DbError> {
+    let row = sqlx::query(sql.get_event.clone())
+        .bind(id)
+        .bind(key)
+        .fetch_optional(pool)
+        .await?;
+    Ok(match row {
+        Some(row) => Some((row.try_get(0)?, row.try_get(1)?)),
+        None => None,
+    })
+}
+
+pub(super) const READ_STREAM: &str = r#"
+SELECT "offset", value, serialization FROM {s}.streams
+WHERE workflow_uuid = $1 AND key = $2 AND "offset" >= $3
+ORDER BY "offset" LIMIT $4
+"#;
+
+/// One value of a stream.
+#[derive(Debug, Clone)]
+pub(crate) struct StreamRow {
+    pub offset: i32,
+    pub value: String,
+    pub serialization: Option<String>,
+}
+
+/// Up to `limit` values of stream `key` of workflow `id`, from `offset` on.
+pub(crate) async fn read_stream(
+    pool: &PgPool,
+    sql: &Sql,
+    id: &str,
+    key: &str,
+    offset: i32,
+    limit: i64,
+) -> Result<Vec<StreamRow>, DbError> {
+    let rows = sqlx::query(sql.read_stream.clone())
+        .bind(id)
+        .bind(key)
+        .bind(offset)
+        .bind(limit)
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(StreamRow {
+                offset: row.try_get(0)?,
+                value: row.try_get(1)?,
+                serialization: row.try_get(2)?,
+            })
+        })
+        .collect()
+}

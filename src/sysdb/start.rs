@@ -32,6 +32,12 @@ pub(crate) struct NewWorkflow {
     pub partition_key: Option<String>,
     /// An enqueue that waits until then (`DELAYED`).
     pub delay_until: Option<i64>,
+    /// The workflow's timeout; its deadline is set now for a direct start, at claim otherwise.
+    pub timeout_ms: Option<i64>,
+    /// A deadline fixed now (a direct start with a timeout, or a child inheriting its parent's).
+    pub deadline: Option<i64>,
+    /// The workflow that started this one as its child.
+    pub parent: Option<String>,
     pub executor_id: String,
     pub app_version: String,
     pub app_name: Option<String>,
@@ -63,26 +69,28 @@ pub(super) fn statement() -> String {
     format!("WITH {}\n{RESULT}", cte(1))
 }
 
-/// The inserts as CTEs `sr`/`s_ins`/`s_inp`/`s_announce`; parameters start at `${p}` (eleven
+/// The inserts as CTEs `sr`/`s_ins`/`s_inp`/`s_announce`; parameters start at `${p}` (fourteen
 /// arrays, then executor id, app version and app name).
 fn cte(p: usize) -> String {
     let a = |i: usize| format!("${}", p + i);
     format!(
         r#"sr AS (
     SELECT * FROM UNNEST({}::text[], {}::text[], {}::text[], {}::text[], {}::text[],
-                         {}::text[], {}::int4[], {}::text[], {}::text[], {}::int8[], {}::int8[])
+                         {}::text[], {}::int4[], {}::text[], {}::text[], {}::int8[], {}::int8[],
+                         {}::int8[], {}::int8[], {}::text[])
         WITH ORDINALITY AS r(id, name, owner, inputs, status, queue, priority, dedup, part,
-                             delay_until, created, n)
+                             delay_until, created, timeout, deadline, parent, n)
 ), s_ins AS (
     INSERT INTO {{s}}.workflow_status AS w (
         workflow_uuid, status, name, owner_xid, executor_id, application_version,
         application_name, queue_name, priority, deduplication_id, queue_partition_key,
         delay_until_epoch_ms, recovery_attempts, serialization, created_at, updated_at,
-        started_at_epoch_ms)
+        started_at_epoch_ms, workflow_timeout_ms, workflow_deadline_epoch_ms,
+        parent_workflow_id)
     SELECT r.id, r.status, r.name, r.owner, CASE WHEN r.owner IS NOT NULL THEN {exec} END,
         {version}, {app}, r.queue, r.priority, r.dedup, r.part, r.delay_until,
         CASE WHEN r.owner IS NOT NULL THEN 1 ELSE 0 END, 'portable_json', r.created, r.created,
-        CASE WHEN r.owner IS NOT NULL THEN r.created END
+        CASE WHEN r.owner IS NOT NULL THEN r.created END, r.timeout, r.deadline, r.parent
     FROM sr r ORDER BY r.n
     -- Either key: the workflow id, or the queue's deduplication id.
     ON CONFLICT DO NOTHING
@@ -107,9 +115,12 @@ fn cte(p: usize) -> String {
         a(8),
         a(9),
         a(10),
-        exec = a(11),
-        version = a(12),
-        app = a(13)
+        a(11),
+        a(12),
+        a(13),
+        exec = a(14),
+        version = a(15),
+        app = a(16)
     )
 }
 
@@ -149,6 +160,9 @@ fn bind<'q>(q: PgQuery<'q>, batch: &[&'q NewWorkflow]) -> PgQuery<'q> {
         .bind(col(|w| w.partition_key.as_deref()))
         .bind(batch.iter().map(|w| w.delay_until).collect::<Vec<_>>())
         .bind(batch.iter().map(|_| next_created_at()).collect::<Vec<_>>())
+        .bind(batch.iter().map(|w| w.timeout_ms).collect::<Vec<_>>())
+        .bind(batch.iter().map(|w| w.deadline).collect::<Vec<_>>())
+        .bind(col(|w| w.parent.as_deref()))
         .bind(head.map(|w| w.executor_id.as_str()))
         .bind(head.map(|w| w.app_version.as_str()))
         .bind(head.and_then(|w| w.app_name.as_deref()))

@@ -203,6 +203,32 @@ async fn outcomes(
     Ok(outcomes)
 }
 
+/// Why the call `function_id` of `workflow_id` (named `name`) was not written.
+pub(super) async fn classify_one(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    workflow_id: &str,
+    function_id: u32,
+    name: &str,
+) -> Result<StepOutcome, DbError> {
+    let probe = StepWrite {
+        workflow_id: workflow_id.to_owned(),
+        owner: String::new(),
+        function_id,
+        name: name.to_owned(),
+        output: None,
+        error: None,
+        child_workflow_id: None,
+        started_at: 0,
+        completed_at: 0,
+        app_name: None,
+    };
+    let mut outcomes = outcomes(sql, conn, &[&probe], &HashSet::new()).await?;
+    outcomes
+        .pop()
+        .ok_or_else(|| DbError::Query("a call was not classified".into()))
+}
+
 /// A request for one workflow's recorded steps.
 #[derive(Debug, Clone)]
 pub(crate) struct LoadSteps(pub String);

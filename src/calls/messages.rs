@@ -1,0 +1,118 @@
+//! Messages: `send` to any workflow (exactly once from inside a workflow), and `recv`, which
+//! consumes the oldest unconsumed message of a topic exactly once, or gives up after a durable
+//! timeout.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::{replayed, NULL_TOPIC};
+use crate::codec;
+use crate::context::Context;
+use crate::error::{DbError, Error, Result};
+use crate::signals::message_key;
+use crate::sysdb::{now_ms, Op, OpOutcome};
+
+const POLL_MAX: Duration = Duration::from_secs(1);
+
+impl Context {
+    /// Sends `message` to workflow `destination` on `topic`. Recorded: a replay does not send
+    /// again.
+    pub fn send<'c, T: Serialize>(
+        &'c self,
+        destination: &'c str,
+        message: &T,
+        topic: Option<&'c str>,
+    ) -> BoxFuture<'c, Result<()>> {
+        let function_id = self.next_function_id();
+        let message = codec::encode(message, "a message");
+        Box::pin(async move {
+            self.check_live()?;
+            if self.recorded(function_id, "DBOS.send")?.is_some() {
+                return Ok(());
+            }
+            let topic = topic.unwrap_or(NULL_TOPIC);
+            let op = Op::Send {
+                step: self.op_step(function_id, now_ms()),
+                destination: destination.to_owned(),
+                topic: topic.to_owned(),
+                message: message?,
+            };
+            match self.op(op).await {
+                Err(Error::Database(DbError::MissingReference { .. })) => {
+                    return Err(Error::NotFound(destination.to_owned()))
+                }
+                other => other?,
+            };
+            self.shared()
+                .signals
+                .notify(&message_key(destination, topic));
+            Ok(())
+        })
+    }
+
+    /// Receives the oldest unconsumed message on `topic`, waiting up to `timeout` (durably: a
+    /// recovered workflow waits only what is left). `None` when none came. Each message is
+    /// received once, and a replay returns what the first run received.
+    pub fn recv<'c, T: DeserializeOwned + Send + 'c>(
+        &'c self,
+        topic: Option<&'c str>,
+        timeout: Duration,
+    ) -> BoxFuture<'c, Result<Option<T>>> {
+        let function_id = self.next_function_id();
+        let timeout_id = self.next_function_id();
+        Box::pin(async move {
+            self.check_live()?;
+            if let Some(row) = self.recorded(function_id, "DBOS.recv")? {
+                return replayed(row, "a received message");
+            }
+            let topic = topic.unwrap_or(NULL_TOPIC).to_owned();
+            let subscription = self
+                .shared()
+                .signals
+                .subscribe(message_key(self.workflow_id(), &topic));
+            let started = now_ms();
+            let mut until: Option<i64> = None;
+            let mut poll = Duration::from_millis(50);
+            loop {
+                let woken = subscription.notify().notified();
+                tokio::pin!(woken);
+                woken.as_mut().enable();
+                let give_up = until.is_some_and(|u| now_ms() >= u);
+                let op = Op::Recv {
+                    step: self.op_step(function_id, started),
+                    topic: topic.clone(),
+                    give_up,
+                };
+                match self.op(op).await? {
+                    OpOutcome::Done {
+                        output,
+                        serialization,
+                    } => {
+                        codec::check_format(serialization.as_deref(), "a received message")?;
+                        return codec::decode(output.as_deref(), "a received message");
+                    }
+                    OpOutcome::AlreadyRecorded { output, .. } => {
+                        return codec::decode(output.as_deref(), "a received message")
+                    }
+                    _ => {}
+                }
+                let until = match until {
+                    Some(until) => until,
+                    None => *until.insert(self.sleep_until(timeout_id, timeout).await?),
+                };
+                let left = (until - now_ms()).max(0) as u64;
+                tokio::select! {
+                    _ = &mut woken => {}
+                    _ = tokio::time::sleep(poll.min(Duration::from_millis(left))) => {
+                        poll = (poll * 2).min(POLL_MAX);
+                    }
+                    _ = self.aborted() => {}
+                }
+                self.check_live()?;
+            }
+        })
+    }
+}

@@ -1,0 +1,88 @@
+//! Durable `select`: the first of two durable calls to finish wins, and the winner is recorded,
+//! so a replay takes the same branch without waiting again.
+
+use std::future::Future;
+
+use futures::future::{self, BoxFuture};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::codec;
+use crate::context::{Call, Context};
+use crate::error::{Error, Result};
+use crate::sysdb::now_ms;
+
+/// Which branch of [`Context::select2`] won, with its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Either<A, B> {
+    Left(A),
+    Right(B),
+}
+
+impl Context {
+    /// Runs two durable calls at once (a child's result and a sleep, two receives, ...) and
+    /// returns the first to finish. The winner and its value are recorded: a replay returns
+    /// them at once. Create both calls before `select2` so they are numbered in code order.
+    ///
+    /// ```no_run
+    /// # async fn demo(ctx: stead::Context) -> stead::Result<()> {
+    /// use std::time::Duration;
+    /// let child = ctx.start_child("slow", (), Default::default()).await?;
+    /// match ctx.select2(child.result::<u32>(), ctx.sleep(Duration::from_secs(5))).await? {
+    ///     stead::Either::Left(value) => println!("child finished: {value}"),
+    ///     stead::Either::Right(()) => println!("gave up waiting"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn select2<'c, A, B, FA, FB>(&'c self, a: FA, b: FB) -> BoxFuture<'c, Result<Either<A, B>>>
+    where
+        FA: Future<Output = Result<A>> + Send + 'c,
+        FB: Future<Output = Result<B>> + Send + 'c,
+        A: Serialize + DeserializeOwned + Send + 'c,
+        B: Serialize + DeserializeOwned + Send + 'c,
+    {
+        let function_id = self.next_function_id();
+        Box::pin(async move {
+            self.check_live()?;
+            if let Some(row) = self.recorded(function_id, "stead.select")? {
+                let recorded: Value = super::replayed(row, "a recorded select")?;
+                return decode(recorded);
+            }
+            let started = now_ms();
+            let winner = match future::select(Box::pin(a), Box::pin(b)).await {
+                future::Either::Left((a, _)) => Either::Left(a?),
+                future::Either::Right((b, _)) => Either::Right(b?),
+            };
+            let recorded = match &winner {
+                Either::Left(a) => json!({"index": 0, "value": a}),
+                Either::Right(b) => json!({"index": 1, "value": b}),
+            };
+            let output = codec::encode(&recorded, "a select's winner")?;
+            match self
+                .record(Call::new(function_id, "stead.select", started).output(output))
+                .await?
+            {
+                None => Ok(winner),
+                Some((output, _)) => decode(codec::decode(output.as_deref(), "a recorded select")?),
+            }
+        })
+    }
+}
+
+fn decode<A: DeserializeOwned, B: DeserializeOwned>(recorded: Value) -> Result<Either<A, B>> {
+    let bad = |reason: String| Error::Decode {
+        what: "a recorded select".into(),
+        reason,
+    };
+    let value = recorded.get("value").cloned().unwrap_or(Value::Null);
+    match recorded.get("index").and_then(Value::as_u64) {
+        Some(0) => serde_json::from_value(value)
+            .map(Either::Left)
+            .map_err(|e| bad(e.to_string())),
+        Some(1) => serde_json::from_value(value)
+            .map(Either::Right)
+            .map_err(|e| bad(e.to_string())),
+        other => Err(bad(format!("no branch {other:?}"))),
+    }
+}
