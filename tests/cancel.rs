@@ -1,0 +1,216 @@
+//! Cancellation and deadlines: a timeout cancels a workflow and its child; a cancel stops a
+//! running workflow before its next step, also when issued by another process.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sqlx::PgPool;
+use stead::{Context, Error, Status, WorkflowOptions};
+
+const CHILD_DB: &str = "STEAD_TEST_CANCEL_CHILD_DB";
+
+async fn long_child(ctx: Context, _: ()) -> stead::Result<()> {
+    ctx.sleep(Duration::from_secs(30)).await
+}
+
+async fn long_parent(ctx: Context, _: ()) -> stead::Result<()> {
+    ctx.start_child("long_child", (), WorkflowOptions::default())
+        .await?;
+    ctx.sleep(Duration::from_secs(30)).await
+}
+
+/// Step one, then (in the step, or in a durable sleep) a pause, then step two counts itself.
+async fn two_steps(ctx: Context, pause_in_step: bool) -> stead::Result<()> {
+    ctx.step("one", || async move {
+        if pause_in_step {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .await?;
+    if !pause_in_step {
+        ctx.sleep(Duration::from_secs(30)).await?;
+    }
+    let id = ctx.workflow_id().to_owned();
+    ctx.step("two", || {
+        let id = id.clone();
+        async move {
+            let url = std::env::var(CHILD_DB).expect("runs in the child");
+            let pool = sqlx::PgPool::connect(&url).await?;
+            sqlx::query("INSERT INTO second_steps VALUES ($1)")
+                .bind(&id)
+                .execute(&pool)
+                .await?;
+            Ok::<_, sqlx::Error>(())
+        }
+    })
+    .await
+}
+
+fn builder(db: &common::TestDb) -> stead::RuntimeBuilder {
+    common::builder(db)
+        .workflow("long_child", long_child)
+        .workflow("long_parent", long_parent)
+        .workflow("two_steps", two_steps)
+}
+
+async fn status(pool: &PgPool, id: &str) -> String {
+    common::scalar(
+        pool,
+        &format!("SELECT status FROM dbos.workflow_status WHERE workflow_uuid = '{id}'"),
+    )
+    .await
+    .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_timeout_cancels_a_long_workflow_and_its_child() {
+    let db = common::TestDb::new().await;
+    let pool = db.pool().await;
+    let rt = builder(&db).launch().await.unwrap();
+    let began = Instant::now();
+    let h = rt
+        .start(
+            "long_parent",
+            (),
+            WorkflowOptions::with_id("timed").timeout(Duration::from_millis(200)),
+        )
+        .await
+        .unwrap();
+    let err = common::within(h.result::<()>()).await.unwrap_err();
+    assert!(matches!(err, Error::Cancelled { .. }), "{err}");
+    assert!(
+        began.elapsed() < Duration::from_secs(3),
+        "cancelled at the deadline, not after 30 s"
+    );
+    let deadline: i64 = sqlx::query_scalar(
+        "SELECT workflow_deadline_epoch_ms - created_at FROM dbos.workflow_status WHERE workflow_uuid = 'timed'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(
+        (150..300).contains(&deadline),
+        "deadline stored: {deadline} ms after creation"
+    );
+    common::wait_count(
+        &pool,
+        "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = 'timed-1' AND status = 'CANCELLED'",
+        1,
+        5,
+    )
+    .await;
+    let child_deadline = common::scalar(
+        &pool,
+        "SELECT (c.workflow_deadline_epoch_ms = p.workflow_deadline_epoch_ms)::text FROM dbos.workflow_status c, dbos.workflow_status p WHERE c.workflow_uuid = 'timed-1' AND p.workflow_uuid = 'timed'",
+    )
+    .await;
+    assert_eq!(
+        child_deadline.as_deref(),
+        Some("true"),
+        "the child inherits the deadline"
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_local_cancel_interrupts_a_sleep_and_reports_cancelled() {
+    let db = common::TestDb::new().await;
+    let pool = db.pool().await;
+    let rt = builder(&db).launch().await.unwrap();
+    let h = rt
+        .start("long_child", (), WorkflowOptions::with_id("napper"))
+        .await
+        .unwrap();
+    common::wait_count(
+        &pool,
+        "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'napper'",
+        1,
+        10,
+    )
+    .await;
+    let began = Instant::now();
+    rt.cancel("napper").await.unwrap();
+    let err = common::within(h.result::<()>()).await.unwrap_err();
+    assert!(matches!(err, Error::Cancelled { .. }), "{err}");
+    assert!(
+        began.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        began.elapsed()
+    );
+    assert_eq!(h.status().await.unwrap().status, Status::Cancelled);
+    assert!(matches!(rt.cancel("nobody").await, Err(Error::NotFound(_))));
+    rt.cancel("napper").await.unwrap();
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// Entry point of the process that runs the workflows the test cancels from outside.
+#[tokio::test]
+#[ignore = "run by a_cancel_from_another_process_stops_a_workflow_before_its_next_step"]
+async fn cancel_child() {
+    let Ok(url) = std::env::var(CHILD_DB) else {
+        return;
+    };
+    let db = common::TestDb::existing(&url);
+    let rt = builder(&db).executor_id("worker").launch().await.unwrap();
+    rt.start("two_steps", true, WorkflowOptions::with_id("in-step"))
+        .await
+        .unwrap();
+    rt.start("two_steps", false, WorkflowOptions::with_id("in-sleep"))
+        .await
+        .unwrap();
+    std::future::pending::<()>().await;
+}
+
+#[tokio::test]
+async fn a_cancel_from_another_process_stops_a_workflow_before_its_next_step() {
+    let db = common::TestDb::new().await;
+    let pool = db.pool().await;
+    sqlx::query("CREATE TABLE second_steps (id text PRIMARY KEY)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "cancel_child", "--ignored", "--nocapture"])
+        .env(CHILD_DB, &db.url)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // This process only cancels: it runs none of the worker's workflows.
+    let rt = builder(&db)
+        .executor_id("canceller")
+        .launch()
+        .await
+        .unwrap();
+    common::wait_count(
+        &pool,
+        "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid IN ('in-step', 'in-sleep')",
+        2,
+        60,
+    )
+    .await;
+    // "in-sleep" is asleep after step one; "in-step" is inside step one's body.
+    common::wait_count(&pool, "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'in-sleep' AND function_name = 'DBOS.sleep'", 1, 60).await;
+    rt.cancel("in-step").await.unwrap();
+    rt.cancel("in-sleep").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let second = common::scalar(&pool, "SELECT count(*)::text FROM second_steps").await;
+    assert_eq!(second.as_deref(), Some("0"), "no second step body ran");
+    assert_eq!(status(&pool, "in-step").await, "CANCELLED");
+    assert_eq!(status(&pool, "in-sleep").await, "CANCELLED");
+    let recorded = common::scalar(
+        &pool,
+        "SELECT string_agg(workflow_uuid || ':' || function_name, ',' ORDER BY workflow_uuid, function_id) FROM dbos.operation_outputs",
+    )
+    .await;
+    assert_eq!(
+        recorded.as_deref(),
+        Some("in-sleep:one,in-sleep:DBOS.sleep"),
+        "the step that was running when the cancel came was not recorded either"
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}

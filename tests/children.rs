@@ -1,0 +1,174 @@
+//! Child workflows: recorded so a recovered parent does not start a second child; their results
+//! are durable calls; `select2` between a child and a sleep records the winner and replays it.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use stead::{Context, Either, WorkflowOptions};
+
+static CHILD_GATE: AtomicBool = AtomicBool::new(false);
+
+async fn gated_child(ctx: Context, n: u32) -> stead::Result<u32> {
+    while !CHILD_GATE.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    ctx.step("double", || async move { Ok::<_, std::io::Error>(n * 2) })
+        .await
+}
+
+async fn parent(ctx: Context, n: u32) -> stead::Result<u32> {
+    let child = ctx
+        .start_child("gated_child", n, WorkflowOptions::default())
+        .await?;
+    child.result::<u32>().await
+}
+
+#[tokio::test]
+async fn a_recovered_parent_gets_its_first_child_instead_of_a_second() {
+    let db = common::TestDb::new().await;
+    let pool = db.pool().await;
+    let launch = || {
+        common::builder(&db)
+            .workflow("parent", parent)
+            .workflow("gated_child", gated_child)
+            .launch()
+    };
+    let rt = launch().await.unwrap();
+    rt.start("parent", 21, WorkflowOptions::with_id("mom"))
+        .await
+        .unwrap();
+    common::wait_count(
+        &pool,
+        "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'mom' AND child_workflow_id = 'mom-1'",
+        1,
+        10,
+    )
+    .await;
+    drop(rt); // a crash: parent and child stay PENDING
+
+    CHILD_GATE.store(true, Ordering::SeqCst);
+    let rt = launch().await.unwrap();
+    assert_eq!(
+        common::within(rt.handle("mom").result::<u32>())
+            .await
+            .unwrap(),
+        42
+    );
+    let children: Vec<(String, String)> = sqlx::query_as(
+        "SELECT workflow_uuid, status FROM dbos.workflow_status WHERE parent_workflow_id = 'mom'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(children, vec![("mom-1".to_string(), "SUCCESS".to_string())]);
+    let calls: Vec<(i32, String, Option<String>)> = sqlx::query_as(
+        "SELECT function_id, function_name, child_workflow_id FROM dbos.operation_outputs WHERE workflow_uuid = 'mom' ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        calls,
+        vec![
+            (1, "gated_child".into(), Some("mom-1".into())),
+            (2, "DBOS.getResult".into(), Some("mom-1".into()))
+        ]
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test]
+async fn run_child_waits_for_the_result_and_a_failure_comes_back_as_one() {
+    async fn failing(_ctx: Context, _: ()) -> Result<u32, std::io::Error> {
+        Err(std::io::Error::other("no luck"))
+    }
+    async fn caller(ctx: Context, _: ()) -> stead::Result<String> {
+        let ok: u32 = ctx
+            .run_child("doubler", 5u32, WorkflowOptions::with_id("named-child"))
+            .await?;
+        let failed = ctx
+            .run_child::<_, u32>("failing", (), WorkflowOptions::default())
+            .await;
+        Ok(format!("{ok} / {}", failed.unwrap_err()))
+    }
+    async fn doubler(_ctx: Context, n: u32) -> stead::Result<u32> {
+        Ok(n * 2)
+    }
+    let db = common::TestDb::new().await;
+    let rt = common::builder(&db)
+        .workflow("caller", caller)
+        .workflow("doubler", doubler)
+        .workflow("failing", failing)
+        .launch()
+        .await
+        .unwrap();
+    let h = rt
+        .start("caller", (), WorkflowOptions::with_id("c"))
+        .await
+        .unwrap();
+    let out: String = common::within(h.result()).await.unwrap();
+    assert_eq!(out, "10 / workflow c-3 failed: Error: no luck");
+    let child = rt.handle("named-child").status().await.unwrap();
+    assert_eq!(child.parent_workflow_id.as_deref(), Some("c"));
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test]
+async fn select_between_a_child_and_a_sleep_records_the_winner_and_replays_it() {
+    static CRASHED: AtomicBool = AtomicBool::new(false);
+    async fn slow(ctx: Context, _: ()) -> stead::Result<&'static str> {
+        ctx.sleep(Duration::from_secs(3)).await?;
+        Ok("slow child done")
+    }
+    async fn impatient(ctx: Context, _: ()) -> stead::Result<String> {
+        let child = ctx
+            .start_child("slow", (), WorkflowOptions::default())
+            .await?;
+        let winner = ctx
+            .select2(
+                child.result::<String>(),
+                ctx.sleep(Duration::from_millis(200)),
+            )
+            .await?;
+        if !CRASHED.swap(true, Ordering::SeqCst) {
+            panic!("crash after the select");
+        }
+        Ok(match winner {
+            Either::Left(child) => format!("child: {child}"),
+            Either::Right(()) => "timed out".into(),
+        })
+    }
+    let db = common::TestDb::new().await;
+    let pool = db.pool().await;
+    let rt = common::builder(&db)
+        .workflow("slow", slow)
+        .workflow("impatient", impatient)
+        .launch()
+        .await
+        .unwrap();
+    let began = Instant::now();
+    let h = rt
+        .start("impatient", (), WorkflowOptions::with_id("imp"))
+        .await
+        .unwrap();
+    assert_eq!(
+        common::within(h.result::<String>()).await.unwrap(),
+        "timed out"
+    );
+    assert!(
+        began.elapsed() < Duration::from_secs(2),
+        "the replay took the recorded branch instead of waiting for the child ({:?})",
+        began.elapsed()
+    );
+    assert_eq!(h.status().await.unwrap().recovery_attempts, 2);
+    let select: String = sqlx::query_scalar(
+        "SELECT output FROM dbos.operation_outputs WHERE workflow_uuid = 'imp' AND function_name = 'stead.select'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(select, r#"{"index":1,"value":null}"#);
+    rt.shutdown(Duration::from_millis(100)).await.unwrap();
+}

@@ -1,0 +1,87 @@
+//! Streams: values read while they are written arrive complete and in order, and the reader ends
+//! at the close.
+
+mod common;
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use stead::{Context, StreamValue, WorkflowOptions};
+
+async fn producer(ctx: Context, n: u32) -> stead::Result<u32> {
+    for i in 0..n {
+        ctx.write_stream("numbers", &i).await?;
+    }
+    ctx.close_stream("numbers").await?;
+    Ok(n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_read_while_written_arrives_complete_in_order_and_ends_at_close() {
+    let db = common::TestDb::new().await;
+    let rt = common::builder(&db)
+        .workflow("producer", producer)
+        .launch()
+        .await
+        .unwrap();
+    let h = rt
+        .start("producer", 1000u32, WorkflowOptions::with_id("p"))
+        .await
+        .unwrap();
+    let values: Vec<StreamValue<u32>> = common::within(
+        rt.read_stream::<u32>("p", "numbers")
+            .map(|v| v.unwrap())
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    assert_eq!(values.len(), 1000);
+    for (i, v) in values.iter().enumerate() {
+        assert_eq!((v.offset, v.value), (i as u32, i as u32));
+    }
+    assert_eq!(common::within(h.result::<u32>()).await.unwrap(), 1000);
+    // From an offset, after the fact.
+    let tail: Vec<u32> = rt
+        .read_stream_from::<u32>("p", "numbers", 997)
+        .map(|v| v.unwrap().value)
+        .collect()
+        .await;
+    assert_eq!(tail, vec![997, 998, 999]);
+    let pool = db.pool().await;
+    let closing = common::scalar(
+        &pool,
+        "SELECT value FROM dbos.streams WHERE workflow_uuid = 'p' AND \"offset\" = 1000",
+    )
+    .await;
+    assert_eq!(
+        closing.as_deref(),
+        Some("\"__DBOS_STREAM_CLOSED__\""),
+        "DBOS's closing sentinel"
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_reader_ends_when_the_workflow_finished_without_closing() {
+    async fn unclosed(ctx: Context, _: ()) -> stead::Result<()> {
+        ctx.write_stream("s", &"only").await
+    }
+    let db = common::TestDb::new().await;
+    let rt = common::builder(&db)
+        .workflow("unclosed", unclosed)
+        .launch()
+        .await
+        .unwrap();
+    let h = rt
+        .start("unclosed", (), WorkflowOptions::with_id("u"))
+        .await
+        .unwrap();
+    common::within(h.result::<()>()).await.unwrap();
+    let values: Vec<String> = common::within(
+        rt.read_stream::<String>("u", "s")
+            .map(|v| v.unwrap().value)
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    assert_eq!(values, vec!["only".to_string()]);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
