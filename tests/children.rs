@@ -172,3 +172,47 @@ async fn select_between_a_child_and_a_sleep_records_the_winner_and_replays_it() 
     assert_eq!(select, r#"{"index":1,"value":null}"#);
     rt.shutdown(Duration::from_millis(100)).await.unwrap();
 }
+
+#[tokio::test]
+async fn select_all_returns_the_first_of_several_and_join_waits_for_all() {
+    async fn racer(ctx: Context, _: ()) -> stead::Result<(usize, u32, Vec<u32>)> {
+        let receives = vec![
+            ctx.recv::<u32>(Some("a"), Duration::from_secs(10)),
+            ctx.recv::<u32>(Some("b"), Duration::from_secs(10)),
+        ];
+        let (index, first) = ctx
+            .select_all(
+                receives
+                    .into_iter()
+                    .map(|r| Box::pin(async move { Ok(r.await?.unwrap_or(0)) }) as _)
+                    .collect(),
+            )
+            .await?;
+        let all = futures::future::try_join_all(vec![
+            ctx.recv::<u32>(Some("c"), Duration::from_secs(10)),
+            ctx.recv::<u32>(Some("d"), Duration::from_secs(10)),
+        ])
+        .await?;
+        Ok((
+            index,
+            first,
+            all.into_iter().map(|v| v.unwrap_or(0)).collect(),
+        ))
+    }
+    let db = common::TestDb::new().await;
+    let rt = common::builder(&db)
+        .workflow("racer", racer)
+        .launch()
+        .await
+        .unwrap();
+    let h = rt
+        .start("racer", (), WorkflowOptions::with_id("race"))
+        .await
+        .unwrap();
+    rt.send("race", &7u32, Some("b")).await.unwrap();
+    rt.send("race", &4u32, Some("d")).await.unwrap();
+    rt.send("race", &3u32, Some("c")).await.unwrap();
+    let (index, first, all): (usize, u32, Vec<u32>) = common::within(h.result()).await.unwrap();
+    assert_eq!((index, first, all), (1, 7, vec![3, 4]));
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}

@@ -27,12 +27,20 @@ async fn ten_thousand_sleeping_workflows_fit_in_200_mb() {
     const N: usize = 10_000;
     let db = common::TestDb::new().await;
     let pool = db.pool().await;
-    let rt = common::builder(&db).workflow("napper", napper).launch().await.unwrap();
+    let rt = common::builder(&db)
+        .workflow("napper", napper)
+        .launch()
+        .await
+        .unwrap();
     let before = resident_mb();
     let mut starts = tokio::task::JoinSet::new();
     for _ in 0..N {
         let rt = rt.clone();
-        starts.spawn(async move { rt.start("napper", (), WorkflowOptions::default()).await.map(|_| ()) });
+        starts.spawn(async move {
+            rt.start("napper", (), WorkflowOptions::default())
+                .await
+                .map(|_| ())
+        });
     }
     while let Some(started) = starts.join_next().await {
         started.unwrap().unwrap();

@@ -70,6 +70,63 @@ impl Context {
     }
 }
 
+impl Context {
+    /// Like [`Context::select2`] over any number of durable calls of one type: the index and
+    /// value of the first to finish, recorded. (To wait for all of them instead, `join` them
+    /// with `futures::future::try_join_all`: each call records itself, so that is durable too.)
+    pub fn select_all<'c, T>(
+        &'c self,
+        calls: Vec<BoxFuture<'c, Result<T>>>,
+    ) -> BoxFuture<'c, Result<(usize, T)>>
+    where
+        T: Serialize + DeserializeOwned + Send + 'c,
+    {
+        let function_id = self.next_function_id();
+        Box::pin(async move {
+            self.check_live()?;
+            if let Some(row) = self.recorded(function_id, "stead.select")? {
+                let recorded: Value = super::replayed(row, "a recorded select")?;
+                return decode_indexed(recorded);
+            }
+            if calls.is_empty() {
+                return Err(Error::InvalidArgument(
+                    "select_all needs at least one call".into(),
+                ));
+            }
+            let started = now_ms();
+            let (value, index, _) = future::select_all(calls).await;
+            let value = value?;
+            let output = codec::encode(
+                &json!({"index": index, "value": value}),
+                "a select's winner",
+            )?;
+            match self
+                .record(Call::new(function_id, "stead.select", started).output(output))
+                .await?
+            {
+                None => Ok((index, value)),
+                Some((output, _)) => {
+                    decode_indexed(codec::decode(output.as_deref(), "a recorded select")?)
+                }
+            }
+        })
+    }
+}
+
+fn decode_indexed<T: DeserializeOwned>(recorded: Value) -> Result<(usize, T)> {
+    let bad = |reason: String| Error::Decode {
+        what: "a recorded select".into(),
+        reason,
+    };
+    let index = recorded
+        .get("index")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| bad("no branch index".into()))?;
+    let value = recorded.get("value").cloned().unwrap_or(Value::Null);
+    let value = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+    Ok((index as usize, value))
+}
+
 fn decode<A: DeserializeOwned, B: DeserializeOwned>(recorded: Value) -> Result<Either<A, B>> {
     let bad = |reason: String| Error::Decode {
         what: "a recorded select".into(),
