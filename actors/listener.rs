@@ -86,7 +86,11 @@ const CHANNELS: &[&str] = &[
 fn route(shared: &SharedRef, channel: &str, payload: &str) {
     match channel {
         QUEUE_CHANNEL => start::wake(shared, payload),
-        CANCEL_CHANNEL => dispatch::cancel_local(shared, payload),
+        // `<id>` after a cancel; `<id>::<owner>` after a takeover, for that run only.
+        CANCEL_CHANNEL => match payload.split_once("::") {
+            Some((id, owner)) => dispatch::cancel_local(shared, id, Some(owner)),
+            None => dispatch::cancel_local(shared, payload, None),
+        },
         "dbos_notifications_channel" => shared.signals.notify(&format!("n:{payload}")),
         "dbos_workflow_events_channel" => shared.signals.notify(&format!("e:{payload}")),
         "dbos_streams_channel" => shared.signals.notify(&format!("s:{payload}")),

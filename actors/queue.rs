@@ -110,6 +110,8 @@ pub(crate) struct QueueState {
     /// answer must not clear the backlog of work announced after it looked.
     wakes: u64,
     wakes_at_claim: u64,
+    /// Local enqueues written to the table and those whose writes were over, at the claim's start.
+    tabled_at_claim: (u64, u64),
     timer_armed: bool,
     /// Consecutive claims held back by limits other executors use up: polls back off.
     contended: u32,
@@ -159,6 +161,7 @@ impl Actor for QueueActor {
             backlog: true,
             wakes: 0,
             wakes_at_claim: 0,
+            tabled_at_claim: (0, 0),
             timer_armed: false,
             contended: 0,
             next_due: None,
@@ -322,9 +325,10 @@ impl QueueState {
 
     /// Counts the slots enqueues took since the last offer, and withdraws the offer.
     fn collect_reservations(&mut self) {
-        let left = self.open.withdraw();
+        let (left, blocked) = self.open.withdraw();
         self.reserved += (self.offered - left).max(0) as usize;
         self.offered = 0;
+        self.backlog |= blocked;
     }
 
     /// Offers the free slots to local enqueues when they may skip the queue.
@@ -335,8 +339,11 @@ impl QueueState {
         } else {
             0
         };
-        self.open.offer(n);
-        self.offered = n;
+        if self.open.offer(n) {
+            self.offered = n;
+        } else {
+            self.backlog = true;
+        }
     }
 
     fn free_slots(&self) -> i64 {
@@ -361,6 +368,7 @@ impl QueueState {
         }
         self.claiming = true;
         self.wakes_at_claim = self.wakes;
+        self.tabled_at_claim = self.open.tabled();
         let config = &self.shared.config;
         let request = ClaimRequest {
             queue: self.def.clone(),
@@ -419,7 +427,11 @@ impl QueueState {
             self.wake_at(myself, free_at);
         }
         let woken_since = self.wakes != self.wakes_at_claim;
-        self.backlog = out.seen > took || out.promoted > 0 || woken_since;
+        // The claim saw every local enqueue's row only if all had landed before it and none
+        // went to the table since.
+        let (tabled, landed) = self.tabled_at_claim;
+        let unseen = tabled != landed || self.open.tabled().0 != tabled;
+        self.backlog = out.seen > took || out.promoted > 0 || woken_since || unseen;
         if let Some(due) = out.next_due {
             self.wake_at(myself, due);
         }

@@ -20,7 +20,7 @@ use tracing::Instrument;
 use crate::codec;
 use crate::completion::Finished;
 use crate::context::{Abort, Context, RunInfo};
-use crate::dispatch::{Dispatch, WorkflowRequest};
+use crate::dispatch::{Dispatch, LocalRun, WorkflowRequest};
 use crate::error::{Error, PortableError};
 use crate::metrics;
 use crate::registry::Outcome;
@@ -72,9 +72,12 @@ impl Drop for WorkflowState {
             task.abort();
         }
         let me = self.actor;
+        if let Some(mut runs) = self.shared.running.get_mut(&self.dispatch.id) {
+            runs.retain(|r| r.actor.get_id() != me);
+        }
         self.shared
             .running
-            .remove_if(&self.dispatch.id, |_, r| r.get_id() == me);
+            .remove_if(&self.dispatch.id, |_, runs| runs.is_empty());
     }
 }
 
@@ -90,8 +93,12 @@ impl Actor for WorkflowActor {
         myself: ActorRef<WorkflowMsg>,
         args: WorkflowArgs,
     ) -> Result<WorkflowState, ActorProcessingErr> {
+        let run = LocalRun {
+            owner: args.dispatch.owner.clone(),
+            actor: myself.get_derived(),
+        };
         let id = args.dispatch.id.clone();
-        args.shared.running.insert(id, myself.get_derived());
+        args.shared.running.entry(id).or_default().push(run);
         Ok(WorkflowState {
             shared: args.shared,
             dispatch: args.dispatch,

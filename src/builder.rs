@@ -203,6 +203,7 @@ impl RuntimeBuilder {
             claim_batch: 1000,
             listen_queues: self.listen_queues,
             reconcile_every: self.queue_refresh,
+            executes: true,
         };
         let sys =
             SysDb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;

@@ -21,6 +21,16 @@ pub enum Error {
     /// The system database could not be reached. The URL is shown with its password redacted.
     #[error("cannot connect to the system database at {url}: {reason}")]
     Connect { url: String, reason: String },
+    /// The database's schema is older than this version of stead needs (a client never
+    /// migrates: run `stead migrate`, or launch a runtime, first).
+    #[error(
+        "schema {schema:?} is at version {found:?}; stead needs {needed} (run `stead migrate`)"
+    )]
+    SchemaTooOld {
+        schema: String,
+        found: Option<i64>,
+        needed: i64,
+    },
     /// Bringing the schema to the DBOS layout failed.
     #[error("migrating schema {schema:?} failed: {reason}")]
     Migration { schema: String, reason: String },
@@ -116,6 +126,7 @@ impl Error {
             Error::InvalidUrl { .. } => "InvalidUrl",
             Error::Connect { .. } => "ConnectError",
             Error::Migration { .. } => "MigrationError",
+            Error::SchemaTooOld { .. } => "SchemaTooOld",
             Error::UnknownWorkflow(_) => "UnknownWorkflow",
             Error::DuplicateWorkflow(_) => "DuplicateWorkflow",
             Error::WorkflowConflict { .. } => "WorkflowConflict",

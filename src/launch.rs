@@ -39,7 +39,7 @@ pub(crate) struct Tree {
 pub(crate) async fn launch(
     config: Config,
     registry: Registry,
-    declared: Vec<Queue>,
+    part: Part,
     sys: SysDb,
     db_retry_timeout: Duration,
     policy: RestartPolicy,
@@ -59,8 +59,16 @@ pub(crate) async fn launch(
     });
     let stats = Arc::new(DbStats::default());
     let restarts = Arc::new(AtomicU64::new(0));
-    let supervisor =
-        start_supervisor(&shared, &sys, policy, stats.clone(), restarts.clone()).await?;
+    let queues = matches!(part, Part::Executor(_)).then(|| queue_set(&shared));
+    let supervisor = start_supervisor(
+        &shared,
+        &sys,
+        policy,
+        queues,
+        stats.clone(),
+        restarts.clone(),
+    )
+    .await?;
     let tree = Tree {
         shared,
         supervisor,
@@ -68,8 +76,19 @@ pub(crate) async fn launch(
         restarts,
         pool: sys.pool.clone(),
     };
-    tree.prepare(&sys, declared).await?;
+    match part {
+        Part::Executor(declared) => tree.prepare(&sys, declared).await?,
+        Part::Client => tree.prepare_client(&sys).await?,
+    }
     Ok(tree)
+}
+
+/// What a process takes part in.
+pub(crate) enum Part {
+    /// It runs workflows: migrates, declares these queues, recovers, claims.
+    Executor(Vec<Queue>),
+    /// It only manages and produces work: it checks the schema and listens.
+    Client,
 }
 
 impl Tree {
@@ -103,11 +122,43 @@ impl Tree {
         if recovered > 0 {
             tracing::info!(recovered, executor = %shared.config.executor_id, "recovering workflows");
         }
-        let listener = listener_spec(shared, sys);
+        let (version, app) = (
+            shared.config.app_version.clone(),
+            shared.config.app_name.clone(),
+        );
+        shared
+            .db
+            .call(move |db| {
+                let (version, app) = (version.clone(), app.clone());
+                async move { sysdb::admin::register(&db.pool, &db.sql, &version, app.as_deref()).await }
+            })
+            .await?;
+        self.add_listener(sys).await?;
+        self.reconcile().await
+    }
+
+    /// A client never migrates: it refuses a schema older than it needs.
+    async fn prepare_client(&self, sys: &SysDb) -> Result<()> {
+        let found = self
+            .shared
+            .db
+            .call(|db| async move { sysdb::admin::schema_version(&db.pool, &db.sql).await })
+            .await?;
+        if found.is_none_or(|v| v < sysdb::DBOS_SCHEMA_VERSION) {
+            return Err(Error::SchemaTooOld {
+                schema: self.shared.config.schema.clone(),
+                found,
+                needed: sysdb::DBOS_SCHEMA_VERSION,
+            });
+        }
+        self.add_listener(sys).await
+    }
+
+    async fn add_listener(&self, sys: &SysDb) -> Result<()> {
+        let listener = listener_spec(&self.shared, sys);
         ractor::call!(self.supervisor, SupervisorMsg::AddChild, listener)
             .map_err(|e| Error::Fatal(e.to_string()))?
-            .map_err(Error::Fatal)?;
-        self.reconcile().await
+            .map_err(Error::Fatal)
     }
 
     /// Brings the queue actors in line with the queue definitions now.
@@ -180,13 +231,14 @@ async fn start_supervisor(
     shared: &SharedRef,
     sys: &SysDb,
     policy: RestartPolicy,
+    queues: Option<QueueSet>,
     stats: Arc<DbStats>,
     restarts: Arc<AtomicU64>,
 ) -> Result<ActorRef<SupervisorMsg>> {
     let state = shared.state.clone();
     let args = SupervisorArgs {
         children: vec![database_spec(shared, sys, stats)],
-        queues: Some(queue_set(shared)),
+        queues,
         policy,
         db: Some(shared.db.clone()),
         on_fatal: Arc::new(move |reason| {

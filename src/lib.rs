@@ -32,6 +32,7 @@ mod actors;
 mod backoff;
 mod builder;
 mod calls;
+mod client;
 mod codec;
 mod completion;
 mod context;
@@ -40,6 +41,7 @@ mod dispatch;
 mod error;
 mod handle;
 mod launch;
+mod manage;
 pub mod metrics;
 mod queue;
 mod registry;
@@ -55,17 +57,20 @@ pub use actors::restart::RestartPolicy;
 pub use backoff::Backoff;
 pub use builder::RuntimeBuilder;
 pub use calls::{ChildHandle, Either, StreamValue};
+pub use client::{Client, ClientOptions, RuntimeStats};
 pub use context::Context;
 pub use error::{DbError, Error, PortableError, Result, StepError};
 pub use handle::WorkflowHandle;
+pub use manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
 pub use queue::{Dedup, EnqueueRequest, Queue, QueueMessage, RateLimit};
 pub use registry::WorkflowConfig;
 #[doc(hidden)]
 pub use runtime::Fault;
-pub use runtime::{Runtime, RuntimeStats};
+pub use runtime::Runtime;
 pub use start::WorkflowOptions;
 pub use status::{Status, WorkflowStatus};
 pub use step::{BoxError, RetryPolicy, Step};
+pub use sysdb::AppVersion;
 pub use sysdb::MigrationReport;
 
 /// Brings the schema of the database at `url` to the DBOS 3.4 layout, without starting a runtime

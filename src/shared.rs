@@ -29,6 +29,8 @@ pub(crate) struct Config {
     pub listen_queues: Option<Vec<String>>,
     /// How often the queue definitions are re-read, to follow changes made elsewhere.
     pub reconcile_every: Duration,
+    /// Whether this process runs workflows (a runtime) or only manages them (a client).
+    pub executes: bool,
 }
 
 impl Config {
@@ -63,8 +65,9 @@ pub(crate) struct Shared {
     pub open_slots: DashMap<String, Arc<crate::dispatch::OpenSlots>>,
     /// Wake-ups for waiting durable calls.
     pub signals: crate::signals::Signals,
-    /// The actors of the workflows running in this process, by workflow id.
-    pub running: DashMap<String, DerivedActorRef<crate::dispatch::WorkflowRequest>>,
+    /// The actors of the workflows running in this process, by workflow id (more than one only
+    /// while a taken-over run winds down).
+    pub running: DashMap<String, Vec<crate::dispatch::LocalRun>>,
     /// The definitions this executor last read, by queue name.
     pub queue_defs: DashMap<String, crate::queue::Queue>,
 }

@@ -3,12 +3,13 @@
 //!
 //! Shared by the runtime's `start`/`enqueue` and by queue actors answering user actors.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::DerivedActorRef;
 
 use crate::codec;
-use crate::dispatch::{Dispatch, QueueRequest};
+use crate::dispatch::{Dispatch, OpenSlots, QueueRequest};
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::metrics;
@@ -34,6 +35,7 @@ pub struct WorkflowOptions {
     delay: Option<Duration>,
     partition_key: Option<String>,
     timeout: Option<Duration>,
+    app_version: Option<String>,
     /// Set for a child: its parent, and the parent's deadline it inherits.
     parent: Option<(String, Option<i64>)>,
 }
@@ -82,6 +84,13 @@ impl WorkflowOptions {
         self
     }
 
+    /// Only executors running this application version may run the workflow (default: a
+    /// runtime's own version; from a client, any executor running the latest version).
+    pub fn app_version(mut self, version: impl Into<String>) -> Self {
+        self.app_version = Some(version.into());
+        self
+    }
+
     pub(crate) fn chosen_id(&self) -> Option<&str> {
         self.id.as_deref()
     }
@@ -117,11 +126,14 @@ pub(crate) async fn submit(
     options: WorkflowOptions,
 ) -> Result<WorkflowHandle> {
     check_running(shared)?;
-    let entry = shared
-        .registry
-        .get(workflow)
-        .ok_or_else(|| Error::UnknownWorkflow(workflow.to_owned()))?;
-    entry.check_input(input_json)?;
+    match shared.registry.get(workflow) {
+        Some(entry) => entry.check_input(input_json)?,
+        // A client enqueues by name for the executors that do run it.
+        None if !shared.config.executes && matches!(target, Target::Queue(_)) => {
+            crate::validate_name(workflow, "workflow name")?
+        }
+        None => return Err(Error::UnknownWorkflow(workflow.to_owned())),
+    }
     let id = match &options.id {
         Some(id) => {
             crate::validate_name(id, "workflow id")?;
@@ -131,9 +143,13 @@ pub(crate) async fn submit(
     };
     let mut new = new_row(shared, target, workflow, input_json, &options, id.clone())?;
     // An enqueue that may run here at once is written as already claimed by this executor.
-    let reserved = match target {
-        Target::Queue(queue) if options.delay.is_none() => reserve(shared, queue),
-        _ => None,
+    let (reserved, tabled) = match target {
+        Target::Queue(queue) if options.delay.is_none() => match reserve(shared, queue) {
+            Reservation::Slot(actor) => (Some(actor), None),
+            Reservation::Tabled(slots) => (None, Some(slots)),
+            Reservation::NoActor => (None, None),
+        },
+        _ => (None, None),
     };
     if reserved.is_some() {
         new.owner = Some(uuid::Uuid::new_v4().to_string());
@@ -146,6 +162,15 @@ pub(crate) async fn submit(
     }
     let deadline = new.deadline;
     let outcome = shared.db.start(new).await;
+    if let Some(slots) = tabled {
+        slots.landed();
+        // A created row wakes the actor below; otherwise it still learns its backlog is clear.
+        if let (Target::Queue(queue), false) =
+            (target, matches!(outcome, Ok(StartOutcome::Created)))
+        {
+            wake(shared, queue);
+        }
+    }
     if !matches!(outcome, Ok(StartOutcome::Created)) {
         if let Some(queue) = &reserved {
             let _ = queue.send_message(QueueRequest::Release);
@@ -247,7 +272,12 @@ fn new_row(
         deadline,
         parent: options.parent.as_ref().map(|(p, _)| p.clone()),
         executor_id: shared.config.executor_id.clone(),
-        app_version: shared.config.app_version.clone(),
+        app_version: options.app_version.clone().or_else(|| {
+            shared
+                .config
+                .executes
+                .then(|| shared.config.app_version.clone())
+        }),
         app_name: shared.config.app_name.clone(),
     })
 }
@@ -305,11 +335,29 @@ fn dispatch(shared: &SharedRef, d: Dispatch) {
     }
 }
 
+/// Where an enqueue from this process goes.
+enum Reservation {
+    /// Into a slot this process's actor of the queue offered: it runs at once.
+    Slot(DerivedActorRef<QueueRequest>),
+    /// To the table, behind the work there; the actor learns when the write is over.
+    Tabled(Arc<OpenSlots>),
+    /// To the table; no actor of the queue runs here.
+    NoActor,
+}
+
 /// Takes a slot this process's actor of `queue` offers, to run an enqueue at once.
-fn reserve(shared: &SharedRef, queue: &str) -> Option<DerivedActorRef<QueueRequest>> {
-    let slots = shared.open_slots.get(queue).map(|s| s.clone())?;
-    let actor = shared.queues.get(queue).map(|q| q.clone())?;
-    slots.take().then_some(actor)
+fn reserve(shared: &SharedRef, queue: &str) -> Reservation {
+    let Some(slots) = shared.open_slots.get(queue).map(|s| s.clone()) else {
+        return Reservation::NoActor;
+    };
+    let Some(actor) = shared.queues.get(queue).map(|q| q.clone()) else {
+        return Reservation::NoActor;
+    };
+    if slots.take() {
+        Reservation::Slot(actor)
+    } else {
+        Reservation::Tabled(slots)
+    }
 }
 
 /// Tells this process's actor of `queue` (if it runs one) that work arrived.

@@ -85,6 +85,16 @@ pub struct WorkflowStatus {
     pub started_at_ms: Option<i64>,
     pub completed_at_ms: Option<i64>,
     pub parent_workflow_id: Option<String>,
+    /// The workflow this one was forked from.
+    pub forked_from: Option<String>,
+    pub timeout_ms: Option<i64>,
+    /// When its time runs out (epoch ms).
+    pub deadline_ms: Option<i64>,
+    pub priority: i32,
+    pub deduplication_id: Option<String>,
+    pub partition_key: Option<String>,
+    /// When a `DELAYED` workflow becomes due (epoch ms).
+    pub delay_until_ms: Option<i64>,
 }
 
 #[cfg(test)]

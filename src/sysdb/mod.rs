@@ -11,12 +11,14 @@ mod claim;
 mod dispatch;
 mod finish;
 mod listen;
+mod manage;
 mod migrate;
 mod ops;
 mod queues;
 mod reads;
 mod start;
 mod steps;
+mod versions;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -33,13 +35,15 @@ pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
 pub(crate) use dispatch::{bump_attempts, recover, redispatch, Executor};
 pub(crate) use finish::{FinishOutcome, FinishWrite};
 pub(crate) use listen::listen;
-pub(crate) use migrate::migrate;
+pub(crate) use manage::{ListQuery, ListedRow, StepListing};
 pub use migrate::MigrationReport;
+pub(crate) use migrate::{migrate, DBOS_SCHEMA_VERSION};
 pub(crate) use ops::{send, Op, OpOutcome, OpStep};
 pub(crate) use queues::{delete as delete_queue, list as list_queues, put as put_queue};
 pub(crate) use reads::{get_event, read_stream, status, StatusRow, StepRow, StreamRow};
 pub(crate) use start::{NewWorkflow, StartOutcome, QUEUE_CHANNEL};
 pub(crate) use steps::{LoadSteps, StepOutcome, StepWrite};
+pub use versions::AppVersion;
 
 /// The internal queue: no row in `queues`, no limits; recovery, resume and fork use it.
 pub(crate) const INTERNAL_QUEUE: &str = "_dbos_internal_queue";
@@ -168,6 +172,17 @@ pub(crate) struct Sql {
     pub(crate) get_event: SqlStr,
     pub(crate) read_stream: SqlStr,
     pub(crate) cancel: SqlStr,
+    pub(crate) list_asc: SqlStr,
+    pub(crate) list_desc: SqlStr,
+    pub(crate) steps: SqlStr,
+    pub(crate) resume: SqlStr,
+    pub(crate) fork: SqlStr,
+    pub(crate) delete_workflow: SqlStr,
+    pub(crate) set_delay: SqlStr,
+    pub(crate) register_version: SqlStr,
+    pub(crate) list_versions: SqlStr,
+    pub(crate) promote_version: SqlStr,
+    pub(crate) schema_version: SqlStr,
     pub(crate) list_queues: SqlStr,
     pub(crate) upsert_queue: SqlStr,
     pub(crate) delete_queue: SqlStr,
@@ -189,7 +204,7 @@ impl Sql {
             finish: q(&finish::statement()),
             classify_finish: q(finish::CLASSIFY),
             load_steps: q(reads::LOAD_STEPS),
-            status: q(reads::STATUS),
+            status: q(&reads::status_sql()),
             recover: q(dispatch::RECOVER),
             claim: q(&claim::claim_sql()),
             claim_partitioned: q(&claim::claim_partitioned_sql()),
@@ -203,6 +218,17 @@ impl Sql {
             get_event: q(reads::GET_EVENT),
             read_stream: q(reads::READ_STREAM),
             cancel: q(cancel::CANCEL),
+            list_asc: q(&manage::list_sql(false)),
+            list_desc: q(&manage::list_sql(true)),
+            steps: q(manage::STEPS),
+            resume: q(manage::RESUME),
+            fork: q(manage::FORK),
+            delete_workflow: q(manage::DELETE),
+            set_delay: q(manage::SET_DELAY),
+            register_version: q(versions::REGISTER),
+            list_versions: q(versions::LIST),
+            promote_version: q(versions::PROMOTE),
+            schema_version: q(versions::SCHEMA_VERSION),
             list_queues: q(&queues::list_sql()),
             upsert_queue: q(&queues::upsert_sql()),
             delete_queue: q(queues::DELETE),
@@ -256,4 +282,10 @@ mod tests {
             assert!(!statement.as_str().contains("{s}"));
         }
     }
+}
+
+/// Management statements, for the client.
+pub(crate) mod admin {
+    pub(crate) use super::manage::{delete, fork, list, resume, set_delay, steps};
+    pub(crate) use super::versions::{list as list_versions, promote, register, schema_version};
 }

@@ -49,16 +49,53 @@ pub(crate) struct StatusRow {
     pub serialization: Option<String>,
 }
 
+pub(super) const STATUS_COLUMNS: &str = "w.workflow_uuid, w.status, w.name, w.executor_id, \
+    w.application_version, w.application_name, w.queue_name, w.recovery_attempts, w.created_at, \
+    w.updated_at, w.started_at_epoch_ms, w.completed_at, w.parent_workflow_id, w.forked_from, \
+    w.workflow_timeout_ms, w.workflow_deadline_epoch_ms, w.priority, w.deduplication_id, \
+    w.queue_partition_key, w.delay_until_epoch_ms";
+
+pub(super) fn status_from_row(row: &PgRow) -> Result<WorkflowStatus, DbError> {
+    let id: String = row.try_get(0)?;
+    let text: Option<String> = row.try_get(1)?;
+    let status = text
+        .as_deref()
+        .and_then(Status::parse)
+        .ok_or_else(|| DbError::Query(format!("workflow {id} has unknown status {text:?}")))?;
+    Ok(WorkflowStatus {
+        id,
+        status,
+        name: row.try_get::<Option<String>, _>(2)?.unwrap_or_default(),
+        executor_id: row.try_get(3)?,
+        app_version: row.try_get(4)?,
+        app_name: row.try_get(5)?,
+        queue_name: row.try_get(6)?,
+        recovery_attempts: row.try_get::<Option<i64>, _>(7)?.unwrap_or(0),
+        created_at_ms: row.try_get(8)?,
+        updated_at_ms: row.try_get(9)?,
+        started_at_ms: row.try_get(10)?,
+        completed_at_ms: row.try_get(11)?,
+        parent_workflow_id: row.try_get(12)?,
+        forked_from: row.try_get(13)?,
+        timeout_ms: row.try_get(14)?,
+        deadline_ms: row.try_get(15)?,
+        priority: row.try_get(16)?,
+        deduplication_id: row.try_get(17)?,
+        partition_key: row.try_get(18)?,
+        delay_until_ms: row.try_get(19)?,
+    })
+}
+
 // The payload tables are authoritative; the legacy columns are a read fallback, as in DBOS.
-pub(super) const STATUS: &str = r#"
-SELECT w.workflow_uuid, w.status, w.name, w.executor_id, w.application_version,
-       w.application_name, w.queue_name, w.recovery_attempts, w.created_at, w.updated_at,
-       w.started_at_epoch_ms, w.completed_at, w.parent_workflow_id,
-       COALESCE(o.output, w.output), COALESCE(o.error, w.error), w.serialization
-FROM {s}.workflow_status w
-LEFT JOIN {s}.workflow_output o ON o.workflow_uuid = w.workflow_uuid
-WHERE w.workflow_uuid = $1
-"#;
+pub(super) fn status_sql() -> String {
+    format!(
+        "SELECT {STATUS_COLUMNS}, w.serialization, COALESCE(o.output, w.output), \
+           COALESCE(o.error, w.error) \
+         FROM {{s}}.workflow_status w \
+         LEFT JOIN {{s}}.workflow_output o ON o.workflow_uuid = w.workflow_uuid \
+         WHERE w.workflow_uuid = $1"
+    )
+}
 
 /// The status row of `id`, or `None` when no such workflow exists.
 pub(crate) async fn status(
@@ -73,30 +110,11 @@ pub(crate) async fn status(
     else {
         return Ok(None);
     };
-    let text: Option<String> = row.try_get(1)?;
-    let status = text
-        .as_deref()
-        .and_then(Status::parse)
-        .ok_or_else(|| DbError::Query(format!("workflow {id} has unknown status {text:?}")))?;
     Ok(Some(StatusRow {
-        status: WorkflowStatus {
-            id: row.try_get(0)?,
-            status,
-            name: row.try_get::<Option<String>, _>(2)?.unwrap_or_default(),
-            executor_id: row.try_get(3)?,
-            app_version: row.try_get(4)?,
-            app_name: row.try_get(5)?,
-            queue_name: row.try_get(6)?,
-            recovery_attempts: row.try_get::<Option<i64>, _>(7)?.unwrap_or(0),
-            created_at_ms: row.try_get(8)?,
-            updated_at_ms: row.try_get(9)?,
-            started_at_ms: row.try_get(10)?,
-            completed_at_ms: row.try_get(11)?,
-            parent_workflow_id: row.try_get(12)?,
-        },
-        output: row.try_get(13)?,
-        error: row.try_get(14)?,
-        serialization: row.try_get(15)?,
+        status: status_from_row(&row)?,
+        serialization: row.try_get(20)?,
+        output: row.try_get(21)?,
+        error: row.try_get(22)?,
     }))
 }
 

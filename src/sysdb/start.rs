@@ -39,7 +39,8 @@ pub(crate) struct NewWorkflow {
     /// The workflow that started this one as its child.
     pub parent: Option<String>,
     pub executor_id: String,
-    pub app_version: String,
+    /// `None`: any executor running the latest version may run it.
+    pub app_version: Option<String>,
     pub app_name: Option<String>,
 }
 
@@ -69,17 +70,17 @@ pub(super) fn statement() -> String {
     format!("WITH {}\n{RESULT}", cte(1))
 }
 
-/// The inserts as CTEs `sr`/`s_ins`/`s_inp`/`s_announce`; parameters start at `${p}` (fourteen
-/// arrays, then executor id, app version and app name).
+/// The inserts as CTEs `sr`/`s_ins`/`s_inp`/`s_announce`; parameters start at `${p}` (fifteen
+/// arrays, then executor id and app name).
 fn cte(p: usize) -> String {
     let a = |i: usize| format!("${}", p + i);
     format!(
         r#"sr AS (
     SELECT * FROM UNNEST({}::text[], {}::text[], {}::text[], {}::text[], {}::text[],
                          {}::text[], {}::int4[], {}::text[], {}::text[], {}::int8[], {}::int8[],
-                         {}::int8[], {}::int8[], {}::text[])
+                         {}::int8[], {}::int8[], {}::text[], {}::text[])
         WITH ORDINALITY AS r(id, name, owner, inputs, status, queue, priority, dedup, part,
-                             delay_until, created, timeout, deadline, parent, n)
+                             delay_until, created, timeout, deadline, parent, version, n)
 ), s_ins AS (
     INSERT INTO {{s}}.workflow_status AS w (
         workflow_uuid, status, name, owner_xid, executor_id, application_version,
@@ -88,7 +89,7 @@ fn cte(p: usize) -> String {
         started_at_epoch_ms, workflow_timeout_ms, workflow_deadline_epoch_ms,
         parent_workflow_id)
     SELECT r.id, r.status, r.name, r.owner, CASE WHEN r.owner IS NOT NULL THEN {exec} END,
-        {version}, {app}, r.queue, r.priority, r.dedup, r.part, r.delay_until,
+        r.version, {app}, r.queue, r.priority, r.dedup, r.part, r.delay_until,
         CASE WHEN r.owner IS NOT NULL THEN 1 ELSE 0 END, 'portable_json', r.created, r.created,
         CASE WHEN r.owner IS NOT NULL THEN r.created END, r.timeout, r.deadline, r.parent
     FROM sr r ORDER BY r.n
@@ -118,8 +119,8 @@ fn cte(p: usize) -> String {
         a(11),
         a(12),
         a(13),
-        exec = a(14),
-        version = a(15),
+        a(14),
+        exec = a(15),
         app = a(16)
     )
 }
@@ -163,8 +164,8 @@ fn bind<'q>(q: PgQuery<'q>, batch: &[&'q NewWorkflow]) -> PgQuery<'q> {
         .bind(batch.iter().map(|w| w.timeout_ms).collect::<Vec<_>>())
         .bind(batch.iter().map(|w| w.deadline).collect::<Vec<_>>())
         .bind(col(|w| w.parent.as_deref()))
+        .bind(col(|w| w.app_version.as_deref()))
         .bind(head.map(|w| w.executor_id.as_str()))
-        .bind(head.map(|w| w.app_version.as_str()))
         .bind(head.and_then(|w| w.app_name.as_deref()))
 }
 

@@ -1,0 +1,337 @@
+//! The client: everything a producer service or an operator needs without running workflow
+//! code — enqueue by name, send, read events and streams, wait for results, manage queues and
+//! workflows. It runs a small actor tree (supervisor, database, listener) and never migrates.
+//!
+//! A [`Runtime`](crate::Runtime) is a client that also runs workflows: every client operation
+//! is available on it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::actors::restart::RestartPolicy;
+use crate::calls::{self, StreamValue};
+use crate::codec;
+use crate::dispatch;
+use crate::error::{DbError, Error, Result};
+use crate::handle::WorkflowHandle;
+use crate::launch::{self, Part, Tree};
+use crate::queue::Queue;
+use crate::registry::Registry;
+use crate::shared::{Config, RunState, SharedRef};
+use crate::signals;
+use crate::start::{self, Target, WorkflowOptions};
+use crate::sysdb::{self, SysDb};
+
+/// Counters of database traffic and supervision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct RuntimeStats {
+    /// Batched statements the database actor sent (each one statement and one commit).
+    pub db_flushes: u64,
+    /// Requests those statements carried.
+    pub db_batched_requests: u64,
+    /// Unbatched calls (reads, recovery, queue definitions).
+    pub db_calls: u64,
+    /// Lane connections opened (the first one per lane, then one per connection loss).
+    pub db_connections_opened: u64,
+    /// Restarts of permanent actors (database, listener, queues).
+    pub actor_restarts: u64,
+}
+
+/// A connection to a stead (or DBOS) system database that runs no workflows.
+///
+/// ```no_run
+/// # async fn demo() -> stead::Result<()> {
+/// let client = stead::Client::connect("postgres://postgres@127.0.0.1:5432/postgres").await?;
+/// let handle = client
+///     .enqueue("orders", "checkout", 17u64, stead::WorkflowOptions::with_id("order-17"))
+///     .await?;
+/// let receipt: String = handle.result().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) tree: Arc<Tree>,
+}
+
+/// Settings of a [`Client`].
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// The schema of the system tables (default `dbos`).
+    pub schema: String,
+    /// The application whose queues and versions the client sees.
+    pub app_name: Option<String>,
+    /// How long to wait for the database when connecting.
+    pub connect_timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            schema: "dbos".into(),
+            app_name: None,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Client {
+    /// Connects to the system database at `url` (schema `dbos`). Fails with
+    /// [`Error::SchemaTooOld`] when the database was not migrated (the client never migrates).
+    pub async fn connect(url: &str) -> Result<Client> {
+        Client::connect_with(url, ClientOptions::default()).await
+    }
+
+    /// Connects with explicit settings.
+    pub async fn connect_with(url: &str, options: ClientOptions) -> Result<Client> {
+        sysdb::validate_schema(&options.schema)?;
+        let config = Config {
+            schema: options.schema,
+            app_name: options.app_name,
+            app_version: String::new(),
+            executor_id: "client".into(),
+            internal_poll: Duration::from_secs(1),
+            claim_batch: 0,
+            listen_queues: Some(Vec::new()),
+            reconcile_every: Duration::from_secs(60),
+            executes: false,
+        };
+        let sys = SysDb::connect(url, &config.schema, 4, options.connect_timeout).await?;
+        let tree = launch::launch(
+            config,
+            Registry::default(),
+            Part::Client,
+            sys,
+            Duration::from_secs(30),
+            RestartPolicy::default(),
+        )
+        .await?;
+        Ok(Client {
+            tree: Arc::new(tree),
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &SharedRef {
+        &self.tree.shared
+    }
+
+    /// Enqueues workflow `workflow` (by name: it need not be registered here) on `queue`.
+    /// Enqueueing an id that exists returns a handle on that workflow.
+    pub async fn enqueue<I: Serialize>(
+        &self,
+        queue: &str,
+        workflow: &str,
+        input: I,
+        options: WorkflowOptions,
+    ) -> Result<WorkflowHandle> {
+        let json = codec::encode(&input, &format!("the input of workflow {workflow:?}"))?;
+        start::submit(
+            self.shared(),
+            Target::Queue(queue),
+            workflow,
+            &json,
+            options,
+        )
+        .await
+    }
+
+    /// A handle on any workflow by id (it may run anywhere, or have finished).
+    pub fn handle(&self, id: impl Into<String>) -> WorkflowHandle {
+        WorkflowHandle::new(id.into(), self.shared().clone())
+    }
+
+    /// Sends `message` to workflow `destination` on `topic`, from outside any workflow.
+    pub async fn send<T: Serialize>(
+        &self,
+        destination: &str,
+        message: &T,
+        topic: Option<&str>,
+    ) -> Result<()> {
+        let shared = self.shared();
+        let message = codec::encode(message, "a message")?;
+        let topic = topic.unwrap_or(calls::NULL_TOPIC).to_owned();
+        let (dest, t) = (destination.to_owned(), topic.clone());
+        let id = uuid::Uuid::new_v4().to_string();
+        let sent = shared
+            .db
+            .call(move |db| {
+                let (id, dest, t, message) = (id.clone(), dest.clone(), t.clone(), message.clone());
+                async move { sysdb::send(&db.pool, &db.sql, &id, &dest, &t, &message).await }
+            })
+            .await;
+        match sent {
+            Err(DbError::MissingReference { .. }) => {
+                return Err(Error::NotFound(destination.to_owned()))
+            }
+            other => other?,
+        }
+        shared
+            .signals
+            .notify(&signals::message_key(destination, &topic));
+        Ok(())
+    }
+
+    /// Reads event `key` of workflow `workflow_id`, waiting up to `timeout` for it to be set.
+    pub async fn get_event<T: DeserializeOwned>(
+        &self,
+        workflow_id: &str,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<Option<T>> {
+        let shared = self.shared();
+        let until = sysdb::now_ms() + timeout.as_millis().min(i64::MAX as u128 / 2) as i64;
+        let check = || calls::read_event(shared, workflow_id, key);
+        let key_signal = signals::event_key(workflow_id, key);
+        let found = calls::until_found(shared, key_signal, Some(until), None, check).await?;
+        found
+            .map(|text| codec::decode(Some(&text), "an event value"))
+            .transpose()
+    }
+
+    /// Follows stream `key` of workflow `workflow_id` from its start: each value as it is
+    /// written, ending when the workflow closes the stream (or finishes).
+    pub fn read_stream<T: DeserializeOwned>(
+        &self,
+        workflow_id: &str,
+        key: &str,
+    ) -> impl Stream<Item = Result<StreamValue<T>>> {
+        self.read_stream_from(workflow_id, key, 0)
+    }
+
+    /// Like [`Client::read_stream`], from `offset` on.
+    pub fn read_stream_from<T: DeserializeOwned>(
+        &self,
+        workflow_id: &str,
+        key: &str,
+        offset: u32,
+    ) -> impl Stream<Item = Result<StreamValue<T>>> {
+        calls::read_stream(self.shared().clone(), workflow_id, key, offset)
+    }
+
+    /// Cancels workflow `id`: it becomes `CANCELLED` and stops before its next durable call,
+    /// wherever it runs. Its children keep running (see [`Client::cancel_with_children`]).
+    pub async fn cancel(&self, id: &str) -> Result<()> {
+        self.cancel_tree(id, false).await
+    }
+
+    /// Cancels workflow `id` and every workflow it started, recursively.
+    pub async fn cancel_with_children(&self, id: &str) -> Result<()> {
+        self.cancel_tree(id, true).await
+    }
+
+    async fn cancel_tree(&self, id: &str, cascade: bool) -> Result<()> {
+        let shared = self.shared();
+        start::check_running(shared)?;
+        let target = id.to_owned();
+        let done = shared
+            .db
+            .call(move |db| {
+                let target = target.clone();
+                async move { sysdb::cancel(&db.pool, &db.sql, &target, cascade).await }
+            })
+            .await?;
+        if !done.exists {
+            return Err(Error::NotFound(id.to_owned()));
+        }
+        for cancelled in &done.ids {
+            dispatch::cancel_local(shared, cancelled, None);
+        }
+        Ok(())
+    }
+
+    /// Defines a new queue; every executor serving it starts an actor for it.
+    pub async fn create_queue(&self, queue: Queue) -> Result<()> {
+        let name = queue.name.clone();
+        match launch::put_queue(self.shared(), queue, false).await? {
+            None => Err(Error::QueueExists(name)),
+            Some(_) => self.tree.reconcile().await,
+        }
+    }
+
+    /// Defines a queue or replaces its definition; new limits apply from the next claim.
+    pub async fn set_queue(&self, queue: Queue) -> Result<()> {
+        launch::put_queue(self.shared(), queue, true).await?;
+        self.tree.reconcile().await
+    }
+
+    /// Deletes a queue's definition; its actors finish their running workflows, then stop.
+    pub async fn delete_queue(&self, name: &str) -> Result<()> {
+        let queue = name.to_owned();
+        let deleted = self
+            .shared()
+            .db
+            .call(move |db| {
+                let queue = queue.clone();
+                async move { sysdb::delete_queue(&db.pool, &db.sql, &queue).await }
+            })
+            .await?;
+        if !deleted {
+            return Err(Error::UnknownQueue(name.to_owned()));
+        }
+        self.tree.reconcile().await
+    }
+
+    /// The queue definitions of this application.
+    pub async fn queues(&self) -> Result<Vec<Queue>> {
+        let app = self.shared().config.app_name.clone();
+        Ok(self
+            .shared()
+            .db
+            .call(move |db| {
+                let app = app.clone();
+                async move { sysdb::list_queues(&db.pool, &db.sql, app.as_deref()).await }
+            })
+            .await?)
+    }
+
+    /// Counters of database traffic and actor restarts so far.
+    pub fn stats(&self) -> RuntimeStats {
+        let s = &self.tree.stats;
+        RuntimeStats {
+            db_flushes: s.flushes.load(Ordering::Relaxed),
+            db_batched_requests: s.batched_requests.load(Ordering::Relaxed),
+            db_calls: s.calls.load(Ordering::Relaxed),
+            db_connections_opened: s.connections_opened.load(Ordering::Relaxed),
+            actor_restarts: self.tree.restarts.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops gracefully: queues stop claiming, running workflows get `grace` to finish, the rest
+    /// are stopped and stay `PENDING` (the next launch recovers them), pending writes are
+    /// flushed, and the database actor stops last.
+    pub async fn shutdown(&self, grace: Duration) -> Result<()> {
+        let shared = self.shared();
+        if !shared.state.send_if_modified(|s| {
+            let running = *s == RunState::Running;
+            if running {
+                *s = RunState::Stopping;
+            }
+            running
+        }) {
+            return self.stopped().await;
+        }
+        self.tree.shutdown(grace).await;
+        shared.state.send_replace(RunState::Stopped);
+        Ok(())
+    }
+
+    /// Resolves when the runtime (or client) has stopped: `Ok` after a shutdown, `Err(Fatal)`
+    /// when a permanent actor kept failing and the supervisor gave up.
+    pub async fn stopped(&self) -> Result<()> {
+        let mut rx = self.shared().state.subscribe();
+        let state = rx
+            .wait_for(|s| matches!(s, RunState::Stopped | RunState::Fatal(_)))
+            .await
+            .map(|s| s.clone())
+            .unwrap_or(RunState::Stopped);
+        match state {
+            RunState::Fatal(reason) => Err(Error::Fatal(reason)),
+            _ => Ok(()),
+        }
+    }
+}

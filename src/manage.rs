@@ -1,0 +1,535 @@
+//! Workflow management, on a [`Client`] (and so on a runtime): list workflows and their steps,
+//! resume, fork, delete, move a delay, and choose the latest application version. The same
+//! operations DBOS's client and CLI offer, over the same rows.
+//!
+//! It runs no workflow code and builds no SQL: statements live in `sysdb::manage`.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::client::Client;
+use crate::codec;
+use crate::context::{Call, Context};
+use crate::dispatch;
+use crate::error::{Error, PortableError, Result};
+use crate::handle::WorkflowHandle;
+use crate::start;
+use crate::status::{Status, WorkflowStatus};
+use crate::sysdb::{self, admin, now_ms, AppVersion, ListQuery, ListedRow, StepListing};
+
+/// Which workflows [`Client::list_workflows`] returns. Every filter is optional; results come in
+/// creation order (oldest first unless [`ListWorkflows::newest_first`]).
+///
+/// ```no_run
+/// # async fn demo(client: stead::Client) -> stead::Result<()> {
+/// use stead::{ListWorkflows, Status};
+/// let failed = client
+///     .list_workflows(ListWorkflows::new().status(Status::Error).name("checkout").limit(20))
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ListWorkflows {
+    query: ListQuery,
+}
+
+impl ListWorkflows {
+    /// Every workflow, oldest first, without payloads.
+    pub fn new() -> Self {
+        ListWorkflows::default()
+    }
+
+    /// Only these ids.
+    pub fn ids<S: Into<String>>(mut self, ids: impl IntoIterator<Item = S>) -> Self {
+        self.query.ids = Some(ids.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Only workflows in `status` (call again to accept several).
+    pub fn status(mut self, status: Status) -> Self {
+        let statuses = self.query.statuses.get_or_insert_with(Vec::new);
+        statuses.push(status.as_str().to_owned());
+        self
+    }
+
+    /// Only workflows of this name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.query.name = Some(name.into());
+        self
+    }
+
+    /// Only workflows enqueued on this queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.query.queue = Some(queue.into());
+        self
+    }
+
+    /// Only workflows of this application version.
+    pub fn app_version(mut self, version: impl Into<String>) -> Self {
+        self.query.app_version = Some(version.into());
+        self
+    }
+
+    /// Only workflows of this application.
+    pub fn app_name(mut self, app: impl Into<String>) -> Self {
+        self.query.app_name = Some(app.into());
+        self
+    }
+
+    /// Only workflows created at or after `time`.
+    pub fn created_after(mut self, time: SystemTime) -> Self {
+        self.query.created_from = Some(epoch_ms(time));
+        self
+    }
+
+    /// Only workflows created before `time`.
+    pub fn created_before(mut self, time: SystemTime) -> Self {
+        self.query.created_until = Some(epoch_ms(time));
+        self
+    }
+
+    /// Only children of this workflow.
+    pub fn parent(mut self, parent_id: impl Into<String>) -> Self {
+        self.query.parent = Some(parent_id.into());
+        self
+    }
+
+    /// Only forks of this workflow.
+    pub fn forked_from(mut self, id: impl Into<String>) -> Self {
+        self.query.forked_from = Some(id.into());
+        self
+    }
+
+    /// Only workflows last dispatched to this executor.
+    pub fn executor(mut self, executor_id: impl Into<String>) -> Self {
+        self.query.executor = Some(executor_id.into());
+        self
+    }
+
+    /// At most `n` workflows.
+    pub fn limit(mut self, n: u32) -> Self {
+        self.query.limit = Some(i64::from(n));
+        self
+    }
+
+    /// Skips the first `n` matches (for pages, with [`ListWorkflows::limit`]).
+    pub fn offset(mut self, n: u32) -> Self {
+        self.query.offset = i64::from(n);
+        self
+    }
+
+    /// Newest first.
+    pub fn newest_first(mut self) -> Self {
+        self.query.newest_first = true;
+        self
+    }
+
+    /// Also load each workflow's input, output and error.
+    pub fn with_payloads(mut self) -> Self {
+        self.query.payloads = true;
+        self
+    }
+}
+
+/// A listed workflow. Payloads are present when the listing asked for them and they are in
+/// portable JSON (`serialization` says which format they are in otherwise).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct WorkflowInfo {
+    pub status: WorkflowStatus,
+    pub serialization: Option<String>,
+    /// The input, as the workflow receives it.
+    pub input: Option<Value>,
+    pub output: Option<Value>,
+    pub error: Option<PortableError>,
+}
+
+impl WorkflowInfo {
+    fn from_row(row: ListedRow) -> WorkflowInfo {
+        let portable = row.serialization.as_deref() == Some(sysdb::PORTABLE_JSON);
+        let json = |text: Option<String>| {
+            text.filter(|_| portable)
+                .and_then(|t| serde_json::from_str(&t).ok())
+        };
+        WorkflowInfo {
+            input: row
+                .inputs
+                .filter(|_| portable)
+                .and_then(|t| codec::decode_inputs(&t).ok()),
+            output: json(row.output),
+            error: row.error.as_deref().map(codec::decode_error),
+            serialization: row.serialization,
+            status: row.status,
+        }
+    }
+}
+
+/// One recorded durable call of a workflow: a step, a sleep, a send, a child start...
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StepInfo {
+    /// Its position in the workflow (from 1).
+    pub function_id: i32,
+    pub name: String,
+    pub output: Option<Value>,
+    pub error: Option<PortableError>,
+    /// The child workflow it started, if any.
+    pub child_workflow_id: Option<String>,
+    pub started_at_ms: Option<i64>,
+    pub completed_at_ms: Option<i64>,
+}
+
+impl From<StepListing> for StepInfo {
+    fn from(s: StepListing) -> StepInfo {
+        let portable = s.serialization.as_deref() == Some(sysdb::PORTABLE_JSON);
+        StepInfo {
+            function_id: s.function_id,
+            name: s.name,
+            output: s
+                .output
+                .filter(|_| portable)
+                .and_then(|t| serde_json::from_str(&t).ok()),
+            error: s.error.as_deref().map(codec::decode_error),
+            child_workflow_id: s.child_workflow_id,
+            started_at_ms: s.started_at,
+            completed_at_ms: s.completed_at,
+        }
+    }
+}
+
+/// How [`Client::fork`] copies a workflow.
+#[derive(Debug, Clone, Default)]
+pub struct ForkOptions {
+    id: Option<String>,
+    app_version: Option<String>,
+    queue: Option<String>,
+}
+
+impl ForkOptions {
+    /// A fork with a fresh id, the original's version, on the internal queue.
+    pub fn new() -> Self {
+        ForkOptions::default()
+    }
+
+    /// The id of the copy (default: a new UUID). Forking again with the same id is a no-op.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Runs the copy on executors of this version (e.g. one with a bug fixed).
+    pub fn app_version(mut self, version: impl Into<String>) -> Self {
+        self.app_version = Some(version.into());
+        self
+    }
+
+    /// Enqueues the copy on this queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+}
+
+fn epoch_ms(time: SystemTime) -> i64 {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_millis().min(i64::MAX as u128) as i64,
+        Err(e) => -(e.duration().as_millis().min(i64::MAX as u128) as i64),
+    }
+}
+
+impl Client {
+    /// Workflows matching `filter`.
+    pub async fn list_workflows(&self, filter: ListWorkflows) -> Result<Vec<WorkflowInfo>> {
+        let query = filter.query;
+        let rows = self
+            .shared()
+            .db
+            .call(move |db| {
+                let query = query.clone();
+                async move { admin::list(&db.pool, &db.sql, &query).await }
+            })
+            .await?;
+        Ok(rows.into_iter().map(WorkflowInfo::from_row).collect())
+    }
+
+    /// Workflows waiting on or running from a queue (`ENQUEUED`, `DELAYED` or `PENDING`).
+    pub async fn list_queued_workflows(&self, filter: ListWorkflows) -> Result<Vec<WorkflowInfo>> {
+        let mut filter = filter;
+        filter.query.queued_only = true;
+        self.list_workflows(filter).await
+    }
+
+    /// The recorded durable calls of workflow `id`, in order.
+    pub async fn steps(&self, id: &str) -> Result<Vec<StepInfo>> {
+        let target = id.to_owned();
+        let steps = self
+            .shared()
+            .db
+            .call(move |db| {
+                let target = target.clone();
+                async move { admin::steps(&db.pool, &db.sql, &target).await }
+            })
+            .await?;
+        Ok(steps.into_iter().map(StepInfo::from).collect())
+    }
+
+    /// Resumes workflow `id` from its last checkpoint: a cancelled, parked or stuck workflow is
+    /// enqueued on the internal queue and runs again, without repeating its finished steps. An
+    /// execution still running it (anywhere) is stopped first. A finished workflow is left as
+    /// it is.
+    pub async fn resume(&self, id: &str) -> Result<WorkflowHandle> {
+        let shared = self.shared();
+        start::check_running(shared)?;
+        let target = id.to_owned();
+        let resumed = shared
+            .db
+            .call(move |db| {
+                let target = target.clone();
+                async move { admin::resume(&db.pool, &db.sql, &target, sysdb::INTERNAL_QUEUE).await }
+            })
+            .await?;
+        if !resumed.exists {
+            return Err(Error::NotFound(id.to_owned()));
+        }
+        if let Some(owner) = resumed.previous_owner.as_deref() {
+            dispatch::cancel_local(shared, id, Some(owner));
+        }
+        if resumed.requeued {
+            start::wake(shared, sysdb::INTERNAL_QUEUE);
+        }
+        Ok(self.handle(id))
+    }
+
+    /// Copies workflow `id` into a new workflow that replays the original's calls before
+    /// `from_step` and runs the rest (`from_step` 1 starts over). Returns the copy.
+    pub async fn fork(
+        &self,
+        id: &str,
+        from_step: u32,
+        options: ForkOptions,
+    ) -> Result<WorkflowHandle> {
+        let new_id = options
+            .id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        fork_as(self.shared(), id, &new_id, from_step, options).await?;
+        Ok(self.handle(new_id))
+    }
+
+    /// Deletes workflow `id` and every row that belongs to it; its children stay. A run of it in
+    /// this process stops; elsewhere, its next write finds the workflow gone and stops.
+    pub async fn delete(&self, id: &str) -> Result<()> {
+        self.delete_tree(id, false).await
+    }
+
+    /// Deletes workflow `id` and every workflow it started, recursively.
+    pub async fn delete_with_children(&self, id: &str) -> Result<()> {
+        self.delete_tree(id, true).await
+    }
+
+    async fn delete_tree(&self, id: &str, cascade: bool) -> Result<()> {
+        let shared = self.shared();
+        let target = id.to_owned();
+        let deleted = shared
+            .db
+            .call(move |db| {
+                let target = target.clone();
+                async move { admin::delete(&db.pool, &db.sql, &target, cascade).await }
+            })
+            .await?;
+        if deleted.is_empty() {
+            return Err(Error::NotFound(id.to_owned()));
+        }
+        for gone in &deleted {
+            dispatch::cancel_local(shared, gone, None);
+        }
+        Ok(())
+    }
+
+    /// Moves the due time of `DELAYED` workflow `id` to `delay` from now.
+    pub async fn set_delay(&self, id: &str, delay: Duration) -> Result<()> {
+        let until = now_ms().saturating_add(delay.as_millis().min(i64::MAX as u128 / 2) as i64);
+        let target = id.to_owned();
+        let status = self
+            .shared()
+            .db
+            .call(move |db| {
+                let target = target.clone();
+                async move { admin::set_delay(&db.pool, &db.sql, &target, until).await }
+            })
+            .await?;
+        match status.as_deref() {
+            None => Err(Error::NotFound(id.to_owned())),
+            Some("DELAYED") => Ok(()),
+            Some(other) => Err(Error::InvalidArgument(format!(
+                "workflow {id:?} is {other}, not DELAYED: only a delayed workflow's delay can change"
+            ))),
+        }
+    }
+
+    /// The registered versions of this application, latest first.
+    pub async fn app_versions(&self) -> Result<Vec<AppVersion>> {
+        let app = self.shared().config.app_name.clone();
+        Ok(self
+            .shared()
+            .db
+            .call(move |db| {
+                let app = app.clone();
+                async move { admin::list_versions(&db.pool, &db.sql, app.as_deref()).await }
+            })
+            .await?)
+    }
+
+    /// Makes `version` the latest: workflows enqueued without a version go to its executors.
+    pub async fn set_latest_app_version(&self, version: &str) -> Result<()> {
+        let app = self.shared().config.app_name.clone();
+        let name = version.to_owned();
+        let promoted = self
+            .shared()
+            .db
+            .call(move |db| {
+                let (app, name) = (app.clone(), name.clone());
+                async move { admin::promote(&db.pool, &db.sql, &name, app.as_deref()).await }
+            })
+            .await?;
+        if promoted {
+            Ok(())
+        } else {
+            Err(Error::NotFound(format!("application version {version:?}")))
+        }
+    }
+}
+
+async fn fork_as(
+    shared: &crate::shared::SharedRef,
+    id: &str,
+    new_id: &str,
+    from_step: u32,
+    options: ForkOptions,
+) -> Result<()> {
+    start::check_running(shared)?;
+    crate::validate_name(new_id, "a fork's id")?;
+    let from = i32::try_from(from_step.max(1)).map_err(|_| {
+        Error::InvalidArgument(format!("step {from_step} is beyond any workflow's steps"))
+    })?;
+    let queue = options
+        .queue
+        .unwrap_or_else(|| sysdb::INTERNAL_QUEUE.to_owned());
+    let (src, new, q, version) = (
+        id.to_owned(),
+        new_id.to_owned(),
+        queue.clone(),
+        options.app_version,
+    );
+    let (exists, _made) =
+        shared
+            .db
+            .call(move |db| {
+                let (src, new, q, version) = (src.clone(), new.clone(), q.clone(), version.clone());
+                async move {
+                    admin::fork(&db.pool, &db.sql, &src, &new, &q, version.as_deref(), from).await
+                }
+            })
+            .await?;
+    if !exists {
+        return Err(Error::NotFound(id.to_owned()));
+    }
+    start::wake(shared, &queue);
+    Ok(())
+}
+
+impl Context {
+    /// Forks workflow `id` from `from_step` (see [`Client::fork`]) as a durable call: the copy's
+    /// id is `<this workflow>-<call>`, so a replay returns the same copy instead of forking again.
+    pub async fn fork_workflow(
+        &self,
+        id: &str,
+        from_step: u32,
+        options: ForkOptions,
+    ) -> Result<WorkflowHandle> {
+        const NAME: &str = "stead.fork";
+        let function_id = self.next_function_id();
+        self.check_live()?;
+        if let Some(row) = self.recorded(function_id, NAME)? {
+            let new_id: String = codec::decode(row.output.as_deref(), "a recorded fork")?;
+            return Ok(WorkflowHandle::new(new_id, self.shared().clone()));
+        }
+        let started = now_ms();
+        let new_id = options
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("{}-{function_id}", self.workflow_id()));
+        fork_as(self.shared(), id, &new_id, from_step, options).await?;
+        let output = codec::encode(&new_id, "a fork's id")?;
+        self.record(Call::new(function_id, NAME, started).output(output))
+            .await?;
+        Ok(WorkflowHandle::new(new_id, self.shared().clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_accumulate_statuses_and_keep_the_rest() {
+        let f = ListWorkflows::new()
+            .status(Status::Error)
+            .status(Status::Cancelled)
+            .name("n")
+            .limit(5)
+            .offset(10)
+            .newest_first();
+        assert_eq!(
+            f.query.statuses,
+            Some(vec!["ERROR".to_owned(), "CANCELLED".to_owned()])
+        );
+        assert_eq!(f.query.name.as_deref(), Some("n"));
+        assert_eq!((f.query.limit, f.query.offset), (Some(5), 10));
+        assert!(f.query.newest_first && !f.query.payloads);
+    }
+
+    #[test]
+    fn times_before_the_epoch_are_negative() {
+        assert_eq!(epoch_ms(UNIX_EPOCH + Duration::from_millis(1500)), 1500);
+        assert_eq!(epoch_ms(UNIX_EPOCH - Duration::from_millis(20)), -20);
+    }
+
+    #[test]
+    fn payloads_in_other_formats_are_not_guessed() {
+        let row = |ser: &str| ListedRow {
+            status: WorkflowStatus {
+                id: "w".into(),
+                name: "n".into(),
+                status: Status::Success,
+                executor_id: None,
+                app_version: None,
+                app_name: None,
+                queue_name: None,
+                recovery_attempts: 0,
+                created_at_ms: 0,
+                updated_at_ms: 0,
+                started_at_ms: None,
+                completed_at_ms: None,
+                parent_workflow_id: None,
+                forked_from: None,
+                timeout_ms: None,
+                deadline_ms: None,
+                priority: 0,
+                deduplication_id: None,
+                partition_key: None,
+                delay_until_ms: None,
+            },
+            inputs: Some(r#"{"positionalArgs":[7],"namedArgs":{}}"#.into()),
+            output: Some("42".into()),
+            error: None,
+            serialization: Some(ser.into()),
+        };
+        let portable = WorkflowInfo::from_row(row(sysdb::PORTABLE_JSON));
+        assert_eq!(portable.input, Some(Value::from(7)));
+        assert_eq!(portable.output, Some(Value::from(42)));
+        let pickled = WorkflowInfo::from_row(row("py_pickle"));
+        assert_eq!((pickled.input, pickled.output), (None, None));
+    }
+}
