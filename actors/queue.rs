@@ -483,11 +483,16 @@ impl QueueState {
         self.claim(myself, false);
     }
 
-    /// Spawns a workflow actor. A take-back (`replace`) supersedes a local run of the same id:
-    /// the row has a new owner, so the old run could not checkpoint again anyway.
+    /// Spawns a workflow actor. A take-back (`replace`) or a run under a new owner (a resume
+    /// claimed here) supersedes a local run of the same id: the row has a new owner, so the old
+    /// run could not checkpoint again anyway.
     async fn spawn(&mut self, myself: &ActorRef<QueueMsg>, d: Dispatch, replace: bool) {
         if let Some(old) = self.running.get(&d.id).copied() {
-            if !replace {
+            let same_owner = self
+                .children
+                .get(&old)
+                .is_some_and(|(_, running)| running.owner == d.owner);
+            if same_owner && !replace {
                 return;
             }
             if let Some((cell, _)) = self.children.remove(&old) {

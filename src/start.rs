@@ -144,11 +144,13 @@ pub(crate) async fn submit(
     let mut new = new_row(shared, target, workflow, input_json, &options, id.clone())?;
     // An enqueue that may run here at once is written as already claimed by this executor.
     let (reserved, tabled) = match target {
-        Target::Queue(queue) if options.delay.is_none() => match reserve(shared, queue) {
-            Reservation::Slot(actor) => (Some(actor), None),
-            Reservation::Tabled(slots) => (None, Some(slots)),
-            Reservation::NoActor => (None, None),
-        },
+        Target::Queue(queue) if options.delay.is_none() && runs_here(shared, &options) => {
+            match reserve(shared, queue) {
+                Reservation::Slot(actor) => (Some(actor), None),
+                Reservation::Tabled(slots) => (None, Some(slots)),
+                Reservation::NoActor => (None, None),
+            }
+        }
         _ => (None, None),
     };
     if reserved.is_some() {
@@ -333,6 +335,14 @@ fn dispatch(shared: &SharedRef, d: Dispatch) {
     if queue.is_none_or(|q| q.send_message(QueueRequest::Run(d)).is_err()) {
         tracing::debug!("internal queue restarting; its take-back will run the workflow");
     }
+}
+
+/// Whether this executor's version may run the workflow.
+fn runs_here(shared: &SharedRef, options: &WorkflowOptions) -> bool {
+    options
+        .app_version
+        .as_ref()
+        .is_none_or(|v| *v == shared.config.app_version)
 }
 
 /// Where an enqueue from this process goes.

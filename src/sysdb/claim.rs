@@ -105,7 +105,7 @@ WITH pending AS (
 const PICK: &str = r#", c AS (
     SELECT workflow_uuid FROM {s}.workflow_status
     WHERE queue_name = $1 AND status = 'ENQUEUED'
-      AND (application_version = $2 OR application_version IS NULL)
+      AND (application_version = $2 OR (application_version IS NULL AND NOT EXISTS {NEWER}))
       AND (application_name = $3 OR application_name IS NULL)
     ORDER BY priority, created_at
     LIMIT (SELECT n FROM allowed)
@@ -128,7 +128,7 @@ const PICK_PARTITIONED: &str = r#", part_pending AS (
            row_number() OVER (PARTITION BY queue_partition_key ORDER BY priority, created_at) AS rn
     FROM {s}.workflow_status
     WHERE queue_name = $1 AND status = 'ENQUEUED'
-      AND (application_version = $2 OR application_version IS NULL)
+      AND (application_version = $2 OR (application_version IS NULL AND NOT EXISTS {NEWER}))
       AND (application_name = $3 OR application_name IS NULL)
 ), cand AS (
     SELECT r.workflow_uuid FROM ranked r
@@ -184,12 +184,19 @@ SELECT a.n, a.rate_limited, (SELECT count(*) FROM promoted),
 FROM allowed a LEFT JOIN claimed ON true
 "#;
 
+/// A version of my application newer than mine ($2): then workflows enqueued without a version
+/// are not mine to run. Uncorrelated, so Postgres evaluates it once per claim.
+const NEWER: &str = "(SELECT 1 FROM {s}.application_versions me \
+    JOIN {s}.application_versions v ON v.application_name IS NOT DISTINCT FROM me.application_name \
+    WHERE me.version_name = $2 AND me.application_name IS NOT DISTINCT FROM $3 \
+      AND v.version_timestamp > me.version_timestamp)";
+
 pub(super) fn claim_sql() -> String {
-    format!("{BUDGET}{PICK}{TAKE}")
+    format!("{BUDGET}{PICK}{TAKE}").replace("{NEWER}", NEWER)
 }
 
 pub(super) fn claim_partitioned_sql() -> String {
-    format!("{BUDGET}{PICK_PARTITIONED}{TAKE}")
+    format!("{BUDGET}{PICK_PARTITIONED}{TAKE}").replace("{NEWER}", NEWER)
 }
 
 fn millis(d: std::time::Duration) -> i64 {

@@ -314,9 +314,11 @@ pub(crate) async fn delete(
 pub(super) const SET_DELAY: &str = r#"
 WITH upd AS (
     UPDATE {s}.workflow_status SET delay_until_epoch_ms = $2, updated_at = $3
-    WHERE workflow_uuid = $1 AND status = 'DELAYED' RETURNING 1
+    WHERE workflow_uuid = $1 AND status = 'DELAYED' RETURNING queue_name
+), wake AS (
+    SELECT pg_notify('stead_queue_channel', queue_name) FROM upd WHERE queue_name IS NOT NULL
 )
-SELECT (SELECT status FROM {s}.workflow_status WHERE workflow_uuid = $1), (SELECT count(*) FROM upd)
+SELECT (SELECT status FROM {s}.workflow_status WHERE workflow_uuid = $1), (SELECT count(*) FROM wake)
 "#;
 
 /// Moves a `DELAYED` workflow's due time; returns its status (`None`: no such workflow).

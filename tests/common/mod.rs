@@ -161,3 +161,19 @@ pub fn body_runs(prefix: &str) -> Vec<u32> {
         .map(|(_, n)| *n)
         .collect()
 }
+
+/// How often step `i`'s body of workflow `id` ran (in this process).
+pub fn body_run(id: &str, i: u32) -> u32 {
+    let runs = BODY_RUNS.get_or_init(Default::default).lock().unwrap();
+    runs.get(&(id.to_owned(), i)).copied().unwrap_or(0)
+}
+
+/// A child process killed (and reaped) when the test ends, even when it fails.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
