@@ -15,12 +15,15 @@ use crate::actors::restart::RestartPolicy;
 use crate::builder::RuntimeBuilder;
 use crate::calls::{self, StreamValue};
 use crate::codec;
+use crate::debounce::{self, DebounceOptions};
 use crate::dispatch::{self, QueueRequest};
 use crate::error::{DbError, Error, Result};
 use crate::handle::WorkflowHandle;
-use crate::launch::{self, Tree};
+use crate::launch::{self, Declared, Tree};
 use crate::queue::{Queue, QueueMessage};
 use crate::registry::Registry;
+use crate::retention::{self, Retention};
+use crate::schedule::{self, Backfilled, Schedule, ScheduleInfo, ScheduleStatus};
 use crate::shared::{Config, RunState};
 use crate::signals;
 use crate::start::{self, Target, WorkflowOptions};
@@ -48,8 +51,11 @@ pub struct RuntimeStats {
     pub db_calls: u64,
     /// Lane connections opened (the first one per lane, then one per connection loss).
     pub db_connections_opened: u64,
-    /// Restarts of permanent actors (database, listener, queues).
+    /// Restarts of permanent actors (database, listener, scheduler, queues).
     pub actor_restarts: u64,
+    /// Scheduled runs this process's scheduler enqueued (not those another executor enqueued
+    /// first, nor backfills and triggers).
+    pub schedule_firings: u64,
 }
 
 /// A running stead runtime, embedded in a service. Cloning shares it; dropping the last clone
@@ -69,12 +75,13 @@ impl Runtime {
     pub(crate) async fn launch(
         config: Config,
         registry: Registry,
-        queues: Vec<Queue>,
+        declared: Declared,
         sys: SysDb,
         db_retry_timeout: Duration,
         restart: RestartPolicy,
     ) -> Result<Runtime> {
-        let tree = launch::launch(config, registry, queues, sys, db_retry_timeout, restart).await?;
+        let tree =
+            launch::launch(config, registry, declared, sys, db_retry_timeout, restart).await?;
         Ok(Runtime {
             tree: Arc::new(tree),
         })
@@ -168,6 +175,68 @@ impl Runtime {
                 async move { sysdb::list_queues(&db.pool, &db.sql, app.as_deref()).await }
             })
             .await?)
+    }
+
+    /// Creates a schedule; every executor of the application fires it from its next firing on.
+    pub async fn create_schedule(&self, schedule: Schedule) -> Result<()> {
+        schedule::put(&self.tree.shared, schedule, false).await
+    }
+
+    /// The schedules of this application.
+    pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
+        schedule::list(&self.tree.shared).await
+    }
+
+    /// Stops a schedule's firings until it is resumed.
+    pub async fn pause_schedule(&self, name: &str) -> Result<()> {
+        schedule::set_status(&self.tree.shared, name, ScheduleStatus::Paused).await
+    }
+
+    /// Restarts a paused schedule's firings, from its next firing time on.
+    pub async fn resume_schedule(&self, name: &str) -> Result<()> {
+        schedule::set_status(&self.tree.shared, name, ScheduleStatus::Active).await
+    }
+
+    /// Deletes a schedule; runs it already enqueued are left alone.
+    pub async fn delete_schedule(&self, name: &str) -> Result<()> {
+        schedule::delete(&self.tree.shared, name).await
+    }
+
+    /// Enqueues every firing of schedule `name` in `[start, end)` that was not enqueued yet
+    /// (firings have deterministic ids, so running a backfill again enqueues nothing).
+    pub async fn backfill_schedule(
+        &self,
+        name: &str,
+        start: chrono::DateTime<chrono::Utc>,
+        end: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Backfilled> {
+        schedule::backfill(&self.tree.shared, name, start, end).await
+    }
+
+    /// Enqueues one run of schedule `name` now, outside its cron timetable.
+    pub async fn trigger_schedule(&self, name: &str) -> Result<WorkflowHandle> {
+        schedule::trigger(&self.tree.shared, name).await
+    }
+
+    /// Debounces a workflow: calls with the same `key` (and workflow) less than `period` apart
+    /// collapse into one run with the latest call's input, which starts once `period` passes
+    /// without a call, or at the latest `max_wait` (see [`DebounceOptions`]) after the first.
+    /// Holds across processes sharing the database. Returns a handle on that run.
+    pub async fn debounce<I: Serialize>(
+        &self,
+        key: &str,
+        period: Duration,
+        workflow: &str,
+        input: I,
+        options: DebounceOptions,
+    ) -> Result<WorkflowHandle> {
+        debounce::debounce(&self.tree.shared, key, period, workflow, input, options).await
+    }
+
+    /// Deletes the finished workflows `policy` does not keep, now; returns how many.
+    /// `PENDING`, `ENQUEUED` and `DELAYED` workflows are never deleted.
+    pub async fn garbage_collect(&self, policy: &Retention) -> Result<u64> {
+        retention::collect(&self.tree.shared, policy).await
     }
 
     /// Cancels workflow `id`: it becomes `CANCELLED` and stops before its next durable call,
@@ -307,6 +376,7 @@ impl Runtime {
             db_calls: s.calls.load(Ordering::Relaxed),
             db_connections_opened: s.connections_opened.load(Ordering::Relaxed),
             actor_restarts: self.tree.restarts.load(Ordering::Relaxed),
+            schedule_firings: self.tree.fired.load(Ordering::Relaxed),
         }
     }
 

@@ -29,6 +29,10 @@ pub(crate) struct Config {
     pub listen_queues: Option<Vec<String>>,
     /// How often the queue definitions are re-read, to follow changes made elsewhere.
     pub reconcile_every: Duration,
+    /// How often the scheduler re-reads the schedules, to follow changes made elsewhere.
+    pub schedule_refresh: Duration,
+    /// The periodic garbage collection, if any.
+    pub retention: Option<crate::retention::Retention>,
 }
 
 impl Config {
@@ -67,6 +71,8 @@ pub(crate) struct Shared {
     pub running: DashMap<String, DerivedActorRef<crate::dispatch::WorkflowRequest>>,
     /// The definitions this executor last read, by queue name.
     pub queue_defs: DashMap<String, crate::queue::Queue>,
+    /// The current scheduler actor, kept by the scheduler itself.
+    pub scheduler: crate::schedule::SchedulerPort,
 }
 
 pub(crate) type SharedRef = Arc<Shared>;
