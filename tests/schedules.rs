@@ -318,9 +318,8 @@ async fn pausing_stops_firings_and_resuming_restarts_them() {
         "no firing while paused"
     );
     rt.resume_schedule("pulse").await.unwrap();
-    let resumed =
-        format!("SELECT count(*) FROM dbos.workflow_status WHERE schedule_name = 'pulse'");
-    common::wait_count(&pool, &resumed, paused_at + 2, 10).await;
+    let resumed = "SELECT count(*) FROM dbos.workflow_status WHERE schedule_name = 'pulse'";
+    common::wait_count(&pool, resumed, paused_at + 2, 10).await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
@@ -376,7 +375,7 @@ async fn zones_and_seconds_are_honoured_with_dbos_ids_and_inputs() {
             &format!("sched-even-{}", local.format("%Y-%m-%dT%H:%M:%S+05:30"))
         );
     }
-    let (id, _) = (&rows[0].1, ());
+    let id = &rows[0].1;
     let inputs = common::scalar(
         &pool,
         &format!("SELECT inputs FROM dbos.workflow_input WHERE workflow_uuid = '{id}'"),
