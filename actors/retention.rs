@@ -67,7 +67,14 @@ impl Actor for RetentionActor {
         msg: RetentionMsg,
         state: &mut RetentionState,
     ) -> std::result::Result<(), ActorProcessingErr> {
-        while state.tasks.try_join_next().is_some() {}
+        // A collection that panicked would leave `running` set forever: restart clean.
+        while let Some(done) = state.tasks.try_join_next() {
+            if let Err(e) = done {
+                if e.is_panic() {
+                    return Err(format!("a retention task panicked: {e}").into());
+                }
+            }
+        }
         match msg {
             RetentionMsg::Collect if !state.running => {
                 state.running = true;

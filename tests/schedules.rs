@@ -309,7 +309,7 @@ async fn pausing_stops_firings_and_resuming_restarts_them() {
     assert_eq!(listed[0].status, ScheduleStatus::Paused);
     assert!(listed[0].last_fired_at.is_some());
     // A firing already in flight may still land.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     let paused_at = runs_of(&pool, "pulse").await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(
