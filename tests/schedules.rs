@@ -439,3 +439,59 @@ async fn schedules_are_validated_and_managed_by_name() {
     ));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+/// DBOS's own client backfills a stead schedule: same ids, so a mixed fleet fires each instant
+/// once (DBOS reads the context with its serializer, here the portable one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dbos_and_stead_give_a_firing_the_same_id() {
+    let db = common::TestDb::new().await;
+    let (rt, pool) = runtime(&db).await;
+    let s = Schedule::new("minutely", "tick", "0 * * * * *").timezone("Europe/Paris");
+    rt.create_schedule(s).await.unwrap();
+    rt.pause_schedule("minutely").await.unwrap();
+    // DBOS enqueues a firing for its owner's latest application version.
+    sqlx::query(
+        "INSERT INTO dbos.application_versions (version_id, version_name) VALUES ('v1', 'test-1')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let python = common::dbos_py::dbos_cli().with_file_name("python");
+    let script = format!(
+        "from datetime import datetime, timezone\n\
+         from dbos import DBOSClient\n\
+         from dbos._serialization import DBOSPortableJSON\n\
+         c = DBOSClient(system_database_url={url:?}, serializer=DBOSPortableJSON)\n\
+         hs = c.backfill_schedule('minutely', datetime(2025, 6, 15, 10, 0, 30, tzinfo=timezone.utc), \
+           datetime(2025, 6, 15, 10, 3, 0, tzinfo=timezone.utc))\n\
+         print('\\n'.join(h.workflow_id for h in hs))\n\
+         c.destroy()\n",
+        url = db.url.replacen("postgres://", "postgresql://", 1)
+    );
+    let out = Command::new(python).arg("-c").arg(script).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dbos_ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        dbos_ids,
+        vec![
+            "sched-minutely-2025-06-15T12:01:00+02:00",
+            "sched-minutely-2025-06-15T12:02:00+02:00"
+        ]
+    );
+    let start = Utc.with_ymd_and_hms(2025, 6, 15, 10, 0, 30).unwrap();
+    let end = Utc.with_ymd_and_hms(2025, 6, 15, 10, 3, 0).unwrap();
+    let ours = rt.backfill_schedule("minutely", start, end).await.unwrap();
+    assert_eq!(ours.workflow_ids, dbos_ids);
+    assert_eq!(
+        ours.enqueued, 0,
+        "DBOS's firings are recognised as the same firings"
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
