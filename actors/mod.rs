@@ -6,5 +6,7 @@ pub(crate) mod database;
 pub(crate) mod listener;
 pub(crate) mod queue;
 pub(crate) mod restart;
+pub(crate) mod retention;
+pub(crate) mod scheduler;
 pub(crate) mod supervisor;
 pub(crate) mod workflow;

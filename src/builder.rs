@@ -11,9 +11,12 @@ use serde::Serialize;
 use crate::actors::restart::RestartPolicy;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::launch::Declared;
 use crate::queue::Queue;
 use crate::registry::{Registry, WorkflowConfig};
+use crate::retention::Retention;
 use crate::runtime::Runtime;
+use crate::schedule::Schedule;
 use crate::shared::Config;
 use crate::sysdb::{self, SysDb};
 
@@ -32,6 +35,9 @@ pub struct RuntimeBuilder {
     queues: Vec<Queue>,
     listen_queues: Option<Vec<String>>,
     queue_refresh: Duration,
+    schedules: Vec<Schedule>,
+    schedule_refresh: Duration,
+    retention: Option<Retention>,
     registry: Registry,
     error: Option<Error>,
 }
@@ -52,6 +58,9 @@ impl Default for RuntimeBuilder {
             queues: Vec::new(),
             listen_queues: None,
             queue_refresh: Duration::from_secs(10),
+            schedules: Vec::new(),
+            schedule_refresh: Duration::from_secs(10),
+            retention: None,
             registry: Registry::default(),
             error: None,
         }
@@ -142,6 +151,26 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Declares a schedule: its row in `workflow_schedules` is written at launch (replacing the
+    /// definition of one of the same name, keeping whether it is paused).
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.schedules.push(schedule);
+        self
+    }
+
+    /// How often the scheduler re-reads the schedules to follow changes made by other processes
+    /// (changes made through this runtime apply at once).
+    pub fn schedule_refresh(mut self, every: Duration) -> Self {
+        self.schedule_refresh = every;
+        self
+    }
+
+    /// Garbage-collects finished workflows by this policy, at launch and then periodically.
+    pub fn retention(mut self, policy: Retention) -> Self {
+        self.retention = Some(policy);
+        self
+    }
+
     /// Registers a workflow: `async fn(Context, I) -> Result<O, E>` with serde `I` and `O`.
     pub fn workflow<F, Fut, I, O, E>(self, name: &str, f: F) -> Self
     where
@@ -188,6 +217,9 @@ impl RuntimeBuilder {
                 return Err(Error::QueueExists(q.name.clone()));
             }
         }
+        if let Some(policy) = &self.retention {
+            policy.validate()?;
+        }
         let config = Config {
             schema: self.schema,
             app_name: self.app_name,
@@ -204,13 +236,18 @@ impl RuntimeBuilder {
             listen_queues: self.listen_queues,
             reconcile_every: self.queue_refresh,
             executes: true,
+            schedule_refresh: self.schedule_refresh,
+            retention: self.retention,
         };
         let sys =
             SysDb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;
         Runtime::launch(
             config,
             self.registry,
-            self.queues,
+            Declared {
+                queues: self.queues,
+                schedules: self.schedules,
+            },
             sys,
             self.db_retry_timeout,
             self.restart,

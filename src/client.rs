@@ -39,8 +39,11 @@ pub struct RuntimeStats {
     pub db_calls: u64,
     /// Lane connections opened (the first one per lane, then one per connection loss).
     pub db_connections_opened: u64,
-    /// Restarts of permanent actors (database, listener, queues).
+    /// Restarts of permanent actors (database, listener, scheduler, queues).
     pub actor_restarts: u64,
+    /// Scheduled runs this process's scheduler enqueued (not those another executor enqueued
+    /// first, nor backfills and triggers).
+    pub schedule_firings: u64,
 }
 
 /// A connection to a stead (or DBOS) system database that runs no workflows.
@@ -100,6 +103,8 @@ impl Client {
             listen_queues: Some(Vec::new()),
             reconcile_every: Duration::from_secs(60),
             executes: false,
+            schedule_refresh: Duration::from_secs(10),
+            retention: None,
         };
         let sys = SysDb::connect(url, &config.schema, 4, options.connect_timeout).await?;
         let tree = launch::launch(
@@ -298,6 +303,7 @@ impl Client {
             db_calls: s.calls.load(Ordering::Relaxed),
             db_connections_opened: s.connections_opened.load(Ordering::Relaxed),
             actor_restarts: self.tree.restarts.load(Ordering::Relaxed),
+            schedule_firings: self.tree.fired.load(Ordering::Relaxed),
         }
     }
 

@@ -104,6 +104,12 @@ pub enum Error {
     /// A queue of this name already exists.
     #[error("queue {0:?} already exists")]
     QueueExists(String),
+    /// No schedule of this name exists.
+    #[error("no schedule named {0:?}")]
+    UnknownSchedule(String),
+    /// A schedule of this name already exists.
+    #[error("schedule {0:?} already exists")]
+    ScheduleExists(String),
     /// An argument was malformed (an empty id, a name with a NUL byte, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -144,6 +150,8 @@ impl Error {
             Error::Duplicate { .. } => "Duplicate",
             Error::UnknownQueue(_) => "UnknownQueue",
             Error::QueueExists(_) => "QueueExists",
+            Error::UnknownSchedule(_) => "UnknownSchedule",
+            Error::ScheduleExists(_) => "ScheduleExists",
             Error::InvalidArgument(_) => "InvalidArgument",
             Error::Database(_) => "DatabaseError",
             Error::Shutdown => "Shutdown",

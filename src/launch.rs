@@ -1,6 +1,7 @@
 //! The composition root: the one core module that names actor types. It builds the actor tree
-//! (supervisor → database, listener, queues), runs the launch steps in order (migrate, declare
-//! queues, recover, then start claiming) and tears the tree down.
+//! (supervisor → database, listener, scheduler, retention, queues), runs the launch steps in
+//! order (migrate, declare queues and schedules, recover, then fire and claim) and tears the
+//! tree down.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -14,6 +15,8 @@ use crate::actors::database::{DatabaseActor, DbStats};
 use crate::actors::listener::{ListenerActor, ListenerArgs};
 use crate::actors::queue::{QueueActor, QueueArgs, QueueMsg};
 use crate::actors::restart::{Restart, RestartPolicy};
+use crate::actors::retention::{RetentionActor, RetentionArgs};
+use crate::actors::scheduler::{SchedulerActor, SchedulerArgs};
 use crate::actors::supervisor::{
     ChildSpec, QueueSet, Role, Supervisor, SupervisorArgs, SupervisorMsg,
 };
@@ -22,6 +25,7 @@ use crate::db::Db;
 use crate::error::{DbError, Error, Result};
 use crate::queue::{Queue, QueueMessage};
 use crate::registry::Registry;
+use crate::schedule::{self, Schedule};
 use crate::shared::{Config, RunState, Shared, SharedRef};
 use crate::sysdb::{self, SysDb};
 
@@ -31,8 +35,16 @@ pub(crate) struct Tree {
     pub supervisor: ActorRef<SupervisorMsg>,
     pub stats: Arc<DbStats>,
     pub restarts: Arc<AtomicU64>,
+    /// Runs this process's scheduler enqueued.
+    pub fired: Arc<AtomicU64>,
     /// Closed when the runtime stops, which also ends the pool's maintenance task.
     pub pool: sqlx::PgPool,
+}
+
+/// What the builder declared, written at launch.
+pub(crate) struct Declared {
+    pub queues: Vec<Queue>,
+    pub schedules: Vec<Schedule>,
 }
 
 /// Starts the actor tree on a connected database and runs the launch steps.
@@ -56,6 +68,7 @@ pub(crate) async fn launch(
         signals: Default::default(),
         running: DashMap::new(),
         queue_defs: DashMap::new(),
+        scheduler: Default::default(),
     });
     let stats = Arc::new(DbStats::default());
     let restarts = Arc::new(AtomicU64::new(0));
@@ -74,6 +87,7 @@ pub(crate) async fn launch(
         supervisor,
         stats,
         restarts,
+        fired: Arc::default(),
         pool: sys.pool.clone(),
     };
     match part {
@@ -85,15 +99,16 @@ pub(crate) async fn launch(
 
 /// What a process takes part in.
 pub(crate) enum Part {
-    /// It runs workflows: migrates, declares these queues, recovers, claims.
-    Executor(Vec<Queue>),
+    /// It runs workflows: migrates, declares its queues and schedules, recovers, fires, claims.
+    Executor(Declared),
     /// It only manages and produces work: it checks the schema and listens.
     Client,
 }
 
 impl Tree {
-    /// Migrate, declare the builder's queues, recover, then listen and start claiming.
-    async fn prepare(&self, sys: &SysDb, declared: Vec<Queue>) -> Result<()> {
+    /// Migrate, declare the builder's queues and schedules, recover, then listen, fire and
+    /// start claiming.
+    async fn prepare(&self, sys: &SysDb, declared: Declared) -> Result<()> {
         let shared = &self.shared;
         let schema = shared.config.schema.clone();
         let migrated = shared
@@ -108,8 +123,11 @@ impl Tree {
                 reason: e.to_string(),
             })?;
         tracing::debug!(?migrated, "system database ready");
-        for queue in declared {
+        for queue in declared.queues {
             put_queue(shared, queue, true).await?;
+        }
+        for s in declared.schedules {
+            schedule::put(shared, s, true).await?;
         }
         let me = shared.clone();
         let recovered = shared
@@ -133,7 +151,16 @@ impl Tree {
                 async move { sysdb::admin::register(&db.pool, &db.sql, &version, app.as_deref()).await }
             })
             .await?;
-        self.add_listener(sys).await?;
+        let mut children = vec![
+            listener_spec(shared, sys),
+            scheduler_spec(shared, self.fired.clone()),
+        ];
+        if let Some(policy) = shared.config.retention {
+            children.push(retention_spec(shared, policy));
+        }
+        for child in children {
+            self.add_child(child).await?;
+        }
         self.reconcile().await
     }
 
@@ -151,12 +178,11 @@ impl Tree {
                 needed: sysdb::DBOS_SCHEMA_VERSION,
             });
         }
-        self.add_listener(sys).await
+        self.add_child(listener_spec(&self.shared, sys)).await
     }
 
-    async fn add_listener(&self, sys: &SysDb) -> Result<()> {
-        let listener = listener_spec(&self.shared, sys);
-        ractor::call!(self.supervisor, SupervisorMsg::AddChild, listener)
+    async fn add_child(&self, child: ChildSpec) -> Result<()> {
+        ractor::call!(self.supervisor, SupervisorMsg::AddChild, child)
             .map_err(|e| Error::Fatal(e.to_string()))?
             .map_err(Error::Fatal)
     }
@@ -283,6 +309,44 @@ fn listener_spec(shared: &SharedRef, sys: &SysDb) -> ChildSpec {
             };
             Box::pin(async move {
                 let (actor, _) = Actor::spawn_linked(None, ListenerActor, args, sup).await?;
+                Ok(actor.get_cell())
+            })
+        }),
+    }
+}
+
+fn scheduler_spec(shared: &SharedRef, fired: Arc<AtomicU64>) -> ChildSpec {
+    let shared = shared.clone();
+    ChildSpec {
+        name: "scheduler".into(),
+        restart: Restart::Permanent,
+        role: Role::Other,
+        spawn: Arc::new(move |sup, _| {
+            let args = SchedulerArgs {
+                shared: shared.clone(),
+                fired: fired.clone(),
+            };
+            Box::pin(async move {
+                let (actor, _) = Actor::spawn_linked(None, SchedulerActor, args, sup).await?;
+                Ok(actor.get_cell())
+            })
+        }),
+    }
+}
+
+fn retention_spec(shared: &SharedRef, policy: crate::retention::Retention) -> ChildSpec {
+    let shared = shared.clone();
+    ChildSpec {
+        name: "retention".into(),
+        restart: Restart::Permanent,
+        role: Role::Other,
+        spawn: Arc::new(move |sup, _| {
+            let args = RetentionArgs {
+                shared: shared.clone(),
+                policy,
+            };
+            Box::pin(async move {
+                let (actor, _) = Actor::spawn_linked(None, RetentionActor, args, sup).await?;
                 Ok(actor.get_cell())
             })
         }),

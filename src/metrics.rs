@@ -37,6 +37,11 @@ pub const QUEUE_DEDUPLICATED: &str = "stead_queue_deduplicated_total";
 pub const QUEUE_CLAIM_SECONDS: &str = "stead_queue_claim_seconds";
 /// Counter: actor restarts by the supervision tree, by `actor`.
 pub const ACTOR_RESTARTS: &str = "stead_actor_restarts_total";
+/// Counter: scheduled runs this process's scheduler enqueued (firings another executor enqueued
+/// first are not counted), by `schedule`.
+pub const SCHEDULE_FIRINGS: &str = "stead_schedule_firings_total";
+/// Counter: finished workflows deleted by garbage collection.
+pub const WORKFLOWS_COLLECTED: &str = "stead_workflows_collected_total";
 
 pub(crate) fn workflow_started(workflow: &str) {
     metrics::counter!(WORKFLOWS_STARTED, "workflow" => workflow.to_owned()).increment(1);
@@ -95,4 +100,12 @@ pub(crate) fn queue_deduplicated(queue: &str) {
 
 pub(crate) fn actor_restarted(actor: &str) {
     metrics::counter!(ACTOR_RESTARTS, "actor" => actor.to_owned()).increment(1);
+}
+
+pub(crate) fn schedule_fired(schedule: &str, created: u64) {
+    metrics::counter!(SCHEDULE_FIRINGS, "schedule" => schedule.to_owned()).increment(created);
+}
+
+pub(crate) fn workflows_collected(n: u64) {
+    metrics::counter!(WORKFLOWS_COLLECTED).increment(n);
 }

@@ -16,8 +16,8 @@ use crate::codec;
 use crate::dispatch::QueueRequest;
 use crate::error::Result;
 use crate::handle::WorkflowHandle;
-use crate::launch::{self, Part};
-use crate::queue::{Queue, QueueMessage};
+use crate::launch::{self, Declared, Part};
+use crate::queue::QueueMessage;
 use crate::registry::Registry;
 use crate::shared::Config;
 use crate::start::{self, Target, WorkflowOptions};
@@ -58,12 +58,12 @@ impl Runtime {
     pub(crate) async fn launch(
         config: Config,
         registry: Registry,
-        queues: Vec<Queue>,
+        declared: Declared,
         sys: SysDb,
         db_retry_timeout: Duration,
         restart: RestartPolicy,
     ) -> Result<Runtime> {
-        let part = Part::Executor(queues);
+        let part = Part::Executor(declared);
         let tree = launch::launch(config, registry, part, sys, db_retry_timeout, restart).await?;
         Ok(Runtime {
             client: Client {

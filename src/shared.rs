@@ -31,9 +31,19 @@ pub(crate) struct Config {
     pub reconcile_every: Duration,
     /// Whether this process runs workflows (a runtime) or only manages them (a client).
     pub executes: bool,
+    /// How often the scheduler re-reads the schedules, to follow changes made elsewhere.
+    pub schedule_refresh: Duration,
+    /// The periodic garbage collection, if any.
+    pub retention: Option<crate::retention::Retention>,
 }
 
 impl Config {
+    /// The version new workflows are written with: a runtime's own; none from a client, so any
+    /// executor of the latest version may run them.
+    pub(crate) fn own_version(&self) -> Option<String> {
+        self.executes.then(|| self.app_version.clone())
+    }
+
     pub(crate) fn executor(&self) -> Executor<'_> {
         Executor {
             executor_id: &self.executor_id,
@@ -70,6 +80,8 @@ pub(crate) struct Shared {
     pub running: DashMap<String, Vec<crate::dispatch::LocalRun>>,
     /// The definitions this executor last read, by queue name.
     pub queue_defs: DashMap<String, crate::queue::Queue>,
+    /// The current scheduler actor, kept by the scheduler itself.
+    pub scheduler: crate::schedule::SchedulerPort,
 }
 
 pub(crate) type SharedRef = Arc<Shared>;

@@ -274,12 +274,10 @@ fn new_row(
         deadline,
         parent: options.parent.as_ref().map(|(p, _)| p.clone()),
         executor_id: shared.config.executor_id.clone(),
-        app_version: options.app_version.clone().or_else(|| {
-            shared
-                .config
-                .executes
-                .then(|| shared.config.app_version.clone())
-        }),
+        app_version: options
+            .app_version
+            .clone()
+            .or_else(|| shared.config.own_version()),
         app_name: shared.config.app_name.clone(),
     })
 }

@@ -164,7 +164,9 @@ const TAKE: &str = r#", claimed AS (
         EXISTS (SELECT 1 FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid),
         w.priority, w.created_at, w.workflow_deadline_epoch_ms
 ), promoted AS (
-    UPDATE {s}.workflow_status SET status = 'ENQUEUED', updated_at = $6
+    -- A debounced row releases its debounce key as it leaves DELAYED: later calls start anew.
+    UPDATE {s}.workflow_status SET status = 'ENQUEUED', updated_at = $6,
+        deduplication_id = CASE WHEN is_debounced THEN NULL ELSE deduplication_id END
     WHERE status = 'DELAYED' AND delay_until_epoch_ms <= $6 AND queue_name = $1
     RETURNING 1
 )

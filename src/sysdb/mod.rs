@@ -8,6 +8,7 @@
 mod batch;
 mod cancel;
 mod claim;
+mod debounce;
 mod dispatch;
 mod finish;
 mod listen;
@@ -16,6 +17,8 @@ mod migrate;
 mod ops;
 mod queues;
 mod reads;
+mod retention;
+mod schedules;
 mod start;
 mod steps;
 mod versions;
@@ -32,6 +35,7 @@ use crate::error::{DbError, Error};
 pub(crate) use batch::BatchWrite;
 pub(crate) use cancel::{cancel, CANCEL_CHANNEL};
 pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
+pub(crate) use debounce::{bounce, Bounce, Bounced};
 pub(crate) use dispatch::{bump_attempts, recover, redispatch, Executor};
 pub(crate) use finish::{FinishOutcome, FinishWrite};
 pub(crate) use listen::listen;
@@ -41,6 +45,11 @@ pub(crate) use migrate::{migrate, DBOS_SCHEMA_VERSION};
 pub(crate) use ops::{send, Op, OpOutcome, OpStep};
 pub(crate) use queues::{delete as delete_queue, list as list_queues, put as put_queue};
 pub(crate) use reads::{get_event, read_stream, status, StatusRow, StepRow, StreamRow};
+pub(crate) use retention::garbage_collect;
+pub(crate) use schedules::{
+    delete as delete_schedule, fire as fire_schedule, get as get_schedule, list as list_schedules,
+    put as put_schedule, set_status as set_schedule_status, Firings, ScheduleRow,
+};
 pub(crate) use start::{NewWorkflow, StartOutcome, QUEUE_CHANNEL};
 pub(crate) use steps::{LoadSteps, StepOutcome, StepWrite};
 pub use versions::AppVersion;
@@ -186,6 +195,14 @@ pub(crate) struct Sql {
     pub(crate) list_queues: SqlStr,
     pub(crate) upsert_queue: SqlStr,
     pub(crate) delete_queue: SqlStr,
+    pub(crate) list_schedules: SqlStr,
+    pub(crate) get_schedule: SqlStr,
+    pub(crate) put_schedule: SqlStr,
+    pub(crate) set_schedule_status: SqlStr,
+    pub(crate) delete_schedule: SqlStr,
+    pub(crate) fire_schedule: SqlStr,
+    pub(crate) debounce: SqlStr,
+    pub(crate) collect: SqlStr,
 }
 
 impl Sql {
@@ -232,6 +249,14 @@ impl Sql {
             list_queues: q(&queues::list_sql()),
             upsert_queue: q(&queues::upsert_sql()),
             delete_queue: q(queues::DELETE),
+            list_schedules: q(&schedules::list_sql()),
+            get_schedule: q(&schedules::get_sql()),
+            put_schedule: q(&schedules::put_sql()),
+            set_schedule_status: q(schedules::SET_STATUS),
+            delete_schedule: q(schedules::DELETE),
+            fire_schedule: q(schedules::FIRE),
+            debounce: q(debounce::BOUNCE),
+            collect: q(retention::COLLECT),
         })
     }
 }

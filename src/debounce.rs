@@ -1,0 +1,180 @@
+//! Debouncing: repeated calls with one key within a period collapse into one run of a workflow,
+//! with the latest call's input, which starts once a period passes without a call, or at the
+//! latest `max_wait` after the first call.
+//!
+//! The run is a `DELAYED`, debounced row (DBOS's `is_debounced`, `debounce_deadline_epoch_ms`)
+//! whose delay and input each call pushes back, in one statement (see `sysdb::debounce`), so
+//! calls from every process sharing the database agree. It never runs the workflow itself: the
+//! queue's claim promotes the row when its delay passes.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::client::Client;
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::handle::WorkflowHandle;
+use crate::metrics;
+use crate::shared::SharedRef;
+use crate::start;
+use crate::sysdb::{self, Bounce, Bounced, INTERNAL_QUEUE};
+
+/// Options of a debounced workflow.
+///
+/// ```
+/// use std::time::Duration;
+/// let options = stead::DebounceOptions::default()
+///     .max_wait(Duration::from_secs(60))
+///     .queue("indexing");
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct DebounceOptions {
+    max_wait: Option<Duration>,
+    queue: Option<String>,
+    id: Option<String>,
+    timeout: Option<Duration>,
+}
+
+impl DebounceOptions {
+    /// The run starts at the latest this long after the first call of a burst, however many
+    /// calls keep coming (default: no bound).
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = Some(max_wait);
+        self
+    }
+
+    /// The queue the run goes to (default: the internal queue).
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// The id of the run, if this call starts a new one (default: a fresh UUID).
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// The run's timeout, counted from its claim.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+}
+
+/// Attempts before giving up on a key that keeps changing hands under us.
+const ATTEMPTS: u32 = 50;
+
+fn millis(d: Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128 / 4) as i64
+}
+
+/// Debounces one call: pushes back the pending run of (`workflow`, `key`) with this input, or
+/// creates it. Returns a handle on the run.
+pub(crate) async fn debounce<I: Serialize>(
+    shared: &SharedRef,
+    key: &str,
+    period: Duration,
+    workflow: &str,
+    input: I,
+    options: DebounceOptions,
+) -> Result<WorkflowHandle> {
+    start::check_running(shared)?;
+    crate::validate_name(key, "debounce key")?;
+    let entry = shared
+        .registry
+        .get(workflow)
+        .ok_or_else(|| Error::UnknownWorkflow(workflow.to_owned()))?;
+    let json = codec::encode(&input, &format!("the input of workflow {workflow:?}"))?;
+    entry.check_input(&json)?;
+    let queue = options
+        .queue
+        .clone()
+        .unwrap_or_else(|| INTERNAL_QUEUE.into());
+    crate::validate_name(&queue, "queue name")?;
+    if let Some(id) = &options.id {
+        crate::validate_name(id, "workflow id")?;
+    }
+    let dedup_id = format!("{workflow}-{key}");
+    for attempt in 0..ATTEMPTS {
+        let now = sysdb::now_ms();
+        let bounce = Bounce {
+            id: options
+                .id
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            workflow: workflow.to_owned(),
+            queue: queue.clone(),
+            dedup_id: dedup_id.clone(),
+            run_at: now.saturating_add(millis(period)),
+            deadline: options.max_wait.map(|w| now.saturating_add(millis(w))),
+            inputs: codec::encode_inputs(&json),
+            timeout_ms: options.timeout.map(millis),
+            app_version: shared.config.own_version(),
+            app_name: shared.config.app_name.clone(),
+            now,
+        };
+        let outcome = shared
+            .db
+            .call(move |db| {
+                let bounce = bounce.clone();
+                async move { sysdb::bounce(&db.pool, &db.sql, &bounce).await }
+            })
+            .await?;
+        match outcome {
+            Bounced::Extended(id) => return Ok(WorkflowHandle::new(id, shared.clone())),
+            Bounced::Created(id) => {
+                metrics::workflow_started(workflow);
+                start::wake(shared, &queue);
+                return Ok(WorkflowHandle::new(id, shared.clone()));
+            }
+            // A debounced run of this workflow leaving DELAYED right now releases the key.
+            Bounced::Conflict {
+                debounced: true,
+                name: Some(name),
+                ..
+            } if name == workflow => {}
+            Bounced::Conflict { holder, .. } => {
+                return Err(Error::Duplicate {
+                    queue,
+                    dedup_id,
+                    holder,
+                })
+            }
+            Bounced::Existing { name } => {
+                let id = options.id.clone().unwrap_or_default();
+                return match name {
+                    Some(existing) if existing != workflow => Err(Error::WorkflowConflict {
+                        id,
+                        existing,
+                        requested: workflow.to_owned(),
+                    }),
+                    _ => Ok(WorkflowHandle::new(id, shared.clone())),
+                };
+            }
+            Bounced::Retry => {}
+        }
+        tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(10)) * 5)).await;
+    }
+    Err(Error::Database(crate::error::DbError::Transient(format!(
+        "debounce key {key:?} kept changing hands"
+    ))))
+}
+
+impl Client {
+    /// Debounces a workflow: calls with the same `key` (and workflow) less than `period` apart
+    /// collapse into one run with the latest call's input, which starts once `period` passes
+    /// without a call, or at the latest `max_wait` (see [`DebounceOptions`]) after the first.
+    /// Holds across processes sharing the database. Returns a handle on that run.
+    pub async fn debounce<I: Serialize>(
+        &self,
+        key: &str,
+        period: Duration,
+        workflow: &str,
+        input: I,
+        options: DebounceOptions,
+    ) -> Result<WorkflowHandle> {
+        debounce(self.shared(), key, period, workflow, input, options).await
+    }
+}

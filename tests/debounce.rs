@@ -1,0 +1,208 @@
+//! Debouncing: a burst of calls with one key runs the workflow once, with the last input, a
+//! period after the last call; `max_wait` bounds the wait while calls keep coming; calls from
+//! two runtimes on one database collapse too; a key held by a plain enqueue is a conflict.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use sqlx::PgPool;
+use stead::{Context, DebounceOptions, Dedup, Error, Runtime, WorkflowOptions};
+
+/// Returns its input; the run's row says when it started.
+async fn latest(_: Context, input: u32) -> stead::Result<u32> {
+    Ok(input)
+}
+
+async fn launch(db: &common::TestDb, executor: &str) -> Runtime {
+    common::builder(db)
+        .executor_id(executor)
+        .workflow("latest", latest)
+        .launch()
+        .await
+        .unwrap()
+}
+
+async fn runs(pool: &PgPool) -> Vec<(String, Option<i64>)> {
+    sqlx::query_as(
+        "SELECT workflow_uuid, started_at_epoch_ms FROM dbos.workflow_status \
+         WHERE name = 'latest' ORDER BY created_at",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_calls_within_the_period_run_once_with_the_last_input() {
+    let db = common::TestDb::new().await;
+    let pool = db.pool().await;
+    let rt = launch(&db, "one").await;
+    let period = Duration::from_millis(800);
+    let mut ids = Vec::new();
+    let mut last_call = 0;
+    for i in 0..10u32 {
+        last_call = now_ms();
+        let h = rt
+            .debounce("k", period, "latest", i, DebounceOptions::default())
+            .await
+            .unwrap();
+        ids.push(h.id().to_owned());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ids.iter().all(|id| id == &ids[0]), "one run: {ids:?}");
+    let out: u32 = common::within(rt.handle(ids[0].clone()).result())
+        .await
+        .unwrap();
+    assert_eq!(out, 9, "the last call's input");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let all = runs(&pool).await;
+    assert_eq!(all.len(), 1, "{all:?}");
+    let started = all[0].1.unwrap();
+    assert!(
+        started >= last_call + 800 - 20,
+        "started {} ms after the last call, before the period passed",
+        started - last_call
+    );
+    // The key is free again once the run left DELAYED: the next call starts a new run.
+    let next = rt
+        .debounce("k", period, "latest", 42u32, DebounceOptions::default())
+        .await
+        .unwrap();
+    assert_ne!(next.id(), ids[0]);
+    assert_eq!(common::within(next.result::<u32>()).await.unwrap(), 42);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_wait_bounds_the_delay_while_calls_keep_coming() {
+    let db = common::TestDb::new().await;
+    let pool = db.pool().await;
+    let rt = launch(&db, "one").await;
+    let options = DebounceOptions::default().max_wait(Duration::from_millis(1500));
+    let period = Duration::from_millis(500);
+    let began = Instant::now();
+    let first_call = now_ms();
+    let mut handles = Vec::new();
+    let mut i = 0u32;
+    // A call every 100 ms for 3.5 s: without the bound, nothing would run until they stop.
+    while began.elapsed() < Duration::from_millis(3500) {
+        handles.push(
+            rt.debounce("burst", period, "latest", i, options.clone())
+                .await
+                .unwrap(),
+        );
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let last_call = now_ms();
+    let first = handles[0].id().to_owned();
+    let out: u32 = common::within(rt.handle(first.clone()).result())
+        .await
+        .unwrap();
+    let all = runs(&pool).await;
+    let started = all.iter().find(|(id, _)| *id == first).unwrap().1.unwrap();
+    let waited = started - first_call;
+    assert!(
+        (1500 - 20..1500 + 1500).contains(&waited),
+        "the first run started {waited} ms after the first call; max_wait is 1500 ms"
+    );
+    assert!(started < last_call, "it ran while the calls kept coming");
+    assert!(out > 0, "it ran with a later call's input, not the first");
+    // Later calls form later runs, each bounded the same way.
+    for h in &handles {
+        common::within(h.result::<u32>()).await.unwrap();
+    }
+    let count = runs(&pool).await.len();
+    assert!((2..=4).contains(&count), "{count} runs for {i} calls");
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_from_two_runtimes_collapse_into_one_run() {
+    let db = common::TestDb::new().await;
+    let pool = db.pool().await;
+    let a = launch(&db, "a").await;
+    let b = launch(&db, "b").await;
+    let period = Duration::from_millis(700);
+    let mut ids = Vec::new();
+    for i in 0..10u32 {
+        let rt = if i % 2 == 0 { &a } else { &b };
+        // Concurrent pairs: both runtimes race on the same key.
+        let (x, y) = tokio::join!(
+            rt.debounce(
+                "shared",
+                period,
+                "latest",
+                i * 2,
+                DebounceOptions::default()
+            ),
+            rt.debounce(
+                "shared",
+                period,
+                "latest",
+                i * 2 + 1,
+                DebounceOptions::default()
+            ),
+        );
+        ids.push(x.unwrap().id().to_owned());
+        ids.push(y.unwrap().id().to_owned());
+    }
+    assert!(ids.iter().all(|id| id == &ids[0]), "{ids:?}");
+    let out: u32 = common::within(a.handle(ids[0].clone()).result())
+        .await
+        .unwrap();
+    assert!(out >= 18, "one of the last pair's inputs, got {out}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(runs(&pool).await.len(), 1);
+    a.shutdown(Duration::from_secs(5)).await.unwrap();
+    b.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_held_by_a_plain_enqueue_is_a_conflict() {
+    let db = common::TestDb::new().await;
+    let rt = launch(&db, "one").await;
+    // Holds the deduplication id the debounce would use ("<workflow>-<key>") on the same queue.
+    let holder = rt
+        .enqueue(
+            "_dbos_internal_queue",
+            "latest",
+            1u32,
+            WorkflowOptions::default()
+                .deduplication_id("latest-taken", Dedup::Reject)
+                .delay(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    let err = rt
+        .debounce(
+            "taken",
+            Duration::from_millis(100),
+            "latest",
+            2u32,
+            DebounceOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    match err {
+        Error::Duplicate { holder: h, .. } => assert_eq!(h, holder.id()),
+        other => panic!("expected a conflict, got {other}"),
+    }
+    let unknown = rt
+        .debounce(
+            "x",
+            Duration::ZERO,
+            "missing",
+            1u32,
+            DebounceOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(unknown, Error::UnknownWorkflow(_)), "{unknown}");
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
