@@ -125,8 +125,9 @@ impl Client {
         &self.tree.shared
     }
 
-    /// Enqueues workflow `workflow` (by name: it need not be registered here) on `queue`.
-    /// Enqueueing an id that exists returns a handle on that workflow.
+    /// Enqueues workflow `workflow` on `queue`; an executor serving the queue runs it within the
+    /// queue's limits. From a client the workflow is named, not registered; a runtime refuses a
+    /// name it has not registered. Enqueueing an id that exists returns a handle on that workflow.
     pub async fn enqueue<I: Serialize>(
         &self,
         queue: &str,

@@ -84,26 +84,6 @@ impl Runtime {
         start::submit(self.shared(), Target::Direct, workflow, &json, options).await
     }
 
-    /// Enqueues a registered workflow on `queue`; an executor serving the queue runs it within
-    /// the queue's limits. Enqueueing an id that exists returns a handle on that workflow.
-    pub async fn enqueue<I: Serialize>(
-        &self,
-        queue: &str,
-        workflow: &str,
-        input: I,
-        options: WorkflowOptions,
-    ) -> Result<WorkflowHandle> {
-        let json = codec::encode(&input, &format!("the input of workflow {workflow:?}"))?;
-        start::submit(
-            self.shared(),
-            Target::Queue(queue),
-            workflow,
-            &json,
-            options,
-        )
-        .await
-    }
-
     /// The actor of `queue` in this process, for other actors to enqueue through
     /// ([`QueueMessage`]). A restarted queue actor has a new ref: fetch it again.
     pub fn queue_ref(&self, queue: &str) -> Result<DerivedActorRef<QueueMessage>> {
