@@ -32,18 +32,14 @@ async fn count(pool: &PgPool, sql: &str) -> i64 {
 /// `n` finished workflows `f-1..f-n` (all four final statuses), `f-i` created `i` ms before
 /// `newest`, each with a step, an input, an output and an event.
 async fn finished(pool: &PgPool, n: i64, newest: i64) {
-    exec(
-        pool,
-        &format!(
-            "INSERT INTO dbos.workflow_status (workflow_uuid, status, name, created_at, updated_at, \
-               completed_at, serialization) \
-             SELECT 'f-' || g, (ARRAY['SUCCESS', 'ERROR', 'CANCELLED', \
-               'MAX_RECOVERY_ATTEMPTS_EXCEEDED'])[1 + g % 4], 'w', {newest} - g, {newest} - g, \
-               {newest} - g, 'portable_json' FROM generate_series(1, {n}) g"
-        ),
-    )
-    .await;
-    for sql in [
+    let status = format!(
+        "INSERT INTO dbos.workflow_status (workflow_uuid, status, name, created_at, updated_at, \
+           completed_at, serialization) \
+         SELECT 'f-' || g, (ARRAY['SUCCESS', 'ERROR', 'CANCELLED', \
+           'MAX_RECOVERY_ATTEMPTS_EXCEEDED'])[1 + g % 4], 'w', {newest} - g, {newest} - g, \
+           {newest} - g, 'portable_json' FROM generate_series(1, {n}) g"
+    );
+    let rows = [
         "INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name, output) \
          SELECT 'f-' || g, 1, 's', '1' FROM generate_series(1, {n}) g",
         "INSERT INTO dbos.workflow_input (workflow_uuid, inputs) \
@@ -52,13 +48,14 @@ async fn finished(pool: &PgPool, n: i64, newest: i64) {
          SELECT 'f-' || g, '1' FROM generate_series(1, {n}) g",
         "INSERT INTO dbos.workflow_events (workflow_uuid, key, value) \
          SELECT 'f-' || g, 'k', '1' FROM generate_series(1, {n}) g",
-    ] {
-        exec(
-            pool,
-            &sql.replace("{n}", &n.to_string()).replace("{{}}", "{}"),
-        )
-        .await;
-    }
+    ]
+    .map(|sql| sql.replace("{n}", &n.to_string()).replace("{{}}", "{}"));
+    // One transaction: a collector running meanwhile sees whole workflows or none.
+    let script = format!("BEGIN; {status}; {}; COMMIT;", rows.join("; "));
+    sqlx::raw_sql(AssertSqlSafe(script))
+        .execute(pool)
+        .await
+        .unwrap_or_else(|e| panic!("seeding finished workflows: {e}"));
 }
 
 /// Old workflows that may still run, on a queue nobody serves, each with a step and an input.
