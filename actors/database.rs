@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use sqlx::postgres::PgConnection;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
@@ -20,7 +19,8 @@ use crate::db::{DbRequest, Reply};
 use crate::error::DbError;
 use crate::metrics;
 use crate::sysdb::{
-    BatchWrite, ClaimRequest, FinishWrite, LoadSteps, NewWorkflow, Op, StepWrite, SysDb,
+    run_batch, BatchWrite, ClaimRequest, FinishWrite, LaneConn, LoadSteps, NewWorkflow, Op,
+    StepWrite, SysDb,
 };
 
 /// Counters a test or operator can read: how much work went through how few statements.
@@ -37,7 +37,7 @@ pub(crate) struct DbStats {
 pub(crate) enum DatabaseMsg {
     Request(DbRequest),
     /// A lane's flush finished; its connection comes back if it is still healthy.
-    Flushed(Lane, Option<PgConnection>),
+    Flushed(Lane, Option<LaneConn>),
 }
 
 impl From<DbRequest> for DatabaseMsg {
@@ -69,7 +69,7 @@ pub(crate) enum Lane {
 /// Requests of one kind waiting for the next flush.
 struct Queue<W: BatchWrite> {
     pending: Vec<(W, Reply<W::Out>)>,
-    conn: Option<PgConnection>,
+    conn: Option<LaneConn>,
     busy: bool,
 }
 
@@ -214,12 +214,7 @@ fn enqueue<W: BatchWrite>(
     kick(queue, lane, ctx);
 }
 
-fn flushed<W: BatchWrite>(
-    queue: &mut Queue<W>,
-    lane: Lane,
-    conn: Option<PgConnection>,
-    ctx: &mut Ctx,
-) {
+fn flushed<W: BatchWrite>(queue: &mut Queue<W>, lane: Lane, conn: Option<LaneConn>, ctx: &mut Ctx) {
     queue.busy = false;
     queue.conn = conn;
     kick(queue, lane, ctx);
@@ -247,10 +242,10 @@ fn kick<W: BatchWrite>(queue: &mut Queue<W>, lane: Lane, ctx: &mut Ctx) {
 /// Writes one batch and answers its callers; returns the connection if it is still usable.
 async fn flush<W: BatchWrite>(
     batch: Vec<(W, Reply<W::Out>)>,
-    conn: Option<PgConnection>,
+    conn: Option<LaneConn>,
     db: &SysDb,
     stats: &DbStats,
-) -> Option<PgConnection> {
+) -> Option<LaneConn> {
     let (items, replies): (Vec<W>, Vec<Reply<W::Out>>) = batch.into_iter().unzip();
     let mut conn = match conn {
         Some(conn) => conn,
@@ -267,7 +262,7 @@ async fn flush<W: BatchWrite>(
         },
     };
     let began = Instant::now();
-    let result = W::execute(&db.sql, &mut conn, &items).await;
+    let result = run_batch(db, &mut conn, &items).await;
     metrics::db_flushed(W::LANE, items.len(), began.elapsed());
     stats.flushes.fetch_add(1, Ordering::Relaxed);
     stats
@@ -300,13 +295,13 @@ async fn flush<W: BatchWrite>(
 async fn isolate<W: BatchWrite>(
     items: Vec<W>,
     replies: Vec<Reply<W::Out>>,
-    mut conn: PgConnection,
+    mut conn: LaneConn,
     db: &SysDb,
-) -> Option<PgConnection> {
+) -> Option<LaneConn> {
     let mut healthy = true;
     for (item, reply) in items.into_iter().zip(replies) {
         let result = if healthy {
-            W::execute(&db.sql, &mut conn, std::slice::from_ref(&item))
+            run_batch(db, &mut conn, std::slice::from_ref(&item))
                 .await
                 .and_then(|mut outs| {
                     outs.pop()

@@ -454,7 +454,7 @@ impl QueueState {
                     async move {
                         let me = shared.config.executor();
                         let direct = queue == sysdb::INTERNAL_QUEUE;
-                        sysdb::redispatch(&sys.pool, &sys.sql, &me, &queue, direct, &running).await
+                        sysdb::redispatch(&sys, &me, &queue, direct, &running).await
                     }
                 })
                 .await;
@@ -535,7 +535,7 @@ impl QueueState {
             let bumped = db
                 .call(move |sys| {
                     let (id, owner) = (id.clone(), owner.clone());
-                    async move { sysdb::bump_attempts(&sys.pool, &sys.sql, &id, &owner).await }
+                    async move { sysdb::bump_attempts(&sys, &id, &owner).await }
                 })
                 .await;
             let msg = match bumped {

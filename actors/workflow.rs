@@ -159,7 +159,7 @@ impl Actor for WorkflowActor {
                     .db
                     .call(move |db| {
                         let id = id.clone();
-                        async move { sysdb::cancel(&db.pool, &db.sql, &id, true).await }
+                        async move { sysdb::cancel(&db, &id, true).await }
                     })
                     .await?;
                 ctx.cancel();

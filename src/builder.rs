@@ -208,7 +208,7 @@ impl RuntimeBuilder {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let url = resolve_url(self.database_url, env_var)?;
+        let url = resolve_url(self.database_url, self.app_name.as_deref(), env_var);
         sysdb::validate_schema(&self.schema)?;
         let mut names = std::collections::HashSet::new();
         for q in &self.queues {
@@ -260,17 +260,17 @@ fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-fn resolve_url(configured: Option<String>, env: fn(&str) -> Option<String>) -> Result<String> {
+/// The configured URL, else the environment's, else the embedded default: a SQLite file in the
+/// working directory named after the app.
+fn resolve_url(
+    configured: Option<String>,
+    app: Option<&str>,
+    env: fn(&str) -> Option<String>,
+) -> String {
     configured
         .or_else(|| env("STEAD_DATABASE_URL"))
         .or_else(|| env("DATABASE_URL"))
-        .ok_or_else(|| {
-            Error::Config(
-                "no system database: call .database_url(..) or set STEAD_DATABASE_URL or \
-                 DATABASE_URL"
-                    .into(),
-            )
-        })
+        .unwrap_or_else(|| sysdb::default_url(app))
 }
 
 /// A stable version id from the registered workflow names (FNV-1a, so it never changes between
@@ -309,7 +309,7 @@ mod tests {
     }
 
     #[test]
-    fn the_url_comes_from_the_builder_then_stead_then_database_url() {
+    fn the_url_comes_from_the_builder_then_stead_then_database_url_then_sqlite() {
         fn none(_: &str) -> Option<String> {
             None
         }
@@ -319,11 +319,14 @@ mod tests {
         fn generic(name: &str) -> Option<String> {
             (name == "DATABASE_URL").then(|| "generic".to_string())
         }
-        assert_eq!(resolve_url(Some("b".into()), both).unwrap(), "b");
-        assert_eq!(resolve_url(None, both).unwrap(), "from-STEAD_DATABASE_URL");
-        assert_eq!(resolve_url(None, generic).unwrap(), "generic");
-        let err = resolve_url(None, none).unwrap_err();
-        assert!(matches!(err, Error::Config(_)));
-        assert!(err.to_string().contains("STEAD_DATABASE_URL"), "{err}");
+        assert_eq!(resolve_url(Some("b".into()), None, both), "b");
+        assert_eq!(resolve_url(None, None, both), "from-STEAD_DATABASE_URL");
+        assert_eq!(resolve_url(None, None, generic), "generic");
+        // Nothing configured: the embedded default, named after the app.
+        assert_eq!(resolve_url(None, None, none), "sqlite://stead.sqlite");
+        assert_eq!(
+            resolve_url(None, Some("shop"), none),
+            "sqlite://shop.sqlite"
+        );
     }
 }

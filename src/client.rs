@@ -167,7 +167,7 @@ impl Client {
             .db
             .call(move |db| {
                 let (id, dest, t, message) = (id.clone(), dest.clone(), t.clone(), message.clone());
-                async move { sysdb::send(&db.pool, &db.sql, &id, &dest, &t, &message).await }
+                async move { sysdb::send(&db, &id, &dest, &t, &message).await }
             })
             .await;
         match sent {
@@ -238,7 +238,7 @@ impl Client {
             .db
             .call(move |db| {
                 let target = target.clone();
-                async move { sysdb::cancel(&db.pool, &db.sql, &target, cascade).await }
+                async move { sysdb::cancel(&db, &target, cascade).await }
             })
             .await?;
         if !done.exists {
@@ -273,7 +273,7 @@ impl Client {
             .db
             .call(move |db| {
                 let queue = queue.clone();
-                async move { sysdb::delete_queue(&db.pool, &db.sql, &queue).await }
+                async move { sysdb::delete_queue(&db, &queue).await }
             })
             .await?;
         if !deleted {
@@ -290,7 +290,7 @@ impl Client {
             .db
             .call(move |db| {
                 let app = app.clone();
-                async move { sysdb::list_queues(&db.pool, &db.sql, app.as_deref()).await }
+                async move { sysdb::list_queues(&db, app.as_deref()).await }
             })
             .await?)
     }

@@ -119,7 +119,7 @@ pub(crate) async fn debounce<I: Serialize>(
             .db
             .call(move |db| {
                 let bounce = bounce.clone();
-                async move { sysdb::bounce(&db.pool, &db.sql, &bounce).await }
+                async move { sysdb::bounce(&db, &bounce).await }
             })
             .await?;
         match outcome {

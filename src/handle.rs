@@ -88,7 +88,7 @@ impl WorkflowHandle {
             .db
             .call(move |db| {
                 let id = id.clone();
-                async move { sysdb::status(&db.pool, &db.sql, &id).await }
+                async move { sysdb::status(&db, &id).await }
             })
             .await
             .map_err(|e| self.db_error(e))?;

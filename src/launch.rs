@@ -38,7 +38,7 @@ pub(crate) struct Tree {
     /// Runs this process's scheduler enqueued.
     pub fired: Arc<AtomicU64>,
     /// Closed when the runtime stops, which also ends the pool's maintenance task.
-    pub pool: sqlx::PgPool,
+    pub sys: SysDb,
 }
 
 /// What the builder declared, written at launch.
@@ -88,7 +88,7 @@ pub(crate) async fn launch(
         stats,
         restarts,
         fired: Arc::default(),
-        pool: sys.pool.clone(),
+        sys: sys.clone(),
     };
     match part {
         Part::Executor(declared) => tree.prepare(&sys, declared).await?,
@@ -110,13 +110,11 @@ impl Tree {
     /// start claiming.
     async fn prepare(&self, sys: &SysDb, declared: Declared) -> Result<()> {
         let shared = &self.shared;
+        sys.lock_for_executor()?;
         let schema = shared.config.schema.clone();
         let migrated = shared
             .db
-            .call(|db| async move {
-                let mut conn = db.pool.acquire().await?;
-                sysdb::migrate(&mut conn, &db.sql.schema).await
-            })
+            .call(|db| async move { sysdb::migrate(&db).await })
             .await
             .map_err(|e| Error::Migration {
                 schema: schema.clone(),
@@ -134,7 +132,7 @@ impl Tree {
             .db
             .call(move |db| {
                 let me = me.clone();
-                async move { sysdb::recover(&db.pool, &db.sql, &me.config.executor()).await }
+                async move { sysdb::recover(&db, &me.config.executor()).await }
             })
             .await?;
         if recovered > 0 {
@@ -148,13 +146,14 @@ impl Tree {
             .db
             .call(move |db| {
                 let (version, app) = (version.clone(), app.clone());
-                async move { sysdb::admin::register(&db.pool, &db.sql, &version, app.as_deref()).await }
+                async move { sysdb::admin::register(&db, &version, app.as_deref()).await }
             })
             .await?;
-        let mut children = vec![
-            listener_spec(shared, sys),
-            scheduler_spec(shared, self.fired.clone()),
-        ];
+        // An embedded database has no other writers to hear from: local writes wake locally.
+        let mut children = vec![scheduler_spec(shared, self.fired.clone())];
+        if !sys.is_embedded() {
+            children.push(listener_spec(shared, sys));
+        }
         if let Some(policy) = shared.config.retention {
             children.push(retention_spec(shared, policy));
         }
@@ -169,7 +168,7 @@ impl Tree {
         let found = self
             .shared
             .db
-            .call(|db| async move { sysdb::admin::schema_version(&db.pool, &db.sql).await })
+            .call(|db| async move { sysdb::admin::schema_version(&db).await })
             .await?;
         if found.is_none_or(|v| v < sysdb::DBOS_SCHEMA_VERSION) {
             return Err(Error::SchemaTooOld {
@@ -177,6 +176,9 @@ impl Tree {
                 found,
                 needed: sysdb::DBOS_SCHEMA_VERSION,
             });
+        }
+        if sys.is_embedded() {
+            return Ok(());
         }
         self.add_child(listener_spec(&self.shared, sys)).await
     }
@@ -204,7 +206,7 @@ impl Tree {
         let _ = ractor::call_t!(self.supervisor, SupervisorMsg::Shutdown, timeout, grace);
         self.supervisor.kill();
         self.shared.db.close();
-        self.pool.close().await;
+        self.sys.close().await;
     }
 
     /// The public message port of this process's actor of `queue`.
@@ -224,8 +226,7 @@ impl Drop for Tree {
         // Without a shutdown, stop everything now: no actor or task outlives the runtime.
         self.supervisor.kill();
         self.shared.db.close();
-        // Marks the pool closed now (the returned future only waits for connections to close).
-        drop(self.pool.close());
+        self.sys.close_now();
         self.shared.state.send_if_modified(|s| {
             let changed = matches!(s, RunState::Running | RunState::Stopping);
             if changed {
@@ -248,7 +249,7 @@ pub(crate) async fn put_queue(
         .db
         .call(move |db| {
             let (queue, app) = (queue.clone(), app.clone());
-            async move { sysdb::put_queue(&db.pool, &db.sql, &queue, app.as_deref(), replace).await }
+            async move { sysdb::put_queue(&db, &queue, app.as_deref(), replace).await }
         })
         .await?)
 }
@@ -366,7 +367,7 @@ fn queue_set(shared: &SharedRef) -> QueueSet {
                     .db
                     .call(move |db| {
                         let app = app.clone();
-                        async move { sysdb::list_queues(&db.pool, &db.sql, app.as_deref()).await }
+                        async move { sysdb::list_queues(&db, app.as_deref()).await }
                     })
                     .await?;
                 let listen = shared.config.listen_queues.as_ref();

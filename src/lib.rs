@@ -83,26 +83,12 @@ pub use sysdb::MigrationReport;
 /// Brings the schema of the database at `url` to the DBOS 3.4 layout, without starting a runtime
 /// (a runtime's launch does the same). Safe to run concurrently with other migrators.
 pub async fn migrate(url: &str, schema: &str) -> Result<MigrationReport> {
-    use sqlx::{ConnectOptions, Connection};
-    use std::str::FromStr;
-    sysdb::validate_schema(schema)?;
-    let shown = sysdb::redact_url(url);
-    let options =
-        sqlx::postgres::PgConnectOptions::from_str(url).map_err(|e| Error::InvalidUrl {
-            url: shown.clone(),
-            reason: e.to_string(),
-        })?;
-    let mut conn = options.connect().await.map_err(|e| Error::Connect {
-        url: shown,
+    let db = sysdb::SysDb::connect(url, schema, 1, std::time::Duration::from_secs(10)).await?;
+    let report = sysdb::migrate(&db).await.map_err(|e| Error::Migration {
+        schema: schema.to_owned(),
         reason: e.to_string(),
-    })?;
-    let report = sysdb::migrate(&mut conn, schema)
-        .await
-        .map_err(|e| Error::Migration {
-            schema: schema.to_owned(),
-            reason: e.to_string(),
-        });
-    let _ = conn.close().await;
+    });
+    db.close().await;
     report
 }
 

@@ -247,7 +247,7 @@ impl Client {
             .db
             .call(move |db| {
                 let query = query.clone();
-                async move { admin::list(&db.pool, &db.sql, &query).await }
+                async move { admin::list(&db, &query).await }
             })
             .await?;
         Ok(rows.into_iter().map(WorkflowInfo::from_row).collect())
@@ -268,7 +268,7 @@ impl Client {
             .db
             .call(move |db| {
                 let target = target.clone();
-                async move { admin::steps(&db.pool, &db.sql, &target).await }
+                async move { admin::steps(&db, &target).await }
             })
             .await?;
         Ok(steps.into_iter().map(StepInfo::from).collect())
@@ -286,7 +286,7 @@ impl Client {
             .db
             .call(move |db| {
                 let target = target.clone();
-                async move { admin::resume(&db.pool, &db.sql, &target, sysdb::INTERNAL_QUEUE).await }
+                async move { admin::resume(&db, &target, sysdb::INTERNAL_QUEUE).await }
             })
             .await?;
         if !resumed.exists {
@@ -335,7 +335,7 @@ impl Client {
             .db
             .call(move |db| {
                 let target = target.clone();
-                async move { admin::delete(&db.pool, &db.sql, &target, cascade).await }
+                async move { admin::delete(&db, &target, cascade).await }
             })
             .await?;
         if deleted.is_empty() {
@@ -356,7 +356,7 @@ impl Client {
             .db
             .call(move |db| {
                 let target = target.clone();
-                async move { admin::set_delay(&db.pool, &db.sql, &target, until).await }
+                async move { admin::set_delay(&db, &target, until).await }
             })
             .await?;
         match status.as_deref() {
@@ -376,7 +376,7 @@ impl Client {
             .db
             .call(move |db| {
                 let app = app.clone();
-                async move { admin::list_versions(&db.pool, &db.sql, app.as_deref()).await }
+                async move { admin::list_versions(&db, app.as_deref()).await }
             })
             .await?)
     }
@@ -390,7 +390,7 @@ impl Client {
             .db
             .call(move |db| {
                 let (app, name) = (app.clone(), name.clone());
-                async move { admin::promote(&db.pool, &db.sql, &name, app.as_deref()).await }
+                async move { admin::promote(&db, &name, app.as_deref()).await }
             })
             .await?;
         if promoted {
@@ -422,16 +422,13 @@ async fn fork_as(
         queue.clone(),
         options.app_version,
     );
-    let (exists, _made) =
-        shared
-            .db
-            .call(move |db| {
-                let (src, new, q, version) = (src.clone(), new.clone(), q.clone(), version.clone());
-                async move {
-                    admin::fork(&db.pool, &db.sql, &src, &new, &q, version.as_deref(), from).await
-                }
-            })
-            .await?;
+    let (exists, _made) = shared
+        .db
+        .call(move |db| {
+            let (src, new, q, version) = (src.clone(), new.clone(), q.clone(), version.clone());
+            async move { admin::fork(&db, &src, &new, &q, version.as_deref(), from).await }
+        })
+        .await?;
     if !exists {
         return Err(Error::NotFound(id.to_owned()));
     }

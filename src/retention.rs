@@ -78,9 +78,7 @@ pub(crate) async fn collect(shared: &Shared, policy: &Retention) -> Result<u64> 
     let keep = policy.max_rows.map(|n| n.min(i64::MAX as u64) as i64);
     let deleted = shared
         .db
-        .call(
-            move |db| async move { sysdb::garbage_collect(&db.pool, &db.sql, cutoff, keep).await },
-        )
+        .call(move |db| async move { sysdb::garbage_collect(&db, cutoff, keep).await })
         .await?;
     crate::metrics::workflows_collected(deleted);
     Ok(deleted)

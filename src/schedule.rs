@@ -206,7 +206,7 @@ async fn validate(shared: &SharedRef, s: &Schedule) -> Result<Timetable> {
             .db
             .call(move |db| {
                 let app = app.clone();
-                async move { sysdb::list_queues(&db.pool, &db.sql, app.as_deref()).await }
+                async move { sysdb::list_queues(&db, app.as_deref()).await }
             })
             .await?;
         if !defs.iter().any(|q| q.name == queue) {
@@ -238,7 +238,7 @@ pub(crate) async fn put(shared: &SharedRef, s: Schedule, replace: bool) -> Resul
         .db
         .call(move |db| {
             let row = row.clone();
-            async move { sysdb::put_schedule(&db.pool, &db.sql, &row, replace).await }
+            async move { sysdb::put_schedule(&db, &row, replace).await }
         })
         .await?;
     if written.is_none() {
@@ -260,7 +260,7 @@ pub(crate) async fn load(shared: &Shared) -> Result<Vec<ScheduleRow>> {
         .db
         .call(move |db| {
             let app = app.clone();
-            async move { sysdb::list_schedules(&db.pool, &db.sql, app.as_deref()).await }
+            async move { sysdb::list_schedules(&db, app.as_deref()).await }
         })
         .await?)
 }
@@ -294,7 +294,7 @@ pub(crate) async fn set_status(shared: &SharedRef, name: &str, to: ScheduleStatu
         .db
         .call(move |db| {
             let target = target.clone();
-            async move { sysdb::set_schedule_status(&db.pool, &db.sql, &target, to.as_str()).await }
+            async move { sysdb::set_schedule_status(&db, &target, to.as_str()).await }
         })
         .await?;
     if !found {
@@ -311,7 +311,7 @@ pub(crate) async fn delete(shared: &SharedRef, name: &str) -> Result<()> {
         .db
         .call(move |db| {
             let target = target.clone();
-            async move { sysdb::delete_schedule(&db.pool, &db.sql, &target).await }
+            async move { sysdb::delete_schedule(&db, &target).await }
         })
         .await?;
     if !found {
@@ -327,7 +327,7 @@ async fn get(shared: &SharedRef, name: &str) -> Result<ScheduleRow> {
         .db
         .call(move |db| {
             let target = target.clone();
-            async move { sysdb::get_schedule(&db.pool, &db.sql, &target).await }
+            async move { sysdb::get_schedule(&db, &target).await }
         })
         .await?
         .ok_or_else(|| Error::UnknownSchedule(name.to_owned()))
@@ -413,7 +413,7 @@ pub(crate) async fn fire(shared: &SharedRef, f: Firings) -> Result<u64> {
         .db
         .call(move |db| {
             let f = f.clone();
-            async move { sysdb::fire_schedule(&db.pool, &db.sql, &f).await }
+            async move { sysdb::fire_schedule(&db, &f).await }
         })
         .await?;
     if created > 0 {

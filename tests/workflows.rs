@@ -44,9 +44,8 @@ async fn refuse(_ctx: Context, amount: i64) -> Result<i64, std::io::Error> {
     Err(std::io::Error::other(format!("amount {amount} refused")))
 }
 
-#[tokio::test]
-async fn a_workflow_runs_its_steps_and_stores_what_dbos_reads() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn a_workflow_runs_its_steps_and_stores_what_dbos_reads(db) {
     let rt = common::builder(&db)
         .workflow("checkout", checkout)
         .launch()
@@ -75,7 +74,7 @@ async fn a_workflow_runs_its_steps_and_stores_what_dbos_reads() {
     assert_eq!(status.executor_id.as_deref(), Some("test-executor"));
     assert_eq!(status.app_version.as_deref(), Some("test-1"));
 
-    let pool = db.pool().await;
+    let pool = db.checks().await;
     let q = |sql: &'static str| common::scalar(&pool, sql);
     assert_eq!(
         q("SELECT inputs FROM dbos.workflow_input WHERE workflow_uuid = 'order-7'")
@@ -113,6 +112,7 @@ async fn a_workflow_runs_its_steps_and_stores_what_dbos_reads() {
     rt.shutdown(std::time::Duration::from_secs(5))
         .await
         .unwrap();
+}
 }
 
 #[tokio::test]

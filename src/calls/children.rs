@@ -171,7 +171,7 @@ impl ChildHandle {
                 .db
                 .call(move |db| {
                     let id = id.clone();
-                    async move { sysdb::status(&db.pool, &db.sql, &id).await }
+                    async move { sysdb::status(&db, &id).await }
                 })
                 .await?
                 .ok_or_else(|| Error::NotFound(self.id.clone()))?;

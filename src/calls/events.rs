@@ -90,7 +90,7 @@ pub(crate) async fn read_event(shared: &Shared, id: &str, key: &str) -> Result<O
         .db
         .call(move |db| {
             let (id, key) = (id.clone(), key.clone());
-            async move { sysdb::get_event(&db.pool, &db.sql, &id, &key).await }
+            async move { sysdb::get_event(&db, &id, &key).await }
         })
         .await?;
     match found {

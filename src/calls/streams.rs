@@ -168,7 +168,7 @@ async fn fetch(
         .db
         .call(move |db| {
             let (i, k) = (i.clone(), k.clone());
-            async move { sysdb::read_stream(&db.pool, &db.sql, &i, &k, from, PAGE).await }
+            async move { sysdb::read_stream(&db, &i, &k, from, PAGE).await }
         })
         .await?;
     if !rows.is_empty() {
@@ -179,7 +179,7 @@ async fn fetch(
         .db
         .call(move |db| {
             let i = i.clone();
-            async move { sysdb::status(&db.pool, &db.sql, &i).await }
+            async move { sysdb::status(&db, &i).await }
         })
         .await?;
     match status {

@@ -11,9 +11,10 @@
 
 use futures::future::BoxFuture;
 use sqlx::postgres::{PgArguments, PgConnection};
+use sqlx::sqlite::SqliteConnection;
 use sqlx::Postgres;
 
-use super::Sql;
+use super::{Backend, LaneConn, Sql, SysDb};
 use crate::error::DbError;
 
 pub(super) type PgQuery<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
@@ -27,7 +28,7 @@ pub(crate) trait BatchWrite: Send + Sync + 'static {
     const LANE: &'static str;
     /// The most requests one flush carries.
     const MAX_BATCH: usize = usize::MAX;
-    /// Runs the whole batch; the result has one entry per request, in order.
+    /// Runs the whole batch on Postgres; the result has one entry per request, in order.
     fn execute<'a>(
         sql: &'a Sql,
         conn: &'a mut PgConnection,
@@ -35,4 +36,33 @@ pub(crate) trait BatchWrite: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Vec<Self::Out>, DbError>>
     where
         Self: Sized;
+
+    /// Runs the whole batch on SQLite, inside the writer's open transaction.
+    fn execute_lite<'a>(
+        tx: &'a mut SqliteConnection,
+        batch: &'a [Self],
+    ) -> BoxFuture<'a, Result<Vec<Self::Out>, DbError>>
+    where
+        Self: Sized;
+}
+
+/// Runs `batch` on the lane's connection: one statement on Postgres, one write transaction on
+/// SQLite.
+pub(crate) async fn run<W: BatchWrite>(
+    db: &SysDb,
+    conn: &mut LaneConn,
+    batch: &[W],
+) -> Result<Vec<W::Out>, DbError> {
+    match (conn, &db.backend) {
+        (LaneConn::Postgres(conn), _) => W::execute(&db.sql, conn, batch).await,
+        (LaneConn::Sqlite, Backend::Sqlite(lite)) => {
+            let mut tx = lite.write().await?;
+            let outs = W::execute_lite(&mut tx, batch).await?;
+            tx.commit().await?;
+            Ok(outs)
+        }
+        (LaneConn::Sqlite, Backend::Postgres { .. }) => Err(DbError::Query(
+            "a SQLite lane on a Postgres database".into(),
+        )),
+    }
 }

@@ -4,6 +4,7 @@
 use sqlx::{PgPool, Row};
 
 use super::{now_ms, Sql};
+use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
 
 /// The channel a cancel is announced on; the payload is the workflow id.
@@ -41,7 +42,14 @@ pub(crate) struct Cancelled {
 }
 
 /// Cancels `id`, and every descendant when `cascade`.
-pub(crate) async fn cancel(
+pub(crate) async fn cancel(db: &SysDb, id: &str, cascade: bool) -> Result<Cancelled, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => cancel_pg(pool, &db.sql, id, cascade).await,
+        Backend::Sqlite(lite) => sqlite::cancel::cancel(lite, id, cascade).await,
+    }
+}
+
+async fn cancel_pg(
     pool: &PgPool,
     sql: &Sql,
     id: &str,

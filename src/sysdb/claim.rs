@@ -318,6 +318,13 @@ impl BatchWrite for ClaimRequest {
             Ok(outs)
         })
     }
+
+    fn execute_lite<'a>(
+        tx: &'a mut sqlx::sqlite::SqliteConnection,
+        batch: &'a [Self],
+    ) -> BoxFuture<'a, Result<Vec<ClaimOutcome>, DbError>> {
+        Box::pin(super::sqlite::claim::execute(tx, batch))
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 use sqlx::{PgPool, Row};
 
 use super::Sql;
+use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
 
 /// One debounce call.
@@ -96,7 +97,14 @@ LEFT JOIN {s}.workflow_status h ON h.queue_name = $3 AND h.deduplication_id = $4
 "#;
 
 /// Runs one debounce call.
-pub(crate) async fn bounce(pool: &PgPool, sql: &Sql, b: &Bounce) -> Result<Bounced, DbError> {
+pub(crate) async fn bounce(db: &SysDb, b: &Bounce) -> Result<Bounced, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => bounce_pg(pool, &db.sql, b).await,
+        Backend::Sqlite(lite) => sqlite::debounce::bounce(lite, b).await,
+    }
+}
+
+async fn bounce_pg(pool: &PgPool, sql: &Sql, b: &Bounce) -> Result<Bounced, DbError> {
     let row = sqlx::query(sql.debounce.clone())
         .bind(&b.id)
         .bind(&b.workflow)

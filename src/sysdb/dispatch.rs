@@ -6,6 +6,7 @@ use sqlx::{PgPool, Row};
 
 use super::claim::Claimed;
 use super::{now_ms, Sql, INTERNAL_QUEUE};
+use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
 
 /// Who this executor is, as the claim and recovery filters see it.
@@ -47,7 +48,14 @@ RETURNING recovery_attempts
 
 /// Puts this executor's `PENDING` workflows back on their queue (the internal one when they had
 /// none) so the queue actors claim them again. Returns how many were recovered.
-pub(crate) async fn recover(pool: &PgPool, sql: &Sql, me: &Executor<'_>) -> Result<u64, DbError> {
+pub(crate) async fn recover(db: &SysDb, me: &Executor<'_>) -> Result<u64, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => recover_pg(pool, &db.sql, me).await,
+        Backend::Sqlite(lite) => sqlite::dispatch::recover(lite, me).await,
+    }
+}
+
+async fn recover_pg(pool: &PgPool, sql: &Sql, me: &Executor<'_>) -> Result<u64, DbError> {
     let done = sqlx::query(sql.recover.clone())
         .bind(me.executor_id)
         .bind(me.app_version)
@@ -63,6 +71,23 @@ pub(crate) async fn recover(pool: &PgPool, sql: &Sql, me: &Executor<'_>) -> Resu
 /// (a crashed queue actor's, or a claim whose answer was lost); `running` are the ones it does
 /// run. `with_direct` also takes direct starts (no queue), which the internal queue runs.
 pub(crate) async fn redispatch(
+    db: &SysDb,
+    me: &Executor<'_>,
+    queue: &str,
+    with_direct: bool,
+    running: &[String],
+) -> Result<Vec<Claimed>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => {
+            redispatch_pg(pool, &db.sql, me, queue, with_direct, running).await
+        }
+        Backend::Sqlite(lite) => {
+            sqlite::dispatch::redispatch(lite, me, queue, with_direct, running).await
+        }
+    }
+}
+
+async fn redispatch_pg(
     pool: &PgPool,
     sql: &Sql,
     me: &Executor<'_>,
@@ -84,6 +109,17 @@ pub(crate) async fn redispatch(
 
 /// Counts a crash restart of a running workflow; `None` when it is no longer ours.
 pub(crate) async fn bump_attempts(
+    db: &SysDb,
+    id: &str,
+    owner: &str,
+) -> Result<Option<i64>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => bump_attempts_pg(pool, &db.sql, id, owner).await,
+        Backend::Sqlite(lite) => sqlite::dispatch::bump_attempts(lite, id, owner).await,
+    }
+}
+
+async fn bump_attempts_pg(
     pool: &PgPool,
     sql: &Sql,
     id: &str,

@@ -116,6 +116,13 @@ impl BatchWrite for FinishWrite {
             outcomes(sql, conn, &batch, &updated).await
         })
     }
+
+    fn execute_lite<'a>(
+        tx: &'a mut sqlx::sqlite::SqliteConnection,
+        batch: &'a [Self],
+    ) -> BoxFuture<'a, Result<Vec<FinishOutcome>, DbError>> {
+        Box::pin(super::sqlite::finish::execute(tx, batch))
+    }
 }
 
 /// Outcomes of `batch` given the workflows the update changed; the rare others are classified

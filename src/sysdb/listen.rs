@@ -9,7 +9,10 @@ use crate::error::DbError;
 /// A listening connection on `channels`. It reconnects by itself after a loss; the caller is
 /// told (its `try_recv` yields `None`) so it can assume it missed announcements.
 pub(crate) async fn listen(db: &SysDb, channels: &[&str]) -> Result<PgListener, DbError> {
-    let mut listener = PgListener::connect_with(&db.pool).await?;
+    let super::Backend::Postgres { pool, .. } = &db.backend else {
+        return Err(DbError::Query("an embedded database has no LISTEN".into()));
+    };
+    let mut listener = PgListener::connect_with(pool).await?;
     listener.listen_all(channels.iter().copied()).await?;
     Ok(listener)
 }

@@ -5,6 +5,7 @@ use sqlx::{PgPool, Row};
 
 use super::reads::{status_from_row, STATUS_COLUMNS};
 use super::{now_ms, Sql};
+use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
 use crate::status::WorkflowStatus;
 
@@ -68,11 +69,14 @@ pub(super) fn list_sql(newest_first: bool) -> String {
 }
 
 /// Workflows matching `q`, in creation order (newest first when asked).
-pub(crate) async fn list(
-    pool: &PgPool,
-    sql: &Sql,
-    q: &ListQuery,
-) -> Result<Vec<ListedRow>, DbError> {
+pub(crate) async fn list(db: &SysDb, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => list_pg(pool, &db.sql, q).await,
+        Backend::Sqlite(lite) => sqlite::manage::list(lite, q).await,
+    }
+}
+
+async fn list_pg(pool: &PgPool, sql: &Sql, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
     let statement = if q.newest_first {
         &sql.list_desc
     } else {
@@ -127,7 +131,14 @@ pub(super) const STEPS: &str = "SELECT function_id, function_name, output, error
     FROM {s}.operation_outputs WHERE workflow_uuid = $1 ORDER BY function_id";
 
 /// The recorded calls of workflow `id`, in order.
-pub(crate) async fn steps(pool: &PgPool, sql: &Sql, id: &str) -> Result<Vec<StepListing>, DbError> {
+pub(crate) async fn steps(db: &SysDb, id: &str) -> Result<Vec<StepListing>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => steps_pg(pool, &db.sql, id).await,
+        Backend::Sqlite(lite) => sqlite::manage::steps(lite, id).await,
+    }
+}
+
+async fn steps_pg(pool: &PgPool, sql: &Sql, id: &str) -> Result<Vec<StepListing>, DbError> {
     let rows = sqlx::query(sql.steps.clone())
         .bind(id)
         .fetch_all(pool)
@@ -182,12 +193,14 @@ pub(crate) struct Resumed {
     pub previous_owner: Option<String>,
 }
 
-pub(crate) async fn resume(
-    pool: &PgPool,
-    sql: &Sql,
-    id: &str,
-    queue: &str,
-) -> Result<Resumed, DbError> {
+pub(crate) async fn resume(db: &SysDb, id: &str, queue: &str) -> Result<Resumed, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => resume_pg(pool, &db.sql, id, queue).await,
+        Backend::Sqlite(lite) => sqlite::manage::resume(lite, id, queue).await,
+    }
+}
+
+async fn resume_pg(pool: &PgPool, sql: &Sql, id: &str, queue: &str) -> Result<Resumed, DbError> {
     let row = sqlx::query(sql.resume.clone())
         .bind(id)
         .bind(queue)
@@ -257,6 +270,24 @@ SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM made), (SELECT count(*)
 /// What a fork found: whether the original exists, and whether the copy was made now (it is
 /// not when the new id already exists, as on a replay of the same fork).
 pub(crate) async fn fork(
+    db: &SysDb,
+    id: &str,
+    new_id: &str,
+    queue: &str,
+    app_version: Option<&str>,
+    from_step: i32,
+) -> Result<(bool, bool), DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => {
+            fork_pg(pool, &db.sql, id, new_id, queue, app_version, from_step).await
+        }
+        Backend::Sqlite(lite) => {
+            sqlite::manage::fork(lite, id, new_id, queue, app_version, from_step).await
+        }
+    }
+}
+
+async fn fork_pg(
     pool: &PgPool,
     sql: &Sql,
     id: &str,
@@ -298,7 +329,14 @@ SELECT workflow_uuid FROM gone
 "#;
 
 /// Deletes `id` (and its descendants when `cascade`); returns the ids deleted.
-pub(crate) async fn delete(
+pub(crate) async fn delete(db: &SysDb, id: &str, cascade: bool) -> Result<Vec<String>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => delete_pg(pool, &db.sql, id, cascade).await,
+        Backend::Sqlite(lite) => sqlite::manage::delete(lite, id, cascade).await,
+    }
+}
+
+async fn delete_pg(
     pool: &PgPool,
     sql: &Sql,
     id: &str,
@@ -322,7 +360,14 @@ SELECT (SELECT status FROM {s}.workflow_status WHERE workflow_uuid = $1), (SELEC
 "#;
 
 /// Moves a `DELAYED` workflow's due time; returns its status (`None`: no such workflow).
-pub(crate) async fn set_delay(
+pub(crate) async fn set_delay(db: &SysDb, id: &str, until: i64) -> Result<Option<String>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => set_delay_pg(pool, &db.sql, id, until).await,
+        Backend::Sqlite(lite) => sqlite::manage::set_delay(lite, id, until).await,
+    }
+}
+
+async fn set_delay_pg(
     pool: &PgPool,
     sql: &Sql,
     id: &str,

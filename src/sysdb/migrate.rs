@@ -7,6 +7,7 @@
 
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
+use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
 
 /// The `dbos_migrations.version` of DBOS Transact 3.4's schema.
@@ -35,10 +36,17 @@ pub struct MigrationReport {
 ///
 /// The lock is a session lock: it is released before returning, on error too. A caller that
 /// cancels this future should drop the connection, which releases it as well.
-pub(crate) async fn migrate(
-    conn: &mut PgConnection,
-    schema: &str,
-) -> Result<MigrationReport, DbError> {
+pub(crate) async fn migrate(db: &SysDb) -> Result<MigrationReport, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => {
+            let mut conn = pool.acquire().await?;
+            migrate_pg(&mut conn, &db.sql.schema).await
+        }
+        Backend::Sqlite(lite) => sqlite::migrate::migrate(lite).await,
+    }
+}
+
+async fn migrate_pg(conn: &mut PgConnection, schema: &str) -> Result<MigrationReport, DbError> {
     sqlx::query("SELECT pg_advisory_lock($1)")
         .bind(MIGRATION_LOCK)
         .execute(&mut *conn)
@@ -207,7 +215,7 @@ mod tests {
         conn.execute("CREATE SCHEMA broken; CREATE VIEW broken.workflow_output AS SELECT 1 AS x")
             .await
             .unwrap();
-        let err = migrate(&mut conn, "broken").await.unwrap_err();
+        let err = migrate_pg(&mut conn, "broken").await.unwrap_err();
         assert!(matches!(err, DbError::Query(_)), "{err:?}");
         assert!(
             lock_is_free(&url).await,
@@ -221,7 +229,7 @@ mod tests {
                 .unwrap();
         assert_eq!(tables, 0);
 
-        let report = migrate(&mut conn, "dbos").await.unwrap();
+        let report = migrate_pg(&mut conn, "dbos").await.unwrap();
         assert!(report.applied);
         assert!(
             lock_is_free(&url).await,

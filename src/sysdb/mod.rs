@@ -19,6 +19,7 @@ mod queues;
 mod reads;
 mod retention;
 mod schedules;
+mod sqlite;
 mod start;
 mod steps;
 mod versions;
@@ -32,7 +33,7 @@ use sqlx::{AssertSqlSafe, ConnectOptions, SqlStr};
 
 use crate::error::{DbError, Error};
 
-pub(crate) use batch::BatchWrite;
+pub(crate) use batch::{run as run_batch, BatchWrite};
 pub(crate) use cancel::{cancel, CANCEL_CHANNEL};
 pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
 pub(crate) use debounce::{bounce, Bounce, Bounced};
@@ -50,6 +51,7 @@ pub(crate) use schedules::{
     delete as delete_schedule, fire as fire_schedule, get as get_schedule, list as list_schedules,
     put as put_schedule, set_status as set_schedule_status, Firings, ScheduleRow,
 };
+pub(crate) use sqlite::default_url;
 pub(crate) use start::{NewWorkflow, StartOutcome, QUEUE_CHANNEL};
 pub(crate) use steps::{LoadSteps, StepOutcome, StepWrite};
 pub use versions::AppVersion;
@@ -59,17 +61,37 @@ pub(crate) const INTERNAL_QUEUE: &str = "_dbos_internal_queue";
 /// The only payload format stead writes and reads.
 pub(crate) const PORTABLE_JSON: &str = "portable_json";
 
-/// A connected system database: the pool for occasional calls and the options to open the
-/// dedicated connections the database actor keeps for its write lanes.
+/// A connected system database: the statements, and the backend they run on.
 #[derive(Clone)]
 pub(crate) struct SysDb {
-    pub(crate) pool: PgPool,
     pub(crate) sql: Arc<Sql>,
-    connect: PgConnectOptions,
+    pub(crate) backend: Backend,
+}
+
+/// Where the system database lives.
+#[derive(Clone)]
+pub(crate) enum Backend {
+    /// A Postgres server: a pool for occasional calls, and the options to open the dedicated
+    /// connections the database actor keeps for its write lanes.
+    Postgres {
+        pool: PgPool,
+        connect: Box<PgConnectOptions>,
+    },
+    /// A SQLite file in WAL mode: one connection writes (the database actor serialises all
+    /// writes through it), a few more read.
+    Sqlite(sqlite::Lite),
+}
+
+/// The connection a write lane keeps between flushes.
+pub(crate) enum LaneConn {
+    Postgres(PgConnection),
+    /// SQLite lanes share the one writer connection, borrowed for each flush.
+    Sqlite,
 }
 
 impl SysDb {
-    /// Parses `url`, connects a pool of `pool_size` and checks the server answers.
+    /// Connects to `url` (`postgres://…` or `sqlite:…`) with `pool_size` connections and checks
+    /// the database answers.
     ///
     /// Errors name the URL with its password redacted.
     pub(crate) async fn connect(
@@ -78,46 +100,97 @@ impl SysDb {
         pool_size: u32,
         connect_timeout: Duration,
     ) -> Result<SysDb, Error> {
-        let shown = redact_url(url);
-        let connect = PgConnectOptions::from_str(url)
-            .map_err(|e| Error::InvalidUrl {
-                url: shown.clone(),
-                reason: e.to_string(),
-            })?
-            .application_name("stead")
-            .disable_statement_logging();
-        // No health ping on acquire: a dead connection fails its statement with a transient
-        // error and the caller retries, which costs less than a round trip on every acquire.
-        let pool = PgPoolOptions::new()
-            .max_connections(pool_size.max(1))
-            .min_connections(0)
-            .acquire_timeout(connect_timeout)
-            .test_before_acquire(false)
-            .connect_with(connect.clone())
-            .await
-            .map_err(|e| Error::Connect {
-                url: shown.clone(),
-                reason: e.to_string(),
-            })?;
+        let backend = if sqlite::is_sqlite_url(url) {
+            Backend::Sqlite(sqlite::Lite::connect(url, connect_timeout).await?)
+        } else {
+            connect_postgres(url, pool_size, connect_timeout).await?
+        };
         Ok(SysDb {
-            pool,
             sql: Arc::new(Sql::new(schema)?),
-            connect,
+            backend,
         })
     }
 
-    /// Opens a connection outside the pool, for a lane that keeps it across flushes.
-    ///
-    /// Lanes run only batched key lookups, thousands of times with one shape: plan each once,
-    /// and never as a sequential scan (a plan cached while the tables were small would scan
-    /// them whole forever after).
-    pub(crate) async fn dedicated(&self) -> Result<PgConnection, DbError> {
-        let options = self.connect.clone().options([
-            ("plan_cache_mode", "force_generic_plan"),
-            ("enable_seqscan", "off"),
-        ]);
-        Ok(options.connect().await?)
+    /// Closes every connection; later calls fail.
+    pub(crate) async fn close(&self) {
+        match &self.backend {
+            Backend::Postgres { pool, .. } => pool.close().await,
+            Backend::Sqlite(lite) => lite.close().await,
+        }
     }
+
+    /// Marks the pools closed at once, without waiting for connections to close (for `Drop`).
+    pub(crate) fn close_now(&self) {
+        match &self.backend {
+            // `close` marks the pool closed when called; its future only waits.
+            Backend::Postgres { pool, .. } => drop(pool.close()),
+            Backend::Sqlite(lite) => lite.close_now(),
+        }
+    }
+
+    /// An executor's claim on an embedded database, which serves one process; a no-op on
+    /// Postgres, which serves a fleet.
+    pub(crate) fn lock_for_executor(&self) -> Result<(), Error> {
+        match &self.backend {
+            Backend::Postgres { .. } => Ok(()),
+            Backend::Sqlite(lite) => lite.lock_for_executor(),
+        }
+    }
+
+    /// True for an embedded (SQLite) database, which only this process uses.
+    pub(crate) fn is_embedded(&self) -> bool {
+        matches!(self.backend, Backend::Sqlite(_))
+    }
+
+    /// Opens a connection for a lane that keeps it across flushes.
+    ///
+    /// Postgres lanes run only batched key lookups, thousands of times with one shape: plan
+    /// each once, and never as a sequential scan (a plan cached while the tables were small
+    /// would scan them whole forever after).
+    pub(crate) async fn dedicated(&self) -> Result<LaneConn, DbError> {
+        match &self.backend {
+            Backend::Postgres { connect, .. } => {
+                let options = connect.clone().options([
+                    ("plan_cache_mode", "force_generic_plan"),
+                    ("enable_seqscan", "off"),
+                ]);
+                Ok(LaneConn::Postgres(options.connect().await?))
+            }
+            Backend::Sqlite(_) => Ok(LaneConn::Sqlite),
+        }
+    }
+}
+
+async fn connect_postgres(
+    url: &str,
+    pool_size: u32,
+    connect_timeout: Duration,
+) -> Result<Backend, Error> {
+    let shown = redact_url(url);
+    let connect = PgConnectOptions::from_str(url)
+        .map_err(|e| Error::InvalidUrl {
+            url: shown.clone(),
+            reason: e.to_string(),
+        })?
+        .application_name("stead")
+        .disable_statement_logging();
+    // No health ping on acquire: a dead connection fails its statement with a transient
+    // error and the caller retries, which costs less than a round trip on every acquire.
+    let pool = PgPoolOptions::new()
+        .max_connections(pool_size.max(1))
+        .min_connections(0)
+        .acquire_timeout(connect_timeout)
+        .test_before_acquire(false)
+        .connect_with(connect.clone())
+        .await
+        .map_err(|e| Error::Connect {
+            url: shown.clone(),
+            reason: e.to_string(),
+        })?;
+    Ok(Backend::Postgres {
+        pool,
+        connect: Box::new(connect),
+    })
 }
 
 /// Replaces the password in a database URL with `***`, for messages and logs.

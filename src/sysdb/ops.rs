@@ -14,6 +14,7 @@ use sqlx::Row;
 use super::batch::BatchWrite;
 use super::steps::{classify_one, StepOutcome};
 use super::Sql;
+use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
 
 /// The durable call an op records.
@@ -257,6 +258,13 @@ impl BatchWrite for Op {
             Ok(outs)
         })
     }
+
+    fn execute_lite<'a>(
+        tx: &'a mut sqlx::sqlite::SqliteConnection,
+        batch: &'a [Self],
+    ) -> BoxFuture<'a, Result<Vec<OpOutcome>, DbError>> {
+        Box::pin(super::sqlite::ops::execute(tx, batch))
+    }
 }
 
 pub(super) const SEND: &str = "INSERT INTO {s}.notifications \
@@ -265,6 +273,23 @@ pub(super) const SEND: &str = "INSERT INTO {s}.notifications \
 
 /// Sends a message from outside a workflow; `message_id` makes a resend a no-op.
 pub(crate) async fn send(
+    db: &SysDb,
+    message_id: &str,
+    destination: &str,
+    topic: &str,
+    message: &str,
+) -> Result<(), DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => {
+            send_pg(pool, &db.sql, message_id, destination, topic, message).await
+        }
+        Backend::Sqlite(lite) => {
+            sqlite::ops::send(lite, message_id, destination, topic, message).await
+        }
+    }
+}
+
+async fn send_pg(
     pool: &sqlx::PgPool,
     sql: &Sql,
     message_id: &str,

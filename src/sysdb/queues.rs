@@ -2,15 +2,16 @@
 
 use std::time::Duration;
 
-use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 
+use super::reads::Decoded;
 use super::{now_ms, Sql};
+use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
 use crate::queue::{Queue, RateLimit};
 
 /// Columns in `Queue` order, for every statement below.
-const COLUMNS: &str = "name, concurrency, worker_concurrency, rate_limit_max, \
+pub(super) const COLUMNS: &str = "name, concurrency, worker_concurrency, rate_limit_max, \
     rate_limit_period_sec, priority_enabled, partition_queue, polling_interval_sec, \
     partition_concurrency, partition_worker_concurrency, partition_rate_limit_max, \
     partition_rate_limit_period_sec";
@@ -49,7 +50,17 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
-fn row_to_queue(row: &PgRow) -> Result<Queue, sqlx::Error> {
+/// A `queues` row of either backend, columns in `COLUMNS` order.
+pub(super) fn row_to_queue<'r, R>(row: &'r R) -> Result<Queue, sqlx::Error>
+where
+    R: Row,
+    usize: sqlx::ColumnIndex<R>,
+    String: Decoded<'r, R::Database>,
+    Option<i32>: Decoded<'r, R::Database>,
+    Option<f64>: Decoded<'r, R::Database>,
+    f64: Decoded<'r, R::Database>,
+    bool: Decoded<'r, R::Database>,
+{
     let count = |i: usize| -> Result<Option<u32>, sqlx::Error> {
         Ok(row.try_get::<Option<i32>, _>(i)?.map(|n| n.max(0) as u32))
     };
@@ -80,11 +91,14 @@ fn row_to_queue(row: &PgRow) -> Result<Queue, sqlx::Error> {
 }
 
 /// The queues of this application (rows of its name, and rows of none).
-pub(crate) async fn list(
-    pool: &PgPool,
-    sql: &Sql,
-    app: Option<&str>,
-) -> Result<Vec<Queue>, DbError> {
+pub(crate) async fn list(db: &SysDb, app: Option<&str>) -> Result<Vec<Queue>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => list_pg(pool, &db.sql, app).await,
+        Backend::Sqlite(lite) => sqlite::queues::list(lite, app).await,
+    }
+}
+
+async fn list_pg(pool: &PgPool, sql: &Sql, app: Option<&str>) -> Result<Vec<Queue>, DbError> {
     let rows = sqlx::query(sql.list_queues.clone())
         .bind(app)
         .fetch_all(pool)
@@ -95,6 +109,18 @@ pub(crate) async fn list(
 /// Writes a queue's definition. `replace` overwrites an existing row; otherwise an existing
 /// row is left alone. Returns whether the row was created.
 pub(crate) async fn put(
+    db: &SysDb,
+    q: &Queue,
+    app: Option<&str>,
+    replace: bool,
+) -> Result<Option<bool>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => put_pg(pool, &db.sql, q, app, replace).await,
+        Backend::Sqlite(lite) => sqlite::queues::put(lite, q, app, replace).await,
+    }
+}
+
+async fn put_pg(
     pool: &PgPool,
     sql: &Sql,
     q: &Queue,
@@ -124,7 +150,14 @@ pub(crate) async fn put(
 }
 
 /// Deletes a queue's definition; false when there was none.
-pub(crate) async fn delete(pool: &PgPool, sql: &Sql, name: &str) -> Result<bool, DbError> {
+pub(crate) async fn delete(db: &SysDb, name: &str) -> Result<bool, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => delete_pg(pool, &db.sql, name).await,
+        Backend::Sqlite(lite) => sqlite::queues::delete(lite, name).await,
+    }
+}
+
+async fn delete_pg(pool: &PgPool, sql: &Sql, name: &str) -> Result<bool, DbError> {
     let done = sqlx::query(sql.delete_queue.clone())
         .bind(name)
         .execute(pool)

@@ -4,6 +4,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 
 use super::Sql;
+use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
 use crate::status::{Status, WorkflowStatus};
 
@@ -40,6 +41,13 @@ WHERE workflow_uuid = ANY($1::text[])
 ORDER BY workflow_uuid, function_id
 "#;
 
+/// A type both decodable from and typed in database `DB`.
+pub(super) trait Decoded<'r, DB: sqlx::Database>:
+    sqlx::Decode<'r, DB> + sqlx::Type<DB>
+{
+}
+impl<'r, DB: sqlx::Database, T: sqlx::Decode<'r, DB> + sqlx::Type<DB>> Decoded<'r, DB> for T {}
+
 /// A workflow's status row with its outcome payloads.
 #[derive(Debug, Clone)]
 pub(crate) struct StatusRow {
@@ -55,7 +63,17 @@ pub(super) const STATUS_COLUMNS: &str = "w.workflow_uuid, w.status, w.name, w.ex
     w.workflow_timeout_ms, w.workflow_deadline_epoch_ms, w.priority, w.deduplication_id, \
     w.queue_partition_key, w.delay_until_epoch_ms";
 
-pub(super) fn status_from_row(row: &PgRow) -> Result<WorkflowStatus, DbError> {
+/// A status row of either backend, columns in `STATUS_COLUMNS` order.
+pub(super) fn status_from_row<'r, R>(row: &'r R) -> Result<WorkflowStatus, DbError>
+where
+    R: Row,
+    usize: sqlx::ColumnIndex<R>,
+    String: Decoded<'r, R::Database>,
+    Option<String>: Decoded<'r, R::Database>,
+    Option<i64>: Decoded<'r, R::Database>,
+    i64: Decoded<'r, R::Database>,
+    i32: Decoded<'r, R::Database>,
+{
     let id: String = row.try_get(0)?;
     let text: Option<String> = row.try_get(1)?;
     let status = text
@@ -98,11 +116,14 @@ pub(super) fn status_sql() -> String {
 }
 
 /// The status row of `id`, or `None` when no such workflow exists.
-pub(crate) async fn status(
-    pool: &PgPool,
-    sql: &Sql,
-    id: &str,
-) -> Result<Option<StatusRow>, DbError> {
+pub(crate) async fn status(db: &SysDb, id: &str) -> Result<Option<StatusRow>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => status_pg(pool, &db.sql, id).await,
+        Backend::Sqlite(lite) => sqlite::reads::status(lite, id).await,
+    }
+}
+
+async fn status_pg(pool: &PgPool, sql: &Sql, id: &str) -> Result<Option<StatusRow>, DbError> {
     let Some(row) = sqlx::query(sql.status.clone())
         .bind(id)
         .fetch_optional(pool)
@@ -123,6 +144,17 @@ pub(super) const GET_EVENT: &str =
 
 /// The latest value of event `key` of workflow `id`, with its serialization.
 pub(crate) async fn get_event(
+    db: &SysDb,
+    id: &str,
+    key: &str,
+) -> Result<Option<(String, Option<String>)>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => get_event_pg(pool, &db.sql, id, key).await,
+        Backend::Sqlite(lite) => sqlite::reads::get_event(lite, id, key).await,
+    }
+}
+
+async fn get_event_pg(
     pool: &PgPool,
     sql: &Sql,
     id: &str,
@@ -155,6 +187,21 @@ pub(crate) struct StreamRow {
 
 /// Up to `limit` values of stream `key` of workflow `id`, from `offset` on.
 pub(crate) async fn read_stream(
+    db: &SysDb,
+    id: &str,
+    key: &str,
+    offset: i32,
+    limit: i64,
+) -> Result<Vec<StreamRow>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => {
+            read_stream_pg(pool, &db.sql, id, key, offset, limit).await
+        }
+        Backend::Sqlite(lite) => sqlite::reads::read_stream(lite, id, key, offset, limit).await,
+    }
+}
+
+async fn read_stream_pg(
     pool: &PgPool,
     sql: &Sql,
     id: &str,

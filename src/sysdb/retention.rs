@@ -11,6 +11,7 @@
 use sqlx::PgPool;
 
 use super::Sql;
+use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
 
 /// Rows deleted per statement.
@@ -49,6 +50,21 @@ SELECT count(*) FROM d_status
 /// Deletes finished workflows created before `older_than_ms` (epoch ms) or beyond the newest
 /// `keep_newest` finished ones; with neither, deletes nothing. Returns how many it deleted.
 pub(crate) async fn garbage_collect(
+    db: &SysDb,
+    older_than_ms: Option<i64>,
+    keep_newest: Option<i64>,
+) -> Result<u64, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => {
+            garbage_collect_pg(pool, &db.sql, older_than_ms, keep_newest).await
+        }
+        Backend::Sqlite(lite) => {
+            sqlite::retention::garbage_collect(lite, older_than_ms, keep_newest).await
+        }
+    }
+}
+
+async fn garbage_collect_pg(
     pool: &PgPool,
     sql: &Sql,
     older_than_ms: Option<i64>,

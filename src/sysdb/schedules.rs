@@ -6,6 +6,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 
 use super::{now_ms, Sql};
+use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
 
 /// A schedule row as stored.
@@ -110,11 +111,14 @@ fn row_to_schedule(row: &PgRow) -> Result<ScheduleRow, sqlx::Error> {
 }
 
 /// The schedules of this application (rows of its name, and rows of none).
-pub(crate) async fn list(
-    pool: &PgPool,
-    sql: &Sql,
-    app: Option<&str>,
-) -> Result<Vec<ScheduleRow>, DbError> {
+pub(crate) async fn list(db: &SysDb, app: Option<&str>) -> Result<Vec<ScheduleRow>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => list_pg(pool, &db.sql, app).await,
+        Backend::Sqlite(lite) => sqlite::schedules::list(lite, app).await,
+    }
+}
+
+async fn list_pg(pool: &PgPool, sql: &Sql, app: Option<&str>) -> Result<Vec<ScheduleRow>, DbError> {
     let rows = sqlx::query(sql.list_schedules.clone())
         .bind(app)
         .fetch_all(pool)
@@ -123,11 +127,14 @@ pub(crate) async fn list(
 }
 
 /// The schedule named `name`, if any.
-pub(crate) async fn get(
-    pool: &PgPool,
-    sql: &Sql,
-    name: &str,
-) -> Result<Option<ScheduleRow>, DbError> {
+pub(crate) async fn get(db: &SysDb, name: &str) -> Result<Option<ScheduleRow>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => get_pg(pool, &db.sql, name).await,
+        Backend::Sqlite(lite) => sqlite::schedules::get(lite, name).await,
+    }
+}
+
+async fn get_pg(pool: &PgPool, sql: &Sql, name: &str) -> Result<Option<ScheduleRow>, DbError> {
     let row = sqlx::query(sql.get_schedule.clone())
         .bind(name)
         .fetch_optional(pool)
@@ -139,6 +146,17 @@ pub(crate) async fn get(
 /// status and last firing); otherwise an existing one is left alone. `None`: it existed and was
 /// left alone; `Some(created)` otherwise.
 pub(crate) async fn put(
+    db: &SysDb,
+    s: &ScheduleRow,
+    replace: bool,
+) -> Result<Option<bool>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => put_pg(pool, &db.sql, s, replace).await,
+        Backend::Sqlite(lite) => sqlite::schedules::put(lite, s, replace).await,
+    }
+}
+
+async fn put_pg(
     pool: &PgPool,
     sql: &Sql,
     s: &ScheduleRow,
@@ -163,7 +181,14 @@ pub(crate) async fn put(
 }
 
 /// Sets a schedule's status (`ACTIVE` or `PAUSED`); false when there is no such schedule.
-pub(crate) async fn set_status(
+pub(crate) async fn set_status(db: &SysDb, name: &str, status: &str) -> Result<bool, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => set_status_pg(pool, &db.sql, name, status).await,
+        Backend::Sqlite(lite) => sqlite::schedules::set_status(lite, name, status).await,
+    }
+}
+
+async fn set_status_pg(
     pool: &PgPool,
     sql: &Sql,
     name: &str,
@@ -178,7 +203,14 @@ pub(crate) async fn set_status(
 }
 
 /// Deletes a schedule; false when there was none. Runs it already enqueued stay.
-pub(crate) async fn delete(pool: &PgPool, sql: &Sql, name: &str) -> Result<bool, DbError> {
+pub(crate) async fn delete(db: &SysDb, name: &str) -> Result<bool, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => delete_pg(pool, &db.sql, name).await,
+        Backend::Sqlite(lite) => sqlite::schedules::delete(lite, name).await,
+    }
+}
+
+async fn delete_pg(pool: &PgPool, sql: &Sql, name: &str) -> Result<bool, DbError> {
     let done = sqlx::query(sql.delete_schedule.clone())
         .bind(name)
         .execute(pool)
@@ -202,7 +234,14 @@ pub(crate) struct Firings {
 }
 
 /// Enqueues `f`'s runs that do not exist yet; returns how many it created.
-pub(crate) async fn fire(pool: &PgPool, sql: &Sql, f: &Firings) -> Result<u64, DbError> {
+pub(crate) async fn fire(db: &SysDb, f: &Firings) -> Result<u64, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => fire_pg(pool, &db.sql, f).await,
+        Backend::Sqlite(lite) => sqlite::schedules::fire(lite, f).await,
+    }
+}
+
+async fn fire_pg(pool: &PgPool, sql: &Sql, f: &Firings) -> Result<u64, DbError> {
     let (ids, inputs): (Vec<&str>, Vec<&str>) = f
         .runs
         .iter()

@@ -45,7 +45,7 @@ pub(crate) struct NewWorkflow {
 }
 
 impl NewWorkflow {
-    fn status(&self) -> &'static str {
+    pub(crate) fn status(&self) -> &'static str {
         match (&self.owner, self.delay_until) {
             (Some(_), _) => "PENDING",
             (None, Some(_)) => "DELAYED",
@@ -174,7 +174,7 @@ fn bind<'q>(q: PgQuery<'q>, batch: &[&'q NewWorkflow]) -> PgQuery<'q> {
 /// millisecond keep their order.
 static LAST_CREATED: AtomicI64 = AtomicI64::new(0);
 
-fn next_created_at() -> i64 {
+pub(super) fn next_created_at() -> i64 {
     let now = now_ms();
     let mut last = LAST_CREATED.load(Ordering::Relaxed);
     loop {
@@ -215,6 +215,13 @@ impl BatchWrite for NewWorkflow {
             rows.sort_by_key(|(n, _)| *n);
             outcomes(&batch, rows.into_iter().map(|(_, r)| r).collect())
         })
+    }
+
+    fn execute_lite<'a>(
+        tx: &'a mut sqlx::sqlite::SqliteConnection,
+        batch: &'a [Self],
+    ) -> BoxFuture<'a, Result<Vec<StartOutcome>, DbError>> {
+        Box::pin(super::sqlite::start::execute(tx, batch))
     }
 }
 

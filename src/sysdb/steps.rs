@@ -154,6 +154,13 @@ impl BatchWrite for StepWrite {
             outcomes(sql, conn, &batch, &written).await
         })
     }
+
+    fn execute_lite<'a>(
+        tx: &'a mut sqlx::sqlite::SqliteConnection,
+        batch: &'a [Self],
+    ) -> BoxFuture<'a, Result<Vec<StepOutcome>, DbError>> {
+        Box::pin(super::sqlite::steps::execute(tx, batch))
+    }
 }
 
 /// Outcomes of `batch` given the `(workflow, function id)` rows the insert wrote; the rare rows
@@ -261,5 +268,12 @@ impl BatchWrite for LoadSteps {
                 .map(|l| by_id.get(&l.0).cloned().unwrap_or_default())
                 .collect())
         })
+    }
+
+    fn execute_lite<'a>(
+        tx: &'a mut sqlx::sqlite::SqliteConnection,
+        batch: &'a [Self],
+    ) -> BoxFuture<'a, Result<Vec<Vec<StepRow>>, DbError>> {
+        Box::pin(super::sqlite::steps::execute_load(tx, batch))
     }
 }

@@ -5,6 +5,7 @@
 use sqlx::{PgPool, Row};
 
 use super::{now_ms, Sql};
+use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
 
 /// A registered application version.
@@ -27,7 +28,14 @@ ON CONFLICT DO NOTHING
 "#;
 
 /// Records version `name` of application `app` (first launch of a version makes it the latest).
-pub(crate) async fn register(
+pub(crate) async fn register(db: &SysDb, name: &str, app: Option<&str>) -> Result<(), DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => register_pg(pool, &db.sql, name, app).await,
+        Backend::Sqlite(lite) => sqlite::versions::register(lite, name, app).await,
+    }
+}
+
+async fn register_pg(
     pool: &PgPool,
     sql: &Sql,
     name: &str,
@@ -48,11 +56,14 @@ pub(super) const LIST: &str =
     ORDER BY version_timestamp DESC, version_name";
 
 /// The versions of application `app`, latest first.
-pub(crate) async fn list(
-    pool: &PgPool,
-    sql: &Sql,
-    app: Option<&str>,
-) -> Result<Vec<AppVersion>, DbError> {
+pub(crate) async fn list(db: &SysDb, app: Option<&str>) -> Result<Vec<AppVersion>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => list_pg(pool, &db.sql, app).await,
+        Backend::Sqlite(lite) => sqlite::versions::list(lite, app).await,
+    }
+}
+
+async fn list_pg(pool: &PgPool, sql: &Sql, app: Option<&str>) -> Result<Vec<AppVersion>, DbError> {
     let rows = sqlx::query(sql.list_versions.clone())
         .bind(app)
         .fetch_all(pool)
@@ -73,7 +84,14 @@ pub(super) const PROMOTE: &str = "UPDATE {s}.application_versions SET version_ti
     WHERE version_name = $1 AND application_name IS NOT DISTINCT FROM $2";
 
 /// Makes version `name` the latest; false when it is not registered.
-pub(crate) async fn promote(
+pub(crate) async fn promote(db: &SysDb, name: &str, app: Option<&str>) -> Result<bool, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => promote_pg(pool, &db.sql, name, app).await,
+        Backend::Sqlite(lite) => sqlite::versions::promote(lite, name, app).await,
+    }
+}
+
+async fn promote_pg(
     pool: &PgPool,
     sql: &Sql,
     name: &str,
@@ -93,7 +111,14 @@ pub(super) const SCHEMA_VERSION: &str = "SELECT CASE WHEN to_regclass($1) IS NUL
     false, true, '')))[1]::text::int8 END";
 
 /// `dbos_migrations`' version in `schema`; `None` when the table does not exist.
-pub(crate) async fn schema_version(pool: &PgPool, sql: &Sql) -> Result<Option<i64>, DbError> {
+pub(crate) async fn schema_version(db: &SysDb) -> Result<Option<i64>, DbError> {
+    match &db.backend {
+        Backend::Postgres { pool, .. } => schema_version_pg(pool, &db.sql).await,
+        Backend::Sqlite(lite) => sqlite::versions::schema_version(lite).await,
+    }
+}
+
+async fn schema_version_pg(pool: &PgPool, sql: &Sql) -> Result<Option<i64>, DbError> {
     let table = format!("\"{}\".dbos_migrations", sql.schema);
     let row = sqlx::query(sql.schema_version.clone())
         .bind(table)

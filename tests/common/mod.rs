@@ -1,4 +1,4 @@
-//! Shared harness for the integration tests: a fresh Postgres database per test.
+//! Shared harness for the integration tests: a fresh database per test, on Postgres or SQLite.
 #![allow(dead_code)]
 
 pub mod catalog;
@@ -6,7 +6,10 @@ pub mod dbos_py;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use futures::future::BoxFuture;
+use sqlx::any::AnyPoolOptions;
 use sqlx::postgres::PgPoolOptions;
+use sqlx::AnyPool;
 use sqlx::{AssertSqlSafe, Executor, PgPool};
 
 /// The server the tests use: `STEAD_TEST_PG` (a URL without a database name), else local trust.
@@ -14,23 +17,37 @@ pub fn server_url() -> String {
     std::env::var("STEAD_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
 }
 
-/// A database created for one test and dropped when the value is dropped.
+/// Which system database a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// A database created for one test and dropped when the value is dropped: a Postgres database,
+/// or a SQLite file in a fresh temporary directory.
 pub struct TestDb {
     pub name: String,
     pub url: String,
+    pub backend: Backend,
     owned: bool,
+    dir: Option<std::path::PathBuf>,
+}
+
+fn unique_name() -> String {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "stead_t_{}_{}_{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    )
 }
 
 impl TestDb {
-    /// Creates an empty database with a unique name.
+    /// Creates an empty Postgres database with a unique name.
     pub async fn new() -> TestDb {
-        static SEQ: AtomicU32 = AtomicU32::new(0);
-        let name = format!(
-            "stead_t_{}_{}_{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed),
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
-        );
+        let name = unique_name();
         let admin = admin_pool().await;
         admin
             .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
@@ -41,21 +58,87 @@ impl TestDb {
         TestDb {
             name,
             url,
+            backend: Backend::Postgres,
             owned: true,
+            dir: None,
         }
+    }
+
+    /// A SQLite file (not created yet) in a fresh temporary directory.
+    pub async fn sqlite() -> TestDb {
+        let name = unique_name();
+        let dir = std::env::temp_dir().join(&name);
+        std::fs::create_dir_all(&dir).expect("create test directory");
+        let url = format!("sqlite://{}", dir.join("stead.sqlite").display());
+        TestDb {
+            name,
+            url,
+            backend: Backend::Sqlite,
+            owned: true,
+            dir: Some(dir),
+        }
+    }
+
+    /// A fresh database on `backend`.
+    pub async fn on(backend: Backend) -> TestDb {
+        match backend {
+            Backend::Postgres => TestDb::new().await,
+            Backend::Sqlite => TestDb::sqlite().await,
+        }
+    }
+
+    pub fn is_sqlite(&self) -> bool {
+        self.backend == Backend::Sqlite
     }
 
     /// A database created by another process (a test's child); it is not dropped here.
     pub fn existing(url: &str) -> TestDb {
+        let backend = if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else {
+            Backend::Postgres
+        };
         TestDb {
             name: url.rsplit('/').next().unwrap_or_default().to_owned(),
             url: url.to_owned(),
+            backend,
             owned: false,
+            dir: None,
         }
     }
 
-    /// A small pool on this database, for the test's own checks.
+    /// A small pool for the test's own checks, on either backend. Tables are reached as
+    /// `dbos.<table>` on both: the SQLite file is attached under that name.
+    pub async fn checks(&self) -> AnyPool {
+        sqlx::any::install_default_drivers();
+        match self.backend {
+            Backend::Postgres => AnyPoolOptions::new()
+                .max_connections(4)
+                .connect(&self.url)
+                .await
+                .expect("connect to test database"),
+            Backend::Sqlite => {
+                let file = self.url.trim_start_matches("sqlite://").to_owned();
+                AnyPoolOptions::new()
+                    .max_connections(4)
+                    .after_connect(move |conn, _| {
+                        let attach = format!("ATTACH DATABASE '{file}' AS dbos");
+                        Box::pin(async move {
+                            conn.execute(AssertSqlSafe(attach)).await?;
+                            conn.execute("PRAGMA busy_timeout = 30000").await?;
+                            Ok(())
+                        })
+                    })
+                    .connect(&self.url)
+                    .await
+                    .expect("open test database")
+            }
+        }
+    }
+
+    /// A Postgres pool, for checks only Postgres can answer (catalog, functions, wire).
     pub async fn pool(&self) -> PgPool {
+        assert_eq!(self.backend, Backend::Postgres, "a Postgres-only check");
         PgPoolOptions::new()
             .max_connections(4)
             .connect(&self.url)
@@ -67,6 +150,10 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         if !self.owned {
+            return;
+        }
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
             return;
         }
         let name = self.name.clone();
@@ -90,6 +177,31 @@ impl Drop for TestDb {
     }
 }
 
+/// Runs each test on both backends: `both_backends! { async fn name(db) { .. } }` makes a
+/// module `name` with tests `postgres` and `sqlite`, each given a fresh `TestDb`.
+#[macro_export]
+macro_rules! both_backends {
+    ($($(#[$meta:meta])* async fn $name:ident($db:ident) $body:block)*) => {$(
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            async fn run($db: $crate::common::TestDb) $body
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                run($crate::common::TestDb::new().await).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                run($crate::common::TestDb::sqlite().await).await
+            }
+        }
+    )*};
+}
+
 async fn admin_pool() -> PgPool {
     PgPoolOptions::new()
         .max_connections(1)
@@ -107,22 +219,49 @@ pub fn builder(db: &TestDb) -> stead::RuntimeBuilder {
         .internal_queue_poll(std::time::Duration::from_millis(100))
 }
 
+/// A pool the checks below run on: Postgres (`TestDb::pool`) or either backend
+/// (`TestDb::checks`).
+pub trait CheckPool: Sync {
+    fn text<'a>(&'a self, sql: &'a str) -> BoxFuture<'a, Result<Option<String>, sqlx::Error>>;
+    fn count<'a>(&'a self, sql: &'a str) -> BoxFuture<'a, Result<i64, sqlx::Error>>;
+}
+
+macro_rules! check_pool {
+    ($pool:ty) => {
+        impl CheckPool for $pool {
+            fn text<'a>(
+                &'a self,
+                sql: &'a str,
+            ) -> BoxFuture<'a, Result<Option<String>, sqlx::Error>> {
+                Box::pin(
+                    sqlx::query_scalar::<_, Option<String>>(AssertSqlSafe(sql.to_owned()))
+                        .fetch_one(self),
+                )
+            }
+            fn count<'a>(&'a self, sql: &'a str) -> BoxFuture<'a, Result<i64, sqlx::Error>> {
+                Box::pin(
+                    sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql.to_owned())).fetch_one(self),
+                )
+            }
+        }
+    };
+}
+check_pool!(PgPool);
+check_pool!(AnyPool);
+
 /// Reads one column of one row as text, for assertions on stored rows.
-pub async fn scalar(pool: &PgPool, sql: &str) -> Option<String> {
-    sqlx::query_scalar::<_, Option<String>>(AssertSqlSafe(sql.to_owned()))
-        .fetch_one(pool)
+pub async fn scalar(pool: &impl CheckPool, sql: &str) -> Option<String> {
+    pool.text(sql)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
 /// Waits until `sql` (a count query) returns at least `n`, or panics after `secs` seconds.
 /// Errors count as "not yet" (the tables may not exist until another process migrates).
-pub async fn wait_count(pool: &PgPool, sql: &str, n: i64, secs: u64) {
+pub async fn wait_count(pool: &impl CheckPool, sql: &str, n: i64, secs: u64) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     loop {
-        let got = sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql.to_owned()))
-            .fetch_one(pool)
-            .await;
+        let got = pool.count(sql).await;
         if got.as_ref().is_ok_and(|&got| got >= n) {
             return;
         }

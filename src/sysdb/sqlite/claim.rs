@@ -1,0 +1,260 @@
+//! Claiming on SQLite. The flush's write transaction already excludes every other writer, so
+//! the counts of shared limits are exact without a lock of their own, and the claim can be done
+//! step by step: promote due delayed rows, size the budget, pick, take.
+
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::error::DbError;
+use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
+
+/// Workflows enqueued without a version are run only by the latest version of the app.
+const VERSION_FILTER: &str = "(application_version = ?2 OR (application_version IS NULL \
+    AND NOT EXISTS (SELECT 1 FROM application_versions me \
+        JOIN application_versions v ON v.application_name IS me.application_name \
+        WHERE me.version_name = ?2 AND me.application_name IS ?3 \
+          AND v.version_timestamp > me.version_timestamp))) \
+    AND (application_name = ?3 OR application_name IS NULL)";
+
+/// The columns a taken workflow reports, for `claimed_from_row`.
+pub(crate) const CLAIMED_COLUMNS: &str = "w.workflow_uuid, w.name, w.owner_xid, \
+    w.recovery_attempts, COALESCE((SELECT i.inputs FROM workflow_input i \
+        WHERE i.workflow_uuid = w.workflow_uuid), w.inputs), \
+    w.serialization, EXISTS (SELECT 1 FROM operation_outputs o \
+        WHERE o.workflow_uuid = w.workflow_uuid), \
+    w.workflow_deadline_epoch_ms, w.priority, w.created_at";
+
+pub(crate) fn claimed_from_row(row: &SqliteRow) -> Result<(i32, i64, Claimed), sqlx::Error> {
+    let claimed = Claimed {
+        id: row.try_get(0)?,
+        name: row.try_get::<Option<String>, _>(1)?.unwrap_or_default(),
+        owner: row.try_get(2)?,
+        recovery_attempts: row.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
+        inputs: row.try_get(4)?,
+        serialization: row.try_get(5)?,
+        has_steps: row.try_get(6)?,
+        deadline: row.try_get(7)?,
+    };
+    Ok((row.try_get(8)?, row.try_get(9)?, claimed))
+}
+
+fn millis(d: std::time::Duration) -> i64 {
+    d.as_millis().min(i64::MAX as u128) as i64
+}
+
+pub(crate) async fn execute(
+    tx: &mut SqliteConnection,
+    batch: &[ClaimRequest],
+) -> Result<Vec<ClaimOutcome>, DbError> {
+    let mut outs = Vec::with_capacity(batch.len());
+    for r in batch {
+        outs.push(claim(tx, r).await?);
+    }
+    Ok(outs)
+}
+
+async fn count(
+    tx: &mut SqliteConnection,
+    sql: &str,
+    r: &ClaimRequest,
+    since: i64,
+) -> Result<i64, DbError> {
+    Ok(sqlx::query_scalar(AssertSqlSafe(sql.to_owned()))
+        .bind(&r.queue.name)
+        .bind(since)
+        .fetch_one(&mut *tx)
+        .await?)
+}
+
+async fn claim(tx: &mut SqliteConnection, r: &ClaimRequest) -> Result<ClaimOutcome, DbError> {
+    let q = &r.queue;
+    // A debounced row releases its debounce key as it leaves DELAYED: later calls start anew.
+    let promoted = sqlx::query(
+        "UPDATE workflow_status SET status = 'ENQUEUED', updated_at = ?2, \
+             deduplication_id = CASE WHEN is_debounced THEN NULL ELSE deduplication_id END \
+         WHERE status = 'DELAYED' AND delay_until_epoch_ms <= ?2 AND queue_name = ?1",
+    )
+    .bind(&q.name)
+    .bind(r.now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected() as i64;
+    let mut out = ClaimOutcome {
+        promoted,
+        ..ClaimOutcome::default()
+    };
+
+    let mut slots = r.limit;
+    if let Some(global) = q.concurrency {
+        let pending = count(
+            tx,
+            "SELECT count(*) FROM workflow_status WHERE queue_name = ?1 AND status = 'PENDING' \
+             AND ?2 IS NOT NULL",
+            r,
+            0,
+        )
+        .await?;
+        slots = slots.min(i64::from(global) - pending);
+    }
+    let mut rate = r.limit;
+    let mut window_start = 0;
+    if let Some(limit) = q.rate_limit {
+        window_start = r.now - millis(limit.period);
+        let recent = count(
+            tx,
+            "SELECT count(*) FROM workflow_status WHERE queue_name = ?1 AND rate_limited \
+             AND started_at_epoch_ms > ?2",
+            r,
+            window_start,
+        )
+        .await?;
+        rate = i64::from(limit.limit) - recent;
+    }
+    slots = slots.max(0);
+    rate = rate.max(0);
+    out.allowed = slots.min(rate);
+    out.rate_limited = rate < slots;
+
+    let ids = pick(tx, r, out.allowed).await?;
+    let mut keyed = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(row) = take(tx, r, &id).await? {
+            keyed.push(claimed_from_row(&row)?);
+        }
+    }
+    keyed.sort_by_key(|(priority, created, _)| (*priority, *created));
+    out.claimed = keyed.into_iter().map(|(_, _, c)| c).collect();
+    report(tx, r, window_start, &mut out).await?;
+    Ok(out)
+}
+
+/// The ids to take, oldest first by priority; for a partitioned queue, per partition key as
+/// many as its limits allow.
+async fn pick(
+    tx: &mut SqliteConnection,
+    r: &ClaimRequest,
+    allowed: i64,
+) -> Result<Vec<String>, DbError> {
+    if allowed <= 0 {
+        return Ok(Vec::new());
+    }
+    let q = &r.queue;
+    if !q.partitioned {
+        let sql = format!(
+            "SELECT workflow_uuid FROM workflow_status \
+             WHERE queue_name = ?1 AND status = 'ENQUEUED' AND {VERSION_FILTER} \
+             ORDER BY priority, created_at LIMIT ?4"
+        );
+        return Ok(sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(&q.name)
+            .bind(&r.app_version)
+            .bind(&r.app_name)
+            .bind(allowed)
+            .fetch_all(&mut *tx)
+            .await?);
+    }
+    let sql = format!(
+        "WITH part_pending AS ( \
+            SELECT queue_partition_key AS k, count(*) AS n, \
+                   count(*) FILTER (WHERE executor_id = ?5) AS mine \
+            FROM workflow_status WHERE queue_name = ?1 AND status = 'PENDING' GROUP BY 1 \
+         ), part_recent AS ( \
+            SELECT queue_partition_key AS k, count(*) AS n FROM workflow_status \
+            WHERE queue_name = ?1 AND rate_limited AND started_at_epoch_ms > ?6 - ?9 \
+              AND ?8 IS NOT NULL GROUP BY 1 \
+         ), ranked AS ( \
+            SELECT workflow_uuid, queue_partition_key AS k, priority, created_at, \
+                   row_number() OVER (PARTITION BY queue_partition_key \
+                                      ORDER BY priority, created_at) AS rn \
+            FROM workflow_status \
+            WHERE queue_name = ?1 AND status = 'ENQUEUED' AND {VERSION_FILTER} \
+         ) \
+         SELECT r.workflow_uuid FROM ranked r \
+         LEFT JOIN part_pending p ON p.k IS r.k LEFT JOIN part_recent x ON x.k IS r.k \
+         WHERE r.rn <= COALESCE(?10 - COALESCE(p.n, 0), r.rn) \
+           AND r.rn <= COALESCE(?7 - COALESCE(p.mine, 0), r.rn) \
+           AND r.rn <= COALESCE(?8 - COALESCE(x.n, 0), r.rn) \
+         ORDER BY r.priority, r.created_at LIMIT ?4"
+    );
+    let opt = |n: Option<u32>| n.map(i64::from);
+    Ok(sqlx::query_scalar(AssertSqlSafe(sql))
+        .bind(&q.name)
+        .bind(&r.app_version)
+        .bind(&r.app_name)
+        .bind(allowed)
+        .bind(&r.executor_id)
+        .bind(r.now)
+        .bind(opt(q.partition_worker_concurrency))
+        .bind(q.partition_rate_limit.map(|l| i64::from(l.limit)))
+        .bind(q.partition_rate_limit.map(|l| millis(l.period)))
+        .bind(opt(q.partition_concurrency))
+        .fetch_all(&mut *tx)
+        .await?)
+}
+
+/// Marks `id` `PENDING` under a fresh owner token for this executor.
+async fn take(
+    tx: &mut SqliteConnection,
+    r: &ClaimRequest,
+    id: &str,
+) -> Result<Option<SqliteRow>, DbError> {
+    let q = &r.queue;
+    let rate_limited = q.rate_limit.is_some() || q.partition_rate_limit.is_some();
+    let sql = format!(
+        "UPDATE workflow_status AS w \
+         SET status = 'PENDING', owner_xid = ?2, executor_id = ?3, application_version = ?4, \
+             started_at_epoch_ms = ?5, updated_at = ?5, \
+             recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1, rate_limited = ?6, \
+             workflow_deadline_epoch_ms = CASE \
+                 WHEN w.workflow_timeout_ms IS NOT NULL AND w.workflow_deadline_epoch_ms IS NULL \
+                 THEN ?5 + w.workflow_timeout_ms ELSE w.workflow_deadline_epoch_ms END \
+         WHERE w.workflow_uuid = ?1 AND w.status = 'ENQUEUED' \
+         RETURNING {CLAIMED_COLUMNS}"
+    );
+    Ok(sqlx::query(AssertSqlSafe(sql))
+        .bind(id)
+        .bind(uuid::Uuid::new_v4().to_string())
+        .bind(&r.executor_id)
+        .bind(&r.app_version)
+        .bind(r.now)
+        .bind(rate_limited)
+        .fetch_optional(&mut *tx)
+        .await?)
+}
+
+/// What remains after the claim: the next due delayed row, the depth, whether work waits, and
+/// when a rate-limited queue frees its next start.
+async fn report(
+    tx: &mut SqliteConnection,
+    r: &ClaimRequest,
+    window_start: i64,
+    out: &mut ClaimOutcome,
+) -> Result<(), DbError> {
+    let q = &r.queue;
+    let row = sqlx::query(
+        "SELECT (SELECT min(delay_until_epoch_ms) FROM workflow_status \
+                 WHERE status = 'DELAYED' AND queue_name = ?1 AND delay_until_epoch_ms > ?2), \
+                (SELECT count(*) FROM (SELECT 1 FROM workflow_status \
+                 WHERE queue_name = ?1 AND status = 'ENQUEUED' LIMIT ?3 + 1)), \
+                CASE WHEN ?4 THEN (SELECT count(*) FROM workflow_status \
+                                   WHERE queue_name = ?1 AND status = 'ENQUEUED') END, \
+                (SELECT min(started_at_epoch_ms) FROM workflow_status \
+                 WHERE queue_name = ?1 AND rate_limited AND started_at_epoch_ms > ?5)",
+    )
+    .bind(&q.name)
+    .bind(r.now)
+    .bind(r.limit)
+    .bind(r.with_depth)
+    .bind(window_start)
+    .fetch_one(&mut *tx)
+    .await?;
+    out.next_due = row.try_get(0)?;
+    out.seen = row.try_get(1)?;
+    out.depth = row.try_get(2)?;
+    if out.rate_limited {
+        let period = q.rate_limit.map(|l| millis(l.period)).unwrap_or(0);
+        let oldest: Option<i64> = row.try_get(3)?;
+        out.rate_free_at = Some(oldest.unwrap_or(r.now) + period);
+    }
+    Ok(())
+}

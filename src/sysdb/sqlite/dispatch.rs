@@ -1,0 +1,97 @@
+//! Dispatch outside claims on SQLite: recovery, taking back a crashed queue actor's workflows,
+//! and counting crash restarts.
+
+use sqlx::{AssertSqlSafe, Row};
+
+use super::claim::{claimed_from_row, CLAIMED_COLUMNS};
+use super::{json_list, Lite};
+use crate::error::DbError;
+use crate::sysdb::{now_ms, Claimed, Executor, INTERNAL_QUEUE};
+
+/// Puts this executor's `PENDING` workflows back on their queue.
+pub(crate) async fn recover(lite: &Lite, me: &Executor<'_>) -> Result<u64, DbError> {
+    let mut tx = lite.write().await?;
+    let done = sqlx::query(
+        "UPDATE workflow_status \
+         SET status = 'ENQUEUED', queue_name = COALESCE(queue_name, ?4), owner_xid = NULL, \
+             updated_at = ?5 \
+         WHERE status = 'PENDING' AND executor_id = ?1 AND application_version = ?2 \
+           AND (application_name = ?3 OR application_name IS NULL)",
+    )
+    .bind(me.executor_id)
+    .bind(me.app_version)
+    .bind(me.app_name)
+    .bind(INTERNAL_QUEUE)
+    .bind(now_ms())
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(done.rows_affected())
+}
+
+/// Takes back the `PENDING` workflows of `queue` this executor owns but runs no actor for.
+pub(crate) async fn redispatch(
+    lite: &Lite,
+    me: &Executor<'_>,
+    queue: &str,
+    with_direct: bool,
+    running: &[String],
+) -> Result<Vec<Claimed>, DbError> {
+    let mut tx = lite.write().await?;
+    let ids: Vec<String> = sqlx::query_scalar(
+        "SELECT workflow_uuid FROM workflow_status \
+         WHERE status = 'PENDING' AND executor_id = ?1 AND application_version = ?2 \
+           AND (queue_name = ?3 OR (?4 AND queue_name IS NULL)) \
+           AND workflow_uuid NOT IN (SELECT value FROM json_each(?5))",
+    )
+    .bind(me.executor_id)
+    .bind(me.app_version)
+    .bind(queue)
+    .bind(with_direct)
+    .bind(json_list(running))
+    .fetch_all(&mut *tx)
+    .await?;
+    let update = format!(
+        "UPDATE workflow_status AS w SET owner_xid = ?2, updated_at = ?3, \
+             recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1 \
+         WHERE w.workflow_uuid = ?1 RETURNING {CLAIMED_COLUMNS}"
+    );
+    let mut keyed = Vec::with_capacity(ids.len());
+    for id in ids {
+        let row = sqlx::query(AssertSqlSafe(update.clone()))
+            .bind(&id)
+            .bind(uuid::Uuid::new_v4().to_string())
+            .bind(now_ms())
+            .fetch_one(&mut *tx)
+            .await?;
+        keyed.push(claimed_from_row(&row)?);
+    }
+    tx.commit().await?;
+    keyed.sort_by_key(|(priority, created, _)| (*priority, *created));
+    Ok(keyed.into_iter().map(|(_, _, c)| c).collect())
+}
+
+/// Counts a crash restart of a running workflow; `None` when it is no longer ours.
+pub(crate) async fn bump_attempts(
+    lite: &Lite,
+    id: &str,
+    owner: &str,
+) -> Result<Option<i64>, DbError> {
+    let mut tx = lite.write().await?;
+    let row = sqlx::query(
+        "UPDATE workflow_status \
+         SET recovery_attempts = COALESCE(recovery_attempts, 0) + 1, updated_at = ?3 \
+         WHERE workflow_uuid = ?1 AND status = 'PENDING' AND owner_xid = ?2 \
+         RETURNING recovery_attempts",
+    )
+    .bind(id)
+    .bind(owner)
+    .bind(now_ms())
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(match row {
+        Some(row) => row.try_get(0)?,
+        None => None,
+    })
+}

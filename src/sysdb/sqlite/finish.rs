@@ -1,0 +1,61 @@
+//! Workflow outcomes on SQLite: the final status and the payload, applied only while the
+//! workflow is `PENDING` under the writer's owner token.
+
+use sqlx::sqlite::SqliteConnection;
+
+use crate::error::DbError;
+use crate::sysdb::{now_ms, FinishOutcome, FinishWrite};
+
+pub(crate) async fn execute(
+    tx: &mut SqliteConnection,
+    batch: &[FinishWrite],
+) -> Result<Vec<FinishOutcome>, DbError> {
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for f in batch {
+        outcomes.push(finish_one(tx, f).await?);
+    }
+    Ok(outcomes)
+}
+
+async fn finish_one(tx: &mut SqliteConnection, f: &FinishWrite) -> Result<FinishOutcome, DbError> {
+    let now = now_ms();
+    let updated = sqlx::query(
+        "UPDATE workflow_status SET status = ?3, owner_xid = NULL, deduplication_id = NULL, \
+             completed_at = ?4, updated_at = ?4 \
+         WHERE workflow_uuid = ?1 AND status = 'PENDING' AND owner_xid = ?2",
+    )
+    .bind(&f.workflow_id)
+    .bind(&f.owner)
+    .bind(f.status)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if updated {
+        if f.status != "MAX_RECOVERY_ATTEMPTS_EXCEEDED" {
+            sqlx::query(
+                "INSERT INTO workflow_output (workflow_uuid, output, error, retention_timestamp) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (workflow_uuid) \
+                 DO UPDATE SET output = excluded.output, error = excluded.error",
+            )
+            .bind(&f.workflow_id)
+            .bind(&f.output)
+            .bind(&f.error)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        return Ok(FinishOutcome::Finished);
+    }
+    let status: Option<Option<String>> =
+        sqlx::query_scalar("SELECT status FROM workflow_status WHERE workflow_uuid = ?1")
+            .bind(&f.workflow_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    Ok(match status.flatten().as_deref() {
+        Some("CANCELLED") => FinishOutcome::Cancelled,
+        Some(s) if s == f.status => FinishOutcome::Finished,
+        _ => FinishOutcome::NotOwner,
+    })
+}

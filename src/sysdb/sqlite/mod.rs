@@ -1,0 +1,176 @@
+//! The embedded backend: the system database in one SQLite file, in DBOS 3.4's SQLite layout.
+//!
+//! Owns the file's connections and every SQLite statement (the submodules mirror the Postgres
+//! modules of `sysdb`, one per concept). One connection writes and the database actor's lanes
+//! take turns on it, each flush one `BEGIN IMMEDIATE` transaction; a small pool reads beside it
+//! (WAL). It must never be opened by two executors at once: an executor holds an exclusive lock
+//! on `<file>.lock` for its lifetime.
+
+pub(crate) mod cancel;
+pub(crate) mod claim;
+pub(crate) mod debounce;
+pub(crate) mod dispatch;
+pub(crate) mod finish;
+pub(crate) mod manage;
+pub(crate) mod migrate;
+pub(crate) mod ops;
+pub(crate) mod queues;
+pub(crate) mod reads;
+pub(crate) mod retention;
+pub(crate) mod schedules;
+pub(crate) mod start;
+pub(crate) mod steps;
+pub(crate) mod versions;
+
+use std::fs::{File, TryLockError};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Sqlite, Transaction};
+
+use crate::error::{DbError, Error};
+
+/// How long a statement waits for a lock held by another connection before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// True for URLs the embedded backend serves (`sqlite:…`).
+pub(crate) fn is_sqlite_url(url: &str) -> bool {
+    url.starts_with("sqlite:")
+}
+
+/// The URL of the default database file for application `app`, in the working directory.
+pub(crate) fn default_url(app: Option<&str>) -> String {
+    format!("sqlite://{}.sqlite", app.unwrap_or("stead"))
+}
+
+/// An open SQLite system database.
+#[derive(Clone)]
+pub(crate) struct Lite {
+    writer: SqlitePool,
+    reader: SqlitePool,
+    path: PathBuf,
+    /// The executor's lock on `<file>.lock`, held until the database is closed.
+    lock: Arc<Mutex<Option<File>>>,
+}
+
+impl Lite {
+    /// Opens (creating if missing) the file named by `url`.
+    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Lite, Error> {
+        let base = SqliteConnectOptions::from_str(url)
+            .map_err(|e| Error::InvalidUrl {
+                url: url.to_owned(),
+                reason: e.to_string(),
+            })?
+            .busy_timeout(BUSY_TIMEOUT);
+        let options = base
+            .clone()
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // FULL: a committed checkpoint survives a power cut, not only a process crash.
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true);
+        let path = options.get_filename().to_path_buf();
+        let connect_err = |e: sqlx::Error| Error::Connect {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        };
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(BUSY_TIMEOUT.max(timeout))
+            .connect_with(options.clone())
+            .await
+            .map_err(connect_err)?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(BUSY_TIMEOUT.max(timeout))
+            .connect_with(base.read_only(true))
+            .await
+            .map_err(connect_err)?;
+        Ok(Lite {
+            writer,
+            reader,
+            path,
+            lock: Arc::default(),
+        })
+    }
+
+    /// Begins a write transaction on the one writer connection.
+    pub(crate) async fn write(&self) -> Result<Transaction<'static, Sqlite>, DbError> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// The pool for reads, which never wait for the writer.
+    pub(crate) fn reader(&self) -> &SqlitePool {
+        &self.reader
+    }
+
+    /// Takes the executor's exclusive lock on the file, failing when another process holds it.
+    pub(crate) fn lock_for_executor(&self) -> Result<(), Error> {
+        let lock_path = lock_path(&self.path);
+        let in_use = |reason: String| {
+            Error::Config(format!(
+                "the SQLite system database {} is in use by another executor ({reason}); \
+             an embedded database serves one process: use Postgres to run a fleet",
+                self.path.display()
+            ))
+        };
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| in_use(format!("cannot open {}: {e}", lock_path.display())))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(in_use(format!("{} is locked", lock_path.display())))
+            }
+            Err(TryLockError::Error(e)) => return Err(in_use(e.to_string())),
+        }
+        if let Ok(mut held) = self.lock.lock() {
+            *held = Some(file);
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+        self.release();
+    }
+
+    pub(crate) fn close_now(&self) {
+        drop(self.writer.close());
+        drop(self.reader.close());
+        self.release();
+    }
+
+    fn release(&self) {
+        if let Ok(mut held) = self.lock.lock() {
+            held.take();
+        }
+    }
+}
+
+fn lock_path(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// A JSON array of `items`, for `json_each(?)`: SQLite's stand-in for Postgres arrays.
+pub(crate) fn json_list<S: AsRef<str>>(items: &[S]) -> String {
+    serde_json::Value::from(
+        items
+            .iter()
+            .map(|s| serde_json::Value::from(s.as_ref()))
+            .collect::<Vec<_>>(),
+    )
+    .to_string()
+}

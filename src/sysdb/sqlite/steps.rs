@@ -1,0 +1,120 @@
+//! Step checkpoints on SQLite, written only while the workflow is `PENDING` under the writer's
+//! owner token, and the read of a workflow's recorded steps.
+
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::Row;
+
+use crate::error::DbError;
+use crate::sysdb::{LoadSteps, StepOutcome, StepRow, StepWrite, PORTABLE_JSON};
+
+const RECORD: &str = r#"
+INSERT INTO operation_outputs (
+    workflow_uuid, function_id, function_name, output, error, child_workflow_id,
+    started_at_epoch_ms, completed_at_epoch_ms, serialization, application_name,
+    retention_timestamp)
+SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?8
+FROM workflow_status w
+WHERE w.workflow_uuid = ?1 AND w.status = 'PENDING' AND w.owner_xid = ?11
+ON CONFLICT (workflow_uuid, function_id) DO NOTHING
+"#;
+
+pub(crate) async fn execute(
+    tx: &mut SqliteConnection,
+    batch: &[StepWrite],
+) -> Result<Vec<StepOutcome>, DbError> {
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for s in batch {
+        let written = sqlx::query(RECORD)
+            .bind(&s.workflow_id)
+            .bind(s.function_id as i64)
+            .bind(&s.name)
+            .bind(&s.output)
+            .bind(&s.error)
+            .bind(&s.child_workflow_id)
+            .bind(s.started_at)
+            .bind(s.completed_at)
+            .bind(PORTABLE_JSON)
+            .bind(&s.app_name)
+            .bind(&s.owner)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+            == 1;
+        outcomes.push(if written {
+            StepOutcome::Recorded
+        } else {
+            classify(tx, &s.workflow_id, s.function_id, &s.name).await?
+        });
+    }
+    Ok(outcomes)
+}
+
+/// Why the call `function_id` of `workflow_id` (named `name`) was not written.
+pub(crate) async fn classify(
+    tx: &mut SqliteConnection,
+    workflow_id: &str,
+    function_id: u32,
+    name: &str,
+) -> Result<StepOutcome, DbError> {
+    let recorded = sqlx::query(
+        "SELECT function_name, output, error FROM operation_outputs \
+         WHERE workflow_uuid = ?1 AND function_id = ?2",
+    )
+    .bind(workflow_id)
+    .bind(function_id as i64)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(row) = recorded {
+        if row.try_get::<String, _>(0)? == name {
+            return Ok(StepOutcome::AlreadyRecorded {
+                output: row.try_get(1)?,
+                error: row.try_get(2)?,
+            });
+        }
+    }
+    let status: Option<Option<String>> =
+        sqlx::query_scalar("SELECT status FROM workflow_status WHERE workflow_uuid = ?1")
+            .bind(workflow_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    Ok(match status.flatten().as_deref() {
+        Some("CANCELLED") => StepOutcome::Cancelled,
+        _ => StepOutcome::NotOwner,
+    })
+}
+
+pub(crate) fn step_row(row: &SqliteRow) -> Result<StepRow, sqlx::Error> {
+    Ok(StepRow {
+        workflow_id: row.try_get(0)?,
+        function_id: row.try_get::<i64, _>(1)? as u32,
+        name: row.try_get(2)?,
+        output: row.try_get(3)?,
+        error: row.try_get(4)?,
+        child_workflow_id: row.try_get(5)?,
+        serialization: row.try_get(6)?,
+    })
+}
+
+/// The recorded steps of one workflow, in call order.
+pub(crate) async fn load(conn: &mut SqliteConnection, id: &str) -> Result<Vec<StepRow>, DbError> {
+    let rows = sqlx::query(
+        "SELECT workflow_uuid, function_id, function_name, output, error, child_workflow_id, \
+             serialization \
+         FROM operation_outputs WHERE workflow_uuid = ?1 ORDER BY function_id",
+    )
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows.iter().map(step_row).collect::<Result<_, _>>()?)
+}
+
+pub(crate) async fn execute_load(
+    tx: &mut SqliteConnection,
+    batch: &[LoadSteps],
+) -> Result<Vec<Vec<StepRow>>, DbError> {
+    let mut out = Vec::with_capacity(batch.len());
+    for l in batch {
+        out.push(load(tx, &l.0).await?);
+    }
+    Ok(out)
+}
