@@ -234,7 +234,7 @@ fn decode_input(d: &Dispatch) -> Result<Value, Error> {
     let Some(inputs) = d.inputs.as_deref() else {
         return Ok(Value::Null);
     };
-    codec::check_format(d.serialization.as_deref(), "the workflow's inputs")?;
+    codec::check_format(d.serialization.as_deref(), "the workflow's input")?;
     codec::decode_inputs(inputs)
 }
 

@@ -1,11 +1,11 @@
 //! Catalog snapshots: every fact about a schema that a catalog query can see, as text lines.
 //!
 //! Two schemas with equal snapshots are interchangeable for any client: same tables, column
-//! order, types, defaults, nullability, constraints, indexes, functions (signature and
-//! settings, not body), triggers, owners and grants. The schema's own name is written `<s>`,
-//! so a schema can be compared with one of another name.
+//! order, types, defaults, nullability, constraints, indexes (with their predicates),
+//! functions (signature, settings and body), triggers, comments, owners and grants. The
+//! schema's own name is written `<s>`, so a schema can be compared with one of another name.
 
-use sqlx::{AssertSqlSafe, PgPool};
+use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 
 /// One query per kind of object. Each yields a `line` column; `$1` is the schema name.
 const QUERIES: &[&str] = &[
@@ -61,6 +61,18 @@ const QUERIES: &[&str] = &[
      JOIN pg_namespace n ON n.oid = p.pronamespace
      JOIN pg_language l ON l.oid = p.prolang
      WHERE n.nspname = $1",
+    // Function bodies, verbatim: a changed body changes what a caller gets.
+    "SELECT format('function body %s(%s): %s', p.proname, pg_get_function_identity_arguments(p.oid),
+                   p.prosrc) AS line
+     FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1",
+    // Comments on the schema's relations, columns and functions (tools show them).
+    "SELECT format('comment on %s %s #%s: %s', d.classoid::regclass,
+                   coalesce(c.relname, p.proname), d.objsubid, d.description) AS line
+     FROM pg_description d
+     LEFT JOIN pg_class c ON d.classoid = 'pg_class'::regclass AND c.oid = d.objoid
+     LEFT JOIN pg_proc p ON d.classoid = 'pg_proc'::regclass AND p.oid = d.objoid
+     JOIN pg_namespace n ON n.oid = coalesce(c.relnamespace, p.pronamespace)
+     WHERE n.nspname = $1",
     // User triggers (foreign keys' internal triggers are covered by the constraints).
     "SELECT format('trigger %s on %s: %s enabled=%s', t.tgname, c.relname,
                    pg_get_triggerdef(t.oid), t.tgenabled) AS line
@@ -83,17 +95,39 @@ const QUERIES: &[&str] = &[
      WHERE n.nspname = $1",
 ];
 
+/// How the lines of function bodies start (see `QUERIES`).
+const BODY: &str = "function body ";
+
+/// `lines` without function bodies. stead writes its own SQL for DBOS's functions, so their
+/// bodies differ from DBOS's by design; everything else about a function still compares.
+pub fn without_bodies(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| !l.starts_with(BODY))
+        .cloned()
+        .collect()
+}
+
 /// The snapshot of `schema`: sorted lines, the schema's name written `<s>`. Empty when the
 /// schema does not exist.
 pub async fn snapshot(pool: &PgPool, schema: &str) -> Vec<String> {
+    let mut conn = pool.acquire().await.expect("connect for the snapshot");
+    snapshot_on(&mut conn, schema).await
+}
+
+/// [`snapshot`] on one connection, e.g. inside a transaction that changes the schema.
+pub async fn snapshot_on(conn: &mut PgConnection, schema: &str) -> Vec<String> {
     let mut lines = Vec::new();
     for query in QUERIES {
-        // Definitions name this schema's objects qualified (e.g. `dbos.workflow_status`).
-        let sql =
-            format!("SELECT replace(q.line, quote_ident($1) || '.', '<s>.') FROM ({query}) q");
+        // Definitions name this schema's objects qualified (e.g. `dbos.workflow_status`);
+        // function bodies may quote the name even where it needs no quotes.
+        let sql = format!(
+            "SELECT replace(replace(q.line, quote_ident($1) || '.', '<s>.'), '\"' || $1 || '\".', '<s>.')
+             FROM ({query}) q"
+        );
         let rows: Vec<String> = sqlx::query_scalar(AssertSqlSafe(sql))
             .bind(schema)
-            .fetch_all(pool)
+            .fetch_all(&mut *conn)
             .await
             .unwrap_or_else(|e| panic!("catalog query failed: {e}\n{query}"));
         lines.extend(rows);

@@ -1,0 +1,76 @@
+"""The DBOS Python client, driven by stead's interoperability tests (tests/dbos_interop.rs).
+
+Usage: python client.py <system database URL> <application name> <command> <JSON argument>
+
+Prints one JSON object on stdout: {"ok": <value>} or {"error": {"type": ..., "message": ...}}.
+Commands:
+  enqueue     {"workflow", "queue", "id", "args", "kwargs", "portable", "wait"}
+              enqueues with DBOSClient.enqueue (portable JSON unless "portable" is false); with
+              "wait", returns the handle's get_result(), else the workflow id
+  result      {"id"}: the workflow's get_result()
+  send        {"to", "message", "topic", "portable"}: DBOSClient.send
+  get_event   {"id", "key", "timeout"}: DBOSClient.get_event
+"""
+
+import json
+import sys
+
+from dbos import DBOSClient, EnqueueOptions
+from dbos._serialization import WorkflowSerializationFormat
+
+
+def serialization(args):
+    if args.get("portable", True):
+        return WorkflowSerializationFormat.PORTABLE
+    return WorkflowSerializationFormat.DEFAULT
+
+
+def enqueue(client, args):
+    options: EnqueueOptions = {
+        "workflow_name": args["workflow"],
+        "queue_name": args["queue"],
+        "serialization_type": serialization(args),
+    }
+    if "id" in args:
+        options["workflow_id"] = args["id"]
+    handle = client.enqueue(options, *args.get("args", []), **args.get("kwargs", {}))
+    if args.get("wait"):
+        return handle.get_result(polling_interval_sec=0.1)
+    return handle.get_workflow_id()
+
+
+def result(client, args):
+    return client.retrieve_workflow(args["id"]).get_result(polling_interval_sec=0.1)
+
+
+def send(client, args):
+    client.send(
+        args["to"],
+        args["message"],
+        args.get("topic"),
+        serialization_type=serialization(args),
+    )
+    return None
+
+
+def get_event(client, args):
+    return client.get_event(args["id"], args["key"], args.get("timeout", 10))
+
+
+COMMANDS = {"enqueue": enqueue, "result": result, "send": send, "get_event": get_event}
+
+
+def main():
+    url, app, command, arg = sys.argv[1:5]
+    client = DBOSClient(system_database_url=url, application_name=app)
+    try:
+        out = {"ok": COMMANDS[command](client, json.loads(arg))}
+    except Exception as e:  # reported to the test, which asserts on it
+        out = {"error": {"type": type(e).__name__, "message": str(e)}}
+    finally:
+        client.destroy()
+    print(json.dumps(out, default=str))
+
+
+if __name__ == "__main__":
+    main()
