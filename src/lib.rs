@@ -81,29 +81,14 @@ pub use sysdb::AppVersion;
 pub use sysdb::MigrationReport;
 
 /// Brings the schema of the database at `url` to the DBOS 3.4 layout, without starting a runtime
-/// (a runtime's launch does the same). Safe to run concurrently with other migrators.
+/// (a runtime's launch does the same). Safe to run concurrently with other migrators. See
+/// [`Client::migrate`] for other settings (connect timeout).
 pub async fn migrate(url: &str, schema: &str) -> Result<MigrationReport> {
-    use sqlx::{ConnectOptions, Connection};
-    use std::str::FromStr;
-    sysdb::validate_schema(schema)?;
-    let shown = sysdb::redact_url(url);
-    let options =
-        sqlx::postgres::PgConnectOptions::from_str(url).map_err(|e| Error::InvalidUrl {
-            url: shown.clone(),
-            reason: e.to_string(),
-        })?;
-    let mut conn = options.connect().await.map_err(|e| Error::Connect {
-        url: shown,
-        reason: e.to_string(),
-    })?;
-    let report = sysdb::migrate(&mut conn, schema)
-        .await
-        .map_err(|e| Error::Migration {
-            schema: schema.to_owned(),
-            reason: e.to_string(),
-        });
-    let _ = conn.close().await;
-    report
+    let options = ClientOptions {
+        schema: schema.to_owned(),
+        ..ClientOptions::default()
+    };
+    Client::migrate(url, &options).await
 }
 
 /// Names and ids become text columns: they must be non-empty and free of NUL bytes.
