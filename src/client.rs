@@ -1,6 +1,7 @@
 //! The client: everything a producer service or an operator needs without running workflow
 //! code — enqueue by name, send, read events and streams, wait for results, manage queues and
-//! workflows. It runs a small actor tree (supervisor, database, listener) and never migrates.
+//! workflows. It runs a small actor tree (supervisor, database, listener) and never migrates on
+//! its own ([`Client::migrate`] is the explicit step).
 //!
 //! A [`Runtime`](crate::Runtime) is a client that also runs workflows: every client operation
 //! is available on it.
@@ -25,7 +26,7 @@ use crate::registry::Registry;
 use crate::shared::{Config, RunState, SharedRef};
 use crate::signals;
 use crate::start::{self, Target, WorkflowOptions};
-use crate::sysdb::{self, SysDb};
+use crate::sysdb::{self, MigrationReport, SysDb};
 
 /// Counters of database traffic and supervision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -119,6 +120,22 @@ impl Client {
         Ok(Client {
             tree: Arc::new(tree),
         })
+    }
+
+    /// Brings schema `options.schema` of the database at `url` to the DBOS 3.4 layout (what a
+    /// runtime's launch does, and `stead migrate`), waiting at most `options.connect_timeout`
+    /// for the connection. A client never migrates when it connects: this is the explicit step.
+    /// Safe to run concurrently with other migrators.
+    pub async fn migrate(url: &str, options: &ClientOptions) -> Result<MigrationReport> {
+        let schema = options.schema.as_str();
+        sysdb::validate_schema(schema)?;
+        let db = SysDb::connect(url, schema, 1, options.connect_timeout).await?;
+        let report = sysdb::migrate(&db).await.map_err(|e| Error::Migration {
+            schema: schema.to_owned(),
+            reason: e.to_string(),
+        });
+        db.close().await;
+        report
     }
 
     pub(crate) fn shared(&self) -> &SharedRef {

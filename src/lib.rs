@@ -81,15 +81,14 @@ pub use sysdb::AppVersion;
 pub use sysdb::MigrationReport;
 
 /// Brings the schema of the database at `url` to the DBOS 3.4 layout, without starting a runtime
-/// (a runtime's launch does the same). Safe to run concurrently with other migrators.
+/// (a runtime's launch does the same). Safe to run concurrently with other migrators. See
+/// [`Client::migrate`] for other settings (connect timeout).
 pub async fn migrate(url: &str, schema: &str) -> Result<MigrationReport> {
-    let db = sysdb::SysDb::connect(url, schema, 1, std::time::Duration::from_secs(10)).await?;
-    let report = sysdb::migrate(&db).await.map_err(|e| Error::Migration {
+    let options = ClientOptions {
         schema: schema.to_owned(),
-        reason: e.to_string(),
-    });
-    db.close().await;
-    report
+        ..ClientOptions::default()
+    };
+    Client::migrate(url, &options).await
 }
 
 /// Names and ids become text columns: they must be non-empty and free of NUL bytes.

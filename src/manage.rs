@@ -6,6 +6,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::client::Client;
@@ -133,10 +134,12 @@ impl ListWorkflows {
 }
 
 /// A listed workflow. Payloads are present when the listing asked for them and they are in
-/// portable JSON (`serialization` says which format they are in otherwise).
-#[derive(Debug, Clone, PartialEq)]
+/// portable JSON (`serialization` says which format they are in otherwise). Serializes as one
+/// flat object: the status record's fields, then the payloads.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct WorkflowInfo {
+    #[serde(flatten)]
     pub status: WorkflowStatus,
     pub serialization: Option<String>,
     /// The input, as the workflow receives it.
@@ -166,7 +169,7 @@ impl WorkflowInfo {
 }
 
 /// One recorded durable call of a workflow: a step, a sleep, a send, a child start...
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct StepInfo {
     /// Its position in the workflow (from 1).

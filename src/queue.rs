@@ -129,6 +129,53 @@ impl Queue {
         &self.name
     }
 
+    // Read accessors take a `get_` prefix: the plain names are the builder's setters.
+
+    /// The limit on running workflows across all executors, if any.
+    pub fn get_concurrency(&self) -> Option<u32> {
+        self.concurrency
+    }
+
+    /// The limit on running workflows per process, if any.
+    pub fn get_worker_concurrency(&self) -> Option<u32> {
+        self.worker_concurrency
+    }
+
+    /// The limit on starts per period across all executors, if any.
+    pub fn get_rate_limit(&self) -> Option<RateLimit> {
+        self.rate_limit
+    }
+
+    /// Whether lower `priority` values run first.
+    pub fn is_priority_enabled(&self) -> bool {
+        self.priority_enabled
+    }
+
+    /// Whether workflows carry a partition key and the partition limits apply per key.
+    pub fn is_partitioned(&self) -> bool {
+        self.partitioned
+    }
+
+    /// The per-partition limit on running workflows across all executors, if any.
+    pub fn get_partition_concurrency(&self) -> Option<u32> {
+        self.partition_concurrency
+    }
+
+    /// The per-partition limit on running workflows per process, if any.
+    pub fn get_partition_worker_concurrency(&self) -> Option<u32> {
+        self.partition_worker_concurrency
+    }
+
+    /// The per-partition limit on starts per period, if any.
+    pub fn get_partition_rate_limit(&self) -> Option<RateLimit> {
+        self.partition_rate_limit
+    }
+
+    /// How often the queue is polled when nothing wakes it.
+    pub fn get_polling_interval(&self) -> Duration {
+        self.polling_interval
+    }
+
     /// True when a claim must count a limit shared by every executor, so claims of this queue
     /// are serialised across executors.
     pub(crate) fn shared_limits(&self) -> bool {

@@ -33,7 +33,7 @@ use crate::sysdb::{self, Firings, ScheduleRow, INTERNAL_QUEUE};
 ///     .queue("reports")
 ///     .context(serde_json::json!({"to": "ops"}));
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Schedule {
     /// Unique among the database's schedules.
     pub name: String,
@@ -90,8 +90,9 @@ impl Schedule {
     }
 }
 
-/// Whether a schedule fires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Whether a schedule fires. Serializes as the stored text (`"ACTIVE"`, `"PAUSED"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ScheduleStatus {
     /// Firing.
     Active,
@@ -100,7 +101,8 @@ pub enum ScheduleStatus {
 }
 
 impl ScheduleStatus {
-    fn as_str(self) -> &'static str {
+    /// The text stored in the `status` column.
+    pub fn as_str(self) -> &'static str {
         match self {
             ScheduleStatus::Active => "ACTIVE",
             ScheduleStatus::Paused => "PAUSED",
@@ -108,11 +110,13 @@ impl ScheduleStatus {
     }
 }
 
-/// A stored schedule, as listed.
-#[derive(Debug, Clone, PartialEq)]
+/// A stored schedule, as listed. Serializes as one flat object: the definition's fields, then
+/// the row's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct ScheduleInfo {
     /// The definition. A context stored in a format other than JSON shows as its raw text.
+    #[serde(flatten)]
     pub schedule: Schedule,
     /// The row's `schedule_id`.
     pub id: String,

@@ -2,8 +2,12 @@
 
 use std::fmt;
 
-/// A workflow's status. These are the only values DBOS tools accept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+use serde::Serialize;
+
+/// A workflow's status. These are the only values DBOS tools accept. Serializes as the stored
+/// text (`"SUCCESS"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
     /// Running (or about to be recovered) under an executor.
     Pending,
@@ -68,7 +72,7 @@ impl fmt::Display for Status {
 }
 
 /// A workflow's status record. Timestamps are epoch milliseconds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct WorkflowStatus {
     pub id: String,

@@ -166,14 +166,7 @@ async fn connect_postgres(
     pool_size: u32,
     connect_timeout: Duration,
 ) -> Result<Backend, Error> {
-    let shown = redact_url(url);
-    let connect = PgConnectOptions::from_str(url)
-        .map_err(|e| Error::InvalidUrl {
-            url: shown.clone(),
-            reason: e.to_string(),
-        })?
-        .application_name("stead")
-        .disable_statement_logging();
+    let connect = connect_options(url)?;
     // No health ping on acquire: a dead connection fails its statement with a transient
     // error and the caller retries, which costs less than a round trip on every acquire.
     let pool = PgPoolOptions::new()
@@ -182,15 +175,45 @@ async fn connect_postgres(
         .acquire_timeout(connect_timeout)
         .test_before_acquire(false)
         .connect_with(connect.clone())
-        .await
-        .map_err(|e| Error::Connect {
-            url: shown.clone(),
-            reason: e.to_string(),
-        })?;
+        .await;
+    let pool = match pool {
+        Ok(pool) => pool,
+        Err(e) => {
+            let reason = failure_reason(&connect, e, connect_timeout).await;
+            return Err(Error::Connect {
+                url: redact_url(url),
+                reason,
+            });
+        }
+    };
     Ok(Backend::Postgres {
         pool,
         connect: Box::new(connect),
     })
+}
+
+/// Parses `url` into stead's connection settings; the error names the URL, password redacted.
+fn connect_options(url: &str) -> Result<PgConnectOptions, Error> {
+    Ok(PgConnectOptions::from_str(url)
+        .map_err(|e| Error::InvalidUrl {
+            url: redact_url(url),
+            reason: e.to_string(),
+        })?
+        .application_name("stead")
+        .disable_statement_logging())
+}
+
+/// Why a pool could not connect. The pool retries until its timeout and then reports only
+/// that it timed out; one more attempt recovers the cause (refused, unknown host, bad password).
+async fn failure_reason(options: &PgConnectOptions, e: sqlx::Error, waited: Duration) -> String {
+    if !matches!(e, sqlx::Error::PoolTimedOut) {
+        return e.to_string();
+    }
+    let attempt = tokio::time::timeout(Duration::from_secs(2), options.connect()).await;
+    match attempt {
+        Ok(Err(cause)) => format!("{cause} (retried for {waited:?})"),
+        _ => format!("no connection within {waited:?}"),
+    }
 }
 
 /// Replaces the password in a database URL with `***`, for messages and logs.

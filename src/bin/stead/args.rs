@@ -1,0 +1,279 @@
+//! The command line `stead` accepts, parsed by clap, and the parsers of its values (durations,
+//! times, statuses). It never touches the database.
+
+use std::time::{Duration, SystemTime};
+
+use clap::{Args, Parser, Subcommand};
+use stead::Status;
+
+/// Inspect and manage stead (and DBOS) workflows in a system database.
+#[derive(Debug, Parser)]
+#[command(name = "stead", version)]
+pub struct Cli {
+    /// Postgres URL of the system database [default: $STEAD_DATABASE_URL, then $DATABASE_URL]
+    #[arg(long, global = true, value_name = "URL")]
+    pub database_url: Option<String>,
+    /// Schema of the system tables
+    #[arg(long, global = true, default_value = "dbos")]
+    pub schema: String,
+    /// Application whose queues and schedules are shown (rows of no application always are)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub app: Option<String>,
+    /// Print JSON instead of tables
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// How long to wait for the database (e.g. 500ms, 5s, 1m)
+    #[arg(long, global = true, default_value = "5s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create or upgrade the system schema to the DBOS 3.4 layout
+    Migrate,
+    #[command(flatten)]
+    Client(ClientCommand),
+}
+
+/// The commands that run on a connected client (the schema must be migrated).
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// List, inspect, cancel, resume, fork and delete workflows
+    #[command(subcommand)]
+    Workflow(WorkflowCommand),
+    /// Show queue definitions
+    #[command(subcommand)]
+    Queue(QueueCommand),
+    /// List, pause and resume schedules
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
+    /// Delete finished workflows by age or beyond a row count (never running ones)
+    Gc(GcArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkflowCommand {
+    /// List workflows, newest first
+    List(Box<ListArgs>),
+    /// Show one workflow with its input, output and error
+    Get { id: String },
+    /// List a workflow's recorded steps and other durable calls
+    Steps { id: String },
+    /// Cancel a workflow; it stops before its next durable call
+    Cancel {
+        id: String,
+        /// Also cancel every workflow it started, recursively
+        #[arg(long)]
+        children: bool,
+    },
+    /// Resume a cancelled or stuck workflow from its last checkpoint
+    Resume { id: String },
+    /// Copy a workflow into a new one that replays the steps before --step and runs the rest
+    Fork(ForkArgs),
+    /// Delete a workflow and everything recorded for it
+    Delete {
+        id: String,
+        /// Also delete every workflow it started, recursively
+        #[arg(long)]
+        children: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only this status (repeat for several): pending, enqueued, delayed, success, error,
+    /// cancelled, max_recovery_attempts_exceeded
+    #[arg(long = "status", value_name = "STATUS", value_parser = parse_status)]
+    pub statuses: Vec<Status>,
+    /// Only workflows of this name
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Only workflows enqueued on this queue
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Only workflows waiting on or running from a queue (enqueued, delayed, pending)
+    #[arg(long)]
+    pub queued: bool,
+    /// Only this id (repeat for several)
+    #[arg(long = "id", value_name = "ID")]
+    pub ids: Vec<String>,
+    /// Only workflows of this application version
+    #[arg(long, value_name = "VERSION")]
+    pub app_version: Option<String>,
+    /// Only workflows last dispatched to this executor
+    #[arg(long, value_name = "ID")]
+    pub executor: Option<String>,
+    /// Only children of this workflow
+    #[arg(long, value_name = "ID")]
+    pub parent: Option<String>,
+    /// Only forks of this workflow
+    #[arg(long, value_name = "ID")]
+    pub forked_from: Option<String>,
+    /// Only workflows created at or after this time (RFC 3339, or a duration ago: 2h)
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub since: Option<SystemTime>,
+    /// Only workflows created before this time (RFC 3339, or a duration ago: 2h)
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub until: Option<SystemTime>,
+    /// At most this many workflows (0: no limit)
+    #[arg(long, default_value_t = 100)]
+    pub limit: u32,
+    /// Skip this many matches first (for pages)
+    #[arg(long, default_value_t = 0)]
+    pub offset: u32,
+    /// Oldest first
+    #[arg(long)]
+    pub oldest_first: bool,
+    /// Include inputs, outputs and errors (in --json output)
+    #[arg(long)]
+    pub payloads: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// The workflow to copy
+    pub id: String,
+    /// The first step that runs again (1 starts over)
+    #[arg(long)]
+    pub step: u32,
+    /// The copy's id [default: a new UUID]
+    #[arg(long, value_name = "ID")]
+    pub new_id: Option<String>,
+    /// Run the copy on executors of this application version
+    #[arg(long, value_name = "VERSION")]
+    pub app_version: Option<String>,
+    /// Enqueue the copy on this queue [default: the internal queue]
+    #[arg(long)]
+    pub queue: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// List queue definitions and their limits
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// List schedules
+    List,
+    /// Stop a schedule from firing
+    Pause { name: String },
+    /// Let a paused schedule fire again
+    Resume { name: String },
+}
+
+#[derive(Debug, Args)]
+#[group(required = true, multiple = true)]
+pub struct GcArgs {
+    /// Delete finished workflows created longer ago than this (e.g. 7d, 12h)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub older_than: Option<Duration>,
+    /// Keep only this many newest finished workflows
+    #[arg(long, value_name = "ROWS")]
+    pub keep: Option<u64>,
+}
+
+/// A duration as one or more `<number><unit>` parts (`ms`, `s`, `m`, `h`, `d`, `w`), e.g.
+/// `1h30m`; a bare number is seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("{text:?} is not a duration (e.g. 500ms, 30s, 5m, 2h, 7d, 1w)");
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        let number: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        let tail = &rest[digits..];
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(tail.len());
+        let unit_ms: u64 = match &tail[..unit_len] {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "w" => 604_800_000,
+            _ => return Err(bad()),
+        };
+        let part = number.checked_mul(unit_ms).ok_or_else(bad)?;
+        total = total
+            .checked_add(Duration::from_millis(part))
+            .ok_or_else(bad)?;
+        rest = &tail[unit_len..];
+    }
+    Ok(total)
+}
+
+/// A point in time: RFC 3339 (`2026-11-29T12:00:00Z`) or a duration ago (`2h`).
+pub fn parse_time(text: &str) -> Result<SystemTime, String> {
+    if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(at.into());
+    }
+    let ago = parse_duration(text)
+        .map_err(|_| format!("{text:?} is neither an RFC 3339 time nor a duration ago"))?;
+    SystemTime::now()
+        .checked_sub(ago)
+        .ok_or_else(|| format!("{text:?} reaches before the epoch"))
+}
+
+/// A workflow status, in any letter case.
+pub fn parse_status(text: &str) -> Result<Status, String> {
+    Status::parse(&text.to_ascii_uppercase()).ok_or_else(|| {
+        format!(
+            "{text:?} is not a status (pending, enqueued, delayed, success, error, cancelled, \
+             max_recovery_attempts_exceeded)"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units_and_sums() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        for bad in ["", "h", "5x", "1.5h", "-3s", "99999999999999999999w"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn times_are_rfc3339_or_a_duration_ago() {
+        let at = parse_time("2026-01-02T03:04:05Z").unwrap();
+        let secs = at.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+        assert_eq!(secs, 1_767_323_045);
+        let hour_ago = parse_time("1h").unwrap();
+        let ago = SystemTime::now().duration_since(hour_ago).unwrap();
+        assert!(ago >= Duration::from_secs(3600) && ago < Duration::from_secs(3660));
+        assert!(parse_time("yesterday").is_err());
+    }
+
+    #[test]
+    fn statuses_ignore_case() {
+        assert_eq!(parse_status("success"), Ok(Status::Success));
+        assert_eq!(
+            parse_status("Max_Recovery_Attempts_Exceeded"),
+            Ok(Status::MaxRecoveryAttemptsExceeded)
+        );
+        assert!(parse_status("running").is_err());
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

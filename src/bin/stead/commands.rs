@@ -1,0 +1,221 @@
+//! Runs each command through `stead::Client` (or `Client::migrate`) and renders its result.
+//! Every database access goes through the library; this module builds no SQL.
+
+use serde_json::json;
+use stead::{Client, ClientOptions, Error, ForkOptions, ListWorkflows, Retention, WorkflowInfo};
+
+use crate::args::{
+    ClientCommand, ForkArgs, GcArgs, ListArgs, QueueCommand, ScheduleCommand, WorkflowCommand,
+};
+use crate::output::{self, QueueView, Rendered};
+
+/// Migrates the schema named in `options`; needs no client (the schema may not exist yet).
+pub async fn migrate(url: &str, options: &ClientOptions) -> stead::Result<Rendered> {
+    let report = Client::migrate(url, options).await?;
+    let found = report
+        .found_version
+        .map_or_else(|| "none".to_owned(), |v| v.to_string());
+    let text = if report.applied {
+        format!(
+            "migrated schema '{}' to version {} (was: {found})\n",
+            report.schema, report.version
+        )
+    } else {
+        format!(
+            "schema '{}' is already at version {}; nothing to do\n",
+            report.schema, report.version
+        )
+    };
+    let value = json!({
+        "schema": report.schema,
+        "found_version": report.found_version,
+        "version": report.version,
+        "applied": report.applied,
+    });
+    Ok(Rendered { json: value, text })
+}
+
+/// Runs a command on a connected client.
+pub async fn run(client: &Client, command: ClientCommand) -> stead::Result<Rendered> {
+    match command {
+        ClientCommand::Workflow(cmd) => workflow(client, cmd).await,
+        ClientCommand::Queue(QueueCommand::List) => {
+            let views: Vec<QueueView> = client.queues().await?.iter().map(Into::into).collect();
+            Ok(Rendered::new(&views, output::queues(&views)))
+        }
+        ClientCommand::Schedule(cmd) => schedule(client, cmd).await,
+        ClientCommand::Gc(args) => gc(client, args).await,
+    }
+}
+
+async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Rendered> {
+    match command {
+        WorkflowCommand::List(args) => list(client, *args).await,
+        WorkflowCommand::Get { id } => {
+            let found = get(client, &id).await?;
+            Ok(Rendered::new(&found, output::workflow(&found)))
+        }
+        WorkflowCommand::Steps { id } => {
+            let steps = client.steps(&id).await?;
+            if steps.is_empty() {
+                get(client, &id).await?;
+            }
+            Ok(Rendered::new(&steps, output::steps(&steps)))
+        }
+        WorkflowCommand::Cancel { id, children } => {
+            if children {
+                client.cancel_with_children(&id).await?;
+            } else {
+                client.cancel(&id).await?;
+            }
+            changed(client, "cancel", &id).await
+        }
+        WorkflowCommand::Resume { id } => {
+            client.resume(&id).await?;
+            changed(client, "resume", &id).await
+        }
+        WorkflowCommand::Fork(args) => fork(client, args).await,
+        WorkflowCommand::Delete { id, children } => {
+            if children {
+                client.delete_with_children(&id).await?;
+            } else {
+                client.delete(&id).await?;
+            }
+            let value = json!({ "action": "delete", "id": id });
+            Ok(Rendered::new(&value, format!("deleted workflow '{id}'\n")))
+        }
+    }
+}
+
+/// The filters and order of `workflow list`: newest first unless asked otherwise.
+fn filter(args: ListArgs) -> ListWorkflows {
+    let mut f = ListWorkflows::new().offset(args.offset);
+    if !args.oldest_first {
+        f = f.newest_first();
+    }
+    if args.limit > 0 {
+        f = f.limit(args.limit);
+    }
+    if !args.ids.is_empty() {
+        f = f.ids(args.ids);
+    }
+    for status in args.statuses {
+        f = f.status(status);
+    }
+    if let Some(name) = args.name {
+        f = f.name(name);
+    }
+    if let Some(queue) = args.queue {
+        f = f.queue(queue);
+    }
+    if let Some(version) = args.app_version {
+        f = f.app_version(version);
+    }
+    if let Some(executor) = args.executor {
+        f = f.executor(executor);
+    }
+    if let Some(parent) = args.parent {
+        f = f.parent(parent);
+    }
+    if let Some(id) = args.forked_from {
+        f = f.forked_from(id);
+    }
+    if let Some(t) = args.since {
+        f = f.created_after(t);
+    }
+    if let Some(t) = args.until {
+        f = f.created_before(t);
+    }
+    if args.payloads {
+        f = f.with_payloads();
+    }
+    f
+}
+
+async fn list(client: &Client, args: ListArgs) -> stead::Result<Rendered> {
+    let queued = args.queued;
+    let f = filter(args);
+    let found = if queued {
+        client.list_queued_workflows(f).await?
+    } else {
+        client.list_workflows(f).await?
+    };
+    Ok(Rendered::new(&found, output::workflows(&found)))
+}
+
+/// One workflow with its payloads, or `NotFound`.
+async fn get(client: &Client, id: &str) -> stead::Result<WorkflowInfo> {
+    let f = ListWorkflows::new().ids([id]).with_payloads();
+    client
+        .list_workflows(f)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::NotFound(id.to_owned()))
+}
+
+/// After a cancel or a resume: the workflow's status now.
+async fn changed(client: &Client, action: &str, id: &str) -> stead::Result<Rendered> {
+    let status = client.handle(id).status().await?.status;
+    let value = json!({ "action": action, "id": id, "status": status });
+    let text = format!("{action}: workflow '{id}' is now {status}\n");
+    Ok(Rendered::new(&value, text))
+}
+
+async fn fork(client: &Client, args: ForkArgs) -> stead::Result<Rendered> {
+    let mut options = ForkOptions::new();
+    if let Some(id) = args.new_id {
+        options = options.id(id);
+    }
+    if let Some(version) = args.app_version {
+        options = options.app_version(version);
+    }
+    if let Some(queue) = args.queue {
+        options = options.queue(queue);
+    }
+    let copy = client.fork(&args.id, args.step, options).await?;
+    let value = json!({ "action": "fork", "id": args.id, "new_id": copy.id(), "step": args.step });
+    let text = format!(
+        "forked workflow '{}' from step {} as '{}'\n",
+        args.id,
+        args.step,
+        copy.id()
+    );
+    Ok(Rendered::new(&value, text))
+}
+
+async fn schedule(client: &Client, command: ScheduleCommand) -> stead::Result<Rendered> {
+    let (action, name) = match command {
+        ScheduleCommand::List => {
+            let list = client.schedules().await?;
+            return Ok(Rendered::new(&list, output::schedules(&list)));
+        }
+        ScheduleCommand::Pause { name } => {
+            client.pause_schedule(&name).await?;
+            ("paused", name)
+        }
+        ScheduleCommand::Resume { name } => {
+            client.resume_schedule(&name).await?;
+            ("resumed", name)
+        }
+    };
+    let value = json!({ "action": action, "schedule": name });
+    Ok(Rendered::new(
+        &value,
+        format!("{action} schedule '{name}'\n"),
+    ))
+}
+
+async fn gc(client: &Client, args: GcArgs) -> stead::Result<Rendered> {
+    let mut policy = Retention::default();
+    if let Some(age) = args.older_than {
+        policy = policy.older_than(age);
+    }
+    if let Some(rows) = args.keep {
+        policy = policy.max_rows(rows);
+    }
+    let deleted = client.garbage_collect(&policy).await?;
+    let value = json!({ "deleted": deleted });
+    let text = format!("deleted {deleted} finished workflow(s)\n");
+    Ok(Rendered::new(&value, text))
+}

@@ -1,0 +1,142 @@
+//! `stead`: the command line for a stead (or DBOS) system database — migrate it, list and
+//! manage workflows, show queues, pause and resume schedules, garbage-collect.
+//!
+//! It owns argument handling, the database URL lookup and the mapping of errors to one line on
+//! stderr and an exit code; it never builds SQL (everything goes through `stead::Client`).
+//!
+//! Exit codes: 0 success; 1 any other failure; 2 bad usage (unknown flag, bad value, no
+//! database URL, invalid URL); 3 the named workflow, schedule or queue does not exist; 4 the
+//! database cannot be reached.
+
+mod args;
+mod commands;
+mod output;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use stead::{Client, ClientOptions, Error};
+
+use crate::args::{Cli, Command};
+use crate::output::Rendered;
+
+const FAILED: u8 = 1;
+const USAGE: u8 = 2;
+const NOT_FOUND: u8 = 3;
+const UNREACHABLE: u8 = 4;
+
+/// Why the command failed: the line printed after `error: ` and the exit code.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    fn new(code: u8, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        match e {
+            Error::NotFound(id) => Failure::new(NOT_FOUND, format!("workflow '{id}' not found")),
+            Error::UnknownSchedule(name) => {
+                Failure::new(NOT_FOUND, format!("schedule '{name}' not found"))
+            }
+            Error::UnknownQueue(name) => {
+                Failure::new(NOT_FOUND, format!("queue '{name}' not found"))
+            }
+            Error::Connect { url, reason } => Failure::new(
+                UNREACHABLE,
+                format!("cannot connect to database at {url}: {reason}"),
+            ),
+            Error::SchemaTooOld { schema, found, .. } => {
+                let state = found.map_or_else(
+                    || "has no stead tables".to_owned(),
+                    |v| format!("is at version {v}, older than this stead needs"),
+                );
+                Failure::new(
+                    FAILED,
+                    format!("schema '{schema}' {state}: run `stead migrate` first"),
+                )
+            }
+            e @ (Error::InvalidUrl { .. } | Error::Config(_) | Error::InvalidArgument(_)) => {
+                Failure::new(USAGE, e.to_string())
+            }
+            other => Failure::new(FAILED, other.to_string()),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.json;
+    let outcome = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(execute(cli)),
+        Err(e) => Err(Failure::new(
+            FAILED,
+            format!("cannot start the async runtime: {e}"),
+        )),
+    };
+    match outcome {
+        Ok(rendered) => {
+            print(&rendered, json);
+            ExitCode::SUCCESS
+        }
+        Err(failure) => {
+            // One line, whatever the underlying message contains.
+            let line: Vec<&str> = failure.message.split_whitespace().collect();
+            eprintln!("error: {}", line.join(" "));
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+async fn execute(cli: Cli) -> Result<Rendered, Failure> {
+    let url = database_url(cli.database_url)?;
+    let options = ClientOptions {
+        schema: cli.schema,
+        app_name: cli.app,
+        connect_timeout: cli.connect_timeout,
+    };
+    let command = match cli.command {
+        Command::Migrate => return Ok(commands::migrate(&url, &options).await?),
+        Command::Client(command) => command,
+    };
+    let client = Client::connect_with(&url, options).await?;
+    let result = commands::run(&client, command).await;
+    let _ = client.shutdown(std::time::Duration::from_secs(1)).await;
+    Ok(result?)
+}
+
+/// `--database-url`, else `STEAD_DATABASE_URL`, else `DATABASE_URL`.
+fn database_url(flag: Option<String>) -> Result<String, Failure> {
+    let from_env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    flag.or_else(|| from_env("STEAD_DATABASE_URL"))
+        .or_else(|| from_env("DATABASE_URL"))
+        .ok_or_else(|| {
+            Failure::new(
+                USAGE,
+                "no database URL: pass --database-url or set STEAD_DATABASE_URL or DATABASE_URL",
+            )
+        })
+}
+
+/// Prints the result; a closed stdout (`stead ... | head`) is not an error worth a panic.
+fn print(rendered: &Rendered, json: bool) {
+    let mut out = std::io::stdout().lock();
+    let _ = if json {
+        let text = serde_json::to_string_pretty(&rendered.json).unwrap_or_default();
+        writeln!(out, "{text}")
+    } else {
+        out.write_all(rendered.text.as_bytes())
+    };
+}

@@ -1,0 +1,295 @@
+//! How results are shown: aligned text tables and key/value blocks for people, and the JSON
+//! value printed instead under `--json`. It formats only; it never talks to the database.
+
+use serde::Serialize;
+use serde_json::Value;
+use stead::{Queue, RateLimit, ScheduleInfo, StepInfo, WorkflowInfo};
+
+/// A command's result in both forms; `main` prints one of them.
+pub struct Rendered {
+    pub json: Value,
+    pub text: String,
+}
+
+impl Rendered {
+    /// A result whose JSON is `value` serialized.
+    pub fn new(value: &impl Serialize, text: String) -> Rendered {
+        Rendered {
+            json: serde_json::to_value(value).unwrap_or(Value::Null),
+            text,
+        }
+    }
+}
+
+/// Columns padded to their widest cell, separated by two spaces; no trailing spaces.
+pub struct Table {
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(headers: &[&str]) -> Table {
+        Table {
+            rows: vec![headers.iter().map(|h| (*h).to_owned()).collect()],
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    pub fn render(&self) -> String {
+        let columns = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let widths: Vec<usize> = (0..columns)
+            .map(|c| {
+                let width = |r: &Vec<String>| r.get(c).map_or(0, |s| s.chars().count());
+                self.rows.iter().map(width).max().unwrap_or(0)
+            })
+            .collect();
+        let mut out = String::new();
+        for row in &self.rows {
+            let mut line = String::new();
+            for (cell, width) in row.iter().zip(&widths) {
+                line.push_str(&format!("{cell:<width$}  "));
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Epoch milliseconds as `2026-11-29 12:21:23` (UTC).
+pub fn time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_else(|| ms.to_string())
+}
+
+fn opt_time(ms: Option<i64>) -> String {
+    ms.map_or_else(dash, time)
+}
+
+fn dash() -> String {
+    "-".to_owned()
+}
+
+fn or_dash(text: Option<&str>) -> String {
+    text.map_or_else(dash, str::to_owned)
+}
+
+/// Compact JSON cut to `max` characters (with `…` when cut), for a table cell.
+fn clip(value: &str, max: usize) -> String {
+    let one_line = value.replace('\n', " ");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let mut cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+pub fn workflows(list: &[WorkflowInfo]) -> String {
+    let mut table = Table::new(&[
+        "ID", "STATUS", "NAME", "QUEUE", "VERSION", "CREATED", "UPDATED",
+    ]);
+    for w in list {
+        let s = &w.status;
+        table.row(vec![
+            s.id.clone(),
+            s.status.to_string(),
+            s.name.clone(),
+            or_dash(s.queue_name.as_deref()),
+            or_dash(s.app_version.as_deref()),
+            time(s.created_at_ms),
+            time(s.updated_at_ms),
+        ]);
+    }
+    table.render()
+}
+
+/// One workflow as `field  value` lines; optional fields appear only when set.
+pub fn workflow(w: &WorkflowInfo) -> String {
+    let s = &w.status;
+    let json = |v: &Option<Value>| v.as_ref().map(Value::to_string);
+    let mut fields: Vec<(&str, Option<String>)> = vec![
+        ("id", Some(s.id.clone())),
+        ("status", Some(s.status.to_string())),
+        ("name", Some(s.name.clone())),
+        ("queue", s.queue_name.clone()),
+        ("app version", s.app_version.clone()),
+        ("app name", s.app_name.clone()),
+        ("executor", s.executor_id.clone()),
+        ("attempts", Some(s.recovery_attempts.to_string())),
+        ("created", Some(time(s.created_at_ms))),
+        ("updated", Some(time(s.updated_at_ms))),
+        ("started", s.started_at_ms.map(time)),
+        ("completed", s.completed_at_ms.map(time)),
+        ("parent", s.parent_workflow_id.clone()),
+        ("forked from", s.forked_from.clone()),
+        ("timeout", s.timeout_ms.map(|ms| format!("{ms} ms"))),
+        ("deadline", s.deadline_ms.map(time)),
+        ("delayed until", s.delay_until_ms.map(time)),
+        (
+            "priority",
+            (s.priority != 0).then(|| s.priority.to_string()),
+        ),
+        ("dedup id", s.deduplication_id.clone()),
+        ("partition", s.partition_key.clone()),
+        ("serialization", w.serialization.clone()),
+        ("input", json(&w.input)),
+        ("output", json(&w.output)),
+        ("error", w.error.as_ref().map(ToString::to_string)),
+    ];
+    fields.retain(|(_, v)| v.is_some());
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    fields
+        .into_iter()
+        .map(|(k, v)| format!("{k:<width$}  {}\n", v.unwrap_or_default()))
+        .collect()
+}
+
+pub fn steps(list: &[StepInfo]) -> String {
+    let mut table = Table::new(&["STEP", "NAME", "RESULT", "CHILD", "STARTED", "COMPLETED"]);
+    for s in list {
+        let result = match (&s.error, &s.output) {
+            (Some(e), _) => format!("error: {e}"),
+            (None, Some(v)) => v.to_string(),
+            (None, None) => String::new(),
+        };
+        table.row(vec![
+            s.function_id.to_string(),
+            s.name.clone(),
+            clip(&result, 48),
+            or_dash(s.child_workflow_id.as_deref()),
+            opt_time(s.started_at_ms),
+            opt_time(s.completed_at_ms),
+        ]);
+    }
+    table.render()
+}
+
+/// A queue definition as printed under `--json` (durations in milliseconds).
+#[derive(Serialize)]
+pub struct QueueView {
+    name: String,
+    concurrency: Option<u32>,
+    worker_concurrency: Option<u32>,
+    rate_limit: Option<RateView>,
+    priority_enabled: bool,
+    partitioned: bool,
+    partition_concurrency: Option<u32>,
+    partition_worker_concurrency: Option<u32>,
+    partition_rate_limit: Option<RateView>,
+    polling_interval_ms: u128,
+}
+
+#[derive(Serialize)]
+struct RateView {
+    limit: u32,
+    period_ms: u128,
+}
+
+impl From<RateLimit> for RateView {
+    fn from(r: RateLimit) -> RateView {
+        RateView {
+            limit: r.limit,
+            period_ms: r.period.as_millis(),
+        }
+    }
+}
+
+impl From<&Queue> for QueueView {
+    fn from(q: &Queue) -> QueueView {
+        QueueView {
+            name: q.name().to_owned(),
+            concurrency: q.get_concurrency(),
+            worker_concurrency: q.get_worker_concurrency(),
+            rate_limit: q.get_rate_limit().map(Into::into),
+            priority_enabled: q.is_priority_enabled(),
+            partitioned: q.is_partitioned(),
+            partition_concurrency: q.get_partition_concurrency(),
+            partition_worker_concurrency: q.get_partition_worker_concurrency(),
+            partition_rate_limit: q.get_partition_rate_limit().map(Into::into),
+            polling_interval_ms: q.get_polling_interval().as_millis(),
+        }
+    }
+}
+
+pub fn queues(list: &[QueueView]) -> String {
+    let mut table = Table::new(&[
+        "NAME",
+        "CONCURRENCY",
+        "WORKER_CONCURRENCY",
+        "RATE_LIMIT",
+        "PRIORITY",
+        "PARTITIONED",
+        "POLL",
+    ]);
+    let limit = |n: Option<u32>| n.map_or_else(dash, |n| n.to_string());
+    let rate = |r: &Option<RateView>| {
+        r.as_ref()
+            .map_or_else(dash, |r| format!("{}/{}ms", r.limit, r.period_ms))
+    };
+    let yes = |b: bool| if b { "yes" } else { "no" }.to_owned();
+    for q in list {
+        table.row(vec![
+            q.name.clone(),
+            limit(q.concurrency),
+            limit(q.worker_concurrency),
+            rate(&q.rate_limit),
+            yes(q.priority_enabled),
+            yes(q.partitioned),
+            format!("{}ms", q.polling_interval_ms),
+        ]);
+    }
+    table.render()
+}
+
+pub fn schedules(list: &[ScheduleInfo]) -> String {
+    let mut table = Table::new(&[
+        "NAME",
+        "STATUS",
+        "WORKFLOW",
+        "CRON",
+        "TIMEZONE",
+        "QUEUE",
+        "LAST_FIRED",
+    ]);
+    for s in list {
+        let d = &s.schedule;
+        table.row(vec![
+            d.name.clone(),
+            s.status.as_str().to_owned(),
+            d.workflow.clone(),
+            d.cron.clone(),
+            d.timezone.clone().unwrap_or_else(|| "UTC".to_owned()),
+            or_dash(d.queue.as_deref()),
+            or_dash(s.last_fired_at.as_deref()),
+        ]);
+    }
+    table.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_columns_and_trim_line_ends() {
+        let mut t = Table::new(&["ID", "STATUS"]);
+        t.row(vec!["a-long-id".into(), "SUCCESS".into()]);
+        t.row(vec!["b".into(), "".into()]);
+        assert_eq!(t.render(), "ID         STATUS\na-long-id  SUCCESS\nb\n");
+    }
+
+    #[test]
+    fn long_cells_are_clipped_on_one_line() {
+        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(clip("a\nb", 4), "a b");
+    }
+
+    #[test]
+    fn times_are_utc_to_the_second() {
+        assert_eq!(time(1_767_323_045_123), "2026-01-02 03:04:05");
+    }
+}
