@@ -5,8 +5,9 @@ mod common;
 
 use std::time::{Duration, SystemTime};
 
+use common::CheckPool;
 use futures::StreamExt;
-use sqlx::PgPool;
+use sqlx::{AnyPool, AssertSqlSafe, PgPool};
 use stead::{
     Client, Context, Error, ForkOptions, ListWorkflows, Queue, Runtime, Status, WorkflowOptions,
 };
@@ -120,15 +121,16 @@ async fn client(db: &common::TestDb) -> Client {
     Client::connect_with(&db.url, options).await.unwrap()
 }
 
-async fn status_of(pool: &PgPool, id: &str) -> Option<String> {
-    sqlx::query_scalar("SELECT status FROM dbos.workflow_status WHERE workflow_uuid = $1")
-        .bind(id)
-        .fetch_optional(pool)
-        .await
-        .unwrap()
+async fn status_of(pool: &AnyPool, id: &str) -> Option<String> {
+    sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = '{id}'"
+    )))
+    .fetch_optional(pool)
+    .await
+    .unwrap()
 }
 
-async fn wait_status(pool: &PgPool, id: &str, want: &str) {
+async fn wait_status(pool: &AnyPool, id: &str, want: &str) {
     common::wait_count(
         pool,
         &format!(
@@ -144,23 +146,27 @@ fn ids(list: &[stead::WorkflowInfo]) -> Vec<&str> {
     list.iter().map(|w| w.status.id.as_str()).collect()
 }
 
-#[tokio::test]
-async fn a_client_refuses_an_unmigrated_database_and_never_migrates() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn a_client_refuses_an_unmigrated_database_and_never_migrates(db) {
+    let table_sql = if db.is_sqlite() {
+        "SELECT max(name) FROM dbos.sqlite_master WHERE name = 'workflow_status'"
+    } else {
+        "SELECT to_regclass('dbos.workflow_status')::text"
+    };
     let err = Client::connect(&db.url).await.err().expect("refused");
     assert!(
         matches!(err, Error::SchemaTooOld { found: None, .. }),
         "{err}"
     );
     assert!(err.to_string().contains("stead migrate"), "{err}");
-    let pool = db.pool().await;
-    let table = common::scalar(&pool, "SELECT to_regclass('dbos.workflow_status')::text").await;
+    let pool = db.checks().await;
+    let table = common::scalar(&pool, table_sql).await;
     assert_eq!(table, None, "the client created tables");
 }
+}
 
-#[tokio::test]
-async fn a_client_enqueues_by_name_talks_to_the_workflow_and_waits_for_it() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn a_client_enqueues_by_name_talks_to_the_workflow_and_waits_for_it(db) {
     let rt = builder(&db).launch().await.unwrap();
     let client = client(&db).await;
     let h = client
@@ -191,12 +197,12 @@ async fn a_client_enqueues_by_name_talks_to_the_workflow_and_waits_for_it() {
     client.shutdown(Duration::from_secs(5)).await.unwrap();
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn an_enqueue_for_another_version_waits_for_an_executor_of_that_version() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn an_enqueue_for_another_version_waits_for_an_executor_of_that_version(db) {
     let rt = builder(&db).launch().await.unwrap();
+    let pool = db.checks().await;
     let client = client(&db).await;
     client
         .enqueue(
@@ -209,6 +215,8 @@ async fn an_enqueue_for_another_version_waits_for_an_executor_of_that_version() 
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(status_of(&pool, "v9").await.as_deref(), Some("ENQUEUED"));
+    // One executor at a time: an embedded database serves one.
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
     let v9 = builder(&db)
         .app_version("v9")
         .executor_id("v9-executor")
@@ -219,14 +227,16 @@ async fn an_enqueue_for_another_version_waits_for_an_executor_of_that_version() 
     assert_eq!(common::within(h.result::<u64>()).await.unwrap(), 2);
     assert_eq!(h.status().await.unwrap().app_version.as_deref(), Some("v9"));
     v9.shutdown(Duration::from_secs(5)).await.unwrap();
-    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }
 
-#[tokio::test]
-async fn versionless_enqueues_go_to_the_latest_version_which_an_operator_chooses() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn versionless_enqueues_go_to_the_latest_version_which_an_operator_chooses(db) {
+    // One executor at a time (an embedded database serves one): test-1, then test-2, then
+    // test-1 again, which stays behind test-2.
     let old = builder(&db).launch().await.unwrap();
+    let pool = db.checks().await;
+    old.shutdown(Duration::from_secs(5)).await.unwrap();
     let new = builder(&db)
         .app_version("test-2")
         .executor_id("new-executor")
@@ -234,6 +244,7 @@ async fn versionless_enqueues_go_to_the_latest_version_which_an_operator_chooses
         .await
         .unwrap();
     new.shutdown(Duration::from_secs(5)).await.unwrap();
+    let old = builder(&db).launch().await.unwrap();
     let client = client(&db).await;
     let versions: Vec<String> = client
         .app_versions()
@@ -268,9 +279,11 @@ async fn versionless_enqueues_go_to_the_latest_version_which_an_operator_chooses
     ));
     old.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-/// Workflows in every shape the filters tell apart, and the moment between d2 and d3.
-async fn populate(rt: &Runtime, db: &common::TestDb) -> (SystemTime, Runtime) {
+/// Workflows in every shape the filters tell apart, and the moment between d2 and d3. Shuts
+/// `rt` down and returns another executor (an embedded database serves one at a time).
+async fn populate(rt: Runtime, db: &common::TestDb) -> (SystemTime, Runtime) {
     for (id, n) in [("d1", 1u64), ("d2", 2)] {
         rt.start("double", n, WorkflowOptions::with_id(id))
             .await
@@ -312,6 +325,7 @@ async fn populate(rt: &Runtime, db: &common::TestDb) -> (SystemTime, Runtime) {
     let f1 = rt.fork("d1", 1, ForkOptions::new().id("f1")).await.unwrap();
     assert_eq!(common::within(f1.result::<u64>()).await.unwrap(), 2);
     // Launched last, so it claims none of the work above.
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
     let other = builder(db).executor_id("other").launch().await.unwrap();
     other
         .start("double", 7u64, WorkflowOptions::with_id("o1"))
@@ -323,11 +337,10 @@ async fn populate(rt: &Runtime, db: &common::TestDb) -> (SystemTime, Runtime) {
     (mid, other)
 }
 
-#[tokio::test]
-async fn every_list_filter_and_pagination() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn every_list_filter_and_pagination(db) {
     let rt = builder(&db).launch().await.unwrap();
-    let (mid, other) = populate(&rt, &db).await;
+    let (mid, other) = populate(rt, &db).await;
     let client = client(&db).await;
     let list = |f: ListWorkflows| {
         let client = client.clone();
@@ -429,16 +442,15 @@ async fn every_list_filter_and_pagination() {
     );
     // The runtime offers the same operations.
     assert_eq!(
-        rt.list_workflows(ListWorkflows::new()).await.unwrap().len(),
+        other.list_workflows(ListWorkflows::new()).await.unwrap().len(),
         all.len()
     );
     other.shutdown(Duration::from_secs(5)).await.unwrap();
-    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }
 
-#[tokio::test]
-async fn steps_list_each_recorded_call_in_order() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn steps_list_each_recorded_call_in_order(db) {
     let rt = builder(&db).launch().await.unwrap();
     rt.start("five", 10u32, WorkflowOptions::with_id("st"))
         .await
@@ -465,12 +477,12 @@ async fn steps_list_each_recorded_call_in_order() {
     assert!(client.steps("missing").await.unwrap().is_empty());
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn cancel_alone_or_with_children() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn cancel_alone_or_with_children(db) {
     let rt = builder(&db).launch().await.unwrap();
+    let pool = db.checks().await;
     let client = client(&db).await;
     for id in ["alone", "tree"] {
         rt.start("waiting_parent", (), WorkflowOptions::with_id(id))
@@ -498,12 +510,12 @@ async fn cancel_alone_or_with_children() {
     ));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn resume_runs_a_cancelled_workflow_on_from_its_checkpoint() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn resume_runs_a_cancelled_workflow_on_from_its_checkpoint(db) {
     let rt = builder(&db).launch().await.unwrap();
+    let pool = db.checks().await;
     let client = client(&db).await;
     rt.start("waiter", (), WorkflowOptions::with_id("r1"))
         .await
@@ -530,10 +542,10 @@ async fn resume_runs_a_cancelled_workflow_on_from_its_checkpoint() {
     ));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn a_fork_from_step_three_replays_one_and_two_and_runs_three_to_five() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn a_fork_from_step_three_replays_one_and_two_and_runs_three_to_five(db) {
     let rt = builder(&db).launch().await.unwrap();
     let original = rt
         .start("five", 100u32, WorkflowOptions::with_id("fk"))
@@ -569,12 +581,12 @@ async fn a_fork_from_step_three_replays_one_and_two_and_runs_three_to_five() {
     ));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn a_replayed_fork_inside_a_workflow_returns_the_same_copy() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn a_replayed_fork_inside_a_workflow_returns_the_same_copy(db) {
     let rt = builder(&db).launch().await.unwrap();
+    let pool = db.checks().await;
     rt.start("double", 1u64, WorkflowOptions::with_id("src"))
         .await
         .unwrap()
@@ -605,12 +617,12 @@ async fn a_replayed_fork_inside_a_workflow_returns_the_same_copy() {
     assert_eq!(ids(&forks), ["fw-1"]);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn delete_alone_or_with_children_removes_every_row() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn delete_alone_or_with_children_removes_every_row(db) {
     let rt = builder(&db).launch().await.unwrap();
+    let pool = db.checks().await;
     for id in ["x", "y"] {
         rt.start("parent", 2u64, WorkflowOptions::with_id(id))
             .await
@@ -622,12 +634,7 @@ async fn delete_alone_or_with_children_removes_every_row() {
     let client = client(&db).await;
     let count = |sql: &'static str| {
         let pool = pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>(sql)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-        }
+        async move { pool.count(sql).await.unwrap() }
     };
     client.delete("x").await.unwrap();
     assert_eq!(status_of(&pool, "x").await, None);
@@ -651,12 +658,12 @@ async fn delete_alone_or_with_children_removes_every_row() {
     assert!(matches!(client.delete("y").await, Err(Error::NotFound(_))));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn a_delayed_workflow_can_be_brought_forward() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn a_delayed_workflow_can_be_brought_forward(db) {
     let rt = builder(&db).launch().await.unwrap();
+    let pool = db.checks().await;
     let client = client(&db).await;
     let h = client
         .enqueue(
@@ -682,10 +689,10 @@ async fn a_delayed_workflow_can_be_brought_forward() {
     ));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn a_client_manages_queues_that_executors_follow() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn a_client_manages_queues_that_executors_follow(db) {
     let rt = builder(&db)
         .queue_refresh(Duration::from_millis(100))
         .launch()
@@ -727,6 +734,7 @@ async fn a_client_manages_queues_that_executors_follow() {
     ));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
 /// Entry point of the process that runs the workflow the test resumes from outside.
 #[tokio::test]
@@ -743,6 +751,7 @@ async fn resume_child() {
     std::future::pending::<()>().await;
 }
 
+/// Postgres only: the resume stops the run in the other process through NOTIFY.
 #[tokio::test]
 async fn resuming_a_live_workflow_from_another_process_runs_each_step_once() {
     let db = common::TestDb::new().await;

@@ -2,8 +2,9 @@
 //! application) and the firing statement: a batch of scheduled runs enqueued under their
 //! deterministic ids, idempotently, with the schedule's `last_fired_at` in the same statement.
 
-use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
+
+use super::reads::Decoded;
 
 use super::{now_ms, Sql};
 use super::{sqlite, Backend, SysDb};
@@ -27,7 +28,8 @@ pub(crate) struct ScheduleRow {
     pub app_name: Option<String>,
 }
 
-const COLUMNS: &str = "schedule_id, schedule_name, workflow_name, workflow_class_name, schedule, \
+pub(super) const COLUMNS: &str =
+    "schedule_id, schedule_name, workflow_name, workflow_class_name, schedule, \
     status, context, last_fired_at, automatic_backfill, cron_timezone, queue_name, \
     application_name";
 
@@ -93,7 +95,15 @@ WITH f AS (
 SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM note)
 "#;
 
-fn row_to_schedule(row: &PgRow) -> Result<ScheduleRow, sqlx::Error> {
+/// A `workflow_schedules` row of either backend, columns in `COLUMNS` order.
+pub(super) fn row_to_schedule<'r, R>(row: &'r R) -> Result<ScheduleRow, sqlx::Error>
+where
+    R: Row,
+    usize: sqlx::ColumnIndex<R>,
+    String: Decoded<'r, R::Database>,
+    Option<String>: Decoded<'r, R::Database>,
+    bool: Decoded<'r, R::Database>,
+{
     Ok(ScheduleRow {
         id: row.try_get(0)?,
         name: row.try_get(1)?,

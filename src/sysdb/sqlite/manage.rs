@@ -1,24 +1,145 @@
-//! TODO(sqlite): manage statements on SQLite.
+//! Management statements on SQLite: listing workflows and their steps, resuming, forking,
+//! deleting and changing a delay. Each mirrors its Postgres twin in `sysdb::manage`; what
+//! Postgres does in one statement with data-modifying CTEs is one write transaction here.
+//! Wake-ups are the caller's (no NOTIFY): these functions never signal anything.
 
-#![allow(unused_variables)]
+use sqlx::sqlite::SqliteConnection;
+use sqlx::{AssertSqlSafe, Row};
 
-use super::Lite;
+use super::{json_list, Lite};
 use crate::error::DbError;
 use crate::sysdb::manage::Resumed;
-use crate::sysdb::{ListQuery, ListedRow, StepListing};
+use crate::sysdb::reads::{status_from_row, STATUS_COLUMNS};
+use crate::sysdb::{now_ms, ListQuery, ListedRow, StepListing};
 
+/// `sysdb::manage::list_sql` in SQLite: JSON arrays for the id and status lists, and a negative
+/// limit (no bound) for a missing one.
+fn list_sql(newest_first: bool) -> String {
+    let order = if newest_first { "DESC" } else { "ASC" };
+    format!(
+        "SELECT {STATUS_COLUMNS}, w.serialization, \
+           CASE WHEN ?12 THEN COALESCE(i.inputs, w.inputs) END, \
+           CASE WHEN ?12 THEN COALESCE(o.output, w.output) END, \
+           CASE WHEN ?12 THEN COALESCE(o.error, w.error) END \
+         FROM workflow_status w \
+         LEFT JOIN workflow_input i ON ?12 AND i.workflow_uuid = w.workflow_uuid \
+         LEFT JOIN workflow_output o ON ?12 AND o.workflow_uuid = w.workflow_uuid \
+         WHERE (?1 IS NULL OR w.workflow_uuid IN (SELECT value FROM json_each(?1))) \
+           AND (?2 IS NULL OR w.status IN (SELECT value FROM json_each(?2))) \
+           AND (?3 IS NULL OR w.name = ?3) \
+           AND (?4 IS NULL OR w.queue_name = ?4) \
+           AND (?5 IS NULL OR w.application_version = ?5) \
+           AND (?6 IS NULL OR w.application_name = ?6) \
+           AND (?7 IS NULL OR w.created_at >= ?7) \
+           AND (?8 IS NULL OR w.created_at < ?8) \
+           AND (?9 IS NULL OR w.parent_workflow_id = ?9) \
+           AND (?10 IS NULL OR w.forked_from = ?10) \
+           AND (?11 IS NULL OR w.executor_id = ?11) \
+           AND (NOT ?13 OR (w.queue_name IS NOT NULL \
+                AND w.status IN ('ENQUEUED', 'PENDING', 'DELAYED'))) \
+         ORDER BY w.created_at {order}, w.workflow_uuid {order} \
+         LIMIT COALESCE(?14, -1) OFFSET ?15"
+    )
+}
+
+/// Workflows matching `q`; see `sysdb::manage::list`.
 pub(crate) async fn list(lite: &Lite, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
-    Err(DbError::Query("not yet on SQLite: manage::list".into()))
+    let rows = sqlx::query(AssertSqlSafe(list_sql(q.newest_first)))
+        .bind(q.ids.as_deref().map(json_list))
+        .bind(q.statuses.as_deref().map(json_list))
+        .bind(&q.name)
+        .bind(&q.queue)
+        .bind(&q.app_version)
+        .bind(&q.app_name)
+        .bind(q.created_from)
+        .bind(q.created_until)
+        .bind(&q.parent)
+        .bind(&q.forked_from)
+        .bind(&q.executor)
+        .bind(q.payloads)
+        .bind(q.queued_only)
+        .bind(q.limit)
+        .bind(q.offset)
+        .fetch_all(lite.reader())
+        .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(ListedRow {
+                status: status_from_row(row)?,
+                serialization: row.try_get(20)?,
+                inputs: row.try_get(21)?,
+                output: row.try_get(22)?,
+                error: row.try_get(23)?,
+            })
+        })
+        .collect()
 }
 
+/// The recorded calls of workflow `id`, in order.
 pub(crate) async fn steps(lite: &Lite, id: &str) -> Result<Vec<StepListing>, DbError> {
-    Err(DbError::Query("not yet on SQLite: manage::steps".into()))
+    let rows = sqlx::query(
+        "SELECT function_id, function_name, output, error, child_workflow_id, \
+             started_at_epoch_ms, completed_at_epoch_ms, serialization \
+         FROM operation_outputs WHERE workflow_uuid = ?1 ORDER BY function_id",
+    )
+    .bind(id)
+    .fetch_all(lite.reader())
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(StepListing {
+                function_id: row.try_get(0)?,
+                name: row.try_get(1)?,
+                output: row.try_get(2)?,
+                error: row.try_get(3)?,
+                child_workflow_id: row.try_get(4)?,
+                started_at: row.try_get(5)?,
+                completed_at: row.try_get(6)?,
+                serialization: row.try_get(7)?,
+            })
+        })
+        .collect()
 }
 
+/// Puts `id` back on `queue` unless it finished; reports the owner it took it from (the
+/// caller stops that execution and wakes the queue, as the Postgres NOTIFYs do).
 pub(crate) async fn resume(lite: &Lite, id: &str, queue: &str) -> Result<Resumed, DbError> {
-    Err(DbError::Query("not yet on SQLite: manage::resume".into()))
+    let mut tx = lite.write().await?;
+    let Some(old) = sqlx::query("SELECT owner_xid FROM workflow_status WHERE workflow_uuid = ?1")
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+    else {
+        return Ok(Resumed {
+            exists: false,
+            requeued: false,
+            previous_owner: None,
+        });
+    };
+    let requeued = sqlx::query(
+        "UPDATE workflow_status \
+         SET status = 'ENQUEUED', owner_xid = NULL, queue_name = ?2, recovery_attempts = 0, \
+             workflow_deadline_epoch_ms = NULL, deduplication_id = NULL, \
+             started_at_epoch_ms = NULL, completed_at = NULL, updated_at = ?3 \
+         WHERE workflow_uuid = ?1 AND status NOT IN ('SUCCESS', 'ERROR')",
+    )
+    .bind(id)
+    .bind(queue)
+    .bind(now_ms())
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        > 0;
+    tx.commit().await?;
+    Ok(Resumed {
+        exists: true,
+        requeued,
+        previous_owner: old.try_get(0)?,
+    })
 }
 
+/// Copies `id` as `new_id` on `queue` with its calls before `from_step`; see
+/// `sysdb::manage::fork`. Returns whether the original exists and whether the copy was made.
 pub(crate) async fn fork(
     lite: &Lite,
     id: &str,
@@ -27,19 +148,151 @@ pub(crate) async fn fork(
     app_version: Option<&str>,
     from_step: i32,
 ) -> Result<(bool, bool), DbError> {
-    Err(DbError::Query("not yet on SQLite: manage::fork".into()))
+    let mut tx = lite.write().await?;
+    let exists = sqlx::query("SELECT 1 FROM workflow_status WHERE workflow_uuid = ?1")
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
+    let made = exists
+        && sqlx::query(
+            "INSERT INTO workflow_status (
+                workflow_uuid, status, name, class_name, config_name, queue_name,
+                application_version, application_name, authenticated_user, assumed_role,
+                authenticated_roles, serialization, forked_from, recovery_attempts, priority,
+                created_at, updated_at, workflow_timeout_ms, inputs)
+             SELECT ?2, 'ENQUEUED', name, class_name, config_name, ?3,
+                COALESCE(?4, application_version), application_name, authenticated_user,
+                assumed_role, authenticated_roles, serialization, ?1, 0, 0, ?5, ?5,
+                workflow_timeout_ms, inputs
+             FROM workflow_status WHERE workflow_uuid = ?1
+             ON CONFLICT (workflow_uuid) DO NOTHING",
+        )
+        .bind(id)
+        .bind(new_id)
+        .bind(queue)
+        .bind(app_version)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            > 0;
+    if made {
+        copy_history(&mut tx, id, new_id, from_step).await?;
+    }
+    tx.commit().await?;
+    Ok((exists, made))
 }
 
+/// The fork's copies: input, the calls before `from_step`, the events they set (the latest
+/// value of each key) and their stream values; then marks the original as forked.
+async fn copy_history(
+    tx: &mut SqliteConnection,
+    id: &str,
+    new_id: &str,
+    from_step: i32,
+) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO workflow_input (workflow_uuid, inputs) \
+         SELECT ?2, inputs FROM workflow_input WHERE workflow_uuid = ?1",
+    )
+    .bind(id)
+    .bind(new_id)
+    .execute(&mut *tx)
+    .await?;
+    const CALLS: [&str; 4] = [
+        "INSERT INTO operation_outputs (workflow_uuid, function_id, function_name, output, \
+             error, child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, \
+             serialization, application_name) \
+         SELECT ?2, function_id, function_name, output, error, child_workflow_id, \
+             started_at_epoch_ms, completed_at_epoch_ms, serialization, application_name \
+         FROM operation_outputs WHERE workflow_uuid = ?1 AND function_id < ?3",
+        "INSERT INTO workflow_events_history (workflow_uuid, function_id, key, value, \
+             serialization) \
+         SELECT ?2, function_id, key, value, serialization FROM workflow_events_history \
+         WHERE workflow_uuid = ?1 AND function_id < ?3",
+        "INSERT INTO workflow_events (workflow_uuid, key, value, serialization) \
+         SELECT ?2, key, value, serialization FROM ( \
+             SELECT key, value, serialization, row_number() OVER ( \
+                 PARTITION BY key ORDER BY function_id DESC) AS latest \
+             FROM workflow_events_history WHERE workflow_uuid = ?1 AND function_id < ?3) \
+         WHERE latest = 1",
+        r#"INSERT INTO streams (workflow_uuid, key, value, "offset", function_id, serialization)
+           SELECT ?2, key, value, "offset", function_id, serialization FROM streams
+           WHERE workflow_uuid = ?1 AND function_id < ?3"#,
+    ];
+    for sql in CALLS {
+        sqlx::query(sql)
+            .bind(id)
+            .bind(new_id)
+            .bind(from_step)
+            .execute(&mut *tx)
+            .await?;
+    }
+    sqlx::query("UPDATE workflow_status SET was_forked_from = true WHERE workflow_uuid = ?1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+/// Deletes `id` (and its descendants when `cascade`) with every row that belongs to it;
+/// returns the ids deleted. Steps, inputs and outputs have no foreign key in this layout.
 pub(crate) async fn delete(lite: &Lite, id: &str, cascade: bool) -> Result<Vec<String>, DbError> {
-    Err(DbError::Query("not yet on SQLite: manage::delete".into()))
+    let mut tx = lite.write().await?;
+    let tree: Vec<String> = sqlx::query_scalar(
+        "WITH RECURSIVE tree(id) AS ( \
+             SELECT ?1 \
+             UNION \
+             SELECT w.workflow_uuid FROM workflow_status w JOIN tree t \
+                 ON w.parent_workflow_id = t.id WHERE ?2) \
+         SELECT id FROM tree",
+    )
+    .bind(id)
+    .bind(cascade)
+    .fetch_all(&mut *tx)
+    .await?;
+    let tree = json_list(&tree);
+    for table in ["operation_outputs", "workflow_input", "workflow_output"] {
+        sqlx::query(AssertSqlSafe(format!(
+            "DELETE FROM {table} WHERE workflow_uuid IN (SELECT value FROM json_each(?1))"
+        )))
+        .bind(&tree)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let gone: Vec<String> = sqlx::query_scalar(
+        "DELETE FROM workflow_status WHERE workflow_uuid IN (SELECT value FROM json_each(?1)) \
+         RETURNING workflow_uuid",
+    )
+    .bind(&tree)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(gone)
 }
 
+/// Moves a `DELAYED` workflow's due time; returns its status (`None`: no such workflow).
 pub(crate) async fn set_delay(
     lite: &Lite,
     id: &str,
     until: i64,
 ) -> Result<Option<String>, DbError> {
-    Err(DbError::Query(
-        "not yet on SQLite: manage::set_delay".into(),
-    ))
+    let mut tx = lite.write().await?;
+    sqlx::query(
+        "UPDATE workflow_status SET delay_until_epoch_ms = ?2, updated_at = ?3 \
+         WHERE workflow_uuid = ?1 AND status = 'DELAYED'",
+    )
+    .bind(id)
+    .bind(until)
+    .bind(now_ms())
+    .execute(&mut *tx)
+    .await?;
+    let status: Option<Option<String>> =
+        sqlx::query_scalar("SELECT status FROM workflow_status WHERE workflow_uuid = ?1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    Ok(status.flatten())
 }
