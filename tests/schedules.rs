@@ -10,22 +10,19 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, TimeZone, Timelike, Utc};
-use sqlx::PgPool;
+use sqlx::AnyPool;
 use stead::{Error, Runtime, Schedule, ScheduleStatus, ScheduledTime};
 
 const CHILD_DB: &str = "STEAD_TEST_SCHED_DB";
 
 /// A pool per database URL (the schedule's context names it), shared by runs in this process.
-async fn pool_of(url: &str) -> PgPool {
-    static POOLS: OnceLock<Mutex<HashMap<String, PgPool>>> = OnceLock::new();
+/// The database must exist (on SQLite: a runtime has created the file).
+async fn pool_of(url: &str) -> AnyPool {
+    static POOLS: OnceLock<Mutex<HashMap<String, AnyPool>>> = OnceLock::new();
     if let Some(pool) = POOLS.get_or_init(Default::default).lock().unwrap().get(url) {
         return pool.clone();
     }
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(4)
-        .connect(url)
-        .await
-        .unwrap();
+    let pool = common::TestDb::existing(url).checks().await;
     POOLS
         .get_or_init(Default::default)
         .lock()
@@ -59,7 +56,7 @@ fn stamp(at: &DateTime<Utc>) -> String {
     at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-async fn prepare(url: &str) -> PgPool {
+async fn prepare(url: &str) -> AnyPool {
     let pool = pool_of(url).await;
     for ddl in [
         "CREATE TABLE IF NOT EXISTS firings (scheduled text PRIMARY KEY, id text NOT NULL)",
@@ -118,7 +115,7 @@ impl Drop for Killed {
     }
 }
 
-async fn count(pool: &PgPool, sql: &str) -> i64 {
+async fn count(pool: &AnyPool, sql: &str) -> i64 {
     sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
         .fetch_one(pool)
         .await
@@ -131,10 +128,11 @@ async fn sleep_until(at: DateTime<Utc>) {
     }
 }
 
+/// Postgres only: two executor processes share the schedule (an embedded database serves one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_fires_each_second_exactly_once_with_two_executors() {
     let db = common::TestDb::new().await;
-    let pool = prepare(&db.url).await;
+    prepare(&db.url).await;
     let rt = common::builder(&db)
         .executor_id("parent")
         .workflow("tick", tick)
@@ -142,6 +140,7 @@ async fn a_schedule_fires_each_second_exactly_once_with_two_executors() {
         .launch()
         .await
         .unwrap();
+    let pool = prepare(&db.url).await;
     let child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "schedule_child", "--ignored", "--nocapture"])
         .env(CHILD_DB, &db.url)
@@ -216,19 +215,60 @@ async fn a_schedule_fires_each_second_exactly_once_with_two_executors() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-async fn runtime(db: &common::TestDb) -> (Runtime, PgPool) {
-    let pool = prepare(&db.url).await;
+both_backends! {
+/// One executor: each second of a window fires exactly once, each run with its own time.
+async fn a_schedule_fires_each_second_exactly_once(db) {
+    let (rt, pool) = runtime(&db).await;
+    rt.create_schedule(every_second(&db.url)).await.unwrap();
+    let t0 = Utc::now().trunc_subsecs(0) + chrono::Duration::seconds(2);
+    let t3 = t0 + chrono::Duration::seconds(3);
+    sleep_until(t3 + chrono::Duration::milliseconds(300)).await;
+    rt.delete_schedule("every-second").await.unwrap();
+    common::wait_count(
+        &pool,
+        "SELECT CASE WHEN count(*) = 0 THEN 1 ELSE 0 END FROM dbos.workflow_status \
+         WHERE schedule_name = 'every-second' AND status IN ('ENQUEUED', 'PENDING')",
+        1,
+        30,
+    )
+    .await;
+    let in_window: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT scheduled FROM firings WHERE scheduled >= '{}' AND scheduled < '{}' ORDER BY 1",
+        stamp(&t0),
+        stamp(&t3)
+    )))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let expected: Vec<String> = (0..3)
+        .map(|i| stamp(&(t0 + chrono::Duration::seconds(i))))
+        .collect();
+    assert_eq!(in_window, expected, "one firing per second of the window");
+    let runs = runs_of(&pool, "every-second").await;
+    let failed = count(
+        &pool,
+        "SELECT count(*) FROM dbos.workflow_status \
+         WHERE schedule_name = 'every-second' AND status <> 'SUCCESS'",
+    )
+    .await;
+    assert_eq!(failed, 0, "no firing ran twice (its insert would have failed)");
+    assert_eq!(count(&pool, "SELECT count(*) FROM firings").await, runs);
+    assert_eq!(rt.stats().schedule_firings as i64, runs);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
+async fn runtime(db: &common::TestDb) -> (Runtime, AnyPool) {
     let rt = common::builder(db)
         .workflow("tick", tick)
         .launch()
         .await
         .unwrap();
-    (rt, pool)
+    (rt, prepare(&db.url).await)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_backfill_enqueues_each_firing_of_its_range_once() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn a_backfill_enqueues_each_firing_of_its_range_once(db) {
     let (rt, pool) = runtime(&db).await;
     let minutely =
         Schedule::new("minutely", "tick", "0 * * * * *").context(serde_json::json!({"db": db.url}));
@@ -280,18 +320,18 @@ async fn a_backfill_enqueues_each_firing_of_its_range_once() {
     assert!(matches!(err, Error::UnknownSchedule(_)), "{err}");
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
-
-async fn runs_of(pool: &PgPool, schedule: &str) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM dbos.workflow_status WHERE schedule_name = $1")
-        .bind(schedule)
-        .fetch_one(pool)
-        .await
-        .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pausing_stops_firings_and_resuming_restarts_them() {
-    let db = common::TestDb::new().await;
+async fn runs_of(pool: &AnyPool, schedule: &str) -> i64 {
+    count(
+        pool,
+        &format!("SELECT count(*) FROM dbos.workflow_status WHERE schedule_name = '{schedule}'"),
+    )
+    .await
+}
+
+both_backends! {
+async fn pausing_stops_firings_and_resuming_restarts_them(db) {
     let (rt, pool) = runtime(&db).await;
     let s =
         Schedule::new("pulse", "tick", "* * * * * *").context(serde_json::json!({"db": db.url}));
@@ -322,10 +362,10 @@ async fn pausing_stops_firings_and_resuming_restarts_them() {
     common::wait_count(&pool, resumed, paused_at + 2, 10).await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn trigger_now_fires_once_outside_the_timetable() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn trigger_now_fires_once_outside_the_timetable(db) {
     let (rt, pool) = runtime(&db).await;
     // New Year only: nothing fires by itself during the test.
     let s =
@@ -346,10 +386,10 @@ async fn trigger_now_fires_once_outside_the_timetable() {
     assert_eq!(count(&pool, "SELECT count(*) FROM firings").await, 1);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zones_and_seconds_are_honoured_with_dbos_ids_and_inputs() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn zones_and_seconds_are_honoured_with_dbos_ids_and_inputs(db) {
     let (rt, pool) = runtime(&db).await;
     // Kolkata is UTC+05:30 all year: the offset shows the zone is applied.
     let s = Schedule::new("even", "tick", "*/2 * * * * *")
@@ -397,10 +437,10 @@ async fn zones_and_seconds_are_honoured_with_dbos_ids_and_inputs() {
     assert_eq!(queue.as_deref(), Some("_dbos_internal_queue"));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn schedules_are_validated_and_managed_by_name() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn schedules_are_validated_and_managed_by_name(db) {
     let (rt, _pool) = runtime(&db).await;
     let ok = Schedule::new("s", "tick", "0 0 1 1 *");
     rt.create_schedule(ok.clone()).await.unwrap();
@@ -439,12 +479,12 @@ async fn schedules_are_validated_and_managed_by_name() {
     ));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
+both_backends! {
 /// DBOS's own client backfills a stead schedule: same ids, so a mixed fleet fires each instant
 /// once (DBOS reads the context with its serializer, here the portable one).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dbos_and_stead_give_a_firing_the_same_id() {
-    let db = common::TestDb::new().await;
+async fn dbos_and_stead_give_a_firing_the_same_id(db) {
     let (rt, pool) = runtime(&db).await;
     let s = Schedule::new("minutely", "tick", "0 * * * * *").timezone("Europe/Paris");
     rt.create_schedule(s).await.unwrap();
@@ -464,7 +504,8 @@ async fn dbos_and_stead_give_a_firing_the_same_id() {
            datetime(2025, 6, 15, 10, 3, 0, tzinfo=timezone.utc))\n\
          print('\\n'.join(h.workflow_id for h in hs))\n\
          c.destroy()\n",
-        url = db.url.replacen("postgres://", "postgresql://", 1)
+        // SQLAlchemy names an absolute SQLite path with four slashes.
+        url = common::dbos_py::sqlalchemy_url(&db.url).replacen("sqlite://", "sqlite:///", 1)
     );
     let out = Command::new(python).arg("-c").arg(script).output().unwrap();
     assert!(
@@ -492,4 +533,5 @@ async fn dbos_and_stead_give_a_firing_the_same_id() {
         "DBOS's firings are recognised as the same firings"
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }
