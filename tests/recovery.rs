@@ -5,51 +5,61 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use sqlx::PgPool;
+use sqlx::AnyPool;
 use stead::{Context, Error, Status, WorkflowConfig, WorkflowOptions};
 
 /// Set in the child process: the database URL it runs against.
 const CHILD_DB: &str = "STEAD_TEST_CRASH_CHILD_DB";
 
-static EFFECTS: OnceLock<PgPool> = OnceLock::new();
+/// The `effects` pool of each test database (tests of both backends share this process).
+static EFFECTS: OnceLock<Mutex<HashMap<String, AnyPool>>> = OnceLock::new();
 
-/// Counts a side effect in the test database, so counts survive the killed process.
-async fn effect(step: &str) -> Result<u32, sqlx::Error> {
-    let pool = EFFECTS.get().expect("effects pool");
+/// Counts a side effect in the test database at `url`, so counts survive the killed process.
+async fn effect(url: &str, step: &str) -> Result<u32, sqlx::Error> {
+    let pool = EFFECTS.get_or_init(Default::default).lock().unwrap()[url].clone();
     sqlx::query(
         "INSERT INTO effects VALUES ($1, 1) ON CONFLICT (step) DO UPDATE SET n = effects.n + 1",
     )
     .bind(step)
-    .execute(pool)
+    .execute(&pool)
     .await?;
     Ok(1)
 }
 
-async fn three_steps(ctx: Context, base: u32) -> stead::Result<u32> {
+/// Three counted steps; the input names the database the effects go to.
+async fn three_steps(ctx: Context, (base, url): (u32, String)) -> stead::Result<u32> {
     let a = ctx
-        .step("one", || async { effect("one").await.map(|_| base + 1) })
+        .step("one", || async { effect(&url, "one").await.map(|_| base + 1) })
         .await?;
     let b = ctx
-        .step("two", || async { effect("two").await.map(|_| a + 1) })
+        .step("two", || async { effect(&url, "two").await.map(|_| a + 1) })
         .await?;
     if std::env::var(CHILD_DB).is_ok() {
         // The child parks here and is killed: step 3 must run in the fresh process only.
         std::future::pending::<()>().await;
     }
-    ctx.step("three", || async { effect("three").await.map(|_| b + 1) })
+    ctx.step("three", || async { effect(&url, "three").await.map(|_| b + 1) })
         .await
 }
 
-async fn effects_pool(db: &common::TestDb) -> PgPool {
-    let pool = db.pool().await;
+/// The `effects` table, in the system database (migrated first, so a SQLite file exists).
+async fn effects_pool(db: &common::TestDb) -> AnyPool {
+    stead::migrate(&db.url, "dbos").await.unwrap();
+    let pool = db.checks().await;
     sqlx::query("CREATE TABLE IF NOT EXISTS effects (step text PRIMARY KEY, n int NOT NULL)")
         .execute(&pool)
         .await
         .unwrap();
+    EFFECTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .insert(db.url.clone(), pool.clone());
     pool
 }
 
@@ -61,21 +71,20 @@ async fn crash_child() {
         return;
     };
     let db = common::TestDb::existing(&url);
-    EFFECTS.set(effects_pool(&db).await).unwrap();
+    effects_pool(&db).await;
     let rt = common::builder(&db)
         .workflow("three", three_steps)
         .launch()
         .await
         .unwrap();
-    rt.start("three", 10, WorkflowOptions::with_id("crash-1"))
+    rt.start("three", (10, url), WorkflowOptions::with_id("crash-1"))
         .await
         .unwrap();
     std::future::pending::<()>().await;
 }
 
-#[tokio::test]
-async fn a_process_killed_after_step_two_is_finished_by_a_fresh_one() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn a_process_killed_after_step_two_is_finished_by_a_fresh_one(db) {
     let pool = effects_pool(&db).await;
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "crash_child", "--ignored", "--nocapture"])
@@ -99,7 +108,6 @@ async fn a_process_killed_after_step_two_is_finished_by_a_fresh_one() {
     .await;
     assert_eq!(pending.as_deref(), Some("PENDING"));
 
-    EFFECTS.set(pool.clone()).unwrap();
     let rt = common::builder(&db)
         .workflow("three", three_steps)
         .launch()
@@ -122,15 +130,15 @@ async fn a_process_killed_after_step_two_is_finished_by_a_fresh_one() {
     assert_eq!(attempts, 2, "started once, recovered once");
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn a_workflow_that_keeps_panicking_is_parked_after_its_budget() {
-    static RUNS: AtomicU32 = AtomicU32::new(0);
-    async fn always_panics(_ctx: Context, _: ()) -> stead::Result<()> {
-        RUNS.fetch_add(1, Ordering::SeqCst);
+both_backends! {
+async fn a_workflow_that_keeps_panicking_is_parked_after_its_budget(db) {
+    async fn always_panics(ctx: Context, _: ()) -> stead::Result<()> {
+        common::count_body(ctx.workflow_id(), 0);
         panic!("poisoned input");
     }
-    let db = common::TestDb::new().await;
+    let id = format!("p-{:?}", db.backend);
     let rt = common::builder(&db)
         .workflow_with(
             "p",
@@ -141,7 +149,7 @@ async fn a_workflow_that_keeps_panicking_is_parked_after_its_budget() {
         .await
         .unwrap();
     let h = rt
-        .start("p", (), WorkflowOptions::with_id("p-1"))
+        .start("p", (), WorkflowOptions::with_id(&id))
         .await
         .unwrap();
     let err = tokio::time::timeout(Duration::from_secs(20), h.result::<()>())
@@ -153,7 +161,7 @@ async fn a_workflow_that_keeps_panicking_is_parked_after_its_budget() {
         "{err}"
     );
     assert_eq!(
-        RUNS.load(Ordering::SeqCst),
+        common::body_run(&id, 0),
         3,
         "the first run and two restarts"
     );
@@ -162,9 +170,10 @@ async fn a_workflow_that_keeps_panicking_is_parked_after_its_budget() {
     assert_eq!(status.recovery_attempts, 4);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn recovery_on_launch_counts_attempts_and_parks_past_the_budget() {
+both_backends! {
+async fn recovery_on_launch_counts_attempts_and_parks_past_the_budget(db) {
     static GATE: AtomicBool = AtomicBool::new(false);
     async fn gated(ctx: Context, _: ()) -> stead::Result<u32> {
         ctx.step("before", || async { Ok::<_, std::io::Error>(1) })
@@ -174,8 +183,8 @@ async fn recovery_on_launch_counts_attempts_and_parks_past_the_budget() {
         }
         Ok(2)
     }
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+    stead::migrate(&db.url, "dbos").await.unwrap();
+    let pool = db.checks().await;
     let config = || WorkflowConfig::default().max_recovery_attempts(1);
     for launch in 0..2 {
         let rt = common::builder(&db)
@@ -217,14 +226,14 @@ async fn recovery_on_launch_counts_attempts_and_parks_past_the_budget() {
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn recovery_leaves_other_executors_and_versions_alone() {
+both_backends! {
+async fn recovery_leaves_other_executors_and_versions_alone(db) {
     async fn idle(_ctx: Context, _: ()) -> stead::Result<()> {
         std::future::pending::<()>().await;
         Ok(())
     }
-    let db = common::TestDb::new().await;
     let rt = common::builder(&db)
         .workflow("idle", idle)
         .launch()
@@ -234,7 +243,7 @@ async fn recovery_leaves_other_executors_and_versions_alone() {
         .await
         .unwrap();
     drop(rt);
-    let pool = db.pool().await;
+    let pool = db.checks().await;
     sqlx::query(
         "UPDATE dbos.workflow_status SET executor_id = 'other' WHERE workflow_uuid = 'mine'",
     )
@@ -270,18 +279,22 @@ async fn recovery_leaves_other_executors_and_versions_alone() {
     );
     rt.shutdown(Duration::from_millis(100)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it() {
-    static SECOND_LAUNCH: AtomicBool = AtomicBool::new(false);
-    static STEP_ONE: AtomicU32 = AtomicU32::new(0);
+both_backends! {
+async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(db) {
+    /// The workflows whose second launch has begun (both backends run in this process).
+    static SECOND_LAUNCH: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
     async fn long(ctx: Context, _: ()) -> stead::Result<&'static str> {
+        let id = ctx.workflow_id().to_owned();
         ctx.step("one", || async {
-            Ok::<_, std::io::Error>(STEP_ONE.fetch_add(1, Ordering::SeqCst))
+            common::count_body(&id, 1);
+            Ok::<_, std::io::Error>(())
         })
         .await?;
         ctx.step("two", || async {
-            if !SECOND_LAUNCH.load(Ordering::SeqCst) {
+            let second = SECOND_LAUNCH.get_or_init(Default::default).lock().unwrap().contains(&id);
+            if !second {
                 tokio::time::sleep(Duration::from_secs(30)).await;
             }
             Ok::<_, std::io::Error>(())
@@ -294,15 +307,15 @@ async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(
         ctx.step("only", || async { Ok::<_, std::io::Error>(7) })
             .await
     }
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
     let rt = common::builder(&db)
         .workflow("long", long)
         .workflow("quick", quick)
         .launch()
         .await
         .unwrap();
-    rt.start("long", (), WorkflowOptions::with_id("long-1"))
+    let pool = db.checks().await;
+    let long_id = format!("long-{:?}", db.backend);
+    rt.start("long", (), WorkflowOptions::with_id(&long_id))
         .await
         .unwrap();
     let q = rt
@@ -311,7 +324,7 @@ async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(
         .unwrap();
     common::wait_count(
         &pool,
-        "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'long-1'",
+        &format!("SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = '{long_id}'"),
         1,
         10,
     )
@@ -322,7 +335,7 @@ async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(
         began.elapsed() < Duration::from_secs(5),
         "shutdown waited only the grace"
     );
-    let status = |id: &'static str| {
+    let status = |id: String| {
         let pool = pool.clone();
         async move {
             common::scalar(
@@ -334,12 +347,12 @@ async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(
         }
     };
     assert_eq!(
-        status("quick-1").await,
+        status("quick-1".into()).await,
         "SUCCESS",
         "finished within the grace"
     );
     assert_eq!(
-        status("long-1").await,
+        status(long_id.clone()).await,
         "PENDING",
         "stopped, left for recovery"
     );
@@ -352,7 +365,11 @@ async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(
         Err(Error::Shutdown)
     ));
 
-    SECOND_LAUNCH.store(true, Ordering::SeqCst);
+    SECOND_LAUNCH
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .insert(long_id.clone());
     let rt = common::builder(&db)
         .workflow("long", long)
         .workflow("quick", quick)
@@ -360,15 +377,16 @@ async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(
         .await
         .unwrap();
     assert_eq!(
-        common::within(rt.handle("long-1").result::<String>())
+        common::within(rt.handle(long_id.clone()).result::<String>())
             .await
             .unwrap(),
         "finished"
     );
     assert_eq!(
-        STEP_ONE.load(Ordering::SeqCst),
+        common::body_run(&long_id, 1),
         1,
         "step one was not re-run"
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }
