@@ -4,12 +4,11 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use sqlx::PgPool;
+use sqlx::{AnyPool, AssertSqlSafe};
 use stead::{Context, Dedup, Error, Fault, Queue, Runtime, Status, WorkflowOptions};
 
 static GATES: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
@@ -17,12 +16,14 @@ static GATES: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
 type Run = (String, String, Instant, Instant);
 static LOG: OnceLock<Mutex<Vec<Run>>> = OnceLock::new();
 
-fn open(gate: &str) {
+/// Opens `gate` of `db`'s test (both backends' tests share this process, so names are
+/// qualified by the backend).
+fn open(db: &common::TestDb, gate: &str) {
     GATES
         .get_or_init(Default::default)
         .lock()
         .unwrap()
-        .insert(gate.into(), true);
+        .insert(format!("{:?}:{gate}", db.backend), true);
 }
 
 fn is_open(gate: &str) -> bool {
@@ -49,20 +50,24 @@ async fn job(ctx: Context, (tag, gate, ms): (String, String, u64)) -> stead::Res
         started,
         Instant::now(),
     ));
+    // A tag qualified by its test's backend returns unqualified.
+    let bare = tag.split_once(':').map_or(tag.as_str(), |(_, t)| t).to_owned();
     ctx.step("done", || {
-        let tag = tag.clone();
-        async move { Ok::<_, std::io::Error>(tag) }
+        let bare = bare.clone();
+        async move { Ok::<_, std::io::Error>(bare) }
     })
     .await
 }
 
-fn runs(tag_prefix: &str) -> Vec<(String, Instant, Instant)> {
+/// The runs of `db`'s test whose tag starts with `tag_prefix`, tags unqualified.
+fn runs(db: &common::TestDb, tag_prefix: &str) -> Vec<(String, Instant, Instant)> {
+    let qualified = format!("{:?}:{tag_prefix}", db.backend);
     LOG.get_or_init(Default::default)
         .lock()
         .unwrap()
         .iter()
-        .filter(|(tag, ..)| tag.starts_with(tag_prefix))
-        .map(|(tag, _, s, e)| (tag.clone(), *s, *e))
+        .filter(|(tag, ..)| tag.starts_with(&qualified))
+        .map(|(tag, _, s, e)| (tag[qualified.len() - tag_prefix.len()..].to_owned(), *s, *e))
         .collect()
 }
 
@@ -86,7 +91,18 @@ fn input(tag: &str, gate: &str, ms: u64) -> (String, String, u64) {
     (tag.to_owned(), gate.to_owned(), ms)
 }
 
-async fn status_of(pool: &PgPool, id: &str) -> String {
+/// `input` with the tag and gate qualified by `db`'s backend.
+fn tagged(db: &common::TestDb, tag: &str, gate: &str, ms: u64) -> (String, String, u64) {
+    let b = db.backend;
+    let gate = if gate.is_empty() {
+        String::new()
+    } else {
+        format!("{b:?}:{gate}")
+    };
+    (format!("{b:?}:{tag}"), gate, ms)
+}
+
+async fn status_of(pool: &AnyPool, id: &str) -> String {
     common::scalar(
         pool,
         &format!("SELECT status FROM dbos.workflow_status WHERE workflow_uuid = '{id}'"),
@@ -95,9 +111,8 @@ async fn status_of(pool: &PgPool, id: &str) -> String {
     .unwrap_or_default()
 }
 
-#[tokio::test]
-async fn worker_concurrency_caps_the_workflows_running_here() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn worker_concurrency_caps_the_workflows_running_here(db) {
     let rt = launch(&db, vec![Queue::new("slow").worker_concurrency(3)]).await;
     let mut handles = Vec::new();
     for i in 0..10 {
@@ -105,7 +120,7 @@ async fn worker_concurrency_caps_the_workflows_running_here() {
             rt.enqueue(
                 "slow",
                 "job",
-                input(&format!("wc-{i}"), "", 150),
+                tagged(&db, &format!("wc-{i}"), "", 150),
                 WorkflowOptions::default(),
             )
             .await
@@ -115,7 +130,7 @@ async fn worker_concurrency_caps_the_workflows_running_here() {
     for h in &handles {
         common::within(h.result::<String>()).await.unwrap();
     }
-    let spans: Vec<_> = runs("wc-").into_iter().map(|(_, s, e)| (s, e)).collect();
+    let spans: Vec<_> = runs(&db, "wc-").into_iter().map(|(_, s, e)| (s, e)).collect();
     assert_eq!(spans.len(), 10);
     assert_eq!(
         max_overlap(&spans),
@@ -124,10 +139,10 @@ async fn worker_concurrency_caps_the_workflows_running_here() {
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn a_rate_limit_caps_starts_in_every_trailing_window() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn a_rate_limit_caps_starts_in_every_trailing_window(db) {
     let rt = launch(
         &db,
         vec![Queue::new("rated").rate_limit(5, Duration::from_secs(1))],
@@ -140,7 +155,7 @@ async fn a_rate_limit_caps_starts_in_every_trailing_window() {
             rt.enqueue(
                 "rated",
                 "job",
-                input(&format!("rl-{i}"), "", 0),
+                tagged(&db, &format!("rl-{i}"), "", 0),
                 WorkflowOptions::default(),
             )
             .await
@@ -154,7 +169,7 @@ async fn a_rate_limit_caps_starts_in_every_trailing_window() {
         began.elapsed() >= Duration::from_secs(3),
         "20 starts at 5/s take over 3 s"
     );
-    let pool = db.pool().await;
+    let pool = db.checks().await;
     let starts: Vec<i64> = sqlx::query_scalar(
         "SELECT started_at_epoch_ms FROM dbos.workflow_status WHERE queue_name = 'rated' ORDER BY 1",
     )
@@ -171,11 +186,10 @@ async fn a_rate_limit_caps_starts_in_every_trailing_window() {
     }
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn lower_priority_values_run_first_and_fifo_within_a_value() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn lower_priority_values_run_first_and_fifo_within_a_value(db) {
     let rt = launch(
         &db,
         vec![Queue::new("prio")
@@ -183,11 +197,12 @@ async fn lower_priority_values_run_first_and_fifo_within_a_value() {
             .priority_enabled(true)],
     )
     .await;
+    let pool = db.checks().await;
     let blocker = rt
         .enqueue(
             "prio",
             "job",
-            input("pr-blocker", "prio-gate", 0),
+            tagged(&db, "pr-blocker", "prio-gate", 0),
             WorkflowOptions::default(),
         )
         .await
@@ -197,33 +212,33 @@ async fn lower_priority_values_run_first_and_fifo_within_a_value() {
     for (tag, priority) in [("a", 5), ("b", 1), ("c", 5), ("d", 1), ("e", 3)] {
         let options = WorkflowOptions::default().priority(priority);
         handles.push(
-            rt.enqueue("prio", "job", input(&format!("pr-{tag}"), "", 0), options)
+            rt.enqueue("prio", "job", tagged(&db, &format!("pr-{tag}"), "", 0), options)
                 .await
                 .unwrap(),
         );
     }
-    open("prio-gate");
+    open(&db, "prio-gate");
     for h in &handles {
         common::within(h.result::<String>()).await.unwrap();
     }
-    let order: Vec<String> = runs("pr-").into_iter().map(|(tag, ..)| tag).collect();
+    let order: Vec<String> = runs(&db, "pr-").into_iter().map(|(tag, ..)| tag).collect();
     assert_eq!(
         order,
         vec!["pr-blocker", "pr-b", "pr-d", "pr-e", "pr-a", "pr-c"]
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn deduplication_rejects_or_returns_the_holder_until_it_finishes() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn deduplication_rejects_or_returns_the_holder_until_it_finishes(db) {
     let rt = launch(&db, vec![Queue::new("dedup").worker_concurrency(1)]).await;
+    let pool = db.checks().await;
     let holder = rt
         .enqueue(
             "dedup",
             "job",
-            input("dd-1", "dedup-gate", 0),
+            tagged(&db, "dd-1", "dedup-gate", 0),
             WorkflowOptions::default().deduplication_id("k", Dedup::Reject),
         )
         .await
@@ -232,7 +247,7 @@ async fn deduplication_rejects_or_returns_the_holder_until_it_finishes() {
         .enqueue(
             "dedup",
             "job",
-            input("dd-2", "", 0),
+            tagged(&db, "dd-2", "", 0),
             WorkflowOptions::default().deduplication_id("k", Dedup::Reject),
         )
         .await
@@ -254,13 +269,13 @@ async fn deduplication_rejects_or_returns_the_holder_until_it_finishes() {
         .enqueue(
             "dedup",
             "job",
-            input("dd-3", "", 0),
+            tagged(&db, "dd-3", "", 0),
             WorkflowOptions::default().deduplication_id("k", Dedup::ReturnExisting),
         )
         .await
         .unwrap();
     assert_eq!(existing.id(), holder.id());
-    open("dedup-gate");
+    open(&db, "dedup-gate");
     assert_eq!(
         common::within(existing.result::<String>()).await.unwrap(),
         "dd-1"
@@ -270,7 +285,7 @@ async fn deduplication_rejects_or_returns_the_holder_until_it_finishes() {
         .enqueue(
             "dedup",
             "job",
-            input("dd-4", "", 0),
+            tagged(&db, "dd-4", "", 0),
             WorkflowOptions::default().deduplication_id("k", Dedup::Reject),
         )
         .await
@@ -280,7 +295,7 @@ async fn deduplication_rejects_or_returns_the_holder_until_it_finishes() {
         common::within(again.result::<String>()).await.unwrap(),
         "dd-4"
     );
-    let rows = common::scalar(&pool, "SELECT count(*)::text FROM dbos.workflow_status").await;
+    let rows = common::scalar(&pool, "SELECT CAST(count(*) AS TEXT) FROM dbos.workflow_status").await;
     assert_eq!(
         rows.as_deref(),
         Some("2"),
@@ -288,28 +303,28 @@ async fn deduplication_rejects_or_returns_the_holder_until_it_finishes() {
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn a_delayed_workflow_waits_until_due() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn a_delayed_workflow_waits_until_due(db) {
     let rt = launch(&db, vec![Queue::new("later")]).await;
+    let pool = db.checks().await;
     let enqueued_at = stead_now_ms();
     let h = rt
         .enqueue(
             "later",
             "job",
-            input("dl-1", "", 0),
+            tagged(&db, "dl-1", "", 0),
             WorkflowOptions::default().delay(Duration::from_millis(700)),
         )
         .await
         .unwrap();
     assert_eq!(status_of(&pool, h.id()).await, "DELAYED");
     common::within(h.result::<String>()).await.unwrap();
-    let started: i64 = sqlx::query_scalar(
-        "SELECT started_at_epoch_ms FROM dbos.workflow_status WHERE workflow_uuid = $1",
-    )
-    .bind(h.id())
+    let started: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT started_at_epoch_ms FROM dbos.workflow_status WHERE workflow_uuid = '{}'",
+        h.id()
+    )))
     .fetch_one(&pool)
     .await
     .unwrap();
@@ -324,6 +339,7 @@ async fn a_delayed_workflow_waits_until_due() {
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
 fn stead_now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -332,9 +348,8 @@ fn stead_now_ms() -> i64 {
         .as_millis() as i64
 }
 
-#[tokio::test]
-async fn partition_concurrency_runs_one_per_key_and_keys_in_parallel() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn partition_concurrency_runs_one_per_key_and_keys_in_parallel(db) {
     let rt = launch(&db, vec![Queue::new("parts").partition_concurrency(1)]).await;
     let mut handles = Vec::new();
     for i in 0..3 {
@@ -344,7 +359,7 @@ async fn partition_concurrency_runs_one_per_key_and_keys_in_parallel() {
                 rt.enqueue(
                     "parts",
                     "job",
-                    input(&format!("pt-{key}-{i}"), "", 150),
+                    tagged(&db, &format!("pt-{key}-{i}"), "", 150),
                     options,
                 )
                 .await
@@ -356,7 +371,7 @@ async fn partition_concurrency_runs_one_per_key_and_keys_in_parallel() {
         .enqueue(
             "parts",
             "job",
-            input("pt-x", "", 0),
+            tagged(&db, "pt-x", "", 0),
             WorkflowOptions::default(),
         )
         .await
@@ -369,7 +384,7 @@ async fn partition_concurrency_runs_one_per_key_and_keys_in_parallel() {
         common::within(h.result::<String>()).await.unwrap();
     }
     let spans = |key: &str| -> Vec<(Instant, Instant)> {
-        runs(&format!("pt-{key}-"))
+        runs(&db, &format!("pt-{key}-"))
             .into_iter()
             .map(|(_, s, e)| (s, e))
             .collect()
@@ -380,21 +395,21 @@ async fn partition_concurrency_runs_one_per_key_and_keys_in_parallel() {
     assert_eq!(max_overlap(&all), 2, "partitions a and b ran in parallel");
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn an_enqueue_and_a_freed_slot_start_work_without_waiting_for_a_poll() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn an_enqueue_and_a_freed_slot_start_work_without_waiting_for_a_poll(db) {
     let slow_poll = Queue::new("prompt")
         .worker_concurrency(1)
         .polling_interval(Duration::from_secs(30));
     let rt = launch(&db, vec![slow_poll]).await;
+    let pool = db.checks().await;
     let began = Instant::now();
     let first = rt
         .enqueue(
             "prompt",
             "job",
-            input("pp-1", "", 100),
+            tagged(&db, "pp-1", "", 100),
             WorkflowOptions::default(),
         )
         .await
@@ -403,7 +418,7 @@ async fn an_enqueue_and_a_freed_slot_start_work_without_waiting_for_a_poll() {
         .enqueue(
             "prompt",
             "job",
-            input("pp-2", "", 0),
+            tagged(&db, "pp-2", "", 0),
             WorkflowOptions::default(),
         )
         .await
@@ -414,12 +429,12 @@ async fn an_enqueue_and_a_freed_slot_start_work_without_waiting_for_a_poll() {
         "took {:?} with a 30 s poll",
         began.elapsed()
     );
-    let gap: i64 = sqlx::query_scalar(
+    let gap: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT b.started_at_epoch_ms - a.completed_at FROM dbos.workflow_status a, dbos.workflow_status b \
-         WHERE a.workflow_uuid = $1 AND b.workflow_uuid = $2",
-    )
-    .bind(first.id())
-    .bind(second.id())
+         WHERE a.workflow_uuid = '{}' AND b.workflow_uuid = '{}'",
+        first.id(),
+        second.id()
+    )))
     .fetch_one(&pool)
     .await
     .unwrap();
@@ -429,10 +444,10 @@ async fn an_enqueue_and_a_freed_slot_start_work_without_waiting_for_a_poll() {
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn queues_defined_changed_and_deleted_at_runtime() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn queues_defined_changed_and_deleted_at_runtime(db) {
     let rt = launch(&db, vec![]).await;
     assert!(matches!(rt.queue_ref("fresh"), Err(Error::UnknownQueue(_))));
     rt.create_queue(Queue::new("fresh").worker_concurrency(2))
@@ -442,7 +457,7 @@ async fn queues_defined_changed_and_deleted_at_runtime() {
         .enqueue(
             "fresh",
             "job",
-            input("rt-1", "", 0),
+            tagged(&db, "rt-1", "", 0),
             WorkflowOptions::default(),
         )
         .await
@@ -472,7 +487,7 @@ async fn queues_defined_changed_and_deleted_at_runtime() {
         .enqueue(
             "fresh",
             "job",
-            input("rt-2", "", 0),
+            tagged(&db, "rt-2", "", 0),
             WorkflowOptions::default().priority(2),
         )
         .await
@@ -490,11 +505,10 @@ async fn queues_defined_changed_and_deleted_at_runtime() {
     ));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn an_executor_serves_only_the_queues_it_listens_to() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn an_executor_serves_only_the_queues_it_listens_to(db) {
     let rt = common::builder(&db)
         .workflow("job", job)
         .queue(Queue::new("mine"))
@@ -503,6 +517,7 @@ async fn an_executor_serves_only_the_queues_it_listens_to() {
         .launch()
         .await
         .unwrap();
+    let pool = db.checks().await;
     assert!(matches!(
         rt.queue_ref("theirs"),
         Err(Error::UnknownQueue(_))
@@ -511,7 +526,7 @@ async fn an_executor_serves_only_the_queues_it_listens_to() {
         .enqueue(
             "theirs",
             "job",
-            input("lf-theirs", "", 0),
+            tagged(&db, "lf-theirs", "", 0),
             WorkflowOptions::default(),
         )
         .await
@@ -520,7 +535,7 @@ async fn an_executor_serves_only_the_queues_it_listens_to() {
         .enqueue(
             "mine",
             "job",
-            input("lf-mine", "", 0),
+            tagged(&db, "lf-mine", "", 0),
             WorkflowOptions::default(),
         )
         .await
@@ -530,30 +545,33 @@ async fn an_executor_serves_only_the_queues_it_listens_to() {
     assert_eq!(status_of(&pool, theirs.id()).await, "ENQUEUED");
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn a_crashed_queue_actor_is_restarted_and_loses_none_of_its_workflows() {
-    static STEPS: AtomicUsize = AtomicUsize::new(0);
-    static HOLD: AtomicBool = AtomicBool::new(true);
+both_backends! {
+async fn a_crashed_queue_actor_is_restarted_and_loses_none_of_its_workflows(db) {
+    /// Workflows let go past their hold (both backends' tests share this process).
+    static RELEASED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let released = || RELEASED.get_or_init(Default::default);
     async fn held(ctx: Context, _: ()) -> stead::Result<u32> {
+        let id = ctx.workflow_id().to_owned();
         ctx.step("before", || async {
-            Ok::<_, std::io::Error>(STEPS.fetch_add(1, Ordering::SeqCst))
+            common::count_body(&id, 1);
+            Ok::<_, std::io::Error>(())
         })
         .await?;
-        while HOLD.load(Ordering::SeqCst) {
+        while !RELEASED.get_or_init(Default::default).lock().unwrap().contains(&id) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         ctx.step("after", || async { Ok::<_, std::io::Error>(1) })
             .await
     }
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
     let rt = common::builder(&db)
         .workflow("held", held)
         .queue(Queue::new("crashy"))
         .launch()
         .await
         .unwrap();
+    let pool = db.checks().await;
     let mut handles = Vec::new();
     for _ in 0..5 {
         handles.push(
@@ -571,18 +589,19 @@ async fn a_crashed_queue_actor_is_restarted_and_loses_none_of_its_workflows() {
         10,
     )
     .await;
-    HOLD.store(false, Ordering::SeqCst);
+    released()
+        .lock()
+        .unwrap()
+        .extend(handles.iter().map(|h| h.id().to_owned()));
     for h in &handles {
         assert_eq!(common::within(h.result::<u32>()).await.unwrap(), 1);
         assert_eq!(h.status().await.unwrap().status, Status::Success);
     }
-    assert_eq!(
-        STEPS.load(Ordering::SeqCst),
-        5,
-        "the first steps were replayed, not re-run"
-    );
+    let first_steps: u32 = handles.iter().map(|h| common::body_run(h.id(), 1)).sum();
+    assert_eq!(first_steps, 5, "the first steps were replayed, not re-run");
     assert_eq!(rt.stats().actor_restarts, 1);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }
 
 /// A user's actor that enqueues through the queue actor's ref and answers with the workflow id.
@@ -619,9 +638,8 @@ impl ractor::Actor for Producer {
     }
 }
 
-#[tokio::test]
-async fn a_user_actor_enqueues_through_the_queue_actor_and_awaits_the_result() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn a_user_actor_enqueues_through_the_queue_actor_and_awaits_the_result(db) {
     let rt = launch(&db, vec![Queue::new("orders")]).await;
     let queue = rt.queue_ref("orders").unwrap();
     let (producer, _) = ractor::Actor::spawn(None, Producer, queue).await.unwrap();
@@ -632,4 +650,5 @@ async fn a_user_actor_enqueues_through_the_queue_actor_and_awaits_the_result() {
     assert_eq!(status.queue_name.as_deref(), Some("orders"));
     producer.stop(None);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }
