@@ -53,6 +53,20 @@ async fn an_unparsable_url_is_a_clear_error_with_the_password_redacted() {
 }
 
 #[tokio::test]
+async fn a_sqlite_file_that_cannot_be_created_is_a_clear_error() {
+    let err = Runtime::builder()
+        .database_url("sqlite:///no/such/directory/stead.sqlite")
+        .workflow("one", one_step)
+        .launch()
+        .await
+        .err()
+        .unwrap();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Connect { .. }), "{text}");
+    assert!(text.contains("/no/such/directory/stead.sqlite"), "{text}");
+}
+
+#[tokio::test]
 async fn a_bad_schema_name_is_refused_before_connecting() {
     let err = Runtime::builder()
         .database_url("postgres://127.0.0.1:1/x")
@@ -64,6 +78,7 @@ async fn a_bad_schema_name_is_refused_before_connecting() {
     assert!(matches!(err, Error::Config(_)), "{err}");
 }
 
+/// Postgres only: schemas are Postgres's (a SQLite file holds one system database).
 #[tokio::test]
 async fn a_custom_schema_holds_the_tables() {
     let db = common::TestDb::new().await;
@@ -88,9 +103,8 @@ async fn a_custom_schema_holds_the_tables() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test]
-async fn after_shutdown_calls_fail_with_shutdown_and_stopped_resolves() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn after_shutdown_calls_fail_with_shutdown_and_stopped_resolves(db) {
     let rt = common::builder(&db)
         .workflow("one", one_step)
         .launch()
@@ -111,10 +125,10 @@ async fn after_shutdown_calls_fail_with_shutdown_and_stopped_resolves() {
         .unwrap()
         .unwrap();
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_runtime_leaves_no_tasks_running() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn a_dropped_runtime_leaves_no_tasks_running(db) {
     let metrics = tokio::runtime::Handle::current().metrics();
     let before = metrics.num_alive_tasks();
     let rt = common::builder(&db)
@@ -146,4 +160,5 @@ async fn a_dropped_runtime_leaves_no_tasks_running() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
 }

@@ -3,19 +3,26 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use stead::{Context, Error, Fault, RestartPolicy, WorkflowOptions};
 
-static GATE: AtomicBool = AtomicBool::new(false);
+/// The open gates, by the first part of a workflow id (both backends' tests share the process).
+static GATES: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+
+fn is_open(id: &str) -> bool {
+    let gate = id.split('-').next().unwrap_or_default();
+    GATES.get_or_init(Default::default).lock().unwrap().contains(gate)
+}
 
 /// `steps` steps; after the first it waits for the gate. Counts every step body run.
 async fn gated(ctx: Context, steps: u32) -> stead::Result<u32> {
     let mut sum = 0;
     for i in 0..steps {
         if i == 1 {
-            while !GATE.load(Ordering::SeqCst) {
+            while !is_open(ctx.workflow_id()) {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         }
@@ -33,9 +40,8 @@ async fn gated(ctx: Context, steps: u32) -> stead::Result<u32> {
     Ok(sum)
 }
 
-#[tokio::test]
-async fn supervised_actors_are_restarted_and_lose_nothing() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn supervised_actors_are_restarted_and_lose_nothing(db) {
     let rt = common::builder(&db)
         .restart_policy(
             RestartPolicy::default().backoff(Duration::from_millis(10), Duration::from_millis(100)),
@@ -44,21 +50,22 @@ async fn supervised_actors_are_restarted_and_lose_nothing() {
         .launch()
         .await
         .unwrap();
-    let pool = db.pool().await;
+    let pool = db.checks().await;
+    let b = format!("{:?}", db.backend);
 
     // The queue actor dies with its workflow actors (parked after step 1); its successor takes
     // the workflows back and replays them.
     let mut handles = Vec::new();
     for w in 0..10 {
         handles.push(
-            rt.start("gated", 5, WorkflowOptions::with_id(format!("q-{w}")))
+            rt.start("gated", 5, WorkflowOptions::with_id(format!("{b}-q-{w}")))
                 .await
                 .unwrap(),
         );
     }
     common::wait_count(
         &pool,
-        "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid LIKE 'q-%'",
+        &format!("SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid LIKE '{b}-q-%'"),
         10,
         10,
     )
@@ -66,7 +73,7 @@ async fn supervised_actors_are_restarted_and_lose_nothing() {
     assert!(rt.inject_fault(Fault::PanicQueue("_dbos_internal_queue".into())));
     common::wait_count(
         &pool,
-        "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid LIKE 'q-%' AND recovery_attempts = 2",
+        &format!("SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid LIKE '{b}-q-%' AND recovery_attempts = 2"),
         10,
         10,
     )
@@ -74,10 +81,10 @@ async fn supervised_actors_are_restarted_and_lose_nothing() {
 
     // The database actor dies while checkpoints are in flight; callers retry against its
     // successor.
-    GATE.store(true, Ordering::SeqCst);
+    GATES.get_or_init(Default::default).lock().unwrap().insert(b.clone());
     for w in 0..40 {
         handles.push(
-            rt.start("gated", 5, WorkflowOptions::with_id(format!("d-{w}")))
+            rt.start("gated", 5, WorkflowOptions::with_id(format!("{b}-d-{w}")))
                 .await
                 .unwrap(),
         );
@@ -97,26 +104,26 @@ async fn supervised_actors_are_restarted_and_lose_nothing() {
         2,
         "the queue actor and the database actor"
     );
-    let q = common::body_runs("q-");
+    let q = common::body_runs(&format!("{b}-q-"));
     assert_eq!(q.len(), 50);
     assert!(
         q.iter().all(|&n| n == 1),
         "a replayed step ran again: {q:?}"
     );
-    let d = common::body_runs("d-");
+    let d = common::body_runs(&format!("{b}-d-"));
     assert_eq!(d.len(), 200);
     assert!(
         d.iter().all(|&n| n == 1),
         "a step ran twice across the database restart"
     );
-    let rows = common::scalar(&pool, "SELECT count(*)::text FROM dbos.operation_outputs").await;
+    let rows = common::scalar(&pool, "SELECT CAST(count(*) AS TEXT) FROM dbos.operation_outputs").await;
     assert_eq!(rows.as_deref(), Some("250"));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn an_actor_that_keeps_failing_stops_the_runtime_with_a_fatal_error() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn an_actor_that_keeps_failing_stops_the_runtime_with_a_fatal_error(db) {
     let rt = common::builder(&db)
         .restart_policy(
             RestartPolicy::default()
@@ -150,4 +157,5 @@ async fn an_actor_that_keeps_failing_stops_the_runtime_with_a_fatal_error() {
         rt.start("gated", 1, WorkflowOptions::default()).await,
         Err(Error::Fatal(_))
     ));
+}
 }
