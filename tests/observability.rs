@@ -4,10 +4,10 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
 use stead::{Context, WorkflowOptions};
 use tracing::field::{Field, Visit};
@@ -89,18 +89,32 @@ fn value(snapshot: &Snapshot, kind: MetricKind, name: &str, labels: &[(&str, &st
     })
 }
 
-#[tokio::test]
-async fn workflows_and_steps_emit_metrics_and_spans() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    recorder.install().unwrap();
-    let spans: Spans = Arc::default();
-    tracing::subscriber::set_global_default(
-        tracing_subscriber::registry().with(SpanLog(spans.clone())),
-    )
-    .unwrap();
+/// The process's recorder and span log, installed once: both backends' runs share them.
+fn instruments() -> &'static (Snapshotter, Spans) {
+    static INSTRUMENTS: OnceLock<(Snapshotter, Spans)> = OnceLock::new();
+    INSTRUMENTS.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder.install().unwrap();
+        let spans: Spans = Arc::default();
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::registry().with(SpanLog(spans.clone())),
+        )
+        .unwrap();
+        (snapshotter, spans)
+    })
+}
 
-    let db = common::TestDb::new().await;
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+both_backends! {
+async fn workflows_and_steps_emit_metrics_and_spans(db) {
+    // One backend's run at a time; each starts from drained metrics and an empty span log.
+    let _serial = SERIAL.lock().await;
+    let (snapshotter, spans) = instruments();
+    snapshotter.snapshot();
+    spans.lock().unwrap().clear();
+
     let rt = common::builder(&db)
         .workflow("good", good)
         .workflow("bad", bad)
@@ -256,4 +270,5 @@ async fn workflows_and_steps_emit_metrics_and_spans() {
         steps,
         vec![("1".into(), "first".into()), ("2".into(), "second".into())]
     );
+}
 }
