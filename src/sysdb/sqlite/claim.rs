@@ -200,25 +200,39 @@ async fn take(
 ) -> Result<Option<SqliteRow>, DbError> {
     let q = &r.queue;
     let rate_limited = q.rate_limit.is_some() || q.partition_rate_limit.is_some();
-    let sql = format!(
-        "UPDATE workflow_status AS w \
+    let taken = sqlx::query(
+        "UPDATE workflow_status \
          SET status = 'PENDING', owner_xid = ?2, executor_id = ?3, application_version = ?4, \
              started_at_epoch_ms = ?5, updated_at = ?5, \
-             recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1, rate_limited = ?6, \
+             recovery_attempts = COALESCE(recovery_attempts, 0) + 1, rate_limited = ?6, \
              workflow_deadline_epoch_ms = CASE \
-                 WHEN w.workflow_timeout_ms IS NOT NULL AND w.workflow_deadline_epoch_ms IS NULL \
-                 THEN ?5 + w.workflow_timeout_ms ELSE w.workflow_deadline_epoch_ms END \
-         WHERE w.workflow_uuid = ?1 AND w.status = 'ENQUEUED' \
-         RETURNING {CLAIMED_COLUMNS}"
-    );
+                 WHEN workflow_timeout_ms IS NOT NULL AND workflow_deadline_epoch_ms IS NULL \
+                 THEN ?5 + workflow_timeout_ms ELSE workflow_deadline_epoch_ms END \
+         WHERE workflow_uuid = ?1 AND status = 'ENQUEUED'",
+    )
+    .bind(id)
+    .bind(uuid::Uuid::new_v4().to_string())
+    .bind(&r.executor_id)
+    .bind(&r.app_version)
+    .bind(r.now)
+    .bind(rate_limited)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if !taken {
+        return Ok(None);
+    }
+    Ok(Some(claimed_row(tx, id).await?))
+}
+
+/// The columns a claimed or re-dispatched workflow reports (SQLite's `RETURNING` cannot hold
+/// the subqueries, so they are read after the update, in the same transaction).
+pub(crate) async fn claimed_row(tx: &mut SqliteConnection, id: &str) -> Result<SqliteRow, DbError> {
+    let sql = format!("SELECT {CLAIMED_COLUMNS} FROM workflow_status w WHERE w.workflow_uuid = ?1");
     Ok(sqlx::query(AssertSqlSafe(sql))
         .bind(id)
-        .bind(uuid::Uuid::new_v4().to_string())
-        .bind(&r.executor_id)
-        .bind(&r.app_version)
-        .bind(r.now)
-        .bind(rate_limited)
-        .fetch_optional(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?)
 }
 
@@ -249,7 +263,9 @@ async fn report(
     .fetch_one(&mut *tx)
     .await?;
     out.next_due = row.try_get(0)?;
-    out.seen = row.try_get(1)?;
+    // As seen before the claim: what is left plus what was taken, capped as Postgres counts it.
+    let left: i64 = row.try_get(1)?;
+    out.seen = (left + out.claimed.len() as i64).min(r.limit + 1);
     out.depth = row.try_get(2)?;
     if out.rate_limited {
         let period = q.rate_limit.map(|l| millis(l.period)).unwrap_or(0);
