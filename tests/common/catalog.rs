@@ -180,3 +180,106 @@ fn join(lines: &[&String]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// The snapshot of a SQLite system database: per table its columns (position, name, type,
+/// nullability, default, key), foreign keys and indexes (columns, uniqueness, predicate), plus
+/// the recorded migration version. Sorted, so two files with equal snapshots are
+/// interchangeable for any client.
+pub async fn sqlite_snapshot(url: &str) -> Vec<String> {
+    use sqlx::{Connection, Row};
+    let mut conn = sqlx::SqliteConnection::connect(url)
+        .await
+        .expect("open the SQLite file");
+    let objects = sqlx::query(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master \
+         WHERE name NOT LIKE 'sqlite_%' ORDER BY name",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("read sqlite_master");
+    let mut lines = Vec::new();
+    for object in &objects {
+        let (kind, name): (String, String) = (object.get(0), object.get(1));
+        if kind == "index" {
+            let sql: Option<String> = object.get(3);
+            // The predicate of a partial index is only in its SQL.
+            let predicate = sql
+                .as_deref()
+                .and_then(|s| s.split_once(" WHERE ").map(|(_, w)| w.to_owned()));
+            lines.push(format!(
+                "index {name} on {} where {predicate:?}",
+                object.get::<String, _>(2)
+            ));
+            continue;
+        }
+        if kind != "table" {
+            lines.push(format!("{kind} {name}"));
+            continue;
+        }
+        let pragma = |p: &str| format!("SELECT * FROM pragma_{p}('{name}')");
+        for row in sqlx::query(AssertSqlSafe(pragma("table_info")))
+            .fetch_all(&mut conn)
+            .await
+            .expect("table_info")
+        {
+            lines.push(format!(
+                "column {name} #{} {} {} notnull={} default={:?} pk={}",
+                row.get::<i64, _>(0),
+                row.get::<String, _>(1),
+                row.get::<String, _>(2),
+                row.get::<i64, _>(3),
+                row.get::<Option<String>, _>(4),
+                row.get::<i64, _>(5)
+            ));
+        }
+        for row in sqlx::query(AssertSqlSafe(pragma("foreign_key_list")))
+            .fetch_all(&mut conn)
+            .await
+            .expect("foreign_key_list")
+        {
+            lines.push(format!(
+                "foreign key {name}.{} -> {}.{:?} update={} delete={}",
+                row.get::<String, _>(3),
+                row.get::<String, _>(2),
+                row.get::<Option<String>, _>(4),
+                row.get::<String, _>(5),
+                row.get::<String, _>(6)
+            ));
+        }
+        for index in sqlx::query(AssertSqlSafe(pragma("index_list")))
+            .fetch_all(&mut conn)
+            .await
+            .expect("index_list")
+        {
+            let index_name: String = index.get(1);
+            let columns: Vec<String> = sqlx::query(AssertSqlSafe(format!(
+                "SELECT name, desc FROM pragma_index_xinfo('{index_name}') WHERE key = 1 ORDER BY seqno"
+            )))
+            .fetch_all(&mut conn)
+            .await
+            .expect("index_xinfo")
+            .iter()
+            .map(|c| {
+                let desc: i64 = c.get(1);
+                format!("{}{}", c.get::<Option<String>, _>(0).unwrap_or_default(), if desc == 1 { " DESC" } else { "" })
+            })
+            .collect();
+            // Automatic indexes are named by position, which depends on declaration order only.
+            lines.push(format!(
+                "index {index_name} of {name} unique={} origin={} partial={} ({})",
+                index.get::<i64, _>(2),
+                index.get::<String, _>(3),
+                index.get::<i64, _>(4),
+                columns.join(", ")
+            ));
+        }
+    }
+    let version: Option<i64> = sqlx::query_scalar("SELECT max(version) FROM dbos_migrations")
+        .fetch_one(&mut conn)
+        .await
+        .ok()
+        .flatten();
+    lines.push(format!("dbos_migrations {version:?}"));
+    lines.sort();
+    lines
+}

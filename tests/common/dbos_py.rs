@@ -35,10 +35,15 @@ pub fn dbos_migrate(url: &str) {
     dbos_migrate_schema(url, "dbos");
 }
 
-/// `url` with the postgresql:// scheme DBOS's URL parser (SQLAlchemy) wants.
+/// `url` as DBOS's URL parser (SQLAlchemy) wants it.
 pub fn sqlalchemy_url(url: &str) -> String {
-    match url.strip_prefix("postgres://") {
-        Some(rest) => format!("postgresql://{rest}"),
+    if let Some(rest) = url.strip_prefix("postgres://") {
+        return format!("postgresql://{rest}");
+    }
+    // sqlx's `sqlite://<path>` is SQLAlchemy's `sqlite:///<path>` (an absolute path then
+    // starts with a fourth slash).
+    match url.strip_prefix("sqlite://") {
+        Some(path) => format!("sqlite:///{path}"),
         None => url.to_owned(),
     }
 }

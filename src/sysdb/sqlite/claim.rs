@@ -219,15 +219,15 @@ async fn take(
     .execute(&mut *tx)
     .await?
     .rows_affected()
-        > 0;
+        == 1;
     if !taken {
         return Ok(None);
     }
     Ok(Some(claimed_row(tx, id).await?))
 }
 
-/// The claimed columns of `id`, read back in the write transaction: SQLite's RETURNING cannot
-/// run the correlated subqueries of `CLAIMED_COLUMNS` against the updated row.
+/// The columns a claimed or re-dispatched workflow reports (SQLite's `RETURNING` cannot hold
+/// the subqueries, so they are read after the update, in the same transaction).
 pub(crate) async fn claimed_row(tx: &mut SqliteConnection, id: &str) -> Result<SqliteRow, DbError> {
     let sql = format!("SELECT {CLAIMED_COLUMNS} FROM workflow_status w WHERE w.workflow_uuid = ?1");
     Ok(sqlx::query(AssertSqlSafe(sql))
@@ -263,7 +263,9 @@ async fn report(
     .fetch_one(&mut *tx)
     .await?;
     out.next_due = row.try_get(0)?;
-    out.seen = row.try_get(1)?;
+    // As seen before the claim: what is left plus what was taken, capped as Postgres counts it.
+    let left: i64 = row.try_get(1)?;
+    out.seen = (left + out.claimed.len() as i64).min(r.limit + 1);
     out.depth = row.try_get(2)?;
     if out.rate_limited {
         let period = q.rate_limit.map(|l| millis(l.period)).unwrap_or(0);
