@@ -364,10 +364,25 @@ impl Client {
             .await?;
         match status.as_deref() {
             None => Err(Error::NotFound(id.to_owned())),
-            Some("DELAYED") => Ok(()),
+            Some("DELAYED") => {
+                self.wake_queue_of(id).await;
+                Ok(())
+            }
             Some(other) => Err(Error::InvalidArgument(format!(
                 "workflow {id:?} is {other}, not DELAYED: only a delayed workflow's delay can change"
             ))),
+        }
+    }
+
+    /// Wakes this process's actor of `id`'s queue, which may be waiting for the old due time
+    /// (on Postgres a NOTIFY also wakes it; SQLite has none).
+    async fn wake_queue_of(&self, id: &str) {
+        if let Ok(WorkflowStatus {
+            queue_name: Some(queue),
+            ..
+        }) = self.handle(id).status().await
+        {
+            start::wake(self.shared(), &queue);
         }
     }
 
