@@ -51,7 +51,10 @@ async fn job(ctx: Context, (tag, gate, ms): (String, String, u64)) -> stead::Res
         Instant::now(),
     ));
     // A tag qualified by its test's backend returns unqualified.
-    let bare = tag.split_once(':').map_or(tag.as_str(), |(_, t)| t).to_owned();
+    let bare = tag
+        .split_once(':')
+        .map_or(tag.as_str(), |(_, t)| t)
+        .to_owned();
     ctx.step("done", || {
         let bare = bare.clone();
         async move { Ok::<_, std::io::Error>(bare) }

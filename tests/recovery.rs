@@ -4,9 +4,9 @@
 
 mod common;
 
+use std::collections::{HashMap, HashSet};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -34,7 +34,9 @@ async fn effect(url: &str, step: &str) -> Result<u32, sqlx::Error> {
 /// Three counted steps; the input names the database the effects go to.
 async fn three_steps(ctx: Context, (base, url): (u32, String)) -> stead::Result<u32> {
     let a = ctx
-        .step("one", || async { effect(&url, "one").await.map(|_| base + 1) })
+        .step("one", || async {
+            effect(&url, "one").await.map(|_| base + 1)
+        })
         .await?;
     let b = ctx
         .step("two", || async { effect(&url, "two").await.map(|_| a + 1) })
@@ -43,8 +45,10 @@ async fn three_steps(ctx: Context, (base, url): (u32, String)) -> stead::Result<
         // The child parks here and is killed: step 3 must run in the fresh process only.
         std::future::pending::<()>().await;
     }
-    ctx.step("three", || async { effect(&url, "three").await.map(|_| b + 1) })
-        .await
+    ctx.step("three", || async {
+        effect(&url, "three").await.map(|_| b + 1)
+    })
+    .await
 }
 
 /// The `effects` table, in the system database (migrated first, so a SQLite file exists).

@@ -14,7 +14,11 @@ static GATES: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
 
 fn is_open(id: &str) -> bool {
     let gate = id.split('-').next().unwrap_or_default();
-    GATES.get_or_init(Default::default).lock().unwrap().contains(gate)
+    GATES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .contains(gate)
 }
 
 /// `steps` steps; after the first it waits for the gate. Counts every step body run.
