@@ -35,6 +35,22 @@ pub struct Queue {
     pub(crate) polling_interval: Duration,
 }
 
+/// A queue's limits, read back from its definition (see the builder methods of [`Queue`] for
+/// what each means; `None` is no limit).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct QueueLimits {
+    pub concurrency: Option<u32>,
+    pub worker_concurrency: Option<u32>,
+    pub rate_limit: Option<RateLimit>,
+    pub priority_enabled: bool,
+    pub partitioned: bool,
+    pub partition_concurrency: Option<u32>,
+    pub partition_worker_concurrency: Option<u32>,
+    pub partition_rate_limit: Option<RateLimit>,
+    pub polling_interval: Duration,
+}
+
 /// At most `limit` starts in any trailing `period`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RateLimit {
@@ -127,6 +143,21 @@ impl Queue {
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The queue's limits and polling interval, as defined.
+    pub fn limits(&self) -> QueueLimits {
+        QueueLimits {
+            concurrency: self.concurrency,
+            worker_concurrency: self.worker_concurrency,
+            rate_limit: self.rate_limit,
+            priority_enabled: self.priority_enabled,
+            partitioned: self.partitioned,
+            partition_concurrency: self.partition_concurrency,
+            partition_worker_concurrency: self.partition_worker_concurrency,
+            partition_rate_limit: self.partition_rate_limit,
+            polling_interval: self.polling_interval,
+        }
     }
 
     /// True when a claim must count a limit shared by every executor, so claims of this queue

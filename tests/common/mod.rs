@@ -3,6 +3,7 @@
 
 pub mod catalog;
 pub mod dbos_py;
+pub mod http;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
