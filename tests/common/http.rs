@@ -1,5 +1,6 @@
 //! A minimal HTTP/1.1 client for tests of HTTP endpoints (the admin API, chromedriver): one
-//! request per connection with `Connection: close`, so the body is whatever precedes the close.
+//! request per connection. The body ends at its `Content-Length`, its last chunk, or the close
+//! (chromedriver keeps the connection open despite `Connection: close`).
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -63,8 +64,37 @@ pub async fn request(
     stream.write_all(head.as_bytes()).await.expect("send head");
     stream.write_all(body.as_bytes()).await.expect("send body");
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.expect("read response");
+    let mut buf = [0u8; 8192];
+    while !complete(&raw) {
+        let n = stream.read(&mut buf).await.expect("read response");
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buf[..n]);
+    }
     parse(&raw)
+}
+
+/// True once `raw` holds the whole response its headers announce.
+fn complete(raw: &[u8]) -> bool {
+    let Some(split) = header_end(raw) else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    let body = &raw[split + 4..];
+    let length = head
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|n| n.trim().parse::<usize>().ok());
+    match length {
+        Some(n) => body.len() >= n,
+        None if head.contains("transfer-encoding: chunked") => body.ends_with(b"0\r\n\r\n"),
+        None => false,
+    }
+}
+
+fn header_end(raw: &[u8]) -> Option<usize> {
+    raw.windows(4).position(|w| w == b"\r\n\r\n")
 }
 
 /// `GET url`, with a bearer token when given.
@@ -86,9 +116,7 @@ pub async fn post(url: &str, token: Option<&str>, json: Option<&str>) -> Respons
 }
 
 fn parse(raw: &[u8]) -> Response {
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
+    let split = header_end(raw)
         .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(raw)));
     let head = String::from_utf8_lossy(&raw[..split]);
     let mut lines = head.split("\r\n");

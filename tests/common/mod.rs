@@ -1,6 +1,7 @@
 //! Shared harness for the integration tests: a fresh Postgres database per test.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod catalog;
 pub mod dbos_py;
 pub mod http;

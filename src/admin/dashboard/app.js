@@ -180,7 +180,10 @@
   }
 
   function timeline(w, steps) {
-    if (!steps.length) return el("div", { class: "empty" }, "no recorded steps yet");
+    if (!steps.length) {
+      const final = !CANCELLABLE.has(w.status);
+      return el("div", { class: "empty" }, final ? "no recorded steps" : "no recorded steps yet");
+    }
     const starts = steps.map((s) => s.started_at_ms).filter(Boolean);
     const begin = Math.min(w.started_at_ms || w.created_at_ms, ...starts);
     const ends = steps.map((s) => s.completed_at_ms || Date.now());
