@@ -330,6 +330,7 @@ async fn cancel_resume_and_fork_act_and_refuse_bad_requests() {
 
     for (body, param) in [
         (None, "body"),
+        (Some(""), "body"),
         (Some("not json"), "body"),
         (Some(r#"{"id": "x"}"#), "step"),
         (Some(r#"{"step": -2}"#), "step"),
@@ -349,6 +350,43 @@ async fn cancel_resume_and_fork_act_and_refuse_bad_requests() {
     assert_eq!(missing.status, 404, "{}", missing.body);
     let wrong_method = get(&server, "/api/workflows/s-1/cancel").await;
     assert_eq!(wrong_method.status, 405);
+    server.shutdown().await;
+    rt.shutdown(Duration::from_secs(1)).await.unwrap();
+}
+
+#[tokio::test]
+async fn pages_of_other_sites_can_neither_post_forms_nor_rebind_dns() {
+    let db = common::TestDb::new().await;
+    let rt = launch(&db, vec![]).await;
+    let server = serve(&rt, AdminOptions::new()).await;
+    rt.start("slow", (), WorkflowOptions::with_id("s-2"))
+        .await
+        .unwrap();
+    wait_status(&rt, "s-2", Status::Pending).await;
+
+    // A cross-site form can only post urlencoded, multipart or plain text.
+    let cancel = url(&server, "/api/workflows/s-2/cancel");
+    let form = [("Content-Type", "application/x-www-form-urlencoded")];
+    let refused = http::request("POST", &cancel, &form, Some("x=1")).await;
+    assert_eq!(refused.status, 415, "{}", refused.body);
+    assert!(refused.error().contains("application/json"));
+    let bare = http::request("POST", &cancel, &[], None).await;
+    assert_eq!(bare.status, 415);
+    assert_eq!(
+        rt.handle("s-2").status().await.unwrap().status,
+        Status::Pending
+    );
+
+    // A page whose DNS name was rebound to 127.0.0.1 sends its own name as the host.
+    let listing = url(&server, "/api/workflows");
+    let rebound = [("Host", "evil.example")];
+    let refused = http::request("GET", &listing, &rebound, None).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let named = [("Host", "localhost:1")];
+    assert_eq!(
+        http::request("GET", &listing, &named, None).await.status,
+        200
+    );
     server.shutdown().await;
     rt.shutdown(Duration::from_secs(1)).await.unwrap();
 }

@@ -22,6 +22,7 @@
 mod auth;
 mod dashboard;
 mod health;
+mod origin;
 mod params;
 mod queues;
 mod reply;
@@ -122,6 +123,8 @@ pub(crate) struct AdminState {
     client: Client,
     token: Option<String>,
     prometheus: Option<PrometheusHandle>,
+    /// Bound to a loopback address: only loopback host names are answered.
+    loopback: bool,
 }
 
 /// A running admin server. Dropping it stops the server, as [`AdminServer::shutdown`] does
@@ -183,6 +186,7 @@ pub async fn serve(client: &Client, options: AdminOptions) -> Result<AdminServer
         client: client.clone(),
         token: options.token,
         prometheus: options.prometheus,
+        loopback: bind.ip().is_loopback(),
     });
     let (stop, stopped) = oneshot::channel::<()>();
     let app = router(state);
@@ -204,7 +208,8 @@ pub async fn serve(client: &Client, options: AdminOptions) -> Result<AdminServer
     })
 }
 
-/// Every route: the health probes are open, the rest behind the token (when one is set).
+/// Every route: the health probes are open, the rest behind the token (when one is set); all
+/// of them refuse cross-site requests.
 fn router(state: Arc<AdminState>) -> Router {
     let guarded = Router::new()
         .route("/", get(dashboard::page))
@@ -226,5 +231,9 @@ fn router(state: Arc<AdminState>) -> Router {
         .route("/readyz", get(health::ready))
         .merge(guarded)
         .fallback(reply::no_route)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            origin::same_site_only,
+        ))
         .with_state(state)
 }

@@ -51,8 +51,10 @@ pub async fn request(
     let mut stream = TcpStream::connect(authority)
         .await
         .unwrap_or_else(|e| panic!("connect {authority}: {e}"));
-    let mut head =
-        format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("Host: {authority}\r\n"));
+    }
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -104,14 +106,12 @@ pub async fn get(url: &str, token: Option<&str>) -> Response {
     request("GET", url, &headers, None).await
 }
 
-/// `POST url` with a JSON body (or none), with a bearer token when given.
+/// `POST url` with a JSON body (empty when `None`), with a bearer token when given.
 pub async fn post(url: &str, token: Option<&str>, json: Option<&str>) -> Response {
     let auth = token.map(|t| format!("Bearer {t}"));
     let mut headers: Vec<(&str, &str)> =
         auth.iter().map(|a| ("Authorization", a.as_str())).collect();
-    if json.is_some() {
-        headers.push(("Content-Type", "application/json"));
-    }
+    headers.push(("Content-Type", "application/json"));
     request("POST", url, &headers, json).await
 }
 

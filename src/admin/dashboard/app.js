@@ -139,7 +139,8 @@
 
   async function act(action, id) {
     try {
-      const body = await api("/api/workflows/" + encodeURIComponent(id) + "/" + action, { method: "POST" });
+      const body = await api("/api/workflows/" + encodeURIComponent(id) + "/" + action,
+        { method: "POST", body: "{}" });
       banner(action + " " + id + ": now " + body.status, "info");
     } catch (e) {
       banner(action + " " + id + " failed: " + e.message);
