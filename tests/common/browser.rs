@@ -1,6 +1,7 @@
 //! Headless Chromium driven through chromedriver (W3C WebDriver, JSON over HTTP), for tests of
 //! the dashboard. Debian's `chromium` and `chromium-driver` packages; installed with apt when
-//! missing. Each browser gets a fresh profile directory and is killed when dropped.
+//! missing. Each browser gets a fresh profile directory; dropping it (also when a test fails)
+//! ends the session, so chromedriver closes Chromium, then kills chromedriver.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,6 +22,7 @@ pub struct Browser {
     base: String,
     session: String,
     profile: PathBuf,
+    ended: bool,
     _driver: KillOnDrop,
 }
 
@@ -108,6 +110,7 @@ impl Browser {
             base,
             session,
             profile,
+            ended: false,
             _driver: driver,
         }
     }
@@ -163,14 +166,35 @@ impl Browser {
     }
 
     /// Ends the session (chromedriver is killed when the browser is dropped).
-    pub async fn quit(self) {
+    pub async fn quit(mut self) {
         self.command("DELETE", "", None).await;
+        self.ended = true;
     }
 }
 
 impl Drop for Browser {
+    /// A failed test never reaches `quit`: end the session here, blocking (no runtime to await
+    /// on), or Chromium would outlive its killed chromedriver.
     fn drop(&mut self) {
+        if !self.ended {
+            end_session_blocking(&self.base, &self.session);
+        }
         let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+fn end_session_blocking(base: &str, session: &str) {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(base.trim_start_matches("http://")) else {
+        return;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let request = format!(
+        "DELETE /session/{session} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n"
+    );
+    if stream.write_all(request.as_bytes()).is_ok() {
+        // The answer comes once the browser has quit; its content does not matter.
+        let _ = stream.read(&mut [0u8; 1024]);
     }
 }
 
