@@ -1,8 +1,10 @@
 //! Shared harness for the integration tests: a fresh database per test, on Postgres or SQLite.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod catalog;
 pub mod dbos_py;
+pub mod http;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
