@@ -200,25 +200,39 @@ async fn take(
 ) -> Result<Option<SqliteRow>, DbError> {
     let q = &r.queue;
     let rate_limited = q.rate_limit.is_some() || q.partition_rate_limit.is_some();
-    let sql = format!(
-        "UPDATE workflow_status AS w \
+    let taken = sqlx::query(
+        "UPDATE workflow_status \
          SET status = 'PENDING', owner_xid = ?2, executor_id = ?3, application_version = ?4, \
              started_at_epoch_ms = ?5, updated_at = ?5, \
-             recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1, rate_limited = ?6, \
+             recovery_attempts = COALESCE(recovery_attempts, 0) + 1, rate_limited = ?6, \
              workflow_deadline_epoch_ms = CASE \
-                 WHEN w.workflow_timeout_ms IS NOT NULL AND w.workflow_deadline_epoch_ms IS NULL \
-                 THEN ?5 + w.workflow_timeout_ms ELSE w.workflow_deadline_epoch_ms END \
-         WHERE w.workflow_uuid = ?1 AND w.status = 'ENQUEUED' \
-         RETURNING {CLAIMED_COLUMNS}"
-    );
+                 WHEN workflow_timeout_ms IS NOT NULL AND workflow_deadline_epoch_ms IS NULL \
+                 THEN ?5 + workflow_timeout_ms ELSE workflow_deadline_epoch_ms END \
+         WHERE workflow_uuid = ?1 AND status = 'ENQUEUED'",
+    )
+    .bind(id)
+    .bind(uuid::Uuid::new_v4().to_string())
+    .bind(&r.executor_id)
+    .bind(&r.app_version)
+    .bind(r.now)
+    .bind(rate_limited)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    if !taken {
+        return Ok(None);
+    }
+    Ok(Some(claimed_row(tx, id).await?))
+}
+
+/// What a taken workflow reports (read after the update: SQLite's `RETURNING` cannot name the
+/// table through an alias, which the correlated subqueries need).
+pub(crate) async fn claimed_row(tx: &mut SqliteConnection, id: &str) -> Result<SqliteRow, DbError> {
+    let sql = format!("SELECT {CLAIMED_COLUMNS} FROM workflow_status w WHERE w.workflow_uuid = ?1");
     Ok(sqlx::query(AssertSqlSafe(sql))
         .bind(id)
-        .bind(uuid::Uuid::new_v4().to_string())
-        .bind(&r.executor_id)
-        .bind(&r.app_version)
-        .bind(r.now)
-        .bind(rate_limited)
-        .fetch_optional(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?)
 }
 

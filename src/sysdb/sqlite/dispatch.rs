@@ -1,9 +1,9 @@
 //! Dispatch outside claims on SQLite: recovery, taking back a crashed queue actor's workflows,
 //! and counting crash restarts.
 
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::Row;
 
-use super::claim::{claimed_from_row, CLAIMED_COLUMNS};
+use super::claim::{claimed_from_row, claimed_row};
 use super::{json_list, Lite};
 use crate::error::DbError;
 use crate::sysdb::{now_ms, Claimed, Executor, INTERNAL_QUEUE};
@@ -51,20 +51,19 @@ pub(crate) async fn redispatch(
     .bind(json_list(running))
     .fetch_all(&mut *tx)
     .await?;
-    let update = format!(
-        "UPDATE workflow_status AS w SET owner_xid = ?2, updated_at = ?3, \
-             recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1 \
-         WHERE w.workflow_uuid = ?1 RETURNING {CLAIMED_COLUMNS}"
-    );
     let mut keyed = Vec::with_capacity(ids.len());
     for id in ids {
-        let row = sqlx::query(AssertSqlSafe(update.clone()))
-            .bind(&id)
-            .bind(uuid::Uuid::new_v4().to_string())
-            .bind(now_ms())
-            .fetch_one(&mut *tx)
-            .await?;
-        keyed.push(claimed_from_row(&row)?);
+        sqlx::query(
+            "UPDATE workflow_status SET owner_xid = ?2, updated_at = ?3, \
+                 recovery_attempts = COALESCE(recovery_attempts, 0) + 1 \
+             WHERE workflow_uuid = ?1",
+        )
+        .bind(&id)
+        .bind(uuid::Uuid::new_v4().to_string())
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        keyed.push(claimed_from_row(&claimed_row(&mut tx, &id).await?)?);
     }
     tx.commit().await?;
     keyed.sort_by_key(|(priority, created, _)| (*priority, *created));
