@@ -146,6 +146,40 @@ async fn a_local_cancel_interrupts_a_sleep_and_reports_cancelled(db) {
     rt.cancel("napper").await.unwrap();
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+async fn a_cancel_with_children_stops_the_descendants_a_plain_cancel_leaves_running(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let pool = db.checks().await;
+    let parent = rt
+        .start("long_parent", (), WorkflowOptions::with_id("tree"))
+        .await
+        .unwrap();
+    // The child is asleep.
+    common::wait_count(
+        &pool,
+        "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'tree-1' \
+         AND function_name = 'DBOS.sleep'",
+        1,
+        10,
+    )
+    .await;
+    rt.cancel("tree").await.unwrap();
+    let err = common::within(parent.result::<()>()).await.unwrap_err();
+    assert!(matches!(err, Error::Cancelled { .. }), "{err}");
+    assert_eq!(status(&pool, "tree-1").await, "PENDING", "a plain cancel");
+    let began = Instant::now();
+    rt.cancel_with_children("tree").await.unwrap();
+    let child = rt.handle("tree-1");
+    let err = common::within(child.result::<()>()).await.unwrap_err();
+    assert!(matches!(err, Error::Cancelled { .. }), "{err}");
+    assert!(began.elapsed() < Duration::from_secs(2), "{:?}", began.elapsed());
+    assert_eq!(status(&pool, "tree-1").await, "CANCELLED");
+    assert!(matches!(
+        rt.cancel_with_children("nobody").await,
+        Err(Error::NotFound(_))
+    ));
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }
 
 /// Entry point of the process that runs the workflows the test cancels from outside.

@@ -192,6 +192,30 @@ async fn a_send_from_inside_a_workflow_is_delivered_once_even_when_replayed(db) 
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
+async fn a_send_to_a_missing_workflow_fails_the_sender_and_writes_nothing(db) {
+    let rt = launch(&db).await;
+    let h = rt
+        .start(
+            "sender",
+            ("nobody", "lost"),
+            WorkflowOptions::with_id("lonely"),
+        )
+        .await
+        .unwrap();
+    let err = common::within(h.result::<()>()).await.unwrap_err();
+    assert!(err.to_string().contains("nobody"), "{err}");
+    let pool = db.checks().await;
+    let written = common::scalar(
+        &pool,
+        "SELECT CAST((SELECT count(*) FROM dbos.notifications) AS TEXT) || ':' || \
+             CAST((SELECT count(*) FROM dbos.operation_outputs \
+                   WHERE function_name = 'DBOS.send') AS TEXT)",
+    )
+    .await;
+    assert_eq!(written.as_deref(), Some("0:0"), "no message, no recorded send");
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
 async fn a_message_is_consumed_exactly_once_across_a_crash_after_receiving_it(db) {
     static CRASHED: AtomicBool = AtomicBool::new(false);
     async fn receives_then_crashes(ctx: Context, _: ()) -> stead::Result<Vec<Option<String>>> {
