@@ -34,8 +34,14 @@ VALUES (?1, 'DELAYED', ?2, ?3, ?4, min(?5, COALESCE(?6, ?5)), ?6, 1, ?7, ?8, ?9,
 ON CONFLICT DO NOTHING
 "#;
 
-const INPUT: &str = "INSERT INTO workflow_input (workflow_uuid, inputs, retention_timestamp) \
-    VALUES (?1, ?2, ?3) ON CONFLICT (workflow_uuid) DO UPDATE SET inputs = excluded.inputs";
+/// The input of a pushed-back workflow replaces its last one.
+const REPLACE_INPUT: &str = "INSERT INTO workflow_input (workflow_uuid, inputs, \
+    retention_timestamp) VALUES (?1, ?2, ?3) \
+    ON CONFLICT (workflow_uuid) DO UPDATE SET inputs = excluded.inputs";
+
+/// A new workflow's input.
+const NEW_INPUT: &str = "INSERT INTO workflow_input (workflow_uuid, inputs, retention_timestamp) \
+    VALUES (?1, ?2, ?3) ON CONFLICT (workflow_uuid) DO NOTHING";
 
 /// Runs one debounce call.
 pub(crate) async fn bounce(lite: &Lite, b: &Bounce) -> Result<Bounced, DbError> {
@@ -56,7 +62,7 @@ async fn bounce_in(tx: &mut SqliteConnection, b: &Bounce) -> Result<Bounced, DbE
         .fetch_optional(&mut *tx)
         .await?;
     if let Some(id) = pushed {
-        input(tx, &id, b).await?;
+        input(tx, REPLACE_INPUT, &id, b).await?;
         return Ok(Bounced::Extended(id));
     }
     let created = sqlx::query(FRESH)
@@ -76,7 +82,7 @@ async fn bounce_in(tx: &mut SqliteConnection, b: &Bounce) -> Result<Bounced, DbE
         .rows_affected()
         == 1;
     if created {
-        input(tx, &b.id, b).await?;
+        input(tx, NEW_INPUT, &b.id, b).await?;
         return Ok(Bounced::Created(b.id.clone()));
     }
     let holder = sqlx::query(
@@ -106,9 +112,14 @@ async fn bounce_in(tx: &mut SqliteConnection, b: &Bounce) -> Result<Bounced, DbE
     })
 }
 
-/// The input of `id`: a new workflow's, or the replacement for a pushed-back one.
-async fn input(tx: &mut SqliteConnection, id: &str, b: &Bounce) -> Result<(), DbError> {
-    sqlx::query(INPUT)
+/// Writes the call's input for `id` with `statement` (`NEW_INPUT` or `REPLACE_INPUT`).
+async fn input(
+    tx: &mut SqliteConnection,
+    statement: &'static str,
+    id: &str,
+    b: &Bounce,
+) -> Result<(), DbError> {
+    sqlx::query(statement)
         .bind(id)
         .bind(&b.inputs)
         .bind(b.now)

@@ -22,6 +22,8 @@ const RECORD: &str = "INSERT INTO operation_outputs (workflow_uuid, function_id,
     WHERE workflow_uuid = ?1 AND status = 'PENDING' AND owner_xid = ?2 \
     ON CONFLICT (workflow_uuid, function_id) DO NOTHING";
 
+const RECV: &str = "DBOS.recv";
+
 const SEND: &str = "INSERT INTO notifications \
     (message_uuid, destination_uuid, topic, message, serialization, created_at_epoch_ms) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (message_uuid) DO NOTHING";
@@ -94,7 +96,7 @@ async fn run(tx: &mut SqliteConnection, op: &Op) -> Result<OpOutcome, DbError> {
     }
     let step = op.step();
     if !record(tx, step, op.name(), "null", PORTABLE_JSON).await? {
-        return unwritten(tx, op).await;
+        return unwritten(tx, step, op.name()).await;
     }
     match op {
         Op::Send {
@@ -140,11 +142,14 @@ async fn record(
         == 1)
 }
 
-/// Why a call's row was not written.
-async fn unwritten(tx: &mut SqliteConnection, op: &Op) -> Result<OpOutcome, DbError> {
-    let s = op.step();
+/// Why the row of call `name` was not written.
+async fn unwritten(
+    tx: &mut SqliteConnection,
+    step: &OpStep,
+    name: &str,
+) -> Result<OpOutcome, DbError> {
     Ok(
-        match classify(tx, &s.workflow_id, s.function_id, op.name()).await? {
+        match classify(tx, &step.workflow_id, step.function_id, name).await? {
             StepOutcome::AlreadyRecorded { output, error } => {
                 OpOutcome::AlreadyRecorded { output, error }
             }
@@ -173,13 +178,8 @@ async fn recv(
     .fetch_one(&mut *tx)
     .await?;
     let (own, done): (bool, bool) = (probe.try_get(0)?, probe.try_get(1)?);
-    let recv = Op::Recv {
-        step: step.clone(),
-        topic: topic.to_owned(),
-        give_up,
-    };
     if !own || done {
-        return unwritten(tx, &recv).await;
+        return unwritten(tx, step, RECV).await;
     }
     let taken = sqlx::query(
         "UPDATE notifications SET consumed = 1, consumed_by_function_id = ?3 \
@@ -202,8 +202,8 @@ async fn recv(
         None if give_up => ("null".to_owned(), PORTABLE_JSON.to_owned()),
         None => return Ok(OpOutcome::Nothing),
     };
-    if !record(tx, step, "DBOS.recv", &output, &serialization).await? {
-        return unwritten(tx, &recv).await;
+    if !record(tx, step, RECV, &output, &serialization).await? {
+        return unwritten(tx, step, RECV).await;
     }
     Ok(OpOutcome::Done {
         output: Some(output),
