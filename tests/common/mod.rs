@@ -204,6 +204,17 @@ macro_rules! both_backends {
     )*};
 }
 
+/// Inside a `both_backends!` body whose workflows keep process-wide state (statics): makes the
+/// two backends' runs of that test take turns. Hold the guard for the whole run and reset the
+/// statics right after taking it.
+#[macro_export]
+macro_rules! one_backend_at_a_time {
+    () => {{
+        static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        TURN.lock().await
+    }};
+}
+
 async fn admin_pool() -> PgPool {
     PgPoolOptions::new()
         .max_connections(1)
