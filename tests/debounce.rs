@@ -174,6 +174,15 @@ async fn a_key_held_by_a_plain_enqueue_is_a_conflict(db) {
     assert!(matches!(unknown, Error::UnknownWorkflow(_)), "{unknown}");
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+async fn a_runtime_and_a_client_collapse_into_one_run(db) {
+    let rt = launch(&db, "one").await;
+    // A client debounces by name: it need not know the workflow.
+    let client = Client::connect(&db.url).await.unwrap();
+    collapse(&db, &rt, &client).await;
+    client.shutdown(Duration::from_secs(5)).await.unwrap();
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }
 
 /// Postgres only: two executors on one database (an embedded database serves one executor).
