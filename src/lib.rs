@@ -29,6 +29,8 @@
 
 #[path = "../actors/mod.rs"]
 mod actors;
+#[cfg(feature = "admin")]
+pub mod admin;
 mod backoff;
 mod builder;
 mod calls;
@@ -45,6 +47,7 @@ mod handle;
 mod launch;
 mod manage;
 pub mod metrics;
+mod observe;
 mod queue;
 mod registry;
 mod retention;
@@ -67,7 +70,8 @@ pub use debounce::DebounceOptions;
 pub use error::{DbError, Error, PortableError, Result, StepError};
 pub use handle::WorkflowHandle;
 pub use manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
-pub use queue::{Dedup, EnqueueRequest, Queue, QueueMessage, RateLimit};
+pub use observe::{QueueLoad, ThroughputBucket};
+pub use queue::{Dedup, EnqueueRequest, Queue, QueueLimits, QueueMessage, RateLimit};
 pub use registry::WorkflowConfig;
 pub use retention::Retention;
 #[doc(hidden)]

@@ -35,6 +35,22 @@ pub struct Queue {
     pub(crate) polling_interval: Duration,
 }
 
+/// A queue's limits, read back from its definition (see the builder methods of [`Queue`] for
+/// what each means; `None` is no limit).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct QueueLimits {
+    pub concurrency: Option<u32>,
+    pub worker_concurrency: Option<u32>,
+    pub rate_limit: Option<RateLimit>,
+    pub priority_enabled: bool,
+    pub partitioned: bool,
+    pub partition_concurrency: Option<u32>,
+    pub partition_worker_concurrency: Option<u32>,
+    pub partition_rate_limit: Option<RateLimit>,
+    pub polling_interval: Duration,
+}
+
 /// At most `limit` starts in any trailing `period`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RateLimit {
@@ -129,51 +145,19 @@ impl Queue {
         &self.name
     }
 
-    // Read accessors take a `get_` prefix: the plain names are the builder's setters.
-
-    /// The limit on running workflows across all executors, if any.
-    pub fn get_concurrency(&self) -> Option<u32> {
-        self.concurrency
-    }
-
-    /// The limit on running workflows per process, if any.
-    pub fn get_worker_concurrency(&self) -> Option<u32> {
-        self.worker_concurrency
-    }
-
-    /// The limit on starts per period across all executors, if any.
-    pub fn get_rate_limit(&self) -> Option<RateLimit> {
-        self.rate_limit
-    }
-
-    /// Whether lower `priority` values run first.
-    pub fn is_priority_enabled(&self) -> bool {
-        self.priority_enabled
-    }
-
-    /// Whether workflows carry a partition key and the partition limits apply per key.
-    pub fn is_partitioned(&self) -> bool {
-        self.partitioned
-    }
-
-    /// The per-partition limit on running workflows across all executors, if any.
-    pub fn get_partition_concurrency(&self) -> Option<u32> {
-        self.partition_concurrency
-    }
-
-    /// The per-partition limit on running workflows per process, if any.
-    pub fn get_partition_worker_concurrency(&self) -> Option<u32> {
-        self.partition_worker_concurrency
-    }
-
-    /// The per-partition limit on starts per period, if any.
-    pub fn get_partition_rate_limit(&self) -> Option<RateLimit> {
-        self.partition_rate_limit
-    }
-
-    /// How often the queue is polled when nothing wakes it.
-    pub fn get_polling_interval(&self) -> Duration {
-        self.polling_interval
+    /// The queue's limits and polling interval, as defined.
+    pub fn limits(&self) -> QueueLimits {
+        QueueLimits {
+            concurrency: self.concurrency,
+            worker_concurrency: self.worker_concurrency,
+            rate_limit: self.rate_limit,
+            priority_enabled: self.priority_enabled,
+            partitioned: self.partitioned,
+            partition_concurrency: self.partition_concurrency,
+            partition_worker_concurrency: self.partition_worker_concurrency,
+            partition_rate_limit: self.partition_rate_limit,
+            polling_interval: self.polling_interval,
+        }
     }
 
     /// True when a claim must count a limit shared by every executor, so claims of this queue

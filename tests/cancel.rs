@@ -6,7 +6,6 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sqlx::PgPool;
 use stead::{Context, Error, Status, WorkflowOptions};
 
 const CHILD_DB: &str = "STEAD_TEST_CANCEL_CHILD_DB";
@@ -56,7 +55,7 @@ fn builder(db: &common::TestDb) -> stead::RuntimeBuilder {
         .workflow("two_steps", two_steps)
 }
 
-async fn status(pool: &PgPool, id: &str) -> String {
+async fn status(pool: &impl common::CheckPool, id: &str) -> String {
     common::scalar(
         pool,
         &format!("SELECT status FROM dbos.workflow_status WHERE workflow_uuid = '{id}'"),
@@ -65,11 +64,10 @@ async fn status(pool: &PgPool, id: &str) -> String {
     .unwrap_or_default()
 }
 
-#[tokio::test]
-async fn a_timeout_cancels_a_long_workflow_and_its_child() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn a_timeout_cancels_a_long_workflow_and_its_child(db) {
     let rt = builder(&db).launch().await.unwrap();
+    let pool = db.checks().await;
     let began = Instant::now();
     let h = rt
         .start(
@@ -85,11 +83,14 @@ async fn a_timeout_cancels_a_long_workflow_and_its_child() {
         began.elapsed() < Duration::from_secs(3),
         "cancelled at the deadline, not after 30 s"
     );
-    let deadline: i64 = sqlx::query_scalar(
-        "SELECT workflow_deadline_epoch_ms - created_at FROM dbos.workflow_status WHERE workflow_uuid = 'timed'",
+    let deadline: i64 = common::scalar(
+        &pool,
+        "SELECT CAST(workflow_deadline_epoch_ms - created_at AS TEXT) FROM dbos.workflow_status \
+         WHERE workflow_uuid = 'timed'",
     )
-    .fetch_one(&pool)
     .await
+    .unwrap()
+    .parse()
     .unwrap();
     assert!(
         (150..300).contains(&deadline),
@@ -104,7 +105,9 @@ async fn a_timeout_cancels_a_long_workflow_and_its_child() {
     .await;
     let child_deadline = common::scalar(
         &pool,
-        "SELECT (c.workflow_deadline_epoch_ms = p.workflow_deadline_epoch_ms)::text FROM dbos.workflow_status c, dbos.workflow_status p WHERE c.workflow_uuid = 'timed-1' AND p.workflow_uuid = 'timed'",
+        "SELECT CASE WHEN c.workflow_deadline_epoch_ms = p.workflow_deadline_epoch_ms THEN 'true' \
+         ELSE 'false' END FROM dbos.workflow_status c, dbos.workflow_status p \
+         WHERE c.workflow_uuid = 'timed-1' AND p.workflow_uuid = 'timed'",
     )
     .await;
     assert_eq!(
@@ -115,11 +118,9 @@ async fn a_timeout_cancels_a_long_workflow_and_its_child() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_local_cancel_interrupts_a_sleep_and_reports_cancelled() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+async fn a_local_cancel_interrupts_a_sleep_and_reports_cancelled(db) {
     let rt = builder(&db).launch().await.unwrap();
+    let pool = db.checks().await;
     let h = rt
         .start("long_child", (), WorkflowOptions::with_id("napper"))
         .await
@@ -146,6 +147,41 @@ async fn a_local_cancel_interrupts_a_sleep_and_reports_cancelled() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
+async fn a_cancel_with_children_stops_the_descendants_a_plain_cancel_leaves_running(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let pool = db.checks().await;
+    let parent = rt
+        .start("long_parent", (), WorkflowOptions::with_id("tree"))
+        .await
+        .unwrap();
+    // The child is asleep.
+    common::wait_count(
+        &pool,
+        "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'tree-1' \
+         AND function_name = 'DBOS.sleep'",
+        1,
+        10,
+    )
+    .await;
+    rt.cancel("tree").await.unwrap();
+    let err = common::within(parent.result::<()>()).await.unwrap_err();
+    assert!(matches!(err, Error::Cancelled { .. }), "{err}");
+    assert_eq!(status(&pool, "tree-1").await, "PENDING", "a plain cancel");
+    let began = Instant::now();
+    rt.cancel_with_children("tree").await.unwrap();
+    let child = rt.handle("tree-1");
+    let err = common::within(child.result::<()>()).await.unwrap_err();
+    assert!(matches!(err, Error::Cancelled { .. }), "{err}");
+    assert!(began.elapsed() < Duration::from_secs(2), "{:?}", began.elapsed());
+    assert_eq!(status(&pool, "tree-1").await, "CANCELLED");
+    assert!(matches!(
+        rt.cancel_with_children("nobody").await,
+        Err(Error::NotFound(_))
+    ));
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
 /// Entry point of the process that runs the workflows the test cancels from outside.
 #[tokio::test]
 #[ignore = "run by a_cancel_from_another_process_stops_a_workflow_before_its_next_step"]
@@ -164,6 +200,8 @@ async fn cancel_child() {
     std::future::pending::<()>().await;
 }
 
+/// Postgres only: the cancel reaches the other process through NOTIFY, and an embedded database
+/// serves one executor process.
 #[tokio::test]
 async fn a_cancel_from_another_process_stops_a_workflow_before_its_next_step() {
     let db = common::TestDb::new().await;

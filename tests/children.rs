@@ -25,10 +25,10 @@ async fn parent(ctx: Context, n: u32) -> stead::Result<u32> {
     child.result::<u32>().await
 }
 
-#[tokio::test]
-async fn a_recovered_parent_gets_its_first_child_instead_of_a_second() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn a_recovered_parent_gets_its_first_child_instead_of_a_second(db) {
+    let _turn = one_backend_at_a_time!();
+    CHILD_GATE.store(false, Ordering::SeqCst);
     let launch = || {
         common::builder(&db)
             .workflow("parent", parent)
@@ -36,6 +36,7 @@ async fn a_recovered_parent_gets_its_first_child_instead_of_a_second() {
             .launch()
     };
     let rt = launch().await.unwrap();
+    let pool = db.checks().await;
     rt.start("parent", 21, WorkflowOptions::with_id("mom"))
         .await
         .unwrap();
@@ -56,31 +57,28 @@ async fn a_recovered_parent_gets_its_first_child_instead_of_a_second() {
             .unwrap(),
         42
     );
-    let children: Vec<(String, String)> = sqlx::query_as(
-        "SELECT workflow_uuid, status FROM dbos.workflow_status WHERE parent_workflow_id = 'mom'",
+    let children = common::scalar(
+        &pool,
+        "SELECT string_agg(workflow_uuid || ':' || status, ',' ORDER BY workflow_uuid) \
+         FROM dbos.workflow_status WHERE parent_workflow_id = 'mom'",
     )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
-    assert_eq!(children, vec![("mom-1".to_string(), "SUCCESS".to_string())]);
-    let calls: Vec<(i32, String, Option<String>)> = sqlx::query_as(
-        "SELECT function_id, function_name, child_workflow_id FROM dbos.operation_outputs WHERE workflow_uuid = 'mom' ORDER BY 1",
+    .await;
+    assert_eq!(children.as_deref(), Some("mom-1:SUCCESS"));
+    let calls = common::scalar(
+        &pool,
+        "SELECT string_agg(CAST(function_id AS TEXT) || ':' || function_name || ':' \
+             || COALESCE(child_workflow_id, '-'), ',' ORDER BY function_id) \
+         FROM dbos.operation_outputs WHERE workflow_uuid = 'mom'",
     )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
-        calls,
-        vec![
-            (1, "gated_child".into(), Some("mom-1".into())),
-            (2, "DBOS.getResult".into(), Some("mom-1".into()))
-        ]
+        calls.as_deref(),
+        Some("1:gated_child:mom-1,2:DBOS.getResult:mom-1")
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test]
-async fn run_child_waits_for_the_result_and_a_failure_comes_back_as_one() {
+async fn run_child_waits_for_the_result_and_a_failure_comes_back_as_one(db) {
     async fn failing(_ctx: Context, _: ()) -> Result<u32, std::io::Error> {
         Err(std::io::Error::other("no luck"))
     }
@@ -96,7 +94,6 @@ async fn run_child_waits_for_the_result_and_a_failure_comes_back_as_one() {
     async fn doubler(_ctx: Context, n: u32) -> stead::Result<u32> {
         Ok(n * 2)
     }
-    let db = common::TestDb::new().await;
     let rt = common::builder(&db)
         .workflow("caller", caller)
         .workflow("doubler", doubler)
@@ -115,8 +112,7 @@ async fn run_child_waits_for_the_result_and_a_failure_comes_back_as_one() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test]
-async fn select_between_a_child_and_a_sleep_records_the_winner_and_replays_it() {
+async fn select_between_a_child_and_a_sleep_records_the_winner_and_replays_it(db) {
     static CRASHED: AtomicBool = AtomicBool::new(false);
     async fn slow(ctx: Context, _: ()) -> stead::Result<&'static str> {
         ctx.sleep(Duration::from_secs(3)).await?;
@@ -140,8 +136,8 @@ async fn select_between_a_child_and_a_sleep_records_the_winner_and_replays_it() 
             Either::Right(()) => "timed out".into(),
         })
     }
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+    let _turn = one_backend_at_a_time!();
+    CRASHED.store(false, Ordering::SeqCst);
     let rt = common::builder(&db)
         .workflow("slow", slow)
         .workflow("impatient", impatient)
@@ -163,18 +159,17 @@ async fn select_between_a_child_and_a_sleep_records_the_winner_and_replays_it() 
         began.elapsed()
     );
     assert_eq!(h.status().await.unwrap().recovery_attempts, 2);
-    let select: String = sqlx::query_scalar(
+    let pool = db.checks().await;
+    let select = common::scalar(
+        &pool,
         "SELECT output FROM dbos.operation_outputs WHERE workflow_uuid = 'imp' AND function_name = 'stead.select'",
     )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!(select, r#"{"index":1,"value":null}"#);
+    .await;
+    assert_eq!(select.as_deref(), Some(r#"{"index":1,"value":null}"#));
     rt.shutdown(Duration::from_millis(100)).await.unwrap();
 }
 
-#[tokio::test]
-async fn select_all_returns_the_first_of_several_and_join_waits_for_all() {
+async fn select_all_returns_the_first_of_several_and_join_waits_for_all(db) {
     async fn racer(ctx: Context, _: ()) -> stead::Result<(usize, u32, Vec<u32>)> {
         let receives = vec![
             ctx.recv::<u32>(Some("a"), Duration::from_secs(10)),
@@ -199,7 +194,6 @@ async fn select_all_returns_the_first_of_several_and_join_waits_for_all() {
             all.into_iter().map(|v| v.unwrap_or(0)).collect(),
         ))
     }
-    let db = common::TestDb::new().await;
     let rt = common::builder(&db)
         .workflow("racer", racer)
         .launch()
@@ -215,4 +209,5 @@ async fn select_all_returns_the_first_of_several_and_join_waits_for_all() {
     let (index, first, all): (usize, u32, Vec<u32>) = common::within(h.result()).await.unwrap();
     assert_eq!((index, first, all), (1, 7, vec![3, 4]));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }

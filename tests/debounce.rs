@@ -6,8 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use sqlx::PgPool;
-use stead::{Context, DebounceOptions, Dedup, Error, Runtime, WorkflowOptions};
+use stead::{Client, Context, DebounceOptions, Dedup, Error, Runtime, WorkflowOptions};
 
 /// Returns its input; the run's row says when it started.
 async fn latest(_: Context, input: u32) -> stead::Result<u32> {
@@ -23,25 +22,33 @@ async fn launch(db: &common::TestDb, executor: &str) -> Runtime {
         .unwrap()
 }
 
-async fn runs(pool: &PgPool) -> Vec<(String, Option<i64>)> {
-    sqlx::query_as(
-        "SELECT workflow_uuid, started_at_epoch_ms FROM dbos.workflow_status \
-         WHERE name = 'latest' ORDER BY created_at",
+/// The runs of `latest`, oldest first, with when each started.
+async fn runs(pool: &impl common::CheckPool) -> Vec<(String, Option<i64>)> {
+    let listed = common::scalar(
+        pool,
+        "SELECT string_agg(workflow_uuid || '=' || COALESCE(CAST(started_at_epoch_ms AS TEXT), ''), \
+             ',' ORDER BY created_at) FROM dbos.workflow_status WHERE name = 'latest'",
     )
-    .fetch_all(pool)
     .await
-    .unwrap()
+    .unwrap_or_default();
+    listed
+        .split(',')
+        .filter(|run| !run.is_empty())
+        .map(|run| {
+            let (id, started) = run.split_once('=').unwrap();
+            (id.to_owned(), started.parse().ok())
+        })
+        .collect()
 }
 
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_calls_within_the_period_run_once_with_the_last_input() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn ten_calls_within_the_period_run_once_with_the_last_input(db) {
     let rt = launch(&db, "one").await;
+    let pool = db.checks().await;
     let period = Duration::from_millis(800);
     let mut ids = Vec::new();
     let mut last_call = 0;
@@ -78,11 +85,9 @@ async fn ten_calls_within_the_period_run_once_with_the_last_input() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn max_wait_bounds_the_delay_while_calls_keep_coming() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+async fn max_wait_bounds_the_delay_while_calls_keep_coming(db) {
     let rt = launch(&db, "one").await;
+    let pool = db.checks().await;
     let options = DebounceOptions::default().max_wait(Duration::from_millis(1500));
     let period = Duration::from_millis(500);
     let began = Instant::now();
@@ -122,50 +127,13 @@ async fn max_wait_bounds_the_delay_while_calls_keep_coming() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn calls_from_two_runtimes_collapse_into_one_run() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
-    let a = launch(&db, "a").await;
-    let b = launch(&db, "b").await;
-    let period = Duration::from_millis(700);
-    let mut ids = Vec::new();
-    for i in 0..10u32 {
-        let rt = if i % 2 == 0 { &a } else { &b };
-        // Concurrent pairs: both runtimes race on the same key.
-        let (x, y) = tokio::join!(
-            rt.debounce(
-                "shared",
-                period,
-                "latest",
-                i * 2,
-                DebounceOptions::default()
-            ),
-            rt.debounce(
-                "shared",
-                period,
-                "latest",
-                i * 2 + 1,
-                DebounceOptions::default()
-            ),
-        );
-        ids.push(x.unwrap().id().to_owned());
-        ids.push(y.unwrap().id().to_owned());
-    }
-    assert!(ids.iter().all(|id| id == &ids[0]), "{ids:?}");
-    let out: u32 = common::within(a.handle(ids[0].clone()).result())
-        .await
-        .unwrap();
-    assert!(out >= 18, "one of the last pair's inputs, got {out}");
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    assert_eq!(runs(&pool).await.len(), 1);
-    a.shutdown(Duration::from_secs(5)).await.unwrap();
-    b.shutdown(Duration::from_secs(5)).await.unwrap();
+async fn concurrent_calls_in_one_process_collapse_into_one_run(db) {
+    let rt = launch(&db, "one").await;
+    collapse(&db, &rt, &rt).await;
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_key_held_by_a_plain_enqueue_is_a_conflict() {
-    let db = common::TestDb::new().await;
+async fn a_key_held_by_a_plain_enqueue_is_a_conflict(db) {
     let rt = launch(&db, "one").await;
     // Holds the deduplication id the debounce would use ("<workflow>-<key>") on the same queue.
     let holder = rt
@@ -205,4 +173,60 @@ async fn a_key_held_by_a_plain_enqueue_is_a_conflict() {
         .unwrap_err();
     assert!(matches!(unknown, Error::UnknownWorkflow(_)), "{unknown}");
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+async fn a_runtime_and_a_client_collapse_into_one_run(db) {
+    let rt = launch(&db, "one").await;
+    // A client debounces by name: it need not know the workflow.
+    let client = Client::connect(&db.url).await.unwrap();
+    collapse(&db, &rt, &client).await;
+    client.shutdown(Duration::from_secs(5)).await.unwrap();
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
+/// Postgres only: two executors on one database (an embedded database serves one executor).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_from_two_runtimes_collapse_into_one_run() {
+    let db = common::TestDb::new().await;
+    let a = launch(&db, "a").await;
+    let b = launch(&db, "b").await;
+    collapse(&db, &a, &b).await;
+    a.shutdown(Duration::from_secs(5)).await.unwrap();
+    b.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// Ten pairs of concurrent calls on one key, alternating between `a` and `b`, make one run.
+async fn collapse(db: &common::TestDb, a: &Client, b: &Client) {
+    let period = Duration::from_millis(700);
+    let mut ids = Vec::new();
+    for i in 0..10u32 {
+        let rt = if i % 2 == 0 { a } else { b };
+        // Concurrent pairs: both race on the same key.
+        let (x, y) = tokio::join!(
+            rt.debounce(
+                "shared",
+                period,
+                "latest",
+                i * 2,
+                DebounceOptions::default()
+            ),
+            rt.debounce(
+                "shared",
+                period,
+                "latest",
+                i * 2 + 1,
+                DebounceOptions::default()
+            ),
+        );
+        ids.push(x.unwrap().id().to_owned());
+        ids.push(y.unwrap().id().to_owned());
+    }
+    assert!(ids.iter().all(|id| id == &ids[0]), "{ids:?}");
+    let out: u32 = common::within(a.handle(ids[0].clone()).result())
+        .await
+        .unwrap();
+    assert!(out >= 18, "one of the last pair's inputs, got {out}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(runs(&db.checks().await).await.len(), 1);
 }

@@ -6,7 +6,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use sqlx::{AssertSqlSafe, PgPool};
+use common::CheckPool;
+use sqlx::{AnyPool, AssertSqlSafe};
 use stead::{Retention, Runtime};
 
 const HOUR_MS: i64 = 3_600_000;
@@ -15,51 +16,55 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-async fn exec(pool: &PgPool, sql: &str) {
+async fn exec(pool: &AnyPool, sql: &str) {
     sqlx::query(AssertSqlSafe(sql.to_owned()))
         .execute(pool)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
-async fn count(pool: &PgPool, sql: &str) -> i64 {
-    sqlx::query_scalar(AssertSqlSafe(sql.to_owned()))
-        .fetch_one(pool)
+async fn count(pool: &AnyPool, sql: &str) -> i64 {
+    pool.count(sql)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
 /// `n` finished workflows `f-1..f-n` (all four final statuses), `f-i` created `i` ms before
 /// `newest`, each with a step, an input, an output and an event.
-async fn finished(pool: &PgPool, n: i64, newest: i64) {
+async fn finished(pool: &AnyPool, n: i64, newest: i64) {
+    // A recursive count, not generate_series: the same SQL on both backends.
+    let series =
+        format!("WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < {n}) ");
     let status = format!(
         "INSERT INTO dbos.workflow_status (workflow_uuid, status, name, created_at, updated_at, \
            completed_at, serialization) \
-         SELECT 'f-' || g, (ARRAY['SUCCESS', 'ERROR', 'CANCELLED', \
-           'MAX_RECOVERY_ATTEMPTS_EXCEEDED'])[1 + g % 4], 'w', {newest} - g, {newest} - g, \
-           {newest} - g, 'portable_json' FROM generate_series(1, {n}) g"
+         SELECT 'f-' || g, CASE g % 4 WHEN 0 THEN 'SUCCESS' WHEN 1 THEN 'ERROR' \
+           WHEN 2 THEN 'CANCELLED' ELSE 'MAX_RECOVERY_ATTEMPTS_EXCEEDED' END, 'w', {newest} - g, \
+           {newest} - g, {newest} - g, 'portable_json' FROM s"
     );
     let rows = [
+        status.as_str(),
         "INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name, output) \
-         SELECT 'f-' || g, 1, 's', '1' FROM generate_series(1, {n}) g",
-        "INSERT INTO dbos.workflow_input (workflow_uuid, inputs) \
-         SELECT 'f-' || g, '{{}}' FROM generate_series(1, {n}) g",
-        "INSERT INTO dbos.workflow_output (workflow_uuid, output) \
-         SELECT 'f-' || g, '1' FROM generate_series(1, {n}) g",
+         SELECT 'f-' || g, 1, 's', '1' FROM s",
+        "INSERT INTO dbos.workflow_input (workflow_uuid, inputs) SELECT 'f-' || g, '{}' FROM s",
+        "INSERT INTO dbos.workflow_output (workflow_uuid, output) SELECT 'f-' || g, '1' FROM s",
         "INSERT INTO dbos.workflow_events (workflow_uuid, key, value) \
-         SELECT 'f-' || g, 'k', '1' FROM generate_series(1, {n}) g",
-    ]
-    .map(|sql| sql.replace("{n}", &n.to_string()).replace("{{}}", "{}"));
+         SELECT 'f-' || g, 'k', '1' FROM s",
+    ];
     // One transaction: a collector running meanwhile sees whole workflows or none.
-    let script = format!("BEGIN; {status}; {}; COMMIT;", rows.join("; "));
-    sqlx::raw_sql(AssertSqlSafe(script))
-        .execute(pool)
-        .await
-        .unwrap_or_else(|e| panic!("seeding finished workflows: {e}"));
+    let mut tx = pool.begin().await.unwrap();
+    for insert in rows {
+        let sql = format!("{series}{insert}");
+        sqlx::query(AssertSqlSafe(sql.clone()))
+            .execute(&mut *tx)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    tx.commit().await.unwrap();
 }
 
 /// Old workflows that may still run, on a queue nobody serves, each with a step and an input.
-async fn unfinished(pool: &PgPool) {
+async fn unfinished(pool: &AnyPool) {
     let old = now_ms() - 48 * HOUR_MS;
     exec(
         pool,
@@ -74,14 +79,14 @@ async fn unfinished(pool: &PgPool) {
     .await;
     exec(
         pool,
-        "INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name) \
-         SELECT id, 1, 's' FROM unnest(ARRAY['live-pending', 'live-enqueued', 'live-delayed']) id",
+        "INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name) VALUES \
+         ('live-pending', 1, 's'), ('live-enqueued', 1, 's'), ('live-delayed', 1, 's')",
     )
     .await;
     exec(
         pool,
-        "INSERT INTO dbos.workflow_input (workflow_uuid, inputs) \
-         SELECT id, '{}' FROM unnest(ARRAY['live-pending', 'live-enqueued', 'live-delayed']) id",
+        "INSERT INTO dbos.workflow_input (workflow_uuid, inputs) VALUES \
+         ('live-pending', '{}'), ('live-enqueued', '{}'), ('live-delayed', '{}')",
     )
     .await;
 }
@@ -90,7 +95,7 @@ async fn launch(db: &common::TestDb) -> Runtime {
     common::builder(db).launch().await.unwrap()
 }
 
-async fn assert_unfinished_untouched(pool: &PgPool) {
+async fn assert_unfinished_untouched(pool: &AnyPool) {
     let live = "('live-pending', 'live-enqueued', 'live-delayed')";
     for table in ["workflow_status", "operation_outputs", "workflow_input"] {
         let n = count(
@@ -102,11 +107,10 @@ async fn assert_unfinished_untouched(pool: &PgPool) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hundred_thousand_finished_workflows_are_collected_in_under_ten_seconds() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn a_hundred_thousand_finished_workflows_are_collected_in_under_ten_seconds(db) {
     let rt = launch(&db).await;
-    let pool = db.pool().await;
+    let pool = db.checks().await;
     finished(&pool, 100_000, now_ms() - 2 * HOUR_MS).await;
     unfinished(&pool).await;
     // A recent finished workflow: younger than the cut-off, kept.
@@ -127,7 +131,10 @@ async fn a_hundred_thousand_finished_workflows_are_collected_in_under_ten_second
     let took = began.elapsed();
     assert_eq!(deleted, 100_000);
     assert!(took < Duration::from_secs(10), "took {took:?}");
-    println!("collected 100,000 finished workflows in {took:?}");
+    println!(
+        "collected 100,000 finished workflows in {took:?} ({})",
+        if db.is_sqlite() { "SQLite" } else { "Postgres" }
+    );
     for table in [
         "workflow_status",
         "operation_outputs",
@@ -152,11 +159,9 @@ async fn a_hundred_thousand_finished_workflows_are_collected_in_under_ten_second
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_row_cap_keeps_exactly_the_newest_finished_workflows() {
-    let db = common::TestDb::new().await;
+async fn the_row_cap_keeps_exactly_the_newest_finished_workflows(db) {
     let rt = launch(&db).await;
-    let pool = db.pool().await;
+    let pool = db.checks().await;
     finished(&pool, 25_000, now_ms()).await;
     unfinished(&pool).await;
     let deleted = rt
@@ -165,15 +170,14 @@ async fn the_row_cap_keeps_exactly_the_newest_finished_workflows() {
         .unwrap();
     assert_eq!(deleted, 24_900);
     // f-1 is the newest (created 1 ms before the others' reference), f-100 the 100th newest.
-    let kept: Vec<String> = sqlx::query_scalar(
-        "SELECT workflow_uuid FROM dbos.workflow_status WHERE workflow_uuid LIKE 'f-%' \
-         ORDER BY created_at DESC",
+    let kept = common::scalar(
+        &pool,
+        "SELECT string_agg(workflow_uuid, ',' ORDER BY created_at DESC) \
+         FROM dbos.workflow_status WHERE workflow_uuid LIKE 'f-%'",
     )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
+    .await;
     let expected: Vec<String> = (1..=100).map(|i| format!("f-{i}")).collect();
-    assert_eq!(kept, expected);
+    assert_eq!(kept, Some(expected.join(",")));
     assert_unfinished_untouched(&pool).await;
     // Nothing more to do at the cap; without any bound nothing is deleted.
     let policy = Retention::default().max_rows(100);
@@ -182,9 +186,7 @@ async fn the_row_cap_keeps_exactly_the_newest_finished_workflows() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_periodic_task_collects_by_itself() {
-    let db = common::TestDb::new().await;
+async fn the_periodic_task_collects_by_itself(db) {
     let policy = Retention::default()
         .older_than(Duration::from_secs(3600))
         .every(Duration::from_millis(200));
@@ -193,16 +195,18 @@ async fn the_periodic_task_collects_by_itself() {
         .launch()
         .await
         .unwrap();
-    let pool = db.pool().await;
+    let pool = db.checks().await;
     finished(&pool, 1000, now_ms() - 2 * HOUR_MS).await;
     unfinished(&pool).await;
     common::wait_count(
         &pool,
-        "SELECT (count(*) = 0)::int4::int8 FROM dbos.workflow_status WHERE workflow_uuid LIKE 'f-%'",
+        "SELECT CAST(CASE WHEN count(*) = 0 THEN 1 ELSE 0 END AS BIGINT) FROM dbos.workflow_status \
+         WHERE workflow_uuid LIKE 'f-%'",
         1,
         10,
     )
     .await;
     assert_unfinished_untouched(&pool).await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }

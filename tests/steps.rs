@@ -14,8 +14,8 @@ fn fast(attempts: u32) -> RetryPolicy {
         .max_interval(Duration::from_millis(20))
 }
 
-#[tokio::test]
-async fn a_step_that_fails_twice_then_succeeds_is_checkpointed_once() {
+both_backends! {
+async fn a_step_that_fails_twice_then_succeeds_is_checkpointed_once(db) {
     static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
     async fn flaky(ctx: Context, _: ()) -> stead::Result<String> {
         ctx.step("flaky", || async {
@@ -27,7 +27,8 @@ async fn a_step_that_fails_twice_then_succeeds_is_checkpointed_once() {
         .retry(fast(5))
         .await
     }
-    let db = common::TestDb::new().await;
+    let _turn = one_backend_at_a_time!();
+    ATTEMPTS.store(0, Ordering::SeqCst);
     let rt = common::builder(&db)
         .workflow("flaky", flaky)
         .launch()
@@ -39,10 +40,10 @@ async fn a_step_that_fails_twice_then_succeeds_is_checkpointed_once() {
         .unwrap();
     assert_eq!(common::within(h.result::<String>()).await.unwrap(), "done");
     assert_eq!(ATTEMPTS.load(Ordering::SeqCst), 3);
-    let pool = db.pool().await;
+    let pool = db.checks().await;
     let rows = common::scalar(
         &pool,
-        "SELECT count(*)::text || ':' || max(output) FROM dbos.operation_outputs \
+        "SELECT CAST(count(*) AS TEXT) || ':' || max(output) FROM dbos.operation_outputs \
          WHERE workflow_uuid = 'f'",
     )
     .await;
@@ -50,8 +51,7 @@ async fn a_step_that_fails_twice_then_succeeds_is_checkpointed_once() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test]
-async fn exhausted_retries_give_a_typed_error_listing_every_attempt() {
+async fn exhausted_retries_give_a_typed_error_listing_every_attempt(db) {
     static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
     async fn doomed(ctx: Context, _: ()) -> stead::Result<u32> {
         let r = ctx
@@ -71,7 +71,8 @@ async fn exhausted_retries_give_a_typed_error_listing_every_attempt() {
             other => panic!("expected a step error, got {other:?}"),
         }
     }
-    let db = common::TestDb::new().await;
+    let _turn = one_backend_at_a_time!();
+    ATTEMPTS.store(0, Ordering::SeqCst);
     let rt = common::builder(&db)
         .workflow("doomed", doomed)
         .launch()
@@ -93,7 +94,7 @@ async fn exhausted_retries_give_a_typed_error_listing_every_attempt() {
         other => panic!("expected WorkflowFailed, got {other}"),
     }
     assert_eq!(ATTEMPTS.load(Ordering::SeqCst), 3);
-    let pool = db.pool().await;
+    let pool = db.checks().await;
     let step_error = common::scalar(
         &pool,
         "SELECT error FROM dbos.operation_outputs WHERE workflow_uuid = 'd' AND function_id = 1",
@@ -104,8 +105,7 @@ async fn exhausted_retries_give_a_typed_error_listing_every_attempt() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test]
-async fn the_retry_predicate_stops_retries_of_permanent_errors() {
+async fn the_retry_predicate_stops_retries_of_permanent_errors(db) {
     static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
     async fn declined(ctx: Context, _: ()) -> stead::Result<u32> {
         ctx.step("charge", || async {
@@ -115,7 +115,8 @@ async fn the_retry_predicate_stops_retries_of_permanent_errors() {
         .retry(fast(5).retry_if(|e| !e.to_string().contains("declined")))
         .await
     }
-    let db = common::TestDb::new().await;
+    let _turn = one_backend_at_a_time!();
+    ATTEMPTS.store(0, Ordering::SeqCst);
     let rt = common::builder(&db)
         .workflow("declined", declined)
         .launch()
@@ -132,8 +133,7 @@ async fn the_retry_predicate_stops_retries_of_permanent_errors() {
 
 /// Runs two steps, then panics on its first run only: the restart replays both steps from their
 /// checkpoints (their bodies do not run again) and finishes.
-#[tokio::test]
-async fn a_replay_returns_recorded_outputs_without_running_the_steps() {
+async fn a_replay_returns_recorded_outputs_without_running_the_steps(db) {
     static BODY_RUNS: AtomicU32 = AtomicU32::new(0);
     static CRASHED: AtomicBool = AtomicBool::new(false);
     async fn replayed(ctx: Context, _: ()) -> stead::Result<Vec<u32>> {
@@ -155,7 +155,9 @@ async fn a_replay_returns_recorded_outputs_without_running_the_steps() {
             .await?;
         Ok(vec![a, b, c])
     }
-    let db = common::TestDb::new().await;
+    let _turn = one_backend_at_a_time!();
+    BODY_RUNS.store(0, Ordering::SeqCst);
+    CRASHED.store(false, Ordering::SeqCst);
     let rt = common::builder(&db)
         .workflow("replayed", replayed)
         .launch()
@@ -182,8 +184,7 @@ async fn a_replay_returns_recorded_outputs_without_running_the_steps() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_replay_that_calls_a_different_step_is_a_non_determinism_error() {
+async fn a_replay_that_calls_a_different_step_is_a_non_determinism_error(db) {
     static CRASHED: AtomicBool = AtomicBool::new(false);
     async fn drifting(ctx: Context, _: ()) -> stead::Result<u32> {
         if !CRASHED.load(Ordering::SeqCst) {
@@ -195,7 +196,8 @@ async fn a_replay_that_calls_a_different_step_is_a_non_determinism_error() {
         ctx.step("new_name", || async { Ok::<_, std::io::Error>(2) })
             .await
     }
-    let db = common::TestDb::new().await;
+    let _turn = one_backend_at_a_time!();
+    CRASHED.store(false, Ordering::SeqCst);
     let rt = common::builder(&db)
         .workflow("drifting", drifting)
         .launch()
@@ -220,8 +222,7 @@ async fn a_replay_that_calls_a_different_step_is_a_non_determinism_error() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_recorded_step_failure_replays_as_the_same_error() {
+async fn a_recorded_step_failure_replays_as_the_same_error(db) {
     static CRASHED: AtomicBool = AtomicBool::new(false);
     static RUNS: AtomicU32 = AtomicU32::new(0);
     async fn fails_then_crashes(ctx: Context, _: ()) -> stead::Result<String> {
@@ -239,7 +240,9 @@ async fn a_recorded_step_failure_replays_as_the_same_error() {
             other => panic!("expected the recorded failure, got {other:?}"),
         }
     }
-    let db = common::TestDb::new().await;
+    let _turn = one_backend_at_a_time!();
+    CRASHED.store(false, Ordering::SeqCst);
+    RUNS.store(0, Ordering::SeqCst);
     let rt = common::builder(&db)
         .workflow("f", fails_then_crashes)
         .launch()
@@ -256,4 +259,5 @@ async fn a_recorded_step_failure_replays_as_the_same_error() {
         "the failed step was replayed, not re-run"
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }

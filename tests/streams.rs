@@ -16,9 +16,8 @@ async fn producer(ctx: Context, n: u32) -> stead::Result<u32> {
     Ok(n)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stream_read_while_written_arrives_complete_in_order_and_ends_at_close() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn a_stream_read_while_written_arrives_complete_in_order_and_ends_at_close(db) {
     let rt = common::builder(&db)
         .workflow("producer", producer)
         .launch()
@@ -46,7 +45,7 @@ async fn a_stream_read_while_written_arrives_complete_in_order_and_ends_at_close
         .collect()
         .await;
     assert_eq!(tail, vec![997, 998, 999]);
-    let pool = db.pool().await;
+    let pool = db.checks().await;
     let closing = common::scalar(
         &pool,
         "SELECT value FROM dbos.streams WHERE workflow_uuid = 'p' AND \"offset\" = 1000",
@@ -60,12 +59,10 @@ async fn a_stream_read_while_written_arrives_complete_in_order_and_ends_at_close
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_reader_ends_when_the_workflow_finished_without_closing() {
+async fn a_reader_ends_when_the_workflow_finished_without_closing(db) {
     async fn unclosed(ctx: Context, _: ()) -> stead::Result<()> {
         ctx.write_stream("s", &"only").await
     }
-    let db = common::TestDb::new().await;
     let rt = common::builder(&db)
         .workflow("unclosed", unclosed)
         .launch()
@@ -84,4 +81,5 @@ async fn a_reader_ends_when_the_workflow_finished_without_closing() {
     .await;
     assert_eq!(values, vec!["only".to_string()]);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }

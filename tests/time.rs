@@ -44,10 +44,11 @@ async fn sleep_child() {
     std::future::pending::<()>().await;
 }
 
-#[tokio::test]
-async fn a_sleep_interrupted_by_a_kill_resumes_with_what_is_left() {
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+both_backends! {
+async fn a_sleep_interrupted_by_a_kill_resumes_with_what_is_left(db) {
+    // The schema first, so the checks can open the database before the child does.
+    stead::migrate(&db.url, "dbos").await.unwrap();
+    let pool = db.checks().await;
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "sleep_child", "--ignored", "--nocapture"])
         .env(CHILD_DB, &db.url)
@@ -61,11 +62,14 @@ async fn a_sleep_interrupted_by_a_kill_resumes_with_what_is_left() {
         60,
     )
     .await;
-    let slept_at: i64 = sqlx::query_scalar(
-        "SELECT started_at_epoch_ms FROM dbos.operation_outputs WHERE workflow_uuid = 'nap'",
+    let slept_at: i64 = common::scalar(
+        &pool,
+        "SELECT CAST(started_at_epoch_ms AS TEXT) FROM dbos.operation_outputs \
+         WHERE workflow_uuid = 'nap'",
     )
-    .fetch_one(&pool)
     .await
+    .unwrap()
+    .parse()
     .unwrap();
     // Kill it about a second into the sleep.
     let kill_at = slept_at + 1000;
@@ -89,10 +93,10 @@ async fn a_sleep_interrupted_by_a_kill_resumes_with_what_is_left() {
         woke >= slept_at + 2000,
         "the whole 2 s passed since the sleep began"
     );
-    let wake_row: String = sqlx::query_scalar(
+    let wake_row = common::scalar(
+        &pool,
         "SELECT output FROM dbos.operation_outputs WHERE workflow_uuid = 'nap' AND function_name = 'DBOS.sleep'",
     )
-    .fetch_one(&pool)
     .await
     .unwrap();
     let wake_secs: f64 = wake_row.parse().unwrap();
@@ -103,8 +107,7 @@ async fn a_sleep_interrupted_by_a_kill_resumes_with_what_is_left() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test]
-async fn now_random_and_uuid_replay_the_first_runs_values() {
+async fn now_random_and_uuid_replay_the_first_runs_values(db) {
     static CRASHED: AtomicBool = AtomicBool::new(false);
     async fn values(ctx: Context, _: ()) -> stead::Result<(i64, u64, String)> {
         let now = ctx.now().await?;
@@ -117,8 +120,8 @@ async fn now_random_and_uuid_replay_the_first_runs_values() {
         }
         Ok((now, random, uuid))
     }
-    let db = common::TestDb::new().await;
-    let pool = db.pool().await;
+    let _turn = one_backend_at_a_time!();
+    CRASHED.store(false, Ordering::SeqCst);
     let rt = common::builder(&db)
         .workflow("values", values)
         .launch()
@@ -131,19 +134,17 @@ async fn now_random_and_uuid_replay_the_first_runs_values() {
         .unwrap();
     let (now, random, uuid): (i64, u64, String) = common::within(h.result()).await.unwrap();
     assert!(began.elapsed() < Duration::from_secs(10));
-    let recorded: Vec<(String, String)> = sqlx::query_as(
-        "SELECT function_name, output FROM dbos.operation_outputs WHERE workflow_uuid = 'v' ORDER BY function_id",
+    let recorded = common::scalar(
+        &db.checks().await,
+        "SELECT string_agg(function_name || '=' || output, ',' ORDER BY function_id) \
+         FROM dbos.operation_outputs WHERE workflow_uuid = 'v'",
     )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         recorded,
-        vec![
-            ("stead.now".to_string(), now.to_string()),
-            ("stead.random".to_string(), random.to_string()),
-            ("stead.uuid".to_string(), format!("\"{uuid}\"")),
-        ]
+        Some(format!(
+            "stead.now={now},stead.random={random},stead.uuid=\"{uuid}\""
+        ))
     );
     assert_eq!(
         h.status().await.unwrap().recovery_attempts,
@@ -151,4 +152,5 @@ async fn now_random_and_uuid_replay_the_first_runs_values() {
         "it did crash once"
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }

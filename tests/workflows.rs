@@ -113,17 +113,16 @@ async fn a_workflow_runs_its_steps_and_stores_what_dbos_reads(db) {
         .await
         .unwrap();
 }
-}
 
-#[tokio::test]
-async fn starting_an_existing_id_returns_the_same_workflow_and_result() {
+async fn starting_an_existing_id_returns_the_same_workflow_and_result(db) {
     static RUNS: AtomicU32 = AtomicU32::new(0);
     async fn once(ctx: Context, n: u32) -> stead::Result<u32> {
         RUNS.fetch_add(1, Ordering::SeqCst);
         ctx.step("double", || async move { Ok::<_, std::io::Error>(n * 2) })
             .await
     }
-    let db = common::TestDb::new().await;
+    let _turn = one_backend_at_a_time!();
+    RUNS.store(0, Ordering::SeqCst);
     let rt = common::builder(&db)
         .workflow("once", once)
         .launch()
@@ -151,9 +150,7 @@ async fn starting_an_existing_id_returns_the_same_workflow_and_result() {
         .unwrap();
 }
 
-#[tokio::test]
-async fn the_same_id_under_another_workflow_is_a_typed_conflict() {
-    let db = common::TestDb::new().await;
+async fn the_same_id_under_another_workflow_is_a_typed_conflict(db) {
     let rt = common::builder(&db)
         .workflow("checkout", checkout)
         .workflow("refuse", refuse)
@@ -189,9 +186,7 @@ async fn the_same_id_under_another_workflow_is_a_typed_conflict() {
         .unwrap();
 }
 
-#[tokio::test]
-async fn a_returned_error_is_stored_and_reported_as_the_outcome() {
-    let db = common::TestDb::new().await;
+async fn a_returned_error_is_stored_and_reported_as_the_outcome(db) {
     let rt = common::builder(&db)
         .workflow("refuse", refuse)
         .launch()
@@ -210,7 +205,7 @@ async fn a_returned_error_is_stored_and_reported_as_the_outcome() {
         other => panic!("expected WorkflowFailed, got {other}"),
     }
     assert_eq!(h.status().await.unwrap().status, Status::Error);
-    let pool = db.pool().await;
+    let pool = db.checks().await;
     let stored = common::scalar(
         &pool,
         "SELECT error FROM dbos.workflow_output WHERE workflow_uuid = 'r-5'",
@@ -223,9 +218,7 @@ async fn a_returned_error_is_stored_and_reported_as_the_outcome() {
         .unwrap();
 }
 
-#[tokio::test]
-async fn bad_requests_get_typed_errors_and_write_nothing() {
-    let db = common::TestDb::new().await;
+async fn bad_requests_get_typed_errors_and_write_nothing(db) {
     let rt = common::builder(&db)
         .workflow("checkout", checkout)
         .launch()
@@ -255,17 +248,15 @@ async fn bad_requests_get_typed_errors_and_write_nothing() {
     assert!(matches!(empty_id, Error::InvalidArgument(_)), "{empty_id}");
     let missing = rt.handle("never-started").status().await.unwrap_err();
     assert!(matches!(missing, Error::NotFound(_)), "{missing}");
-    let pool = db.pool().await;
-    let rows = common::scalar(&pool, "SELECT count(*)::text FROM dbos.workflow_status").await;
+    let pool = db.checks().await;
+    let rows = common::scalar(&pool, "SELECT CAST(count(*) AS TEXT) FROM dbos.workflow_status").await;
     assert_eq!(rows.as_deref(), Some("0"));
     rt.shutdown(std::time::Duration::from_secs(5))
         .await
         .unwrap();
 }
 
-#[tokio::test]
-async fn registering_a_name_twice_fails_the_launch() {
-    let db = common::TestDb::new().await;
+async fn registering_a_name_twice_fails_the_launch(db) {
     let err = common::builder(&db)
         .workflow("refuse", refuse)
         .workflow("refuse", refuse)
@@ -277,4 +268,5 @@ async fn registering_a_name_twice_fails_the_launch() {
         matches!(err, Error::DuplicateWorkflow(ref n) if n == "refuse"),
         "{err}"
     );
+}
 }

@@ -163,14 +163,7 @@ async fn fetch(
     key: &str,
     from: i32,
 ) -> Result<Option<Vec<StreamRow>>> {
-    let (i, k) = (id.to_owned(), key.to_owned());
-    let rows = shared
-        .db
-        .call(move |db| {
-            let (i, k) = (i.clone(), k.clone());
-            async move { sysdb::read_stream(&db, &i, &k, from, PAGE).await }
-        })
-        .await?;
+    let rows = page(shared, id, key, from).await?;
     if !rows.is_empty() {
         return Ok(Some(rows));
     }
@@ -184,7 +177,20 @@ async fn fetch(
         .await?;
     match status {
         None => Err(Error::NotFound(id.to_owned())),
-        Some(row) if row.status.status.is_final() => Ok(Some(Vec::new())),
+        // Values written between the empty read and the finish are read now: every value is
+        // committed before the workflow's outcome, so this read is the last word.
+        Some(row) if row.status.status.is_final() => Ok(Some(page(shared, id, key, from).await?)),
         Some(_) => Ok(None),
     }
+}
+
+async fn page(shared: &SharedRef, id: &str, key: &str, from: i32) -> Result<Vec<StreamRow>> {
+    let (i, k) = (id.to_owned(), key.to_owned());
+    Ok(shared
+        .db
+        .call(move |db| {
+            let (i, k) = (i.clone(), k.clone());
+            async move { sysdb::read_stream(&db, &i, &k, from, PAGE).await }
+        })
+        .await?)
 }

@@ -14,6 +14,7 @@ mod finish;
 mod listen;
 mod manage;
 mod migrate;
+mod observe;
 mod ops;
 mod queues;
 mod reads;
@@ -43,6 +44,7 @@ pub(crate) use listen::listen;
 pub(crate) use manage::{ListQuery, ListedRow, StepListing};
 pub use migrate::MigrationReport;
 pub(crate) use migrate::{migrate, DBOS_SCHEMA_VERSION};
+pub(crate) use observe::{completed, ping, queue_counts, CompletedBucket};
 pub(crate) use ops::{send, Op, OpOutcome, OpStep};
 pub(crate) use queues::{delete as delete_queue, list as list_queues, put as put_queue};
 pub(crate) use reads::{get_event, read_stream, status, StatusRow, StepRow, StreamRow};
@@ -299,6 +301,8 @@ pub(crate) struct Sql {
     pub(crate) fire_schedule: SqlStr,
     pub(crate) debounce: SqlStr,
     pub(crate) collect: SqlStr,
+    pub(crate) queue_counts: SqlStr,
+    pub(crate) throughput: SqlStr,
 }
 
 impl Sql {
@@ -353,6 +357,8 @@ impl Sql {
             fire_schedule: q(schedules::FIRE),
             debounce: q(debounce::BOUNCE),
             collect: q(retention::COLLECT),
+            queue_counts: q(observe::QUEUE_COUNTS),
+            throughput: q(observe::THROUGHPUT),
         })
     }
 }

@@ -165,7 +165,7 @@ pub(super) fn write_stream_sql() -> String {
 }
 
 impl Op {
-    fn step(&self) -> &OpStep {
+    pub(crate) fn step(&self) -> &OpStep {
         match self {
             Op::Send { step, .. }
             | Op::Recv { step, .. }
@@ -174,7 +174,7 @@ impl Op {
         }
     }
 
-    fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Op::Send { .. } => "DBOS.send",
             Op::Recv { .. } => "DBOS.recv",

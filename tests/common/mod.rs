@@ -1,8 +1,10 @@
 //! Shared harness for the integration tests: a fresh database per test, on Postgres or SQLite.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod catalog;
 pub mod dbos_py;
+pub mod http;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -200,6 +202,17 @@ macro_rules! both_backends {
             }
         }
     )*};
+}
+
+/// Inside a `both_backends!` body whose workflows keep process-wide state (statics): makes the
+/// two backends' runs of that test take turns. Hold the guard for the whole run and reset the
+/// statics right after taking it.
+#[macro_export]
+macro_rules! one_backend_at_a_time {
+    () => {{
+        static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        TURN.lock().await
+    }};
 }
 
 async fn admin_pool() -> PgPool {

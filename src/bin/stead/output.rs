@@ -200,17 +200,18 @@ impl From<RateLimit> for RateView {
 
 impl From<&Queue> for QueueView {
     fn from(q: &Queue) -> QueueView {
+        let l = q.limits();
         QueueView {
             name: q.name().to_owned(),
-            concurrency: q.get_concurrency(),
-            worker_concurrency: q.get_worker_concurrency(),
-            rate_limit: q.get_rate_limit().map(Into::into),
-            priority_enabled: q.is_priority_enabled(),
-            partitioned: q.is_partitioned(),
-            partition_concurrency: q.get_partition_concurrency(),
-            partition_worker_concurrency: q.get_partition_worker_concurrency(),
-            partition_rate_limit: q.get_partition_rate_limit().map(Into::into),
-            polling_interval_ms: q.get_polling_interval().as_millis(),
+            concurrency: l.concurrency,
+            worker_concurrency: l.worker_concurrency,
+            rate_limit: l.rate_limit.map(Into::into),
+            priority_enabled: l.priority_enabled,
+            partitioned: l.partitioned,
+            partition_concurrency: l.partition_concurrency,
+            partition_worker_concurrency: l.partition_worker_concurrency,
+            partition_rate_limit: l.partition_rate_limit.map(Into::into),
+            polling_interval_ms: l.polling_interval.as_millis(),
         }
     }
 }

@@ -226,8 +226,8 @@ async fn take(
     Ok(Some(claimed_row(tx, id).await?))
 }
 
-/// The columns a claimed or re-dispatched workflow reports (SQLite's `RETURNING` cannot hold
-/// the subqueries, so they are read after the update, in the same transaction).
+/// What a taken workflow reports (read after the update: SQLite's `RETURNING` cannot name the
+/// table through an alias, which the correlated subqueries need).
 pub(crate) async fn claimed_row(tx: &mut SqliteConnection, id: &str) -> Result<SqliteRow, DbError> {
     let sql = format!("SELECT {CLAIMED_COLUMNS} FROM workflow_status w WHERE w.workflow_uuid = ?1");
     Ok(sqlx::query(AssertSqlSafe(sql))

@@ -13,6 +13,7 @@ pub(crate) mod dispatch;
 pub(crate) mod finish;
 pub(crate) mod manage;
 pub(crate) mod migrate;
+pub(crate) mod observe;
 pub(crate) mod ops;
 pub(crate) mod queues;
 pub(crate) mod reads;

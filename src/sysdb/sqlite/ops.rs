@@ -1,11 +1,34 @@
-//! TODO(sqlite): ops statements on SQLite.
+//! Durable calls with an effect on SQLite (send, receive, set an event, write a stream): the
+//! effect is written only when the call's row in `operation_outputs` is, both inside the flush's
+//! one write transaction and only while the workflow is `PENDING` under the caller's owner
+//! token, so a retry or a replay never repeats the effect.
+//!
+//! No NOTIFY: the callers wake this process's waiters themselves after the write.
 
-#![allow(unused_variables)]
+use sqlx::sqlite::SqliteConnection;
+use sqlx::Row;
 
+use super::steps::classify;
 use super::Lite;
 use crate::error::DbError;
-use crate::sysdb::{Op, OpOutcome};
+use crate::sysdb::start::next_created_at;
+use crate::sysdb::{now_ms, Op, OpOutcome, OpStep, StepOutcome, PORTABLE_JSON};
 
+/// Records call `function_id` with `output`, when the workflow is ours and the call has no row.
+const RECORD: &str = "INSERT INTO operation_outputs (workflow_uuid, function_id, function_name, \
+        output, serialization, started_at_epoch_ms, completed_at_epoch_ms, application_name, \
+        retention_timestamp) \
+    SELECT ?1, ?3, ?7, ?8, ?9, ?4, ?5, ?6, ?5 FROM workflow_status \
+    WHERE workflow_uuid = ?1 AND status = 'PENDING' AND owner_xid = ?2 \
+    ON CONFLICT (workflow_uuid, function_id) DO NOTHING";
+
+const RECV: &str = "DBOS.recv";
+
+const SEND: &str = "INSERT INTO notifications \
+    (message_uuid, destination_uuid, topic, message, serialization, created_at_epoch_ms) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (message_uuid) DO NOTHING";
+
+/// Sends a message from outside a workflow; `message_id` makes a resend a no-op.
 pub(crate) async fn send(
     lite: &Lite,
     message_id: &str,
@@ -13,12 +36,232 @@ pub(crate) async fn send(
     topic: &str,
     message: &str,
 ) -> Result<(), DbError> {
-    Err(DbError::Query("not yet on SQLite: ops::send".into()))
+    let mut tx = lite.write().await?;
+    insert_message(&mut tx, message_id, destination, topic, message).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The message row; a missing destination fails with `MissingReference`, as the foreign key
+/// does on Postgres.
+async fn insert_message(
+    tx: &mut SqliteConnection,
+    message_id: &str,
+    destination: &str,
+    topic: &str,
+    message: &str,
+) -> Result<(), DbError> {
+    let exists = sqlx::query("SELECT 1 FROM workflow_status WHERE workflow_uuid = ?1")
+        .bind(destination)
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
+    if !exists {
+        return Err(DbError::MissingReference {
+            constraint: "notifications_destination_uuid_fkey".into(),
+        });
+    }
+    // Stamped in process order: the default has second resolution, and receives go oldest first.
+    sqlx::query(SEND)
+        .bind(message_id)
+        .bind(destination)
+        .bind(topic)
+        .bind(message)
+        .bind(PORTABLE_JSON)
+        .bind(next_created_at())
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
 }
 
 pub(crate) async fn execute(
-    tx: &mut sqlx::sqlite::SqliteConnection,
+    tx: &mut SqliteConnection,
     batch: &[Op],
 ) -> Result<Vec<OpOutcome>, DbError> {
-    Err(DbError::Query("not yet on SQLite: ops::execute".into()))
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for op in batch {
+        outcomes.push(run(tx, op).await?);
+    }
+    Ok(outcomes)
+}
+
+async fn run(tx: &mut SqliteConnection, op: &Op) -> Result<OpOutcome, DbError> {
+    if let Op::Recv {
+        step,
+        topic,
+        give_up,
+    } = op
+    {
+        return recv(tx, step, topic, *give_up).await;
+    }
+    let step = op.step();
+    if !record(tx, step, op.name(), "null", PORTABLE_JSON).await? {
+        return unwritten(tx, step, op.name()).await;
+    }
+    match op {
+        Op::Send {
+            destination,
+            topic,
+            message,
+            ..
+        } => {
+            let id = format!("{}-{}", step.workflow_id, step.function_id);
+            insert_message(tx, &id, destination, topic, message).await?;
+        }
+        Op::SetEvent { key, value, .. } => set_event(tx, step, key, value).await?,
+        Op::WriteStream { key, value, .. } => write_stream(tx, step, key, value).await?,
+        Op::Recv { .. } => {}
+    }
+    Ok(OpOutcome::Done {
+        output: None,
+        serialization: None,
+    })
+}
+
+/// Writes the call's row; false when it was not written (not ours, or recorded before).
+async fn record(
+    tx: &mut SqliteConnection,
+    step: &OpStep,
+    name: &str,
+    output: &str,
+    serialization: &str,
+) -> Result<bool, DbError> {
+    Ok(sqlx::query(RECORD)
+        .bind(&step.workflow_id)
+        .bind(&step.owner)
+        .bind(step.function_id as i64)
+        .bind(step.started_at)
+        .bind(now_ms())
+        .bind(&step.app_name)
+        .bind(name)
+        .bind(output)
+        .bind(serialization)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+        == 1)
+}
+
+/// Why the row of call `name` was not written.
+async fn unwritten(
+    tx: &mut SqliteConnection,
+    step: &OpStep,
+    name: &str,
+) -> Result<OpOutcome, DbError> {
+    Ok(
+        match classify(tx, &step.workflow_id, step.function_id, name).await? {
+            StepOutcome::AlreadyRecorded { output, error } => {
+                OpOutcome::AlreadyRecorded { output, error }
+            }
+            StepOutcome::Cancelled => OpOutcome::Cancelled,
+            StepOutcome::Recorded | StepOutcome::NotOwner => OpOutcome::NotOwner,
+        },
+    )
+}
+
+/// Takes the oldest unconsumed message of `topic` and records it; with none, records `null`
+/// when `give_up`, else writes nothing.
+async fn recv(
+    tx: &mut SqliteConnection,
+    step: &OpStep,
+    topic: &str,
+    give_up: bool,
+) -> Result<OpOutcome, DbError> {
+    let probe = sqlx::query(
+        "SELECT EXISTS (SELECT 1 FROM workflow_status \
+             WHERE workflow_uuid = ?1 AND status = 'PENDING' AND owner_xid = ?2), \
+         EXISTS (SELECT 1 FROM operation_outputs WHERE workflow_uuid = ?1 AND function_id = ?3)",
+    )
+    .bind(&step.workflow_id)
+    .bind(&step.owner)
+    .bind(step.function_id as i64)
+    .fetch_one(&mut *tx)
+    .await?;
+    let (own, done): (bool, bool) = (probe.try_get(0)?, probe.try_get(1)?);
+    if !own || done {
+        return unwritten(tx, step, RECV).await;
+    }
+    let taken = sqlx::query(
+        "UPDATE notifications SET consumed = 1, consumed_by_function_id = ?3 \
+         WHERE message_uuid = (SELECT message_uuid FROM notifications \
+             WHERE destination_uuid = ?1 AND topic = ?2 AND NOT consumed \
+             ORDER BY created_at_epoch_ms, message_uuid LIMIT 1) \
+         RETURNING message, serialization",
+    )
+    .bind(&step.workflow_id)
+    .bind(topic)
+    .bind(step.function_id as i64)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let (output, serialization) = match taken {
+        Some(row) => (
+            row.try_get::<String, _>(0)?,
+            row.try_get::<Option<String>, _>(1)?
+                .unwrap_or_else(|| PORTABLE_JSON.to_owned()),
+        ),
+        None if give_up => ("null".to_owned(), PORTABLE_JSON.to_owned()),
+        None => return Ok(OpOutcome::Nothing),
+    };
+    if !record(tx, step, RECV, &output, &serialization).await? {
+        return unwritten(tx, step, RECV).await;
+    }
+    Ok(OpOutcome::Done {
+        output: Some(output),
+        serialization: Some(serialization),
+    })
+}
+
+/// The event's latest value and its history row.
+async fn set_event(
+    tx: &mut SqliteConnection,
+    step: &OpStep,
+    key: &str,
+    value: &str,
+) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO workflow_events (workflow_uuid, key, value, serialization) \
+         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (workflow_uuid, key) \
+         DO UPDATE SET value = excluded.value, serialization = excluded.serialization",
+    )
+    .bind(&step.workflow_id)
+    .bind(key)
+    .bind(value)
+    .bind(PORTABLE_JSON)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO workflow_events_history (workflow_uuid, function_id, key, value, \
+             serialization) \
+         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (workflow_uuid, function_id, key) DO NOTHING",
+    )
+    .bind(&step.workflow_id)
+    .bind(step.function_id as i64)
+    .bind(key)
+    .bind(value)
+    .bind(PORTABLE_JSON)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// The stream's next value, at the offset after its last.
+async fn write_stream(
+    tx: &mut SqliteConnection,
+    step: &OpStep,
+    key: &str,
+    value: &str,
+) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO streams (workflow_uuid, key, value, \"offset\", function_id, serialization) \
+         SELECT ?1, ?2, ?3, COALESCE(max(\"offset\") + 1, 0), ?4, ?5 FROM streams \
+         WHERE workflow_uuid = ?1 AND key = ?2",
+    )
+    .bind(&step.workflow_id)
+    .bind(key)
+    .bind(value)
+    .bind(step.function_id as i64)
+    .bind(PORTABLE_JSON)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }

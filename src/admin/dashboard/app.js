@@ -1,0 +1,368 @@
+"use strict";
+// The stead dashboard: reads the admin JSON endpoints and redraws every few seconds. Data is
+// only ever put into the page as text (never as markup), so workflow names cannot inject HTML.
+(function () {
+  const REFRESH_MS = 3000;
+  const STATUSES = ["PENDING", "ENQUEUED", "DELAYED", "SUCCESS", "ERROR", "CANCELLED",
+    "MAX_RECOVERY_ATTEMPTS_EXCEEDED"];
+  const CANCELLABLE = new Set(["PENDING", "ENQUEUED", "DELAYED"]);
+  const RESUMABLE = new Set(["CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"]);
+  const THROUGHPUT_MINUTES = 15;
+  const BUCKET_SECONDS = 10;
+
+  // A token given as ?token= is sent as a bearer header with every API call.
+  const token = new URLSearchParams(location.search).get("token") || "";
+  const state = { selected: null, timer: null, busy: false, again: false };
+  const $ = (sel) => document.querySelector(sel);
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (key === "class") node.className = value;
+      else if (key === "dataset") Object.assign(node.dataset, value);
+      else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+      else node.setAttribute(key, value === true ? "" : value);
+    }
+    for (const child of children.flat()) {
+      if (child === undefined || child === null || child === false) continue;
+      node.append(child instanceof Node ? child : String(child));
+    }
+    return node;
+  }
+
+  async function api(path, options) {
+    const headers = { Accept: "application/json" };
+    if (token) headers.Authorization = "Bearer " + token;
+    if (options && options.body) headers["Content-Type"] = "application/json";
+    const response = await fetch(path, Object.assign({ headers, cache: "no-store" }, options));
+    let body = null;
+    try { body = await response.json(); } catch (_) { /* not JSON */ }
+    if (!response.ok) {
+      const message = body && body.error ? body.error : response.status + " " + response.statusText;
+      throw new Error(message);
+    }
+    return body;
+  }
+
+  function banner(message, kind) {
+    const node = $("#banner");
+    node.hidden = !message;
+    node.textContent = message || "";
+    node.className = kind || "";
+  }
+
+  function when(ms) {
+    if (!ms) return "";
+    const seconds = Math.round((Date.now() - ms) / 1000);
+    if (seconds < 0) return "in " + duration(-seconds * 1000);
+    if (seconds < 2) return "now";
+    return duration(seconds * 1000) + " ago";
+  }
+
+  function duration(ms) {
+    if (ms < 1000) return Math.max(0, Math.round(ms)) + " ms";
+    const s = ms / 1000;
+    if (s < 60) return (s < 10 ? s.toFixed(1) : Math.round(s)) + " s";
+    const m = Math.floor(s / 60);
+    if (m < 60) return m + " min " + Math.round(s % 60) + " s";
+    return Math.floor(m / 60) + " h " + (m % 60) + " min";
+  }
+
+  function timeCell(ms) {
+    return el("td", { title: ms ? new Date(ms).toLocaleString() : "" }, when(ms));
+  }
+
+  function statusPill(status) {
+    return el("span", { class: "pill s-" + status }, status);
+  }
+
+  function json(value) {
+    return el("pre", {}, value === undefined || value === null ? "null" : JSON.stringify(value, null, 2));
+  }
+
+  // Filters ----------------------------------------------------------------------------------
+
+  function buildStatusFilter() {
+    const box = $("#status-filter");
+    for (const status of STATUSES) {
+      box.append(el("label", {},
+        el("input", { type: "checkbox", name: "status", value: status }), " ",
+        statusPill(status)));
+    }
+  }
+
+  function listQuery() {
+    const form = $("#filters");
+    const query = new URLSearchParams();
+    const statuses = [...form.querySelectorAll("input[name=status]:checked")].map((i) => i.value);
+    if (statuses.length) query.set("status", statuses.join(","));
+    for (const key of ["name", "queue"]) {
+      const value = form.elements[key].value.trim();
+      if (value) query.set(key, value);
+    }
+    query.set("limit", form.elements.limit.value);
+    query.set("order", "desc");
+    return query;
+  }
+
+  // Workflows --------------------------------------------------------------------------------
+
+  async function loadWorkflows() {
+    const body = await api("/api/workflows?" + listQuery());
+    const rows = body.workflows.map(workflowRow);
+    $("#workflows tbody").replaceChildren(...(rows.length ? rows
+      : [el("tr", {}, el("td", { colspan: 7, class: "empty" }, "no workflows match"))]));
+    $("#workflow-count").textContent = "(" + rows.length + " shown, newest first)";
+  }
+
+  function workflowRow(w) {
+    const actions = el("td", {},
+      CANCELLABLE.has(w.status) && el("button", {
+        type: "button", class: "danger", dataset: { action: "cancel", id: w.id },
+      }, "Cancel"),
+      RESUMABLE.has(w.status) && el("button", {
+        type: "button", dataset: { action: "resume", id: w.id },
+      }, "Resume"));
+    return el("tr", {
+      class: w.id === state.selected ? "selected" : "",
+      dataset: { workflowId: w.id, status: w.status },
+    },
+    el("td", { class: "id", title: w.id }, w.id),
+    el("td", {}, w.name),
+    el("td", { class: "status" }, statusPill(w.status)),
+    el("td", {}, w.queue || ""),
+    timeCell(w.created_at_ms),
+    timeCell(w.updated_at_ms),
+    actions);
+  }
+
+  async function act(action, id) {
+    try {
+      const body = await api("/api/workflows/" + encodeURIComponent(id) + "/" + action,
+        { method: "POST", body: "{}" });
+      banner(action + " " + id + ": now " + body.status, "info");
+    } catch (e) {
+      banner(action + " " + id + " failed: " + e.message);
+    }
+    await refresh();
+  }
+
+  // Detail and timeline ----------------------------------------------------------------------
+
+  async function loadDetail() {
+    const id = state.selected;
+    if (!id) return;
+    const path = "/api/workflows/" + encodeURIComponent(id);
+    const [w, steps] = await Promise.all([api(path), api(path + "/steps")]);
+    if (state.selected !== id) return;
+    $("#detail").hidden = false;
+    $("#detail-id").textContent = id;
+    const meta = el("dl", { class: "meta" });
+    const add = (label, value) => {
+      if (value === undefined || value === null || value === "") return;
+      meta.append(el("dt", {}, label), el("dd", {}, value));
+    };
+    add("name", w.name);
+    add("status", statusPill(w.status));
+    add("queue", w.queue);
+    add("executor", w.executor_id);
+    add("version", w.app_version);
+    add("created", new Date(w.created_at_ms).toLocaleString());
+    add("completed", w.completed_at_ms && new Date(w.completed_at_ms).toLocaleString());
+    add("parent", w.parent_workflow_id);
+    add("forked from", w.forked_from);
+    add("recovery attempts", w.recovery_attempts);
+    add("input", json(w.input));
+    if (w.output !== null) add("output", json(w.output));
+    if (w.error) add("error", json(w.error));
+    $("#detail-meta").replaceChildren(meta);
+    $("#timeline").replaceChildren(timeline(w, steps.steps));
+  }
+
+  function timeline(w, steps) {
+    if (!steps.length) {
+      const final = !CANCELLABLE.has(w.status);
+      return el("div", { class: "empty" }, final ? "no recorded steps" : "no recorded steps yet");
+    }
+    const starts = steps.map((s) => s.started_at_ms).filter(Boolean);
+    const begin = Math.min(w.started_at_ms || w.created_at_ms, ...starts);
+    const ends = steps.map((s) => s.completed_at_ms || Date.now());
+    const end = Math.max(w.completed_at_ms || 0, ...ends, begin + 1);
+    const span = end - begin;
+    const box = el("div", { class: "steps" });
+    for (const s of steps) {
+      const from = (s.started_at_ms || begin) - begin;
+      const to = (s.completed_at_ms || Date.now()) - begin;
+      const bar = el("span", {});
+      bar.style.left = (100 * from / span).toFixed(2) + "%";
+      bar.style.width = (100 * Math.max(to - from, 0) / span).toFixed(2) + "%";
+      const took = s.started_at_ms && s.completed_at_ms ? duration(s.completed_at_ms - s.started_at_ms) : "";
+      box.append(el("div", { class: "step" + (s.error ? " failed" : ""), dataset: { step: s.function_id } },
+        el("span", { class: "muted" }, "#" + s.function_id),
+        el("span", { title: s.name }, s.name, s.child_workflow_id ? " → " + s.child_workflow_id : ""),
+        el("div", { class: "track", title: "+" + duration(from) }, bar),
+        el("span", { class: "muted" }, took),
+        el("details", {}, el("summary", {}, s.error ? "error" : "output"),
+          json(s.error ? s.error : s.output))));
+    }
+    return box;
+  }
+
+  async function fork(event) {
+    event.preventDefault();
+    const step = Number($("#fork-form").elements.step.value);
+    try {
+      const body = await api("/api/workflows/" + encodeURIComponent(state.selected) + "/fork", {
+        method: "POST", body: JSON.stringify({ step }),
+      });
+      banner("forked " + state.selected + " from step " + step + " as " + body.id, "info");
+      select(body.id);
+    } catch (e) {
+      banner("fork failed: " + e.message);
+    }
+  }
+
+  function select(id) {
+    state.selected = id;
+    for (const row of document.querySelectorAll("#workflows tbody tr")) {
+      row.classList.toggle("selected", row.dataset.workflowId === id);
+    }
+    if (!id) $("#detail").hidden = true;
+    refresh();
+  }
+
+  // Queues and throughput --------------------------------------------------------------------
+
+  function limitsText(q) {
+    const parts = [];
+    if (q.concurrency) parts.push("global " + q.concurrency);
+    if (q.worker_concurrency) parts.push("per worker " + q.worker_concurrency);
+    if (q.rate_limit) parts.push(q.rate_limit.limit + " / " + duration(q.rate_limit.period_ms));
+    if (q.partitioned) parts.push("partitioned");
+    if (q.partition_concurrency) parts.push("per partition " + q.partition_concurrency);
+    if (q.priority_enabled) parts.push("priority");
+    return parts.length ? parts.join(", ") : "none";
+  }
+
+  async function loadQueues() {
+    const body = await api("/api/queues");
+    $("#queues tbody").replaceChildren(...body.queues.map((q) => {
+      const cap = q.concurrency || q.worker_concurrency;
+      const fill = el("span", {});
+      fill.style.width = Math.min(100, cap ? 100 * q.running / cap : (q.running ? 100 : 0)) + "%";
+      return el("tr", { dataset: { queue: q.name } },
+        el("td", {}, q.internal ? el("span", { class: "muted", title: q.name }, "internal") : q.name),
+        el("td", {}, limitsText(q)),
+        el("td", { class: "num" }, q.depth),
+        el("td", { class: "num" }, q.running),
+        el("td", { title: cap ? q.running + " of " + cap : q.running + " running" },
+          el("div", { class: "bar" }, fill)));
+    }));
+  }
+
+  async function loadThroughput() {
+    const body = await api("/api/throughput?minutes=" + THROUGHPUT_MINUTES + "&bucket=" + BUCKET_SECONDS);
+    const buckets = body.buckets;
+    const total = buckets.reduce((n, b) => n + b.succeeded + b.failed, 0);
+    $("#throughput-caption").textContent = "completed per " + BUCKET_SECONDS + " s, last "
+      + THROUGHPUT_MINUTES + " min (" + total + " in all)";
+    $("#throughput").innerHTML = chart(buckets, body.bucket_ms);
+  }
+
+  // Only numbers and fixed words go into this markup.
+  function chart(buckets, bucketMs) {
+    const W = 600, H = 140, top = 12, bottom = 18, left = 28;
+    const max = Math.max(1, ...buckets.map((b) => b.succeeded + b.failed));
+    const step = (W - left) / Math.max(1, buckets.length);
+    const scale = (H - top - bottom) / max;
+    let bars = "";
+    buckets.forEach((b, i) => {
+      const x = (left + i * step).toFixed(1), w = Math.max(1, step - 1).toFixed(1);
+      const ok = b.succeeded * scale, bad = b.failed * scale;
+      const base = H - bottom;
+      const label = new Date(b.start_ms).toLocaleTimeString() + ": " + Number(b.succeeded)
+        + " succeeded, " + Number(b.failed) + " failed";
+      bars += "<g><title>" + label + "</title>"
+        + "<rect class=\"ok\" x=\"" + x + "\" y=\"" + (base - ok).toFixed(1) + "\" width=\"" + w
+        + "\" height=\"" + ok.toFixed(1) + "\"></rect>"
+        + "<rect class=\"bad\" x=\"" + x + "\" y=\"" + (base - ok - bad).toFixed(1) + "\" width=\""
+        + w + "\" height=\"" + bad.toFixed(1) + "\"></rect></g>";
+    });
+    const minutes = Math.round(buckets.length * bucketMs / 60000);
+    return "<svg viewBox=\"0 0 " + W + " " + H + "\" preserveAspectRatio=\"none\" role=\"img\">"
+      + "<line class=\"axis\" x1=\"" + left + "\" y1=\"" + (H - bottom) + "\" x2=\"" + W + "\" y2=\""
+      + (H - bottom) + "\"></line>"
+      + "<text x=\"0\" y=\"" + (top + 4) + "\">" + max + "</text>"
+      + "<text x=\"0\" y=\"" + (H - bottom) + "\">0</text>"
+      + "<text x=\"" + left + "\" y=\"" + (H - 4) + "\">−" + minutes + " min</text>"
+      + "<text x=\"" + (W - 24) + "\" y=\"" + (H - 4) + "\">now</text>"
+      + bars + "</svg>";
+  }
+
+  async function loadHealth() {
+    const pill = $("#health");
+    try {
+      await api("/readyz");
+      pill.textContent = "database ready";
+      pill.className = "pill up";
+    } catch (e) {
+      pill.textContent = "not ready";
+      pill.title = e.message;
+      pill.className = "pill down";
+    }
+  }
+
+  // Refresh loop -----------------------------------------------------------------------------
+
+  // One refresh at a time; a request for another while one runs (after an action) runs next.
+  async function refresh() {
+    if (state.busy) {
+      state.again = true;
+      return;
+    }
+    state.busy = true;
+    state.again = false;
+    try {
+      const results = await Promise.allSettled([loadWorkflows(), loadQueues(), loadThroughput(),
+        loadHealth(), loadDetail()]);
+      const failed = results.find((r) => r.status === "rejected");
+      if (failed) banner(failed.reason.message);
+      else if ($("#banner").className !== "info") banner("");
+      $("#updated").textContent = "updated " + new Date().toLocaleTimeString();
+    } finally {
+      state.busy = false;
+    }
+    if (state.again) await refresh();
+  }
+
+  function schedule() {
+    clearInterval(state.timer);
+    state.timer = $("#auto").checked ? setInterval(refresh, REFRESH_MS) : null;
+  }
+
+  function wire() {
+    buildStatusFilter();
+    $("#filters").addEventListener("change", refresh);
+    $("#filters").addEventListener("submit", (e) => { e.preventDefault(); refresh(); });
+    $("#filters").addEventListener("input", (e) => { if (e.target.type === "text") refresh(); });
+    $("#refresh").addEventListener("click", refresh);
+    $("#auto").addEventListener("change", schedule);
+    $("#detail-close").addEventListener("click", () => select(null));
+    $("#fork-form").addEventListener("submit", fork);
+    $("#workflows tbody").addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-action]");
+      if (button) {
+        button.disabled = true;
+        act(button.dataset.action, button.dataset.id);
+        return;
+      }
+      const row = event.target.closest("tr[data-workflow-id]");
+      if (row) select(row.dataset.workflowId);
+    });
+    schedule();
+    refresh();
+  }
+
+  wire();
+})();

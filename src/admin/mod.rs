@@ -1,0 +1,239 @@
+//! Admin HTTP endpoints and the live dashboard (feature `admin`): health, readiness, Prometheus
+//! metrics, workflows and their steps, queues with their load, throughput, and cancel, resume
+//! and fork, as JSON; the dashboard page at `/`.
+//!
+//! It binds to loopback unless told otherwise and can require a bearer token. It is a thin
+//! layer over [`Client`]: it never builds SQL and never runs workflow code.
+//!
+//! ```no_run
+//! # async fn demo(runtime: stead::Runtime) -> Result<(), stead::admin::AdminError> {
+//! use stead::admin::{self, AdminOptions};
+//! let server = admin::serve(
+//!     &runtime, // a runtime is a client (and so is a `stead::Client`)
+//!     AdminOptions::new().bind(([127, 0, 0, 1], 9870)).token("s3cret"),
+//! )
+//! .await?;
+//! println!("dashboard at {}/?token=s3cret", server.url());
+//! // ...
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod auth;
+mod dashboard;
+mod health;
+mod origin;
+mod params;
+mod queues;
+mod reply;
+mod views;
+mod workflows;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::{get, post};
+use axum::{middleware, Router};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::client::Client;
+
+pub use metrics_exporter_prometheus::PrometheusHandle;
+
+/// How long [`AdminServer::shutdown`] waits for requests in flight before dropping them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Errors of starting the admin server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdminError {
+    /// The address could not be bound (in use, not local, not permitted).
+    #[error("cannot bind the admin server to {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bearer token is empty or not printable ASCII (it must fit an HTTP header).
+    #[error("the admin token must be non-empty printable ASCII without spaces")]
+    InvalidToken,
+}
+
+/// Settings of the admin server: where it listens, the token it requires, the metrics it
+/// serves.
+#[derive(Clone)]
+pub struct AdminOptions {
+    bind: SocketAddr,
+    token: Option<String>,
+    prometheus: Option<PrometheusHandle>,
+}
+
+impl Default for AdminOptions {
+    fn default() -> Self {
+        AdminOptions {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+            prometheus: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for AdminOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminOptions")
+            .field("bind", &self.bind)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("prometheus", &self.prometheus.is_some())
+            .finish()
+    }
+}
+
+impl AdminOptions {
+    /// Loopback on a port the system picks (see [`AdminServer::local_addr`]), no token, no
+    /// metrics.
+    pub fn new() -> Self {
+        AdminOptions::default()
+    }
+
+    /// Listens on `addr`. Anything but loopback exposes workflow data and controls to the
+    /// network: set a [`token`](AdminOptions::token) then.
+    pub fn bind(mut self, addr: impl Into<SocketAddr>) -> Self {
+        self.bind = addr.into();
+        self
+    }
+
+    /// Every endpoint but `/healthz` and `/readyz` requires `Authorization: Bearer <token>`
+    /// (the dashboard page also takes it once as `/?token=<token>`).
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Serves this recorder's metrics at `/metrics` (without one, `/metrics` answers 404).
+    pub fn prometheus(mut self, handle: PrometheusHandle) -> Self {
+        self.prometheus = Some(handle);
+        self
+    }
+}
+
+/// What every handler reads.
+pub(crate) struct AdminState {
+    client: Client,
+    token: Option<String>,
+    prometheus: Option<PrometheusHandle>,
+    /// Bound to a loopback address: only loopback host names are answered.
+    loopback: bool,
+}
+
+/// A running admin server. Dropping it stops the server, as [`AdminServer::shutdown`] does
+/// without waiting.
+pub struct AdminServer {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl AdminServer {
+    /// The address it listens on (with the port the system picked, if it was 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://<address>`, the dashboard's URL.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting connections and waits (a few seconds at most) for requests in flight.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let task = &mut self.task;
+        if tokio::time::timeout(SHUTDOWN_GRACE, &mut *task)
+            .await
+            .is_err()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for AdminServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Starts the admin server for `client` (pass `&runtime` for a runtime) on a task of the
+/// current Tokio runtime. The server keeps a clone of the client.
+pub async fn serve(client: &Client, options: AdminOptions) -> Result<AdminServer, AdminError> {
+    if let Some(token) = &options.token {
+        auth::validate(token)?;
+    }
+    let bind = options.bind;
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|source| AdminError::Bind { addr: bind, source })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| AdminError::Bind { addr: bind, source })?;
+    let state = Arc::new(AdminState {
+        client: client.clone(),
+        token: options.token,
+        prometheus: options.prometheus,
+        loopback: bind.ip().is_loopback(),
+    });
+    let (stop, stopped) = oneshot::channel::<()>();
+    let app = router(state);
+    let task = tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await;
+        if let Err(e) = served {
+            tracing::warn!(error = %e, "the admin server stopped");
+        }
+    });
+    tracing::info!(%addr, "admin server listening");
+    Ok(AdminServer {
+        addr,
+        stop: Some(stop),
+        task,
+    })
+}
+
+/// Every route: the health probes are open, the rest behind the token (when one is set); all
+/// of them refuse cross-site requests.
+fn router(state: Arc<AdminState>) -> Router {
+    let guarded = Router::new()
+        .route("/", get(dashboard::page))
+        .route("/metrics", get(health::metrics))
+        .route("/api/workflows", get(workflows::list))
+        .route("/api/workflows/{id}", get(workflows::get))
+        .route("/api/workflows/{id}/steps", get(workflows::steps))
+        .route("/api/workflows/{id}/cancel", post(workflows::cancel))
+        .route("/api/workflows/{id}/resume", post(workflows::resume))
+        .route("/api/workflows/{id}/fork", post(workflows::fork))
+        .route("/api/queues", get(queues::list))
+        .route("/api/throughput", get(queues::throughput))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
+    Router::new()
+        .route("/healthz", get(health::live))
+        .route("/readyz", get(health::ready))
+        .merge(guarded)
+        .fallback(reply::no_route)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            origin::same_site_only,
+        ))
+        .with_state(state)
+}

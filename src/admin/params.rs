@@ -1,0 +1,206 @@
+//! Request parameters: the query strings and bodies the endpoints accept, checked strictly so a
+//! typo is a 400 naming the parameter instead of a silently ignored filter.
+
+use std::time::Duration;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::Query;
+use serde::Deserialize;
+
+use super::reply::ApiError;
+use crate::manage::{ForkOptions, ListWorkflows};
+use crate::status::Status;
+
+/// The most workflows one listing returns.
+pub(super) const MAX_LIMIT: u32 = 1000;
+/// A listing without `limit` returns this many.
+const DEFAULT_LIMIT: u32 = 100;
+
+/// A query string as its pairs, in order (a parameter may repeat).
+pub(super) type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
+
+/// The query string's pairs, or a 400 when it is not a query string.
+pub(super) fn pairs(query: QueryPairs) -> Result<Vec<(String, String)>, ApiError> {
+    query
+        .map(|Query(pairs)| pairs)
+        .map_err(|e| ApiError::bad_param("query", e.body_text()))
+}
+
+/// Parses `status`, `name`, `queue`, `limit`, `offset` and `order` (`asc` or `desc`, the
+/// default: newest first). `status` may repeat or list several values separated by commas.
+pub(super) fn list_filter(pairs: &[(String, String)]) -> Result<ListWorkflows, ApiError> {
+    let mut filter = ListWorkflows::new();
+    let mut limit = DEFAULT_LIMIT;
+    let mut newest_first = true;
+    for (key, value) in pairs {
+        match key.as_str() {
+            "status" => {
+                for text in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    filter = filter.status(status(text)?);
+                }
+            }
+            "name" => filter = filter.name(value),
+            "queue" => filter = filter.queue(value),
+            "limit" => limit = count("limit", value, MAX_LIMIT)?,
+            "offset" => filter = filter.offset(count("offset", value, u32::MAX)?),
+            "order" => newest_first = order(value)?,
+            other => return Err(unknown(other, "status, name, queue, limit, offset, order")),
+        }
+    }
+    filter = filter.limit(limit);
+    Ok(if newest_first {
+        filter.newest_first()
+    } else {
+        filter
+    })
+}
+
+/// Parses `minutes` (the window, default 15, at most a day) and `bucket` (seconds per bucket,
+/// default 10).
+pub(super) fn throughput(pairs: &[(String, String)]) -> Result<(Duration, Duration), ApiError> {
+    let (mut minutes, mut bucket) = (15, 10);
+    for (key, value) in pairs {
+        match key.as_str() {
+            "minutes" => minutes = positive("minutes", value, 24 * 60)?,
+            "bucket" => bucket = positive("bucket", value, 3600)?,
+            other => return Err(unknown(other, "minutes, bucket")),
+        }
+    }
+    Ok((
+        Duration::from_secs(u64::from(minutes) * 60),
+        Duration::from_secs(u64::from(bucket)),
+    ))
+}
+
+/// The body of a fork: the step to fork from (1 starts over) and optional id, queue and
+/// application version of the copy.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ForkBody {
+    step: u32,
+    id: Option<String>,
+    queue: Option<String>,
+    app_version: Option<String>,
+}
+
+impl ForkBody {
+    /// The step and the options, once the step is known to be valid.
+    pub(super) fn into_options(self) -> Result<(u32, ForkOptions), ApiError> {
+        if self.step == 0 {
+            return Err(ApiError::bad_param("step", "steps count from 1"));
+        }
+        let mut options = ForkOptions::new();
+        if let Some(id) = self.id {
+            options = options.id(id);
+        }
+        if let Some(queue) = self.queue {
+            options = options.queue(queue);
+        }
+        if let Some(version) = self.app_version {
+            options = options.app_version(version);
+        }
+        Ok((self.step, options))
+    }
+}
+
+fn status(text: &str) -> Result<Status, ApiError> {
+    Status::parse(&text.to_ascii_uppercase()).ok_or_else(|| {
+        ApiError::bad_param(
+            "status",
+            format!(
+                "unknown status {text:?}; one of PENDING, ENQUEUED, DELAYED, SUCCESS, ERROR, \
+                 CANCELLED, MAX_RECOVERY_ATTEMPTS_EXCEEDED"
+            ),
+        )
+    })
+}
+
+fn order(text: &str) -> Result<bool, ApiError> {
+    match text {
+        "desc" => Ok(true),
+        "asc" => Ok(false),
+        other => Err(ApiError::bad_param(
+            "order",
+            format!("{other:?} is neither \"asc\" nor \"desc\""),
+        )),
+    }
+}
+
+/// A whole number in `0..=max`.
+fn count(name: &str, text: &str, max: u32) -> Result<u32, ApiError> {
+    text.parse::<u32>()
+        .ok()
+        .filter(|n| *n <= max)
+        .ok_or_else(|| {
+            ApiError::bad_param(
+                name,
+                format!("{text:?} is not a whole number from 0 to {max}"),
+            )
+        })
+}
+
+/// A whole number in `1..=max`.
+fn positive(name: &str, text: &str, max: u32) -> Result<u32, ApiError> {
+    text.parse::<u32>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| {
+            ApiError::bad_param(
+                name,
+                format!("{text:?} is not a whole number from 1 to {max}"),
+            )
+        })
+}
+
+fn unknown(name: &str, known: &str) -> ApiError {
+    ApiError::bad_param(name, format!("unknown parameter; known: {known}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn listing_parameters_are_checked() {
+        let ok = pairs(&[
+            ("status", "pending,Enqueued"),
+            ("limit", "5"),
+            ("order", "asc"),
+        ]);
+        assert!(list_filter(&ok).is_ok());
+        for bad in [
+            ("status", "RUNNING"),
+            ("limit", "-1"),
+            ("limit", "1001"),
+            ("offset", "x"),
+            ("order", "up"),
+            ("colour", "red"),
+        ] {
+            let err = list_filter(&pairs(&[bad])).unwrap_err();
+            assert!(format!("{err:?}").contains(bad.0), "{bad:?}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn throughput_defaults_and_bounds() {
+        let (window, bucket) = throughput(&[]).unwrap();
+        assert_eq!((window.as_secs(), bucket.as_secs()), (900, 10));
+        assert!(throughput(&pairs(&[("minutes", "0")])).is_err());
+        assert!(throughput(&pairs(&[("bucket", "3601")])).is_err());
+    }
+
+    #[test]
+    fn fork_steps_count_from_one() {
+        let body: ForkBody = serde_json::from_str(r#"{"step": 0}"#).unwrap();
+        assert!(body.into_options().is_err());
+        let body: ForkBody = serde_json::from_str(r#"{"step": 2, "id": "copy"}"#).unwrap();
+        assert_eq!(body.into_options().unwrap().0, 2);
+        assert!(serde_json::from_str::<ForkBody>(r#"{"step": 1, "stepp": 2}"#).is_err());
+    }
+}

@@ -1,0 +1,31 @@
+//! Load endpoints: the queues with their limits, depth and running counts, and how many
+//! workflows completed per time bucket recently.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::params::{self, pairs, QueryPairs};
+use super::reply::ApiError;
+use super::views::{QueueView, ThroughputView};
+use super::AdminState;
+
+/// `GET /api/queues`: the internal queue first, then the application's queues by name.
+pub(super) async fn list(State(state): State<Arc<AdminState>>) -> Result<Json<Value>, ApiError> {
+    let loads = state.client.queue_loads().await?;
+    let views: Vec<QueueView> = loads.into_iter().map(QueueView::from).collect();
+    Ok(Json(json!({ "queues": views })))
+}
+
+/// `GET /api/throughput?minutes=&bucket=`: completions per bucket, oldest first.
+pub(super) async fn throughput(
+    State(state): State<Arc<AdminState>>,
+    query: QueryPairs,
+) -> Result<Json<ThroughputView>, ApiError> {
+    let (window, bucket) = params::throughput(&pairs(query)?)?;
+    let buckets = state.client.throughput(window, bucket).await?;
+    let bucket_ms = u64::try_from(bucket.as_millis()).unwrap_or(u64::MAX);
+    Ok(Json(ThroughputView::new(bucket_ms, buckets)))
+}

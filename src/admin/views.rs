@@ -1,0 +1,205 @@
+//! The JSON shapes of the admin API, built from the library's types. Field names are stable:
+//! the dashboard and operators' scripts read them. Times are epoch milliseconds.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::PortableError;
+use crate::manage::{StepInfo, WorkflowInfo};
+use crate::observe::{QueueLoad, ThroughputBucket};
+use crate::queue::RateLimit;
+use crate::status::WorkflowStatus;
+use crate::sysdb::INTERNAL_QUEUE;
+
+/// A workflow's status record; with payloads when it is shown on its own.
+#[derive(Debug, Serialize)]
+pub(super) struct WorkflowView {
+    id: String,
+    name: String,
+    status: &'static str,
+    queue: Option<String>,
+    executor_id: Option<String>,
+    app_version: Option<String>,
+    app_name: Option<String>,
+    recovery_attempts: i64,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+    started_at_ms: Option<i64>,
+    completed_at_ms: Option<i64>,
+    parent_workflow_id: Option<String>,
+    forked_from: Option<String>,
+    timeout_ms: Option<i64>,
+    deadline_ms: Option<i64>,
+    priority: i32,
+    deduplication_id: Option<String>,
+    partition_key: Option<String>,
+    delay_until_ms: Option<i64>,
+    #[serde(flatten)]
+    payloads: Option<Payloads>,
+}
+
+/// A workflow's input, output and error (`null` when absent or not in portable JSON).
+#[derive(Debug, Serialize)]
+struct Payloads {
+    serialization: Option<String>,
+    input: Option<Value>,
+    output: Option<Value>,
+    error: Option<PortableError>,
+}
+
+impl WorkflowView {
+    /// The status record alone, for listings.
+    pub(super) fn summary(info: WorkflowInfo) -> WorkflowView {
+        WorkflowView::from_status(info.status, None)
+    }
+
+    /// The record with its payloads.
+    pub(super) fn detail(info: WorkflowInfo) -> WorkflowView {
+        let payloads = Payloads {
+            serialization: info.serialization,
+            input: info.input,
+            output: info.output,
+            error: info.error,
+        };
+        WorkflowView::from_status(info.status, Some(payloads))
+    }
+
+    fn from_status(s: WorkflowStatus, payloads: Option<Payloads>) -> WorkflowView {
+        WorkflowView {
+            status: s.status.as_str(),
+            id: s.id,
+            name: s.name,
+            queue: s.queue_name,
+            executor_id: s.executor_id,
+            app_version: s.app_version,
+            app_name: s.app_name,
+            recovery_attempts: s.recovery_attempts,
+            created_at_ms: s.created_at_ms,
+            updated_at_ms: s.updated_at_ms,
+            started_at_ms: s.started_at_ms,
+            completed_at_ms: s.completed_at_ms,
+            parent_workflow_id: s.parent_workflow_id,
+            forked_from: s.forked_from,
+            timeout_ms: s.timeout_ms,
+            deadline_ms: s.deadline_ms,
+            priority: s.priority,
+            deduplication_id: s.deduplication_id,
+            partition_key: s.partition_key,
+            delay_until_ms: s.delay_until_ms,
+            payloads,
+        }
+    }
+}
+
+/// One recorded durable call.
+#[derive(Debug, Serialize)]
+pub(super) struct StepView {
+    function_id: i32,
+    name: String,
+    output: Option<Value>,
+    error: Option<PortableError>,
+    child_workflow_id: Option<String>,
+    started_at_ms: Option<i64>,
+    completed_at_ms: Option<i64>,
+}
+
+impl From<StepInfo> for StepView {
+    fn from(s: StepInfo) -> StepView {
+        StepView {
+            function_id: s.function_id,
+            name: s.name,
+            output: s.output,
+            error: s.error,
+            child_workflow_id: s.child_workflow_id,
+            started_at_ms: s.started_at_ms,
+            completed_at_ms: s.completed_at_ms,
+        }
+    }
+}
+
+/// `limit` starts per `period_ms`.
+#[derive(Debug, Serialize)]
+struct RateView {
+    limit: u32,
+    period_ms: u64,
+}
+
+fn rate(r: Option<RateLimit>) -> Option<RateView> {
+    r.map(|r| RateView {
+        limit: r.limit,
+        period_ms: u64::try_from(r.period.as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+/// A queue's limits and load.
+#[derive(Debug, Serialize)]
+pub(super) struct QueueView {
+    name: String,
+    /// The internal queue (recovery, resume, fork, direct starts): defined by no row.
+    internal: bool,
+    concurrency: Option<u32>,
+    worker_concurrency: Option<u32>,
+    rate_limit: Option<RateView>,
+    priority_enabled: bool,
+    partitioned: bool,
+    partition_concurrency: Option<u32>,
+    partition_worker_concurrency: Option<u32>,
+    partition_rate_limit: Option<RateView>,
+    polling_interval_ms: u64,
+    /// Workflows waiting (`ENQUEUED`).
+    depth: u64,
+    /// Workflows running (`PENDING`).
+    running: u64,
+}
+
+impl From<QueueLoad> for QueueView {
+    fn from(load: QueueLoad) -> QueueView {
+        let limits = load.queue.limits();
+        QueueView {
+            internal: load.queue.name() == INTERNAL_QUEUE,
+            name: load.queue.name().to_owned(),
+            concurrency: limits.concurrency,
+            worker_concurrency: limits.worker_concurrency,
+            rate_limit: rate(limits.rate_limit),
+            priority_enabled: limits.priority_enabled,
+            partitioned: limits.partitioned,
+            partition_concurrency: limits.partition_concurrency,
+            partition_worker_concurrency: limits.partition_worker_concurrency,
+            partition_rate_limit: rate(limits.partition_rate_limit),
+            polling_interval_ms: u64::try_from(limits.polling_interval.as_millis())
+                .unwrap_or(u64::MAX),
+            depth: load.enqueued,
+            running: load.pending,
+        }
+    }
+}
+
+/// Completions over a window, per bucket.
+#[derive(Debug, Serialize)]
+pub(super) struct ThroughputView {
+    bucket_ms: u64,
+    buckets: Vec<BucketView>,
+}
+
+#[derive(Debug, Serialize)]
+struct BucketView {
+    start_ms: i64,
+    succeeded: u64,
+    failed: u64,
+}
+
+impl ThroughputView {
+    pub(super) fn new(bucket_ms: u64, buckets: Vec<ThroughputBucket>) -> ThroughputView {
+        ThroughputView {
+            bucket_ms,
+            buckets: buckets
+                .into_iter()
+                .map(|b| BucketView {
+                    start_ms: b.start_ms,
+                    succeeded: b.succeeded,
+                    failed: b.failed,
+                })
+                .collect(),
+        }
+    }
+}

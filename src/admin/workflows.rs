@@ -1,0 +1,99 @@
+//! Workflow endpoints: list (filtered), one workflow with its payloads, its steps, and the
+//! operator's actions (cancel, resume, fork). Each answers JSON; an unknown id is a 404.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::params::{self, pairs, ForkBody, QueryPairs};
+use super::reply::ApiError;
+use super::views::{StepView, WorkflowView};
+use super::AdminState;
+use crate::manage::{ListWorkflows, WorkflowInfo};
+
+/// `GET /api/workflows?status=&name=&queue=&limit=&offset=&order=`
+pub(super) async fn list(
+    State(state): State<Arc<AdminState>>,
+    query: QueryPairs,
+) -> Result<Json<Value>, ApiError> {
+    let filter = params::list_filter(&pairs(query)?)?;
+    let found = state.client.list_workflows(filter).await?;
+    let views: Vec<WorkflowView> = found.into_iter().map(WorkflowView::summary).collect();
+    Ok(Json(json!({ "workflows": views })))
+}
+
+/// `GET /api/workflows/{id}`: the status record with input, output and error.
+pub(super) async fn get(
+    State(state): State<Arc<AdminState>>,
+    Path(id): Path<String>,
+) -> Result<Json<WorkflowView>, ApiError> {
+    let info = find(&state, &id, true).await?;
+    Ok(Json(WorkflowView::detail(info)))
+}
+
+/// `GET /api/workflows/{id}/steps`: its recorded calls, in order.
+pub(super) async fn steps(
+    State(state): State<Arc<AdminState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    find(&state, &id, false).await?;
+    let steps = state.client.steps(&id).await?;
+    let views: Vec<StepView> = steps.into_iter().map(StepView::from).collect();
+    Ok(Json(json!({ "workflow_id": id, "steps": views })))
+}
+
+/// `POST /api/workflows/{id}/cancel`: answers the status after the cancel.
+pub(super) async fn cancel(
+    State(state): State<Arc<AdminState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    state.client.cancel(&id).await?;
+    status_reply(&state, &id).await
+}
+
+/// `POST /api/workflows/{id}/resume`: answers the status after the resume.
+pub(super) async fn resume(
+    State(state): State<Arc<AdminState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    state.client.resume(&id).await?;
+    status_reply(&state, &id).await
+}
+
+/// `POST /api/workflows/{id}/fork` with `{"step": N, "id"?, "queue"?, "app_version"?}`:
+/// answers the copy's id.
+pub(super) async fn fork(
+    State(state): State<Arc<AdminState>>,
+    Path(id): Path<String>,
+    body: Result<Json<ForkBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::bad_param("body", e.body_text()))?;
+    let (step, options) = body.into_options()?;
+    let copy = state.client.fork(&id, step, options).await?;
+    Ok(Json(
+        json!({ "id": copy.id(), "forked_from": id, "step": step }),
+    ))
+}
+
+/// Workflow `id`, or a 404 naming it.
+async fn find(state: &AdminState, id: &str, payloads: bool) -> Result<WorkflowInfo, ApiError> {
+    let mut filter = ListWorkflows::new().ids([id]);
+    if payloads {
+        filter = filter.with_payloads();
+    }
+    let found = state.client.list_workflows(filter).await?;
+    found
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::not_found(format!("no workflow with id {id:?}")))
+}
+
+async fn status_reply(state: &AdminState, id: &str) -> Result<Json<Value>, ApiError> {
+    let info = find(state, id, false).await?;
+    Ok(Json(
+        json!({ "id": id, "status": info.status.status.as_str() }),
+    ))
+}

@@ -1,0 +1,177 @@
+//! Observation, on a [`Client`] (and so on a runtime): whether the system database answers,
+//! how loaded each queue is, and how many workflows completed per time bucket. What the admin
+//! endpoints and the dashboard show; useful on their own for health checks and gauges.
+//!
+//! It only reads, and builds no SQL: statements live in `sysdb::observe`.
+
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::queue::Queue;
+use crate::sysdb::{self, now_ms, CompletedBucket};
+
+/// At most this many buckets per throughput query.
+const MAX_BUCKETS: i64 = 10_000;
+
+/// A queue's definition with how many of its workflows wait and run right now.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct QueueLoad {
+    /// The definition (the internal queue, which has none, shows no limits).
+    pub queue: Queue,
+    /// Workflows waiting to be claimed (`ENQUEUED`).
+    pub enqueued: u64,
+    /// Workflows claimed and running (`PENDING`).
+    pub pending: u64,
+}
+
+/// Workflows that completed in `[start_ms, start_ms + width)` (epoch ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ThroughputBucket {
+    pub start_ms: i64,
+    /// Completed with `SUCCESS`.
+    pub succeeded: u64,
+    /// Completed with `ERROR`.
+    pub failed: u64,
+}
+
+impl Client {
+    /// Runs a trivial statement on the system database; `Ok` when it answers. Like every
+    /// call, it retries transient failures for a while: put a timeout around it for a probe.
+    pub async fn ping(&self) -> Result<()> {
+        Ok(self
+            .shared()
+            .db
+            .call(|db| async move { sysdb::ping(&db).await })
+            .await?)
+    }
+
+    /// Every queue of this application (and the internal queue, first) with its load.
+    pub async fn queue_loads(&self) -> Result<Vec<QueueLoad>> {
+        let internal = Queue::internal(self.shared().config.internal_poll);
+        let mut queues = vec![internal];
+        queues.extend(self.queues().await?);
+        let names: Vec<String> = queues.iter().map(|q| q.name().to_owned()).collect();
+        let counts = self
+            .shared()
+            .db
+            .call(move |db| {
+                let names = names.clone();
+                async move { sysdb::queue_counts(&db, &names).await }
+            })
+            .await?;
+        Ok(queues
+            .into_iter()
+            .map(|queue| {
+                let found = counts.iter().find(|c| c.queue == queue.name());
+                let count = |n: Option<i64>| n.unwrap_or(0).max(0) as u64;
+                QueueLoad {
+                    enqueued: count(found.map(|c| c.enqueued)),
+                    pending: count(found.map(|c| c.pending)),
+                    queue,
+                }
+            })
+            .collect())
+    }
+
+    /// Workflows completed over the last `window`, in buckets of `bucket` aligned to multiples
+    /// of `bucket` since the epoch, oldest first; the last bucket is the current, partial one.
+    /// Cancelled workflows are not counted (they never complete).
+    pub async fn throughput(
+        &self,
+        window: Duration,
+        bucket: Duration,
+    ) -> Result<Vec<ThroughputBucket>> {
+        let (since, width, count) = bucket_span(now_ms(), window, bucket)?;
+        let found = self
+            .shared()
+            .db
+            .call(move |db| async move { sysdb::completed(&db, since, width, count).await })
+            .await?;
+        Ok(fill_buckets(since, width, count, &found))
+    }
+}
+
+/// The aligned start, width and number of buckets that cover `window` up to `now`.
+fn bucket_span(now: i64, window: Duration, bucket: Duration) -> Result<(i64, i64, i64)> {
+    let width = i64::try_from(bucket.as_millis()).unwrap_or(i64::MAX);
+    if width <= 0 {
+        return Err(Error::InvalidArgument(
+            "a throughput bucket must be at least 1 ms wide".into(),
+        ));
+    }
+    let span = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+    let count = span / width + 1;
+    if count > MAX_BUCKETS {
+        return Err(Error::InvalidArgument(format!(
+            "a throughput window of {window:?} in buckets of {bucket:?} has {count} buckets; \
+             at most {MAX_BUCKETS} are allowed"
+        )));
+    }
+    let since = (now / width - (count - 1)) * width;
+    Ok((since, width, count))
+}
+
+/// Every bucket of the span, empty ones included.
+fn fill_buckets(
+    since: i64,
+    width: i64,
+    count: i64,
+    found: &[CompletedBucket],
+) -> Vec<ThroughputBucket> {
+    (0..count)
+        .map(|index| {
+            let hit = found.iter().find(|b| b.index == index);
+            ThroughputBucket {
+                start_ms: since + index * width,
+                succeeded: hit.map_or(0, |b| b.succeeded.max(0) as u64),
+                failed: hit.map_or(0, |b| b.failed.max(0) as u64),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_aligned_and_end_with_the_current_one() {
+        let (since, width, count) =
+            bucket_span(1_000_123, Duration::from_secs(60), Duration::from_secs(10)).unwrap();
+        assert_eq!((width, count), (10_000, 7));
+        assert_eq!(since, 940_000);
+        assert!(since + (count - 1) * width <= 1_000_123);
+        assert!(1_000_123 < since + count * width);
+    }
+
+    #[test]
+    fn degenerate_spans_are_refused() {
+        assert!(bucket_span(0, Duration::from_secs(1), Duration::ZERO).is_err());
+        let huge = bucket_span(
+            0,
+            Duration::from_secs(86_400 * 365),
+            Duration::from_millis(1),
+        );
+        assert!(matches!(huge, Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn empty_buckets_are_filled_with_zeros() {
+        let found = [CompletedBucket {
+            index: 1,
+            succeeded: 3,
+            failed: 1,
+        }];
+        let all = fill_buckets(100, 10, 3, &found);
+        assert_eq!(all.len(), 3);
+        assert_eq!((all[0].start_ms, all[0].succeeded), (100, 0));
+        assert_eq!(
+            (all[1].start_ms, all[1].succeeded, all[1].failed),
+            (110, 3, 1)
+        );
+        assert_eq!(all[2].start_ms, 120);
+    }
+}

@@ -1,0 +1,65 @@
+//! Observation reads on SQLite: the load of each queue and completions per time bucket.
+
+use sqlx::Row;
+
+use super::{json_list, Lite};
+use crate::error::DbError;
+use crate::sysdb::observe::{CompletedBucket, QueueCounts};
+
+/// The counts of the queues named; queues with nothing waiting or running are absent.
+pub(crate) async fn queue_counts(
+    lite: &Lite,
+    queues: &[String],
+) -> Result<Vec<QueueCounts>, DbError> {
+    let rows = sqlx::query(
+        "SELECT queue_name, count(*) FILTER (WHERE status = 'ENQUEUED'), \
+                count(*) FILTER (WHERE status = 'PENDING') \
+         FROM workflow_status \
+         WHERE queue_name IN (SELECT value FROM json_each(?1)) \
+           AND status IN ('ENQUEUED', 'PENDING') \
+         GROUP BY queue_name",
+    )
+    .bind(json_list(queues))
+    .fetch_all(lite.reader())
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(QueueCounts {
+                queue: row.try_get(0)?,
+                enqueued: row.try_get(1)?,
+                pending: row.try_get(2)?,
+            })
+        })
+        .collect()
+}
+
+/// Completions in `buckets` buckets of `bucket_ms` from `since_ms`; empty buckets are absent.
+pub(crate) async fn completed(
+    lite: &Lite,
+    since_ms: i64,
+    bucket_ms: i64,
+    buckets: i64,
+) -> Result<Vec<CompletedBucket>, DbError> {
+    let rows = sqlx::query(
+        "SELECT (completed_at - ?1) / ?2 AS bucket, \
+                count(*) FILTER (WHERE status = 'SUCCESS'), \
+                count(*) FILTER (WHERE status <> 'SUCCESS') \
+         FROM workflow_status \
+         WHERE completed_at IS NOT NULL AND completed_at >= ?1 AND completed_at < ?1 + ?2 * ?3 \
+         GROUP BY 1 ORDER BY 1",
+    )
+    .bind(since_ms)
+    .bind(bucket_ms)
+    .bind(buckets)
+    .fetch_all(lite.reader())
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(CompletedBucket {
+                index: row.try_get(0)?,
+                succeeded: row.try_get(1)?,
+                failed: row.try_get(2)?,
+            })
+        })
+        .collect()
+}

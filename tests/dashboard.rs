@@ -1,0 +1,120 @@
+//! The dashboard in a real browser (headless Chromium through chromedriver): the page loads
+//! with the token from its URL, lists a workflow the test started, shows queues, throughput
+//! and a workflow's step timeline, and a click on Cancel cancels the workflow.
+#![cfg(feature = "admin")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::browser::{self, Browser};
+use serde_json::json;
+use stead::admin::{self, AdminOptions};
+use stead::{Context, Status, WorkflowOptions};
+
+const TOKEN: &str = "dash-token";
+
+/// Takes a step, then sleeps a minute (a cancel interrupts the sleep).
+async fn slow(ctx: Context, _: ()) -> stead::Result<()> {
+    ctx.step("prepare", || async { Ok::<_, std::io::Error>(7u32) })
+        .await?;
+    ctx.sleep(Duration::from_secs(60)).await
+}
+
+async fn quick(_ctx: Context, n: u32) -> stead::Result<u32> {
+    Ok(n + 1)
+}
+
+/// The status the page shows for workflow `arguments[0]`, once its row is there.
+const ROW_STATUS: &str =
+    "const row = document.querySelector(`tr[data-workflow-id=\"${arguments[0]}\"]`); \
+     return row ? row.dataset.status : null;";
+
+#[tokio::test]
+async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it() {
+    if let Err(why) = browser::locate() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the dashboard test must run in CI: {why}"
+        );
+        eprintln!("SKIPPED the_dashboard_lists_a_workflow_and_a_click_cancels_it: {why}");
+        return;
+    }
+    let db = common::TestDb::new().await;
+    let rt = common::builder(&db)
+        .workflow("slow", slow)
+        .workflow("quick", quick)
+        .launch()
+        .await
+        .expect("launch");
+    let done = rt
+        .start("quick", 1u32, WorkflowOptions::with_id("quick-1"))
+        .await
+        .unwrap();
+    assert_eq!(done.result::<u32>().await.unwrap(), 2);
+    rt.start("slow", (), WorkflowOptions::with_id("slow-1"))
+        .await
+        .unwrap();
+    let server = admin::serve(&rt, AdminOptions::new().token(TOKEN))
+        .await
+        .expect("serve");
+    let browser = Browser::launch().await;
+
+    browser
+        .goto(&format!("{}/?token={TOKEN}", server.url()))
+        .await;
+    let shown = browser.wait_for(ROW_STATUS, json!(["slow-1"]), 15).await;
+    assert_eq!(shown, "PENDING", "the page lists the running workflow");
+    let finished = browser.wait_for(ROW_STATUS, json!(["quick-1"]), 5).await;
+    assert_eq!(finished, "SUCCESS");
+    let page = browser
+        .script(
+            "return { banner: document.querySelector('#banner').hidden, \
+                      queues: document.querySelectorAll('#queues tbody tr').length, \
+                      chart: document.querySelectorAll('#throughput svg rect').length, \
+                      health: document.querySelector('#health').textContent };",
+            json!([]),
+        )
+        .await;
+    assert_eq!(page["banner"], true, "no error shown: {page}");
+    assert!(page["queues"].as_u64() >= Some(1), "{page}");
+    assert!(page["chart"].as_u64() > Some(0), "{page}");
+    assert_eq!(page["health"], "database ready");
+
+    // A row opens the workflow's timeline with its step and output.
+    let row = browser.find(r#"tr[data-workflow-id="slow-1"] td.id"#).await;
+    browser.click(&row).await;
+    let step = browser
+        .wait_for(
+            "const s = document.querySelector('#timeline .step'); \
+             return s ? s.textContent : null;",
+            json!([]),
+            10,
+        )
+        .await;
+    assert!(step.as_str().unwrap().contains("prepare"), "{step}");
+
+    let cancel = browser
+        .find(r#"button[data-action="cancel"][data-id="slow-1"]"#)
+        .await;
+    browser.click(&cancel).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while rt.handle("slow-1").status().await.unwrap().status != Status::Cancelled {
+        assert!(std::time::Instant::now() < deadline, "never cancelled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let now = browser
+        .wait_for(
+            &format!(
+                "const s = (() => {{ {ROW_STATUS} }})(); return s === 'CANCELLED' ? s : null;"
+            ),
+            json!(["slow-1"]),
+            10,
+        )
+        .await;
+    assert_eq!(now, "CANCELLED", "the page shows the new status");
+
+    browser.quit().await;
+    server.shutdown().await;
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
