@@ -504,6 +504,7 @@ impl QueueState {
         let args = WorkflowArgs {
             shared: self.shared.clone(),
             dispatch: d.clone(),
+            queue: Arc::from(self.def.name.as_str()),
         };
         match Actor::spawn_linked(None, WorkflowActor, args, myself.get_cell()).await {
             Ok((child, _)) => {

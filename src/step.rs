@@ -183,7 +183,7 @@ where
                 }
             }
         };
-        metrics::step_finished(ctx.workflow_name(), clock.elapsed());
+        metrics::step_finished(ctx.workflow_name(), result.is_ok(), clock.elapsed());
         let (output, error) = match &result {
             Ok(value) => (Some(codec::encode(value, "step output")?), None),
             Err(e) => (None, Some(codec::encode_error(&e.to_portable()))),
