@@ -234,6 +234,7 @@ async fn prepare(
         workflow_name: d.name.clone(),
         owner: d.owner.clone(),
         deadline: d.deadline,
+        metrics: entry.metrics().clone(),
     };
     let ctx = Context::new(run, shared.clone(), recorded);
     let body = entry.run(ctx.clone(), input);
@@ -276,7 +277,10 @@ async fn commit(
     };
     match shared.db.finish(write).await? {
         FinishOutcome::Finished => {
-            metrics::workflow_finished(&d.name, status.as_str());
+            match shared.registry.get(&d.name) {
+                Some(entry) => entry.metrics().finished(&d.name, status.as_str()),
+                None => metrics::workflow_finished(&d.name, status.as_str()),
+            }
             let finished = Finished {
                 status,
                 output,

@@ -277,7 +277,7 @@ async fn workflows_and_steps_emit_metrics_and_spans() {
     let steps: Vec<_> = spans
         .iter()
         .filter(|(name, f)| {
-            name == "step" && f.get("workflow_id").map(String::as_str) == Some("ok-1")
+            name == "step" && f.get("parent.workflow_id").map(String::as_str) == Some("ok-1")
         })
         .map(|(_, f)| (f["function_id"].clone(), f["name"].clone()))
         .collect();
@@ -297,7 +297,7 @@ async fn workflows_and_steps_emit_metrics_and_spans() {
     let step = spans
         .iter()
         .find(|(name, f)| {
-            name == "step" && f.get("workflow_id").map(String::as_str) == Some(queued_id)
+            name == "step" && f.get("parent.workflow_id").map(String::as_str) == Some(queued_id)
         })
         .expect("a step span of the enqueued workflow");
     for (field, want) in [

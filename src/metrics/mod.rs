@@ -40,7 +40,10 @@ pub use prometheus::{
     SECONDS_BUCKETS, SIZE_BUCKETS,
 };
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use metrics::{Counter, Gauge, Histogram};
 
 /// Counter: workflows started in this process, by `workflow`.
 pub const WORKFLOWS_STARTED: &str = "stead_workflows_started_total";
@@ -84,6 +87,112 @@ pub const SCHEDULE_FIRINGS: &str = "stead_schedule_firings_total";
 /// Counter: finished workflows deleted by garbage collection.
 pub const WORKFLOWS_COLLECTED: &str = "stead_workflows_collected_total";
 
+/// One workflow name's hot-path metrics, registered once (at its first run) instead of per
+/// event: a labelled macro call allocates and hashes its key every time. Registered handles
+/// keep the recorder installed when they were made, so install a recorder before launching.
+pub(crate) struct WorkflowMetrics {
+    started: Counter,
+    succeeded: Counter,
+    failed: Counter,
+    steps_ok: Counter,
+    steps_failed: Counter,
+    step_duration: Histogram,
+    step_retries: Counter,
+}
+
+impl WorkflowMetrics {
+    pub(crate) fn new(workflow: &str) -> Arc<WorkflowMetrics> {
+        let name = || workflow.to_owned();
+        let finished = |status: &'static str| metrics::counter!(WORKFLOWS_FINISHED, "workflow" => name(), "status" => status);
+        let steps = |outcome: &'static str| metrics::counter!(STEPS, "workflow" => name(), "outcome" => outcome);
+        Arc::new(WorkflowMetrics {
+            started: metrics::counter!(WORKFLOWS_STARTED, "workflow" => name()),
+            succeeded: finished("SUCCESS"),
+            failed: finished("ERROR"),
+            steps_ok: steps("ok"),
+            steps_failed: steps("error"),
+            step_duration: metrics::histogram!(STEP_DURATION, "workflow" => name()),
+            step_retries: metrics::counter!(STEP_RETRIES, "workflow" => name()),
+        })
+    }
+
+    pub(crate) fn started(&self) {
+        self.started.increment(1);
+    }
+
+    pub(crate) fn finished(&self, workflow: &str, status: &'static str) {
+        match status {
+            "SUCCESS" => self.succeeded.increment(1),
+            "ERROR" => self.failed.increment(1),
+            other => workflow_finished(workflow, other),
+        }
+    }
+
+    pub(crate) fn step_finished(&self, ok: bool, took: Duration) {
+        if ok {
+            &self.steps_ok
+        } else {
+            &self.steps_failed
+        }
+        .increment(1);
+        self.step_duration.record(took);
+    }
+
+    pub(crate) fn step_retried(&self) {
+        self.step_retries.increment(1);
+    }
+}
+
+/// One queue's metrics, registered when its actor starts.
+pub(crate) struct QueueMetrics {
+    running: Gauge,
+    claimed: Counter,
+    claim_seconds: Histogram,
+    enqueued: Gauge,
+    rate_limited: Counter,
+    workflows_running: Gauge,
+}
+
+impl QueueMetrics {
+    pub(crate) fn new(queue: &str) -> QueueMetrics {
+        let name = || queue.to_owned();
+        QueueMetrics {
+            running: metrics::gauge!(QUEUE_RUNNING, "queue" => name()),
+            claimed: metrics::counter!(QUEUE_CLAIMED, "queue" => name()),
+            claim_seconds: metrics::histogram!(QUEUE_CLAIM_SECONDS, "queue" => name()),
+            enqueued: metrics::gauge!(QUEUE_ENQUEUED, "queue" => name()),
+            rate_limited: metrics::counter!(QUEUE_RATE_LIMITED, "queue" => name()),
+            workflows_running: metrics::gauge!(WORKFLOWS_RUNNING),
+        }
+    }
+
+    /// A claim statement's answer; `depth` when it sampled the queue's `ENQUEUED` rows.
+    pub(crate) fn claimed(&self, n: usize, took: Duration, rate_limited: bool, depth: Option<i64>) {
+        self.claimed.increment(n as u64);
+        self.claim_seconds.record(took);
+        if rate_limited {
+            self.rate_limited.increment(1);
+        }
+        if let Some(depth) = depth {
+            self.enqueued.set(depth as f64);
+        }
+    }
+
+    /// A local enqueue took a slot this queue offered: claimed without a statement.
+    pub(crate) fn claimed_locally(&self) {
+        self.claimed.increment(1);
+    }
+
+    pub(crate) fn running(&self, running: usize) {
+        self.running.set(running as f64);
+    }
+
+    /// A workflow actor of this queue started (`1.0`) or exited (`-1.0`).
+    pub(crate) fn workflows_running(&self, delta: f64) {
+        self.workflows_running.increment(delta);
+    }
+}
+
 pub(crate) fn workflow_started(workflow: &str) {
     metrics::counter!(WORKFLOWS_STARTED, "workflow" => workflow.to_owned()).increment(1);
 }
@@ -91,10 +200,6 @@ pub(crate) fn workflow_started(workflow: &str) {
 pub(crate) fn workflow_finished(workflow: &str, status: &'static str) {
     metrics::counter!(WORKFLOWS_FINISHED, "workflow" => workflow.to_owned(), "status" => status)
         .increment(1);
-}
-
-pub(crate) fn workflows_running(delta: f64) {
-    metrics::gauge!(WORKFLOWS_RUNNING).increment(delta);
 }
 
 pub(crate) fn workflow_recovered(workflow: &str) {
@@ -105,16 +210,6 @@ pub(crate) fn launch_recovered(n: u64) {
     metrics::counter!(LAUNCH_RECOVERIES).increment(n);
 }
 
-pub(crate) fn step_finished(workflow: &str, ok: bool, took: Duration) {
-    let outcome = if ok { "ok" } else { "error" };
-    metrics::counter!(STEPS, "workflow" => workflow.to_owned(), "outcome" => outcome).increment(1);
-    metrics::histogram!(STEP_DURATION, "workflow" => workflow.to_owned()).record(took);
-}
-
-pub(crate) fn step_retried(workflow: &str) {
-    metrics::counter!(STEP_RETRIES, "workflow" => workflow.to_owned()).increment(1);
-}
-
 pub(crate) fn db_flushed(lane: &'static str, size: usize, took: Duration) {
     metrics::histogram!(DB_FLUSH_SIZE, "lane" => lane).record(size as f64);
     metrics::histogram!(DB_FLUSH_SECONDS, "lane" => lane).record(took);
@@ -123,22 +218,6 @@ pub(crate) fn db_flushed(lane: &'static str, size: usize, took: Duration) {
 pub(crate) fn db_failed(lane: &'static str, transient: bool) {
     let kind = if transient { "transient" } else { "query" };
     metrics::counter!(DB_ERRORS, "lane" => lane, "kind" => kind).increment(1);
-}
-
-pub(crate) fn queue_claimed(queue: &str, n: usize, took: Duration, rate_limited: bool) {
-    metrics::counter!(QUEUE_CLAIMED, "queue" => queue.to_owned()).increment(n as u64);
-    metrics::histogram!(QUEUE_CLAIM_SECONDS, "queue" => queue.to_owned()).record(took);
-    if rate_limited {
-        metrics::counter!(QUEUE_RATE_LIMITED, "queue" => queue.to_owned()).increment(1);
-    }
-}
-
-pub(crate) fn queue_depth(queue: &str, enqueued: i64) {
-    metrics::gauge!(QUEUE_ENQUEUED, "queue" => queue.to_owned()).set(enqueued as f64);
-}
-
-pub(crate) fn queue_running(queue: &str, running: usize) {
-    metrics::gauge!(QUEUE_RUNNING, "queue" => queue.to_owned()).set(running as f64);
 }
 
 pub(crate) fn queue_deduplicated(queue: &str) {
