@@ -119,7 +119,7 @@ impl Actor for WorkflowActor {
     ) -> Result<(), ActorProcessingErr> {
         let d = state.dispatch.clone();
         let span = tracing::info_span!("workflow", workflow_id = %d.id, workflow = %d.name,
-            queue = &*state.queue);
+            queue = %state.queue);
         let shared = state.shared.clone();
         let Some((ctx, body)) = prepare(&shared, &d).instrument(span.clone()).await? else {
             myself.stop(None);
