@@ -21,7 +21,7 @@ use super::workflow::{WorkflowActor, WorkflowArgs};
 use crate::backoff::Backoff;
 use crate::dispatch::{Dispatch, OpenSlots, QueueRequest};
 use crate::error::DbError;
-use crate::metrics;
+use crate::metrics::{self, QueueMetrics};
 use crate::queue::{Queue, QueueMessage};
 use crate::shared::SharedRef;
 use crate::start::{self, Target};
@@ -94,6 +94,7 @@ pub(crate) struct QueueArgs {
 pub(crate) struct QueueState {
     shared: SharedRef,
     def: Queue,
+    metrics: QueueMetrics,
     children: HashMap<ActorId, (ActorCell, Dispatch)>,
     running: HashMap<String, ActorId>,
     /// Crashed workflows waiting for their restart; they keep their slot.
@@ -149,6 +150,7 @@ impl Actor for QueueActor {
         args.shared.open_slots.insert(name.clone(), open.clone());
         args.shared.queues.insert(name, myself.get_derived());
         Ok(QueueState {
+            metrics: QueueMetrics::new(&args.def.name),
             shared: args.shared,
             def: args.def,
             children: HashMap::new(),
@@ -210,7 +212,7 @@ impl Actor for QueueActor {
             QueueMsg::Request(QueueRequest::RunReserved(d)) => {
                 state.collect_reservations();
                 state.reserved = state.reserved.saturating_sub(1);
-                metrics::queue_claimed(&state.def.name, 1, Duration::ZERO, false);
+                state.metrics.claimed_locally();
                 if state.draining.is_none() {
                     state.spawn(&myself, d, false).await;
                 }
@@ -406,11 +408,9 @@ impl QueueState {
                 return;
             }
         };
-        let name = self.def.name.clone();
-        metrics::queue_claimed(&name, out.claimed.len(), began.elapsed(), out.rate_limited);
-        if let Some(depth) = out.depth {
-            metrics::queue_depth(&name, depth);
-        }
+        let (n, elapsed) = (out.claimed.len(), began.elapsed());
+        self.metrics
+            .claimed(n, elapsed, out.rate_limited, out.depth);
         let asked = self.free_slots().min(self.shared.config.claim_batch);
         let took = out.claimed.len() as i64;
         // Claimed while draining or retiring: they stay PENDING for the next launch to recover.
@@ -504,10 +504,11 @@ impl QueueState {
         let args = WorkflowArgs {
             shared: self.shared.clone(),
             dispatch: d.clone(),
+            queue: Arc::from(self.def.name.as_str()),
         };
         match Actor::spawn_linked(None, WorkflowActor, args, myself.get_cell()).await {
             Ok((child, _)) => {
-                metrics::workflows_running(1.0);
+                self.metrics.workflows_running(1.0);
                 self.running.insert(id, child.get_id());
                 self.children.insert(child.get_id(), (child.get_cell(), d));
             }
@@ -518,7 +519,7 @@ impl QueueState {
     fn exited(&mut self, cell: &ActorId) -> Option<Dispatch> {
         let (_, d) = self.children.remove(cell)?;
         self.running.remove(&d.id);
-        metrics::workflows_running(-1.0);
+        self.metrics.workflows_running(-1.0);
         Some(d)
     }
 
@@ -591,7 +592,7 @@ impl QueueState {
 
     /// Publishes the running gauge; answers a drain, or stops a retired queue, once idle.
     fn settle(&mut self, myself: &ActorRef<QueueMsg>) {
-        metrics::queue_running(&self.def.name, self.children.len());
+        self.metrics.running(self.children.len());
         self.offer_slots();
         let idle = self.children.is_empty() && !self.claiming;
         let settled = idle && (self.restarting == 0 || self.deadline_passed);

@@ -31,6 +31,8 @@ use crate::sysdb::{self, now_ms, FinishOutcome, FinishWrite};
 pub(crate) struct WorkflowArgs {
     pub shared: SharedRef,
     pub dispatch: Dispatch,
+    /// The queue whose actor runs it (the internal queue for direct starts), for the span.
+    pub queue: std::sync::Arc<str>,
 }
 
 pub(crate) enum WorkflowMsg {
@@ -60,6 +62,7 @@ impl TryFrom<WorkflowMsg> for WorkflowRequest {
 pub(crate) struct WorkflowState {
     shared: SharedRef,
     dispatch: Dispatch,
+    queue: std::sync::Arc<str>,
     actor: ractor::ActorId,
     ctx: Option<Context>,
     /// The body and the deadline timer; aborted when the state is dropped (also on a kill).
@@ -102,6 +105,7 @@ impl Actor for WorkflowActor {
         Ok(WorkflowState {
             shared: args.shared,
             dispatch: args.dispatch,
+            queue: args.queue,
             actor: myself.get_id(),
             ctx: None,
             tasks: Vec::new(),
@@ -114,7 +118,8 @@ impl Actor for WorkflowActor {
         state: &mut WorkflowState,
     ) -> Result<(), ActorProcessingErr> {
         let d = state.dispatch.clone();
-        let span = tracing::info_span!("workflow", workflow_id = %d.id, workflow = %d.name);
+        let span = tracing::info_span!("workflow", workflow_id = %d.id, workflow = %d.name,
+            queue = %state.queue);
         let shared = state.shared.clone();
         let Some((ctx, body)) = prepare(&shared, &d).instrument(span.clone()).await? else {
             myself.stop(None);
@@ -169,9 +174,14 @@ impl Actor for WorkflowActor {
                 match ctx.abort() {
                     None => finish(&state.shared, &state.dispatch, outcome).await?,
                     Some(Abort::Crash(reason)) => return Err(reason.into()),
-                    Some(Abort::Cancelled | Abort::NotOwner) => {
+                    Some(Abort::Cancelled) => {
+                        metrics::workflow_finished(
+                            &state.dispatch.name,
+                            Status::Cancelled.as_str(),
+                        );
                         state.shared.completions.abandon(&state.dispatch.id)
                     }
+                    Some(Abort::NotOwner) => state.shared.completions.abandon(&state.dispatch.id),
                 }
                 myself.stop(None);
             }
@@ -224,6 +234,7 @@ async fn prepare(
         workflow_name: d.name.clone(),
         owner: d.owner.clone(),
         deadline: d.deadline,
+        metrics: entry.metrics().clone(),
     };
     let ctx = Context::new(run, shared.clone(), recorded);
     let body = entry.run(ctx.clone(), input);
@@ -266,7 +277,10 @@ async fn commit(
     };
     match shared.db.finish(write).await? {
         FinishOutcome::Finished => {
-            metrics::workflow_finished(&d.name, status.as_str());
+            match shared.registry.get(&d.name) {
+                Some(entry) => entry.metrics().finished(&d.name, status.as_str()),
+                None => metrics::workflow_finished(&d.name, status.as_str()),
+            }
             let finished = Finished {
                 status,
                 output,

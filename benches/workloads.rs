@@ -5,6 +5,11 @@
 //! ```
 //!
 //! Prints one `RESULT {json}` line. Build with `cargo bench --bench workloads --no-run`.
+//!
+//! With `STEAD_BENCH_OBSERVE=1` a run installs the Prometheus recorder (no listener) and a
+//! tracing subscriber at INFO writing to a sink first. `w2-observed [--rounds R]` measures what
+//! that costs: R rounds of W2 without and with it, each in a fresh process on a recreated
+//! database, alternating which goes first, and prints both medians and the overhead.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -23,6 +28,7 @@ struct Args {
     steps: u64,
     conc: u32,
     poll_ms: u64,
+    rounds: u64,
 }
 
 fn parse() -> Result<Args, String> {
@@ -38,6 +44,7 @@ fn parse() -> Result<Args, String> {
         steps: 10,
         conc: 50,
         poll_ms: 1000,
+        rounds: 5,
     };
     while let Some(flag) = it.next() {
         let value = it.next().ok_or(format!("{flag} needs a value"))?;
@@ -52,6 +59,7 @@ fn parse() -> Result<Args, String> {
             "--steps" => a.steps = number()?,
             "--conc" => a.conc = number()? as u32,
             "--poll-ms" => a.poll_ms = number()?,
+            "--rounds" => a.rounds = number()?,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -120,8 +128,143 @@ async fn count(pool: &sqlx::PgPool, status: &str) -> i64 {
     .unwrap_or(0)
 }
 
+/// The recorder an observed run installed, to show that it recorded.
+static METRICS: std::sync::OnceLock<stead::metrics::PrometheusHandle> = std::sync::OnceLock::new();
+
+/// This process's CPU time (user and system, all threads) in seconds; 0 where unreadable.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // After the command name (which ends with ')'): the state, ..., utime (12th), stime (13th).
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let field = |i: usize| rest.split_whitespace().nth(i)?.parse::<f64>().ok();
+    field(11)
+        .zip(field(12))
+        .map_or(0.0, |(u, s)| (u + s) / 100.0)
+}
+
+/// Installs what an observed service runs with: the Prometheus recorder and an INFO subscriber.
+fn observe(what: &str) -> Result<(), Box<dyn std::error::Error>> {
+    if what != "tracing" {
+        let _ = METRICS.set(stead::metrics::install_prometheus_recorder()?);
+    }
+    if what == "metrics" {
+        return Ok(());
+    }
+    // INFO by default; `STEAD_BENCH_FILTER` takes an `EnvFilter` directive instead.
+    let fmt = tracing_subscriber::fmt().with_writer(std::io::sink);
+    let installed = match std::env::var("STEAD_BENCH_FILTER") {
+        Ok(filter) => fmt
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .try_init(),
+        Err(_) => fmt.with_max_level(tracing::Level::INFO).try_init(),
+    };
+    installed.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Drops and recreates the benchmark database, as the peers' driver does before each run.
+async fn recreate(db: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let (server, name) = db.rsplit_once('/').ok_or("--db must name a database")?;
+    let admin = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&format!("{server}/postgres"))
+        .await?;
+    let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+    sqlx::query(sqlx::AssertSqlSafe(drop))
+        .execute(&admin)
+        .await?;
+    let create = format!("CREATE DATABASE {name}");
+    sqlx::query(sqlx::AssertSqlSafe(create))
+        .execute(&admin)
+        .await?;
+    admin.close().await;
+    Ok(())
+}
+
+/// Runs this binary as a child for one workload and returns its RESULT.
+fn child(
+    a: &Args,
+    workload: &str,
+    observed: bool,
+) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    cmd.args([
+        workload,
+        "--db",
+        &a.db,
+        "--n",
+        &a.n.to_string(),
+        "--steps",
+        &a.steps.to_string(),
+    ]);
+    if observed {
+        let what = std::env::var("STEAD_BENCH_OBSERVE").unwrap_or_else(|_| "1".into());
+        cmd.env("STEAD_BENCH_OBSERVE", what);
+    } else {
+        cmd.env_remove("STEAD_BENCH_OBSERVE");
+    }
+    let out = cmd.output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .ok_or_else(|| {
+            format!(
+                "{workload}: no result: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+    Ok(serde_json::from_str(line)?)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// W2 without and with metrics and tracing, interleaved; the overhead is of the medians.
+async fn w2_observed(a: &Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    // (wf/s, CPU µs per workflow) of each run, without and with observation.
+    let mut runs: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..a.rounds {
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for observe in order {
+            recreate(&a.db).await?;
+            child(a, "migrate", false)?;
+            let r = child(a, "w2", observe)?;
+            let wf = r["wf_per_s"].as_f64().ok_or("w2 gave no wf_per_s")?;
+            let cpu = r["cpu_us_per_wf"].as_f64().unwrap_or_default();
+            eprintln!(
+                "round {round} observed={observe}: {wf:.0} wf/s, {cpu:.0} µs CPU/wf, metrics lines {}",
+                r["metrics_lines"]
+            );
+            runs[usize::from(observe)].push((wf, cpu));
+        }
+    }
+    let med = |i: usize, f: fn(&(f64, f64)) -> f64| median(runs[i].iter().map(f).collect());
+    let (p, o) = (med(0, |r| r.0), med(1, |r| r.0));
+    let (pc, oc) = (med(0, |r| r.1), med(1, |r| r.1));
+    Ok(
+        json!({"peer": "stead", "workload": "w2-observed", "n": a.n, "steps": a.steps,
+              "rounds": a.rounds, "plain_wf_per_s": p, "observed_wf_per_s": o,
+              "overhead_pct": (p - o) / p * 100.0, "plain_cpu_us_per_wf": pc,
+              "observed_cpu_us_per_wf": oc, "cpu_overhead_pct": (oc - pc) / pc * 100.0,
+              "plain": runs[0], "observed": runs[1]}),
+    )
+}
+
 async fn run(a: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    // `1`: both; `metrics` or `tracing`: only that one. `w2-observed` passes it to its runs.
+    match std::env::var("STEAD_BENCH_OBSERVE") {
+        Ok(what) if a.workload != "w2-observed" => observe(&what)?,
+        _ => {}
+    }
     Ok(match a.workload.as_str() {
+        "w2-observed" => w2_observed(&a).await?,
         "migrate" => {
             let rt = launch(&a).await?;
             rt.shutdown(Duration::from_secs(5)).await?;
@@ -143,7 +286,7 @@ async fn run(a: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
         "w2" => {
             let rt = launch(&a).await?;
             warmup(&rt).await?;
-            let t = Instant::now();
+            let (t, cpu) = (Instant::now(), cpu_seconds());
             let mut set = tokio::task::JoinSet::new();
             for _ in 0..a.n {
                 let (rt, steps) = (rt.clone(), a.steps);
@@ -158,10 +301,13 @@ async fn run(a: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
                 r??;
             }
             let s = t.elapsed().as_secs_f64();
+            let cpu_us_per_wf = (cpu_seconds() - cpu) * 1e6 / a.n as f64;
             let stats = rt.stats();
             rt.shutdown(Duration::from_secs(5)).await?;
+            let series = METRICS.get().map(|h| h.render().lines().count());
             json!({"peer": "stead", "workload": "w2", "n": a.n, "steps": a.steps, "total_s": s,
                    "wf_per_s": a.n as f64 / s, "steps_per_s": (a.n * a.steps) as f64 / s,
+                   "cpu_us_per_wf": cpu_us_per_wf, "metrics_lines": series,
                    "db_flushes": stats.db_flushes, "db_batched": stats.db_batched_requests})
         }
         "w4crash" => {

@@ -54,6 +54,7 @@ pub(crate) struct RunInfo {
     pub owner: String,
     /// When the workflow's time runs out (epoch ms), if it has a timeout.
     pub deadline: Option<i64>,
+    pub metrics: Arc<crate::metrics::WorkflowMetrics>,
 }
 
 impl Context {
@@ -73,6 +74,10 @@ impl Context {
     /// This workflow's id.
     pub fn workflow_id(&self) -> &str {
         &self.inner.run.workflow_id
+    }
+
+    pub(crate) fn metrics(&self) -> &crate::metrics::WorkflowMetrics {
+        &self.inner.run.metrics
     }
 
     /// The name this workflow is registered under.

@@ -136,6 +136,7 @@ impl Tree {
             })
             .await?;
         if recovered > 0 {
+            crate::metrics::launch_recovered(recovered);
             tracing::info!(recovered, executor = %shared.config.executor_id, "recovering workflows");
         }
         let (version, app) = (

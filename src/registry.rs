@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::error::Error as StdError;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::context::Context;
 use crate::error::{Error, PortableError};
+use crate::metrics::WorkflowMetrics;
 
 /// What a workflow's run produces: its output as portable JSON, or its error.
 pub(crate) type Outcome = Result<String, PortableError>;
@@ -47,6 +48,7 @@ impl WorkflowConfig {
 pub(crate) struct Entry {
     pub name: String,
     pub config: WorkflowConfig,
+    metrics: OnceLock<Arc<WorkflowMetrics>>,
     run: RunFn,
     check_input: CheckFn,
 }
@@ -55,6 +57,12 @@ impl Entry {
     /// Starts the workflow body; the future is the whole run.
     pub(crate) fn run(&self, ctx: Context, input: Value) -> BoxFuture<'static, Outcome> {
         (self.run)(ctx, input)
+    }
+
+    /// This workflow's metric handles, registered at first use.
+    pub(crate) fn metrics(&self) -> &Arc<WorkflowMetrics> {
+        self.metrics
+            .get_or_init(|| WorkflowMetrics::new(&self.name))
     }
 
     /// Checks that `input` (JSON text) deserializes into the workflow's input type.
@@ -121,6 +129,7 @@ impl Registry {
             Arc::new(Entry {
                 name: name.to_owned(),
                 config,
+                metrics: OnceLock::new(),
                 run,
                 check_input,
             }),

@@ -180,7 +180,10 @@ pub(crate) async fn submit(
     }
     match outcome? {
         StartOutcome::Created => {
-            metrics::workflow_started(workflow);
+            match shared.registry.get(workflow) {
+                Some(entry) => entry.metrics().started(),
+                None => metrics::workflow_started(workflow),
+            }
             match (target, owner) {
                 (Target::Direct, Some(owner)) => {
                     shared.completions.slot(&id);

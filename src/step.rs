@@ -16,7 +16,6 @@ use crate::backoff::Backoff;
 use crate::codec;
 use crate::context::{Call, Context};
 use crate::error::{Error, Result, StepError};
-use crate::metrics;
 use crate::sysdb::{now_ms, StepRow};
 
 /// The error type a step's closure may fail with: anything convertible to a boxed error.
@@ -157,54 +156,72 @@ where
     if let Some(row) = ctx.recorded(function_id, name)? {
         return replay(row, name, function_id);
     }
-    let span = tracing::info_span!("step", workflow_id = %ctx.workflow_id(), function_id, name);
-    async move {
-        let started_at = now_ms();
-        let clock = Instant::now();
-        let mut attempts = Vec::new();
-        let result = loop {
-            match f().await {
-                Ok(value) => break Ok(value),
-                Err(e) => {
-                    let e: BoxError = e.into();
-                    attempts.push(e.to_string());
-                    let attempt = attempts.len() as u32;
-                    if !retry.should_retry(attempt, e.as_ref()) {
-                        break Err(StepError {
-                            step: name.to_owned(),
-                            function_id,
-                            attempts,
-                        });
-                    }
-                    metrics::step_retried(ctx.workflow_name());
-                    tracing::debug!(attempt, error = %e, "step failed; retrying");
-                    tokio::time::sleep(retry.backoff.delay(attempt - 1)).await;
-                    ctx.check_live()?;
+    let started_at = now_ms();
+    let clock = Instant::now();
+    // A DEBUG span: at INFO one span per step cost W2 a fifth of its CPU (the workflow's INFO
+    // span is its parent). It covers the attempts, where user code runs and logs, not the
+    // checkpoint write: a span costs per poll it is entered.
+    let span = tracing::debug_span!("step", function_id, name);
+    let result = attempts(ctx, name, function_id, &mut f, &retry)
+        .instrument(span)
+        .await?;
+    ctx.metrics().step_finished(result.is_ok(), clock.elapsed());
+    let (output, error) = match &result {
+        Ok(value) => (Some(codec::encode(value, "step output")?), None),
+        Err(e) => (None, Some(codec::encode_error(&e.to_portable()))),
+    };
+    let call = Call {
+        function_id,
+        name,
+        output,
+        error,
+        child: None,
+        started_at,
+        completed_at: None,
+    };
+    match ctx.record(call).await? {
+        None => result.map_err(Error::Step),
+        // A competing execution recorded this call first: its outcome is the one that counts.
+        Some((output, error)) => decode(output.as_deref(), error.as_deref(), name, function_id),
+    }
+}
+
+/// Runs the closure until it succeeds or the policy gives up; the inner error is the step's
+/// outcome, the outer one stops the workflow (cancelled, taken over).
+async fn attempts<F, Fut, T, E>(
+    ctx: &Context,
+    name: &str,
+    function_id: u32,
+    f: &mut F,
+    retry: &RetryPolicy,
+) -> Result<std::result::Result<T, StepError>>
+where
+    F: FnMut() -> Fut + Send,
+    Fut: Future<Output = std::result::Result<T, E>> + Send,
+    E: Into<BoxError> + Send,
+{
+    let mut failures = Vec::new();
+    loop {
+        match f().await {
+            Ok(value) => return Ok(Ok(value)),
+            Err(e) => {
+                let e: BoxError = e.into();
+                failures.push(e.to_string());
+                let attempt = failures.len() as u32;
+                if !retry.should_retry(attempt, e.as_ref()) {
+                    return Ok(Err(StepError {
+                        step: name.to_owned(),
+                        function_id,
+                        attempts: failures,
+                    }));
                 }
+                ctx.metrics().step_retried();
+                tracing::debug!(attempt, error = %e, "step failed; retrying");
+                tokio::time::sleep(retry.backoff.delay(attempt - 1)).await;
+                ctx.check_live()?;
             }
-        };
-        metrics::step_finished(ctx.workflow_name(), clock.elapsed());
-        let (output, error) = match &result {
-            Ok(value) => (Some(codec::encode(value, "step output")?), None),
-            Err(e) => (None, Some(codec::encode_error(&e.to_portable()))),
-        };
-        let call = Call {
-            function_id,
-            name,
-            output,
-            error,
-            child: None,
-            started_at,
-            completed_at: None,
-        };
-        match ctx.record(call).await? {
-            None => result.map_err(Error::Step),
-            // A competing execution recorded this call first: its outcome is the one that counts.
-            Some((output, error)) => decode(output.as_deref(), error.as_deref(), name, function_id),
         }
     }
-    .instrument(span)
-    .await
 }
 
 fn replay<T: DeserializeOwned>(row: &StepRow, name: &str, function_id: u32) -> Result<T> {

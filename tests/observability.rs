@@ -28,8 +28,12 @@ async fn bad(_ctx: Context, _: ()) -> Result<u32, std::io::Error> {
 
 type Spans = Arc<Mutex<Vec<(String, HashMap<String, String>)>>>;
 
-/// Records every new span's name and fields.
+/// Records every new span's name and fields, with its parent's fields as `parent.<field>`.
 struct SpanLog(Spans);
+
+/// A span's own fields, kept in its extensions for its children to read.
+#[derive(Clone)]
+struct Own(HashMap<String, String>);
 
 struct Fields<'a>(&'a mut HashMap<String, String>);
 
@@ -42,15 +46,28 @@ impl Visit for Fields<'_> {
     }
 }
 
-impl<S: tracing::Subscriber> Layer<S> for SpanLog {
+impl<S> Layer<S> for SpanLog
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
     fn on_new_span(
         &self,
         attrs: &tracing::span::Attributes<'_>,
-        _: &tracing::span::Id,
-        _: LayerContext<'_, S>,
+        id: &tracing::span::Id,
+        ctx: LayerContext<'_, S>,
     ) {
         let mut fields = HashMap::new();
         attrs.record(&mut Fields(&mut fields));
+        let span = ctx.span(id).expect("a new span is registered");
+        span.extensions_mut().insert(Own(fields.clone()));
+        if let Some(parent) = span.parent() {
+            fields.insert("parent".into(), parent.name().into());
+            if let Some(Own(theirs)) = parent.extensions().get::<Own>() {
+                for (k, v) in theirs {
+                    fields.insert(format!("parent.{k}"), v.clone());
+                }
+            }
+        }
         self.0
             .lock()
             .unwrap()
@@ -186,6 +203,13 @@ async fn workflows_and_steps_emit_metrics_and_spans(db) {
         Some(V::Histogram(samples)) => assert_eq!(samples.len(), 6),
         other => panic!("step durations: {other:?}"),
     }
+    assert_eq!(
+        counter(
+            stead::metrics::STEPS,
+            &[("workflow", "good"), ("outcome", "ok")]
+        ),
+        Some(V::Counter(6))
+    );
     match value(
         &snap,
         MetricKind::Histogram,
@@ -259,10 +283,15 @@ async fn workflows_and_steps_emit_metrics_and_spans(db) {
         })
         .expect("a workflow span");
     assert_eq!(workflow.1.get("workflow").map(String::as_str), Some("good"));
+    assert_eq!(
+        workflow.1.get("queue").map(String::as_str),
+        Some("_dbos_internal_queue"),
+        "a direct start runs under the internal queue"
+    );
     let steps: Vec<_> = spans
         .iter()
         .filter(|(name, f)| {
-            name == "step" && f.get("workflow_id").map(String::as_str) == Some("ok-1")
+            name == "step" && f.get("parent.workflow_id").map(String::as_str) == Some("ok-1")
         })
         .map(|(_, f)| (f["function_id"].clone(), f["name"].clone()))
         .collect();
@@ -270,5 +299,29 @@ async fn workflows_and_steps_emit_metrics_and_spans(db) {
         steps,
         vec![("1".into(), "first".into()), ("2".into(), "second".into())]
     );
+    // An enqueued workflow's span names its queue; its steps nest in it.
+    let queued_id = queued[0].id();
+    let workflow = spans
+        .iter()
+        .find(|(name, f)| {
+            name == "workflow" && f.get("workflow_id").map(String::as_str) == Some(queued_id)
+        })
+        .expect("the enqueued workflow's span");
+    assert_eq!(workflow.1.get("queue").map(String::as_str), Some("metered"));
+    let step = spans
+        .iter()
+        .find(|(name, f)| {
+            name == "step" && f.get("parent.workflow_id").map(String::as_str) == Some(queued_id)
+        })
+        .expect("a step span of the enqueued workflow");
+    for (field, want) in [
+        ("function_id", "1"),
+        ("name", "first"),
+        ("parent", "workflow"),
+        ("parent.workflow", "good"),
+        ("parent.queue", "metered"),
+    ] {
+        assert_eq!(step.1.get(field).map(String::as_str), Some(want), "{field}");
+    }
 }
 }

@@ -1,0 +1,105 @@
+//! A ractor actor of your own that enqueues durable workflows into a stead queue through the
+//! queue actor's ref (`QueueMessage::Enqueue`) and answers its callers with the results.
+//!
+//! ```text
+//! STEAD_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo run --example enqueue_from_actor
+//! ```
+
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, DerivedActorRef, RpcReplyPort};
+use stead::{Context, EnqueueRequest, Queue, QueueMessage, Runtime, WorkflowOptions};
+
+async fn resize(ctx: Context, image: String) -> stead::Result<String> {
+    let pixels = ctx
+        .step("decode", || async {
+            Ok::<_, std::io::Error>(image.len() * 1000)
+        })
+        .await?;
+    let image = &image;
+    ctx.step("encode", || async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Ok::<_, std::io::Error>(format!("{image}: {pixels} px resized"))
+    })
+    .await
+}
+
+/// The user's actor: takes jobs from the rest of the application and hands them to stead.
+struct Thumbnailer;
+
+struct Thumbnails {
+    queue: DerivedActorRef<QueueMessage>,
+    runtime: Runtime,
+}
+
+enum ThumbnailMsg {
+    /// Resize an image; the reply is the workflow's result.
+    Resize(String, RpcReplyPort<Result<String, String>>),
+}
+
+impl Actor for Thumbnailer {
+    type Msg = ThumbnailMsg;
+    type State = Thumbnails;
+    type Arguments = Thumbnails;
+
+    async fn pre_start(
+        &self,
+        _: ActorRef<ThumbnailMsg>,
+        args: Thumbnails,
+    ) -> Result<Thumbnails, ActorProcessingErr> {
+        Ok(args)
+    }
+
+    async fn handle(
+        &self,
+        _: ActorRef<ThumbnailMsg>,
+        msg: ThumbnailMsg,
+        state: &mut Thumbnails,
+    ) -> Result<(), ActorProcessingErr> {
+        let ThumbnailMsg::Resize(image, reply) = msg;
+        // A fixed id per image: asking twice for the same image runs it once.
+        let request = EnqueueRequest::new("resize", &image)?
+            .options(WorkflowOptions::with_id(format!("thumb-{image}")));
+        let id = ractor::call!(state.queue, QueueMessage::Enqueue, request)??;
+        // Await the result off the actor, so it keeps taking jobs meanwhile.
+        let handle = state.runtime.handle(id);
+        tokio::spawn(async move {
+            let result = handle.result::<String>().await.map_err(|e| e.to_string());
+            let _ = reply.send(result);
+        });
+        Ok(())
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let url = std::env::var("STEAD_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let runtime = Runtime::builder()
+        .database_url(url)
+        .app_name("enqueue_from_actor")
+        .workflow("resize", resize)
+        .queue(Queue::new("thumbnails").worker_concurrency(2))
+        .launch()
+        .await?;
+    let state = Thumbnails {
+        queue: runtime.queue_ref("thumbnails")?,
+        runtime: runtime.clone(),
+    };
+    let (actor, _) = Actor::spawn(None, Thumbnailer, state).await?;
+
+    let images = ["cat.png", "dog.png", "owl.png", "fox.png"];
+    let asks = images.iter().map(|image| {
+        let actor = actor.clone();
+        async move { ractor::call!(actor, ThumbnailMsg::Resize, image.to_string()) }
+    });
+    for answer in futures::future::join_all(asks).await {
+        match answer? {
+            Ok(result) => println!("{result}"),
+            Err(e) => println!("failed: {e}"),
+        }
+    }
+    actor.stop(None);
+    runtime.shutdown(Duration::from_secs(5)).await?;
+    Ok(())
+}

@@ -1,0 +1,298 @@
+//! Metric names and the calls that emit them, through the `metrics` facade. It owns the names
+//! (stable: dashboards depend on them) and never keeps state of its own: without an installed
+//! recorder every call is a no-op. With the `prometheus` feature, [`install_prometheus`] serves
+//! them over HTTP.
+//!
+//! Counts are of what this process did; a fleet's totals are the sum over its executors.
+//!
+//! | name | type | labels | unit | what |
+//! |---|---|---|---|---|
+//! | `stead_workflows_started_total` | counter | `workflow` | workflows | created by this process (start, enqueue, debounce) |
+//! | `stead_workflows_finished_total` | counter | `workflow`, `status` | workflows | outcomes recorded here: `SUCCESS`, `ERROR`, `CANCELLED` (a cancelled run stopped here), `MAX_RECOVERY_ATTEMPTS_EXCEEDED` |
+//! | `stead_workflows_running` | gauge | | workflows | workflow actors alive |
+//! | `stead_workflow_recoveries_total` | counter | `workflow` | dispatches | re-dispatched after a crash: a panic restart, or a queue actor's take-back |
+//! | `stead_launch_recoveries_total` | counter | | workflows | unfinished workflows of this executor put back on their queues at launch |
+//! | `stead_steps_total` | counter | `workflow`, `outcome` (`ok`, `error`) | steps | step bodies run to an outcome (replays are not counted) |
+//! | `stead_step_duration_seconds` | histogram | `workflow` | seconds | one step's body, all attempts and backoffs included |
+//! | `stead_step_retries_total` | counter | `workflow` | attempts | failed step attempts that were retried |
+//! | `stead_queue_enqueued` | gauge | `queue` | workflows | `ENQUEUED` rows of the queue (sampled on its polling timer) |
+//! | `stead_queue_running` | gauge | `queue` | workflows | the queue's workflows running here |
+//! | `stead_queue_claimed_total` | counter | `queue` | workflows | taken from the queue by this process (claims, and local enqueues run at once) |
+//! | `stead_queue_claim_seconds` | histogram | `queue` | seconds | one claim statement, round trip included |
+//! | `stead_queue_rate_limited_total` | counter | `queue` | claims | claims the queue's rate limit cut short |
+//! | `stead_queue_deduplicated_total` | counter | `queue` | enqueues | enqueues answered by deduplication (rejected, or given the holder) |
+//! | `stead_db_flush_size` | histogram | `lane` | requests | requests one database flush carried |
+//! | `stead_db_flush_seconds` | histogram | `lane` | seconds | one flush, round trip included |
+//! | `stead_db_errors_total` | counter | `lane`, `kind` (`transient`, `query`) | flushes | failed flushes |
+//! | `stead_actor_restarts_total` | counter | `actor` | restarts | restarts by the supervision tree (`database`, `listener`, `scheduler`, `queue:<name>`, ...) |
+//! | `stead_schedule_firings_total` | counter | `schedule` | workflows | firings this process enqueued first |
+//! | `stead_workflows_collected_total` | counter | | workflows | finished workflows deleted by garbage collection |
+//!
+//! Lanes are the database actor's connections: `start`, `checkpoint`, `finish`, `load_steps`,
+//! `claim`, `ops`. With [`install_prometheus`], histograms of seconds use [`SECONDS_BUCKETS`] and
+//! flush sizes [`SIZE_BUCKETS`].
+
+#[cfg(feature = "prometheus")]
+mod prometheus;
+#[cfg(feature = "prometheus")]
+pub use prometheus::{
+    install_prometheus, install_prometheus_recorder, PrometheusError, PrometheusHandle,
+    SECONDS_BUCKETS, SIZE_BUCKETS,
+};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use metrics::{Counter, Gauge, Histogram};
+
+/// Counter: workflows started in this process, by `workflow`.
+pub const WORKFLOWS_STARTED: &str = "stead_workflows_started_total";
+/// Counter: workflows finished in this process, by `workflow` and final `status`.
+pub const WORKFLOWS_FINISHED: &str = "stead_workflows_finished_total";
+/// Gauge: workflow actors running in this process.
+pub const WORKFLOWS_RUNNING: &str = "stead_workflows_running";
+/// Counter: workflows re-dispatched after a crash (a take-back, or a panic restart), by `workflow`.
+pub const WORKFLOWS_RECOVERED: &str = "stead_workflow_recoveries_total";
+/// Counter: unfinished workflows of this executor put back on their queues at launch.
+pub const LAUNCH_RECOVERIES: &str = "stead_launch_recoveries_total";
+/// Counter: step bodies run to an outcome, by `workflow` and `outcome` (`ok` or `error`).
+pub const STEPS: &str = "stead_steps_total";
+/// Histogram: seconds a step's body took (all attempts), by `workflow`.
+pub const STEP_DURATION: &str = "stead_step_duration_seconds";
+/// Counter: step attempts that failed and were retried, by `workflow`.
+pub const STEP_RETRIES: &str = "stead_step_retries_total";
+/// Histogram: requests carried by one database flush, by `lane`.
+pub const DB_FLUSH_SIZE: &str = "stead_db_flush_size";
+/// Histogram: seconds one database flush took, by `lane`.
+pub const DB_FLUSH_SECONDS: &str = "stead_db_flush_seconds";
+/// Counter: failed database flushes, by `lane` and `kind` (`transient` or `query`).
+pub const DB_ERRORS: &str = "stead_db_errors_total";
+/// Gauge: `ENQUEUED` workflows of a queue (sampled on its polling timer), by `queue`.
+pub const QUEUE_ENQUEUED: &str = "stead_queue_enqueued";
+/// Gauge: workflows of a queue running in this process, by `queue`.
+pub const QUEUE_RUNNING: &str = "stead_queue_running";
+/// Counter: workflows claimed from a queue by this process, by `queue`.
+pub const QUEUE_CLAIMED: &str = "stead_queue_claimed_total";
+/// Counter: claims a queue's rate limit cut short, by `queue`.
+pub const QUEUE_RATE_LIMITED: &str = "stead_queue_rate_limited_total";
+/// Counter: enqueues answered by deduplication (rejected or returned the holder), by `queue`.
+pub const QUEUE_DEDUPLICATED: &str = "stead_queue_deduplicated_total";
+/// Histogram: seconds one claim took, by `queue`.
+pub const QUEUE_CLAIM_SECONDS: &str = "stead_queue_claim_seconds";
+/// Counter: actor restarts by the supervision tree, by `actor`.
+pub const ACTOR_RESTARTS: &str = "stead_actor_restarts_total";
+/// Counter: scheduled runs this process's scheduler enqueued (firings another executor enqueued
+/// first are not counted), by `schedule`.
+pub const SCHEDULE_FIRINGS: &str = "stead_schedule_firings_total";
+/// Counter: finished workflows deleted by garbage collection.
+pub const WORKFLOWS_COLLECTED: &str = "stead_workflows_collected_total";
+
+/// One workflow name's hot-path metrics, registered once (at its first run) instead of per
+/// event: a labelled macro call allocates and hashes its key every time. Registered handles
+/// keep the recorder installed when they were made, so install a recorder before launching.
+pub(crate) struct WorkflowMetrics {
+    started: Counter,
+    succeeded: Counter,
+    failed: Counter,
+    steps_ok: Counter,
+    steps_failed: Counter,
+    step_duration: Histogram,
+    step_retries: Counter,
+}
+
+impl WorkflowMetrics {
+    pub(crate) fn new(workflow: &str) -> Arc<WorkflowMetrics> {
+        let name = || workflow.to_owned();
+        let finished = |status: &'static str| metrics::counter!(WORKFLOWS_FINISHED, "workflow" => name(), "status" => status);
+        let steps = |outcome: &'static str| metrics::counter!(STEPS, "workflow" => name(), "outcome" => outcome);
+        Arc::new(WorkflowMetrics {
+            started: metrics::counter!(WORKFLOWS_STARTED, "workflow" => name()),
+            succeeded: finished("SUCCESS"),
+            failed: finished("ERROR"),
+            steps_ok: steps("ok"),
+            steps_failed: steps("error"),
+            step_duration: metrics::histogram!(STEP_DURATION, "workflow" => name()),
+            step_retries: metrics::counter!(STEP_RETRIES, "workflow" => name()),
+        })
+    }
+
+    pub(crate) fn started(&self) {
+        self.started.increment(1);
+    }
+
+    pub(crate) fn finished(&self, workflow: &str, status: &'static str) {
+        match status {
+            "SUCCESS" => self.succeeded.increment(1),
+            "ERROR" => self.failed.increment(1),
+            other => workflow_finished(workflow, other),
+        }
+    }
+
+    pub(crate) fn step_finished(&self, ok: bool, took: Duration) {
+        if ok {
+            &self.steps_ok
+        } else {
+            &self.steps_failed
+        }
+        .increment(1);
+        self.step_duration.record(took);
+    }
+
+    pub(crate) fn step_retried(&self) {
+        self.step_retries.increment(1);
+    }
+}
+
+/// One queue's metrics, registered when its actor starts.
+pub(crate) struct QueueMetrics {
+    running: Gauge,
+    claimed: Counter,
+    claim_seconds: Histogram,
+    enqueued: Gauge,
+    rate_limited: Counter,
+    workflows_running: Gauge,
+}
+
+impl QueueMetrics {
+    pub(crate) fn new(queue: &str) -> QueueMetrics {
+        let name = || queue.to_owned();
+        QueueMetrics {
+            running: metrics::gauge!(QUEUE_RUNNING, "queue" => name()),
+            claimed: metrics::counter!(QUEUE_CLAIMED, "queue" => name()),
+            claim_seconds: metrics::histogram!(QUEUE_CLAIM_SECONDS, "queue" => name()),
+            enqueued: metrics::gauge!(QUEUE_ENQUEUED, "queue" => name()),
+            rate_limited: metrics::counter!(QUEUE_RATE_LIMITED, "queue" => name()),
+            workflows_running: metrics::gauge!(WORKFLOWS_RUNNING),
+        }
+    }
+
+    /// A claim statement's answer; `depth` when it sampled the queue's `ENQUEUED` rows.
+    pub(crate) fn claimed(&self, n: usize, took: Duration, rate_limited: bool, depth: Option<i64>) {
+        self.claimed.increment(n as u64);
+        self.claim_seconds.record(took);
+        if rate_limited {
+            self.rate_limited.increment(1);
+        }
+        if let Some(depth) = depth {
+            self.enqueued.set(depth as f64);
+        }
+    }
+
+    /// A local enqueue took a slot this queue offered: claimed without a statement.
+    pub(crate) fn claimed_locally(&self) {
+        self.claimed.increment(1);
+    }
+
+    pub(crate) fn running(&self, running: usize) {
+        self.running.set(running as f64);
+    }
+
+    /// A workflow actor of this queue started (`1.0`) or exited (`-1.0`).
+    pub(crate) fn workflows_running(&self, delta: f64) {
+        self.workflows_running.increment(delta);
+    }
+}
+
+pub(crate) fn workflow_started(workflow: &str) {
+    metrics::counter!(WORKFLOWS_STARTED, "workflow" => workflow.to_owned()).increment(1);
+}
+
+pub(crate) fn workflow_finished(workflow: &str, status: &'static str) {
+    metrics::counter!(WORKFLOWS_FINISHED, "workflow" => workflow.to_owned(), "status" => status)
+        .increment(1);
+}
+
+pub(crate) fn workflow_recovered(workflow: &str) {
+    metrics::counter!(WORKFLOWS_RECOVERED, "workflow" => workflow.to_owned()).increment(1);
+}
+
+pub(crate) fn launch_recovered(n: u64) {
+    metrics::counter!(LAUNCH_RECOVERIES).increment(n);
+}
+
+pub(crate) fn db_flushed(lane: &'static str, size: usize, took: Duration) {
+    metrics::histogram!(DB_FLUSH_SIZE, "lane" => lane).record(size as f64);
+    metrics::histogram!(DB_FLUSH_SECONDS, "lane" => lane).record(took);
+}
+
+pub(crate) fn db_failed(lane: &'static str, transient: bool) {
+    let kind = if transient { "transient" } else { "query" };
+    metrics::counter!(DB_ERRORS, "lane" => lane, "kind" => kind).increment(1);
+}
+
+pub(crate) fn queue_deduplicated(queue: &str) {
+    metrics::counter!(QUEUE_DEDUPLICATED, "queue" => queue.to_owned()).increment(1);
+}
+
+pub(crate) fn actor_restarted(actor: &str) {
+    metrics::counter!(ACTOR_RESTARTS, "actor" => actor.to_owned()).increment(1);
+}
+
+pub(crate) fn schedule_fired(schedule: &str, created: u64) {
+    metrics::counter!(SCHEDULE_FIRINGS, "schedule" => schedule.to_owned()).increment(created);
+}
+
+pub(crate) fn workflows_collected(n: u64) {
+    metrics::counter!(WORKFLOWS_COLLECTED).increment(n);
+}
+
+/// Gives every metric its unit and description in the installed recorder (Prometheus shows
+/// them as `# HELP`). Call it after installing a recorder of your own; [`install_prometheus`]
+/// does.
+pub fn describe() {
+    use metrics::Unit;
+    let counters = [
+        (WORKFLOWS_STARTED, "Workflows created by this process"),
+        (
+            WORKFLOWS_FINISHED,
+            "Workflow outcomes recorded by this process",
+        ),
+        (WORKFLOWS_RECOVERED, "Workflows re-dispatched after a crash"),
+        (
+            LAUNCH_RECOVERIES,
+            "Unfinished workflows put back on their queues at launch",
+        ),
+        (STEPS, "Step bodies run to an outcome"),
+        (STEP_RETRIES, "Failed step attempts that were retried"),
+        (
+            QUEUE_CLAIMED,
+            "Workflows taken from a queue by this process",
+        ),
+        (QUEUE_RATE_LIMITED, "Claims a queue's rate limit cut short"),
+        (QUEUE_DEDUPLICATED, "Enqueues answered by deduplication"),
+        (DB_ERRORS, "Failed database flushes"),
+        (ACTOR_RESTARTS, "Actor restarts by the supervision tree"),
+        (SCHEDULE_FIRINGS, "Scheduled runs this process enqueued"),
+        (
+            WORKFLOWS_COLLECTED,
+            "Finished workflows deleted by garbage collection",
+        ),
+    ];
+    for (name, help) in counters {
+        metrics::describe_counter!(name, Unit::Count, help);
+    }
+    let gauges = [
+        (WORKFLOWS_RUNNING, "Workflow actors alive"),
+        (QUEUE_ENQUEUED, "ENQUEUED workflows of a queue"),
+        (QUEUE_RUNNING, "A queue's workflows running in this process"),
+    ];
+    for (name, help) in gauges {
+        metrics::describe_gauge!(name, Unit::Count, help);
+    }
+    let seconds = [
+        (
+            STEP_DURATION,
+            "Time one step's body took, attempts included",
+        ),
+        (QUEUE_CLAIM_SECONDS, "Time one claim took"),
+        (DB_FLUSH_SECONDS, "Time one database flush took"),
+    ];
+    for (name, help) in seconds {
+        metrics::describe_histogram!(name, Unit::Seconds, help);
+    }
+    metrics::describe_histogram!(
+        DB_FLUSH_SIZE,
+        Unit::Count,
+        "Requests one database flush carried"
+    );
+}

@@ -1,0 +1,160 @@
+//! The Prometheus exporter: installed on an ephemeral port, scraped over plain HTTP after a
+//! queue workload. The recorder is global, so this binary holds only tests that share it.
+#![cfg(feature = "prometheus")]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use stead::metrics::PrometheusError;
+use stead::{Context, Queue, RetryPolicy, WorkflowOptions};
+
+static FLAKED: AtomicBool = AtomicBool::new(false);
+
+/// Three steps. Input 0 fails its last step; input 1's second step fails once and is retried.
+async fn order(ctx: Context, n: u32) -> stead::Result<u32> {
+    let a = ctx
+        .step("price", || async move { Ok::<_, std::io::Error>(n) })
+        .await?;
+    let b = ctx
+        .step("reserve", || async move {
+            if n == 1 && !FLAKED.swap(true, Ordering::SeqCst) {
+                return Err(std::io::Error::other("flaky"));
+            }
+            Ok(a + 1)
+        })
+        .retry(RetryPolicy::attempts(3).interval(Duration::from_millis(10)))
+        .await?;
+    ctx.step("ship", || async move {
+        if n == 0 {
+            return Err(std::io::Error::other("no stock"));
+        }
+        Ok(b + 1)
+    })
+    .await
+}
+
+fn free_port() -> SocketAddr {
+    let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+    probe.local_addr().unwrap()
+}
+
+fn scrape(addr: SocketAddr) -> String {
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        conn,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    conn.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+}
+
+/// The value of the sample `name{labels}` (labels in the order stead emits them).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .map(|v| v.trim().parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrape_after_a_queue_workload_reports_its_counts_and_histograms() {
+    let addr = free_port();
+    stead::metrics::install_prometheus(addr).unwrap();
+    assert!(
+        matches!(
+            stead::metrics::install_prometheus(addr),
+            Err(PrometheusError::AddressInUse(a)) if a == addr
+        ),
+        "the exporter holds the address"
+    );
+    assert!(matches!(
+        stead::metrics::install_prometheus(free_port()),
+        Err(PrometheusError::RecorderInstalled)
+    ));
+
+    let db = common::TestDb::new().await;
+    let rt = common::builder(&db)
+        .workflow("order", order)
+        .queue(Queue::new("orders").worker_concurrency(4))
+        .launch()
+        .await
+        .unwrap();
+    let mut handles = Vec::new();
+    for n in 0..20u32 {
+        let options = WorkflowOptions::with_id(format!("order-{n}"));
+        handles.push(rt.enqueue("orders", "order", n, options).await.unwrap());
+    }
+    for (n, h) in handles.iter().enumerate() {
+        let result = common::within(h.result::<u32>()).await;
+        match n {
+            0 => assert!(result.is_err(), "order 0 fails"),
+            _ => assert_eq!(result.unwrap(), n as u32 + 2),
+        }
+    }
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+
+    let text = scrape(addr);
+    let value = |series: &str| sample(&text, series).unwrap_or_else(|| panic!("{series}\n{text}"));
+    assert_eq!(
+        value(r#"stead_workflows_started_total{workflow="order"}"#),
+        20.0
+    );
+    assert_eq!(
+        value(r#"stead_workflows_finished_total{workflow="order",status="SUCCESS"}"#),
+        19.0
+    );
+    assert_eq!(
+        value(r#"stead_workflows_finished_total{workflow="order",status="ERROR"}"#),
+        1.0
+    );
+    assert_eq!(
+        value(r#"stead_steps_total{workflow="order",outcome="ok"}"#),
+        59.0
+    );
+    assert_eq!(
+        value(r#"stead_steps_total{workflow="order",outcome="error"}"#),
+        1.0
+    );
+    assert_eq!(value(r#"stead_step_retries_total{workflow="order"}"#), 1.0);
+    assert_eq!(value(r#"stead_queue_claimed_total{queue="orders"}"#), 20.0);
+    assert_eq!(value(r#"stead_queue_running{queue="orders"}"#), 0.0);
+    assert_eq!(value("stead_workflows_running"), 0.0);
+
+    // Histograms have the configured buckets; every step lands in +Inf.
+    for le in ["0.0001", "0.001", "1", "60", "+Inf"] {
+        value(&format!(
+            r#"stead_step_duration_seconds_bucket{{workflow="order",le="{le}"}}"#
+        ));
+    }
+    assert_eq!(
+        value(r#"stead_step_duration_seconds_bucket{workflow="order",le="+Inf"}"#),
+        60.0
+    );
+    assert_eq!(
+        value(r#"stead_step_duration_seconds_count{workflow="order"}"#),
+        60.0
+    );
+    assert_eq!(
+        value(r#"stead_db_flush_size_sum{lane="checkpoint"}"#),
+        60.0,
+        "every step checkpointed once"
+    );
+    for le in ["1", "64", "4096"] {
+        value(&format!(
+            r#"stead_db_flush_size_bucket{{lane="checkpoint",le="{le}"}}"#
+        ));
+    }
+    value(r#"stead_queue_claim_seconds_bucket{queue="orders",le="0.01"}"#);
+    assert!(
+        text.contains("# HELP stead_workflows_started_total"),
+        "descriptions are registered"
+    );
+}
