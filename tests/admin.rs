@@ -90,9 +90,8 @@ async fn wait_status(rt: &Runtime, id: &str, status: Status) {
     );
 }
 
-#[tokio::test]
-async fn probes_answer_and_readiness_follows_the_database() {
-    let db = common::TestDb::new().await;
+both_backends! {
+async fn probes_answer_and_readiness_follows_the_database(db) {
     let rt = launch(&db, vec![]).await;
     let server = serve(&rt, AdminOptions::new().token(TOKEN)).await;
     assert!(
@@ -117,9 +116,7 @@ async fn probes_answer_and_readiness_follows_the_database() {
     server.shutdown().await;
 }
 
-#[tokio::test]
-async fn the_token_guards_every_endpoint_but_the_probes() {
-    let db = common::TestDb::new().await;
+async fn the_token_guards_every_endpoint_but_the_probes(db) {
     let rt = launch(&db, vec![]).await;
     let server = serve(&rt, AdminOptions::new().token(TOKEN)).await;
 
@@ -164,9 +161,7 @@ async fn the_token_guards_every_endpoint_but_the_probes() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test]
-async fn workflows_are_listed_with_filters_and_bad_parameters_are_named() {
-    let db = common::TestDb::new().await;
+async fn workflows_are_listed_with_filters_and_bad_parameters_are_named(db) {
     let rt = launch(&db, vec![]).await;
     let server = serve(&rt, AdminOptions::new()).await;
     for i in 0..3u64 {
@@ -224,9 +219,7 @@ async fn workflows_are_listed_with_filters_and_bad_parameters_are_named() {
     rt.shutdown(Duration::from_secs(1)).await.unwrap();
 }
 
-#[tokio::test]
-async fn one_workflow_shows_its_payloads_and_steps_and_unknown_ids_are_404() {
-    let db = common::TestDb::new().await;
+async fn one_workflow_shows_its_payloads_and_steps_and_unknown_ids_are_404(db) {
     let rt = launch(&db, vec![]).await;
     let server = serve(&rt, AdminOptions::new()).await;
     let h = rt
@@ -277,9 +270,7 @@ async fn one_workflow_shows_its_payloads_and_steps_and_unknown_ids_are_404() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test]
-async fn cancel_resume_and_fork_act_and_refuse_bad_requests() {
-    let db = common::TestDb::new().await;
+async fn cancel_resume_and_fork_act_and_refuse_bad_requests(db) {
     let rt = launch(&db, vec![]).await;
     let server = serve(&rt, AdminOptions::new()).await;
     rt.start("slow", (), WorkflowOptions::with_id("s-1"))
@@ -354,9 +345,7 @@ async fn cancel_resume_and_fork_act_and_refuse_bad_requests() {
     rt.shutdown(Duration::from_secs(1)).await.unwrap();
 }
 
-#[tokio::test]
-async fn pages_of_other_sites_can_neither_post_forms_nor_rebind_dns() {
-    let db = common::TestDb::new().await;
+async fn pages_of_other_sites_can_neither_post_forms_nor_rebind_dns(db) {
     let rt = launch(&db, vec![]).await;
     let server = serve(&rt, AdminOptions::new()).await;
     rt.start("slow", (), WorkflowOptions::with_id("s-2"))
@@ -391,9 +380,7 @@ async fn pages_of_other_sites_can_neither_post_forms_nor_rebind_dns() {
     rt.shutdown(Duration::from_secs(1)).await.unwrap();
 }
 
-#[tokio::test]
-async fn queues_show_their_limits_depth_and_running_count() {
-    let db = common::TestDb::new().await;
+async fn queues_show_their_limits_depth_and_running_count(db) {
     let one_at_a_time = Queue::new("narrow")
         .concurrency(1)
         .worker_concurrency(1)
@@ -453,9 +440,7 @@ async fn queues_show_their_limits_depth_and_running_count() {
     rt.shutdown(Duration::from_secs(1)).await.unwrap();
 }
 
-#[tokio::test]
-async fn throughput_counts_completions_per_bucket() {
-    let db = common::TestDb::new().await;
+async fn throughput_counts_completions_per_bucket(db) {
     let rt = launch(&db, vec![]).await;
     let server = serve(&rt, AdminOptions::new()).await;
     for i in 0..4u64 {
@@ -509,9 +494,7 @@ async fn throughput_counts_completions_per_bucket() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-#[tokio::test]
-async fn metrics_come_from_the_given_recorder_or_are_404() {
-    let db = common::TestDb::new().await;
+async fn metrics_come_from_the_given_recorder_or_are_404(db) {
     let rt = launch(&db, vec![]).await;
     let bare = serve(&rt, AdminOptions::new()).await;
     let none = get(&bare, "/metrics").await;
@@ -540,4 +523,5 @@ async fn metrics_come_from_the_given_recorder_or_are_404() {
     bare.shutdown().await;
     server.shutdown().await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }

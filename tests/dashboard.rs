@@ -30,8 +30,8 @@ const ROW_STATUS: &str =
     "const row = document.querySelector(`tr[data-workflow-id=\"${arguments[0]}\"]`); \
      return row ? row.dataset.status : null;";
 
-#[tokio::test]
-async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it() {
+both_backends! {
+async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
     if let Err(why) = browser::locate() {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -40,7 +40,6 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it() {
         eprintln!("SKIPPED the_dashboard_lists_a_workflow_and_a_click_cancels_it: {why}");
         return;
     }
-    let db = common::TestDb::new().await;
     let rt = common::builder(&db)
         .workflow("slow", slow)
         .workflow("quick", quick)
@@ -117,4 +116,5 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it() {
     browser.quit().await;
     server.shutdown().await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }
