@@ -15,102 +15,107 @@ async fn double(_ctx: Context, n: i64) -> stead::Result<i64> {
     Ok(n * 2)
 }
 
-/// Entry point of the process that launches a runtime with no URL configured.
-#[tokio::test]
-#[ignore = "run by without_a_url_the_database_is_a_file_named_after_the_app"]
-async fn default_url_child() {
-    let Ok(dir) = std::env::var(CHILD_DIR) else {
-        return;
-    };
-    std::env::set_current_dir(&dir).unwrap();
-    let rt = Runtime::builder()
-        .app_name("shop")
-        .workflow("double", double)
-        .launch()
-        .await
-        .unwrap();
-    let handle = rt
-        .start("double", 4, WorkflowOptions::with_id("d-4"))
-        .await
-        .unwrap();
-    assert_eq!(common::within(handle.result::<i64>()).await.unwrap(), 8);
-    rt.shutdown(Duration::from_secs(5)).await.unwrap();
-}
+// In a module named `sqlite`, so `cargo test sqlite` (the SQLite half) runs them too.
+mod sqlite {
+    use super::*;
 
-#[tokio::test]
-async fn without_a_url_the_database_is_a_file_named_after_the_app() {
-    let db = common::TestDb::sqlite().await;
-    let dir = std::path::Path::new(db.url.trim_start_matches("sqlite://"))
-        .parent()
-        .unwrap()
-        .to_owned();
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "default_url_child", "--ignored"])
-        .env(CHILD_DIR, &dir)
-        .env_remove("STEAD_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "the child failed: {status}");
-    let file = dir.join("shop.sqlite");
-    assert!(file.exists(), "no {}", file.display());
-    // The workflow is in that file, readable by a client.
-    let client = Client::connect(&format!("sqlite://{}", file.display()))
-        .await
-        .unwrap();
-    assert_eq!(
-        common::within(client.handle("d-4").result::<i64>())
+    /// Entry point of the process that launches a runtime with no URL configured.
+    #[tokio::test]
+    #[ignore = "run by without_a_url_the_database_is_a_file_named_after_the_app"]
+    async fn default_url_child() {
+        let Ok(dir) = std::env::var(CHILD_DIR) else {
+            return;
+        };
+        std::env::set_current_dir(&dir).unwrap();
+        let rt = Runtime::builder()
+            .app_name("shop")
+            .workflow("double", double)
+            .launch()
             .await
-            .unwrap(),
-        8
-    );
-    client.shutdown(Duration::from_secs(5)).await.unwrap();
-}
+            .unwrap();
+        let handle = rt
+            .start("double", 4, WorkflowOptions::with_id("d-4"))
+            .await
+            .unwrap();
+        assert_eq!(common::within(handle.result::<i64>()).await.unwrap(), 8);
+        rt.shutdown(Duration::from_secs(5)).await.unwrap();
+    }
 
-#[tokio::test]
-async fn a_second_executor_on_one_file_is_refused_until_the_first_stops() {
-    let db = common::TestDb::sqlite().await;
-    let first = common::builder(&db)
-        .workflow("double", double)
-        .launch()
-        .await
-        .unwrap();
-    let err = match common::builder(&db)
-        .workflow("double", double)
-        .executor_id("another")
-        .launch()
-        .await
-    {
-        Err(e) => e,
-        Ok(_) => panic!("a second executor launched on the same file"),
-    };
-    assert!(matches!(err, Error::Config(_)), "{err:?}");
-    let text = err.to_string();
-    assert!(
-        text.contains("in use by another executor") && text.contains("stead.sqlite"),
-        "{text}"
-    );
+    #[tokio::test]
+    async fn without_a_url_the_database_is_a_file_named_after_the_app() {
+        let db = common::TestDb::sqlite().await;
+        let dir = std::path::Path::new(db.url.trim_start_matches("sqlite://"))
+            .parent()
+            .unwrap()
+            .to_owned();
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "sqlite::default_url_child", "--ignored"])
+            .env(CHILD_DIR, &dir)
+            .env_remove("STEAD_DATABASE_URL")
+            .env_remove("DATABASE_URL")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "the child failed: {status}");
+        let file = dir.join("shop.sqlite");
+        assert!(file.exists(), "no {}", file.display());
+        // The workflow is in that file, readable by a client.
+        let client = Client::connect(&format!("sqlite://{}", file.display()))
+            .await
+            .unwrap();
+        assert_eq!(
+            common::within(client.handle("d-4").result::<i64>())
+                .await
+                .unwrap(),
+            8
+        );
+        client.shutdown(Duration::from_secs(5)).await.unwrap();
+    }
 
-    // A client may open the file beside its executor and enqueue work for it.
-    let client = Client::connect(&db.url).await.unwrap();
-    let handle = client
-        .enqueue(
-            "_dbos_internal_queue",
-            "double",
-            5,
-            WorkflowOptions::with_id("from-client"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(common::within(handle.result::<i64>()).await.unwrap(), 10);
-    client.shutdown(Duration::from_secs(5)).await.unwrap();
+    #[tokio::test]
+    async fn a_second_executor_on_one_file_is_refused_until_the_first_stops() {
+        let db = common::TestDb::sqlite().await;
+        let first = common::builder(&db)
+            .workflow("double", double)
+            .launch()
+            .await
+            .unwrap();
+        let err = match common::builder(&db)
+            .workflow("double", double)
+            .executor_id("another")
+            .launch()
+            .await
+        {
+            Err(e) => e,
+            Ok(_) => panic!("a second executor launched on the same file"),
+        };
+        assert!(matches!(err, Error::Config(_)), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("in use by another executor") && text.contains("stead.sqlite"),
+            "{text}"
+        );
 
-    first.shutdown(Duration::from_secs(5)).await.unwrap();
-    let second = common::builder(&db)
-        .workflow("double", double)
-        .launch()
-        .await
-        .unwrap();
-    second.shutdown(Duration::from_secs(5)).await.unwrap();
+        // A client may open the file beside its executor and enqueue work for it.
+        let client = Client::connect(&db.url).await.unwrap();
+        let handle = client
+            .enqueue(
+                "_dbos_internal_queue",
+                "double",
+                5,
+                WorkflowOptions::with_id("from-client"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(common::within(handle.result::<i64>()).await.unwrap(), 10);
+        client.shutdown(Duration::from_secs(5)).await.unwrap();
+
+        first.shutdown(Duration::from_secs(5)).await.unwrap();
+        let second = common::builder(&db)
+            .workflow("double", double)
+            .launch()
+            .await
+            .unwrap();
+        second.shutdown(Duration::from_secs(5)).await.unwrap();
+    }
 }
