@@ -8,9 +8,10 @@
 //! single `FOR UPDATE SKIP LOCKED` statement.
 
 use futures::future::BoxFuture;
-use sqlx::postgres::{PgConnection, PgRow};
+use sqlx::postgres::PgConnection;
 use sqlx::{AssertSqlSafe, Row};
 
+use super::rows::AnyRow;
 use super::{BatchWrite, Sql};
 use crate::error::DbError;
 use crate::queue::Queue;
@@ -45,19 +46,22 @@ pub(crate) struct Claimed {
 
 impl Claimed {
     /// Reads the columns of `RETURNING claimed_columns!()` starting at `at`.
-    pub(super) fn from_row(row: &PgRow, at: usize) -> Result<Claimed, sqlx::Error> {
+    pub(super) fn from_row(row: &impl AnyRow, at: usize) -> Result<Claimed, sqlx::Error> {
         Ok(Claimed {
-            id: row.try_get(at)?,
-            name: row
-                .try_get::<Option<String>, _>(at + 1)?
-                .unwrap_or_default(),
-            owner: row.try_get(at + 2)?,
-            recovery_attempts: row.try_get::<Option<i64>, _>(at + 3)?.unwrap_or(0),
-            inputs: row.try_get(at + 4)?,
-            serialization: row.try_get(at + 5)?,
-            has_steps: row.try_get(at + 6)?,
-            deadline: row.try_get(at + 9)?,
+            id: row.at(at)?,
+            name: row.at::<Option<String>>(at + 1)?.unwrap_or_default(),
+            owner: row.at(at + 2)?,
+            recovery_attempts: row.at::<Option<i64>>(at + 3)?.unwrap_or(0),
+            inputs: row.at(at + 4)?,
+            serialization: row.at(at + 5)?,
+            has_steps: row.at(at + 6)?,
+            deadline: row.at(at + 9)?,
         })
+    }
+
+    /// The dispatch order key of a row read by `from_row` at `at`: (priority, created_at).
+    pub(super) fn order_key(row: &impl AnyRow, at: usize) -> Result<(i32, i64), sqlx::Error> {
+        Ok((row.at(at + 7)?, row.at(at + 8)?))
     }
 }
 
@@ -260,7 +264,7 @@ async fn run_claim(
         out.seen = row.try_get(5)?;
         out.rate_free_at = row.try_get(6)?;
         if row.try_get::<Option<String>, _>(7)?.is_some() {
-            let key: (i32, i64) = (row.try_get(14)?, row.try_get(15)?);
+            let key = Claimed::order_key(row, 7)?;
             keyed.push((key, Claimed::from_row(row, 7)?));
         }
     }

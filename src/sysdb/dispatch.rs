@@ -2,7 +2,7 @@
 //! crashed queue actor's workflows, and counting crash restarts against the recovery budget.
 
 use sqlx::postgres::PgRow;
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 use super::claim::Claimed;
 use super::{now_ms, Sql, INTERNAL_QUEUE};
@@ -139,7 +139,7 @@ fn sorted(rows: Vec<PgRow>) -> Result<Vec<Claimed>, DbError> {
     let mut keyed = rows
         .iter()
         .map(|row| {
-            let key: (i32, i64) = (row.try_get(7)?, row.try_get(8)?);
+            let key = Claimed::order_key(row, 0)?;
             Ok((key, Claimed::from_row(row, 0)?))
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;

@@ -4,6 +4,7 @@
 use sqlx::{PgPool, Row};
 
 use super::reads::{status_from_row, STATUS_COLUMNS};
+use super::rows::AnyRow;
 use super::{now_ms, Sql};
 use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
@@ -131,6 +132,20 @@ pub(super) const STEPS: &str = "SELECT function_id, function_name, output, error
     FROM {s}.operation_outputs WHERE workflow_uuid = $1 ORDER BY function_id";
 
 /// The recorded calls of workflow `id`, in order.
+/// A step listing row of either backend, columns as `STEPS` selects them.
+pub(super) fn step_listing(row: &impl AnyRow) -> Result<StepListing, sqlx::Error> {
+    Ok(StepListing {
+        function_id: row.at(0)?,
+        name: row.at(1)?,
+        output: row.at(2)?,
+        error: row.at(3)?,
+        child_workflow_id: row.at(4)?,
+        started_at: row.at(5)?,
+        completed_at: row.at(6)?,
+        serialization: row.at(7)?,
+    })
+}
+
 pub(crate) async fn steps(db: &SysDb, id: &str) -> Result<Vec<StepListing>, DbError> {
     match &db.backend {
         Backend::Postgres { pool, .. } => steps_pg(pool, &db.sql, id).await,
@@ -143,20 +158,7 @@ async fn steps_pg(pool: &PgPool, sql: &Sql, id: &str) -> Result<Vec<StepListing>
         .bind(id)
         .fetch_all(pool)
         .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(StepListing {
-                function_id: row.try_get(0)?,
-                name: row.try_get(1)?,
-                output: row.try_get(2)?,
-                error: row.try_get(3)?,
-                child_workflow_id: row.try_get(4)?,
-                started_at: row.try_get(5)?,
-                completed_at: row.try_get(6)?,
-                serialization: row.try_get(7)?,
-            })
-        })
-        .collect()
+    Ok(rows.iter().map(step_listing).collect::<Result<_, _>>()?)
 }
 
 /// Puts workflow `id` back on `queue` from its last checkpoint, whatever its state (unless it

@@ -19,6 +19,7 @@ mod ops;
 mod queues;
 mod reads;
 mod retention;
+mod rows;
 mod schedules;
 mod sqlite;
 mod start;

@@ -2,8 +2,9 @@
 //! queue, and how many workflows finished per time bucket. They change nothing and are cheap
 //! enough to run every few seconds (each is driven by a partial index).
 
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
+use super::rows::AnyRow;
 use super::Sql;
 use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
@@ -50,6 +51,26 @@ pub(crate) struct CompletedBucket {
     pub failed: i64,
 }
 
+impl QueueCounts {
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<QueueCounts, sqlx::Error> {
+        Ok(QueueCounts {
+            queue: row.at(0)?,
+            enqueued: row.at(1)?,
+            pending: row.at(2)?,
+        })
+    }
+}
+
+impl CompletedBucket {
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<CompletedBucket, sqlx::Error> {
+        Ok(CompletedBucket {
+            index: row.at(0)?,
+            succeeded: row.at(1)?,
+            failed: row.at(2)?,
+        })
+    }
+}
+
 /// Runs a trivial statement: `Ok` when the database answers.
 pub(crate) async fn ping(db: &SysDb) -> Result<(), DbError> {
     match &db.backend {
@@ -83,15 +104,10 @@ async fn queue_counts_pg(
         .bind(queues)
         .fetch_all(pool)
         .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(QueueCounts {
-                queue: row.try_get(0)?,
-                enqueued: row.try_get(1)?,
-                pending: row.try_get(2)?,
-            })
-        })
-        .collect()
+    Ok(rows
+        .iter()
+        .map(QueueCounts::from_row)
+        .collect::<Result<_, _>>()?)
 }
 
 /// Completions in `buckets` buckets of `bucket_ms` from `since_ms`; empty buckets are absent.
@@ -124,13 +140,8 @@ async fn completed_pg(
         .bind(buckets)
         .fetch_all(pool)
         .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(CompletedBucket {
-                index: row.try_get(0)?,
-                succeeded: row.try_get(1)?,
-                failed: row.try_get(2)?,
-            })
-        })
-        .collect()
+    Ok(rows
+        .iter()
+        .map(CompletedBucket::from_row)
+        .collect::<Result<_, _>>()?)
 }

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
-use super::reads::Decoded;
+use super::rows::AnyRow;
 use super::{now_ms, Sql};
 use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
@@ -51,22 +51,13 @@ fn secs(d: Duration) -> f64 {
 }
 
 /// A `queues` row of either backend, columns in `COLUMNS` order.
-pub(super) fn row_to_queue<'r, R>(row: &'r R) -> Result<Queue, sqlx::Error>
-where
-    R: Row,
-    usize: sqlx::ColumnIndex<R>,
-    String: Decoded<'r, R::Database>,
-    Option<i32>: Decoded<'r, R::Database>,
-    Option<f64>: Decoded<'r, R::Database>,
-    f64: Decoded<'r, R::Database>,
-    bool: Decoded<'r, R::Database>,
-{
+pub(super) fn row_to_queue(row: &impl AnyRow) -> Result<Queue, sqlx::Error> {
     let count = |i: usize| -> Result<Option<u32>, sqlx::Error> {
-        Ok(row.try_get::<Option<i32>, _>(i)?.map(|n| n.max(0) as u32))
+        Ok(row.at::<Option<i32>>(i)?.map(|n| n.max(0) as u32))
     };
     let rate = |i: usize| -> Result<Option<RateLimit>, sqlx::Error> {
-        let limit: Option<i32> = row.try_get(i)?;
-        let period: Option<f64> = row.try_get(i + 1)?;
+        let limit: Option<i32> = row.at(i)?;
+        let period: Option<f64> = row.at(i + 1)?;
         Ok(match (limit, period) {
             (Some(limit), Some(period)) if limit > 0 && period > 0.0 => Some(RateLimit {
                 limit: limit as u32,
@@ -75,14 +66,14 @@ where
             _ => None,
         })
     };
-    let poll: f64 = row.try_get(7)?;
+    let poll: f64 = row.at(7)?;
     Ok(Queue {
-        name: row.try_get(0)?,
+        name: row.at(0)?,
         concurrency: count(1)?,
         worker_concurrency: count(2)?,
         rate_limit: rate(3)?,
-        priority_enabled: row.try_get(5)?,
-        partitioned: row.try_get(6)?,
+        priority_enabled: row.at(5)?,
+        partitioned: row.at(6)?,
         polling_interval: Duration::from_secs_f64(if poll > 0.0 { poll } else { 1.0 }),
         partition_concurrency: count(8)?,
         partition_worker_concurrency: count(9)?,

@@ -1,8 +1,8 @@
 //! Reads: a workflow's recorded steps and its status row with its outcome.
 
-use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 
+use super::rows::AnyRow;
 use super::Sql;
 use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
@@ -21,15 +21,16 @@ pub(crate) struct StepRow {
 }
 
 impl StepRow {
-    pub(super) fn from_row(row: &PgRow) -> Result<StepRow, sqlx::Error> {
+    /// A step row of either backend, columns as `LOAD_STEPS` selects them.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<StepRow, sqlx::Error> {
         Ok(StepRow {
-            workflow_id: row.try_get(0)?,
-            function_id: row.try_get::<i32, _>(1)? as u32,
-            name: row.try_get(2)?,
-            output: row.try_get(3)?,
-            error: row.try_get(4)?,
-            child_workflow_id: row.try_get(5)?,
-            serialization: row.try_get(6)?,
+            workflow_id: row.at(0)?,
+            function_id: row.at::<i32>(1)? as u32,
+            name: row.at(2)?,
+            output: row.at(3)?,
+            error: row.at(4)?,
+            child_workflow_id: row.at(5)?,
+            serialization: row.at(6)?,
         })
     }
 }
@@ -40,13 +41,6 @@ FROM {s}.operation_outputs
 WHERE workflow_uuid = ANY($1::text[])
 ORDER BY workflow_uuid, function_id
 "#;
-
-/// A type both decodable from and typed in database `DB`.
-pub(super) trait Decoded<'r, DB: sqlx::Database>:
-    sqlx::Decode<'r, DB> + sqlx::Type<DB>
-{
-}
-impl<'r, DB: sqlx::Database, T: sqlx::Decode<'r, DB> + sqlx::Type<DB>> Decoded<'r, DB> for T {}
 
 /// A workflow's status row with its outcome payloads.
 #[derive(Debug, Clone)]
@@ -64,18 +58,9 @@ pub(super) const STATUS_COLUMNS: &str = "w.workflow_uuid, w.status, w.name, w.ex
     w.queue_partition_key, w.delay_until_epoch_ms";
 
 /// A status row of either backend, columns in `STATUS_COLUMNS` order.
-pub(super) fn status_from_row<'r, R>(row: &'r R) -> Result<WorkflowStatus, DbError>
-where
-    R: Row,
-    usize: sqlx::ColumnIndex<R>,
-    String: Decoded<'r, R::Database>,
-    Option<String>: Decoded<'r, R::Database>,
-    Option<i64>: Decoded<'r, R::Database>,
-    i64: Decoded<'r, R::Database>,
-    i32: Decoded<'r, R::Database>,
-{
-    let id: String = row.try_get(0)?;
-    let text: Option<String> = row.try_get(1)?;
+pub(super) fn status_from_row(row: &impl AnyRow) -> Result<WorkflowStatus, DbError> {
+    let id: String = row.at(0)?;
+    let text: Option<String> = row.at(1)?;
     let status = text
         .as_deref()
         .and_then(Status::parse)
@@ -83,24 +68,24 @@ where
     Ok(WorkflowStatus {
         id,
         status,
-        name: row.try_get::<Option<String>, _>(2)?.unwrap_or_default(),
-        executor_id: row.try_get(3)?,
-        app_version: row.try_get(4)?,
-        app_name: row.try_get(5)?,
-        queue_name: row.try_get(6)?,
-        recovery_attempts: row.try_get::<Option<i64>, _>(7)?.unwrap_or(0),
-        created_at_ms: row.try_get(8)?,
-        updated_at_ms: row.try_get(9)?,
-        started_at_ms: row.try_get(10)?,
-        completed_at_ms: row.try_get(11)?,
-        parent_workflow_id: row.try_get(12)?,
-        forked_from: row.try_get(13)?,
-        timeout_ms: row.try_get(14)?,
-        deadline_ms: row.try_get(15)?,
-        priority: row.try_get(16)?,
-        deduplication_id: row.try_get(17)?,
-        partition_key: row.try_get(18)?,
-        delay_until_ms: row.try_get(19)?,
+        name: row.at::<Option<String>>(2)?.unwrap_or_default(),
+        executor_id: row.at(3)?,
+        app_version: row.at(4)?,
+        app_name: row.at(5)?,
+        queue_name: row.at(6)?,
+        recovery_attempts: row.at::<Option<i64>>(7)?.unwrap_or(0),
+        created_at_ms: row.at(8)?,
+        updated_at_ms: row.at(9)?,
+        started_at_ms: row.at(10)?,
+        completed_at_ms: row.at(11)?,
+        parent_workflow_id: row.at(12)?,
+        forked_from: row.at(13)?,
+        timeout_ms: row.at(14)?,
+        deadline_ms: row.at(15)?,
+        priority: row.at(16)?,
+        deduplication_id: row.at(17)?,
+        partition_key: row.at(18)?,
+        delay_until_ms: row.at(19)?,
     })
 }
 
@@ -185,6 +170,17 @@ pub(crate) struct StreamRow {
     pub serialization: Option<String>,
 }
 
+impl StreamRow {
+    /// A stream row of either backend: offset, value, serialization.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<StreamRow, sqlx::Error> {
+        Ok(StreamRow {
+            offset: row.at(0)?,
+            value: row.at(1)?,
+            serialization: row.at(2)?,
+        })
+    }
+}
+
 /// Up to `limit` values of stream `key` of workflow `id`, from `offset` on.
 pub(crate) async fn read_stream(
     db: &SysDb,
@@ -216,13 +212,8 @@ async fn read_stream_pg(
         .bind(limit)
         .fetch_all(pool)
         .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(StreamRow {
-                offset: row.try_get(0)?,
-                value: row.try_get(1)?,
-                serialization: row.try_get(2)?,
-            })
-        })
-        .collect()
+    Ok(rows
+        .iter()
+        .map(StreamRow::from_row)
+        .collect::<Result<_, _>>()?)
 }

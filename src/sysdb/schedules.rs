@@ -4,7 +4,7 @@
 
 use sqlx::{PgPool, Row};
 
-use super::reads::Decoded;
+use super::rows::AnyRow;
 
 use super::{now_ms, Sql};
 use super::{sqlite, Backend, SysDb};
@@ -96,27 +96,20 @@ SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM note)
 "#;
 
 /// A `workflow_schedules` row of either backend, columns in `COLUMNS` order.
-pub(super) fn row_to_schedule<'r, R>(row: &'r R) -> Result<ScheduleRow, sqlx::Error>
-where
-    R: Row,
-    usize: sqlx::ColumnIndex<R>,
-    String: Decoded<'r, R::Database>,
-    Option<String>: Decoded<'r, R::Database>,
-    bool: Decoded<'r, R::Database>,
-{
+pub(super) fn row_to_schedule(row: &impl AnyRow) -> Result<ScheduleRow, sqlx::Error> {
     Ok(ScheduleRow {
-        id: row.try_get(0)?,
-        name: row.try_get(1)?,
-        workflow: row.try_get(2)?,
-        class_name: row.try_get(3)?,
-        cron: row.try_get(4)?,
-        status: row.try_get(5)?,
-        context: row.try_get(6)?,
-        last_fired_at: row.try_get(7)?,
-        automatic_backfill: row.try_get(8)?,
-        timezone: row.try_get(9)?,
-        queue: row.try_get(10)?,
-        app_name: row.try_get(11)?,
+        id: row.at(0)?,
+        name: row.at(1)?,
+        workflow: row.at(2)?,
+        class_name: row.at(3)?,
+        cron: row.at(4)?,
+        status: row.at(5)?,
+        context: row.at(6)?,
+        last_fired_at: row.at(7)?,
+        automatic_backfill: row.at(8)?,
+        timezone: row.at(9)?,
+        queue: row.at(10)?,
+        app_name: row.at(11)?,
     })
 }
 

@@ -4,6 +4,7 @@
 
 use sqlx::{PgPool, Row};
 
+use super::rows::AnyRow;
 use super::{now_ms, Sql};
 use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
@@ -16,6 +17,16 @@ pub struct AppVersion {
     /// Epoch ms; the latest version has the greatest.
     pub timestamp_ms: i64,
     pub created_at_ms: i64,
+}
+
+/// An `application_versions` row of either backend: name, app, timestamp, created.
+pub(super) fn version_from_row(row: &impl AnyRow) -> Result<AppVersion, sqlx::Error> {
+    Ok(AppVersion {
+        name: row.at(0)?,
+        app_name: row.at(1)?,
+        timestamp_ms: row.at(2)?,
+        created_at_ms: row.at(3)?,
+    })
 }
 
 pub(super) const REGISTER: &str = r#"
@@ -68,16 +79,10 @@ async fn list_pg(pool: &PgPool, sql: &Sql, app: Option<&str>) -> Result<Vec<AppV
         .bind(app)
         .fetch_all(pool)
         .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(AppVersion {
-                name: row.try_get(0)?,
-                app_name: row.try_get(1)?,
-                timestamp_ms: row.try_get(2)?,
-                created_at_ms: row.try_get(3)?,
-            })
-        })
-        .collect()
+    Ok(rows
+        .iter()
+        .map(version_from_row)
+        .collect::<Result<_, _>>()?)
 }
 
 pub(super) const PROMOTE: &str = "UPDATE {s}.application_versions SET version_timestamp = $3 \

@@ -16,26 +16,18 @@ const VERSION_FILTER: &str = "(application_version = ?2 OR (application_version 
           AND v.version_timestamp > me.version_timestamp))) \
     AND (application_name = ?3 OR application_name IS NULL)";
 
-/// The columns a taken workflow reports, for `claimed_from_row`.
+/// The columns a taken workflow reports, in the order `Claimed::from_row` reads them.
 pub(crate) const CLAIMED_COLUMNS: &str = "w.workflow_uuid, w.name, w.owner_xid, \
     w.recovery_attempts, COALESCE((SELECT i.inputs FROM workflow_input i \
         WHERE i.workflow_uuid = w.workflow_uuid), w.inputs), \
     w.serialization, EXISTS (SELECT 1 FROM operation_outputs o \
         WHERE o.workflow_uuid = w.workflow_uuid), \
-    w.workflow_deadline_epoch_ms, w.priority, w.created_at";
+    w.priority, w.created_at, w.workflow_deadline_epoch_ms";
 
+/// A taken workflow with its dispatch order key (priority, created_at).
 pub(crate) fn claimed_from_row(row: &SqliteRow) -> Result<(i32, i64, Claimed), sqlx::Error> {
-    let claimed = Claimed {
-        id: row.try_get(0)?,
-        name: row.try_get::<Option<String>, _>(1)?.unwrap_or_default(),
-        owner: row.try_get(2)?,
-        recovery_attempts: row.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
-        inputs: row.try_get(4)?,
-        serialization: row.try_get(5)?,
-        has_steps: row.try_get(6)?,
-        deadline: row.try_get(7)?,
-    };
-    Ok((row.try_get(8)?, row.try_get(9)?, claimed))
+    let (priority, created) = Claimed::order_key(row, 0)?;
+    Ok((priority, created, Claimed::from_row(row, 0)?))
 }
 
 fn millis(d: std::time::Duration) -> i64 {

@@ -8,7 +8,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::{json_list, Lite};
 use crate::error::DbError;
-use crate::sysdb::manage::Resumed;
+use crate::sysdb::manage::{step_listing, Resumed};
 use crate::sysdb::reads::{status_from_row, STATUS_COLUMNS};
 use crate::sysdb::{now_ms, ListQuery, ListedRow, StepListing};
 
@@ -85,20 +85,7 @@ pub(crate) async fn steps(lite: &Lite, id: &str) -> Result<Vec<StepListing>, DbE
     .bind(id)
     .fetch_all(lite.reader())
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(StepListing {
-                function_id: row.try_get(0)?,
-                name: row.try_get(1)?,
-                output: row.try_get(2)?,
-                error: row.try_get(3)?,
-                child_workflow_id: row.try_get(4)?,
-                started_at: row.try_get(5)?,
-                completed_at: row.try_get(6)?,
-                serialization: row.try_get(7)?,
-            })
-        })
-        .collect()
+    Ok(rows.iter().map(step_listing).collect::<Result<_, _>>()?)
 }
 
 /// Puts `id` back on `queue` unless it finished; reports the owner it took it from (the

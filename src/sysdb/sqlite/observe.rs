@@ -1,7 +1,5 @@
 //! Observation reads on SQLite: the load of each queue and completions per time bucket.
 
-use sqlx::Row;
-
 use super::{json_list, Lite};
 use crate::error::DbError;
 use crate::sysdb::observe::{CompletedBucket, QueueCounts};
@@ -22,15 +20,10 @@ pub(crate) async fn queue_counts(
     .bind(json_list(queues))
     .fetch_all(lite.reader())
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(QueueCounts {
-                queue: row.try_get(0)?,
-                enqueued: row.try_get(1)?,
-                pending: row.try_get(2)?,
-            })
-        })
-        .collect()
+    Ok(rows
+        .iter()
+        .map(QueueCounts::from_row)
+        .collect::<Result<_, _>>()?)
 }
 
 /// Completions in `buckets` buckets of `bucket_ms` from `since_ms`; empty buckets are absent.
@@ -53,13 +46,8 @@ pub(crate) async fn completed(
     .bind(buckets)
     .fetch_all(lite.reader())
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(CompletedBucket {
-                index: row.try_get(0)?,
-                succeeded: row.try_get(1)?,
-                failed: row.try_get(2)?,
-            })
-        })
-        .collect()
+    Ok(rows
+        .iter()
+        .map(CompletedBucket::from_row)
+        .collect::<Result<_, _>>()?)
 }

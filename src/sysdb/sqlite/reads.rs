@@ -69,13 +69,8 @@ pub(crate) async fn read_stream(
     .bind(limit)
     .fetch_all(lite.reader())
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(StreamRow {
-                offset: row.try_get(0)?,
-                value: row.try_get(1)?,
-                serialization: row.try_get(2)?,
-            })
-        })
-        .collect()
+    Ok(rows
+        .iter()
+        .map(StreamRow::from_row)
+        .collect::<Result<_, _>>()?)
 }

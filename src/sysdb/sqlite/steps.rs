@@ -1,7 +1,7 @@
 //! Step checkpoints on SQLite, written only while the workflow is `PENDING` under the writer's
 //! owner token, and the read of a workflow's recorded steps.
 
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
 use crate::error::DbError;
@@ -83,18 +83,6 @@ pub(crate) async fn classify(
     })
 }
 
-pub(crate) fn step_row(row: &SqliteRow) -> Result<StepRow, sqlx::Error> {
-    Ok(StepRow {
-        workflow_id: row.try_get(0)?,
-        function_id: row.try_get::<i64, _>(1)? as u32,
-        name: row.try_get(2)?,
-        output: row.try_get(3)?,
-        error: row.try_get(4)?,
-        child_workflow_id: row.try_get(5)?,
-        serialization: row.try_get(6)?,
-    })
-}
-
 /// The recorded steps of one workflow, in call order.
 pub(crate) async fn load(conn: &mut SqliteConnection, id: &str) -> Result<Vec<StepRow>, DbError> {
     let rows = sqlx::query(
@@ -105,7 +93,10 @@ pub(crate) async fn load(conn: &mut SqliteConnection, id: &str) -> Result<Vec<St
     .bind(id)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(rows.iter().map(step_row).collect::<Result<_, _>>()?)
+    Ok(rows
+        .iter()
+        .map(StepRow::from_row)
+        .collect::<Result<_, _>>()?)
 }
 
 pub(crate) async fn execute_load(

@@ -1,9 +1,8 @@
 //! Application versions and the schema version on SQLite.
 
-use sqlx::Row;
-
 use super::Lite;
 use crate::error::DbError;
+use crate::sysdb::versions::version_from_row;
 use crate::sysdb::{now_ms, AppVersion};
 
 /// Records version `name` of application `app` (first launch of a version makes it the latest).
@@ -37,16 +36,10 @@ pub(crate) async fn list(lite: &Lite, app: Option<&str>) -> Result<Vec<AppVersio
     .bind(app)
     .fetch_all(lite.reader())
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(AppVersion {
-                name: row.try_get(0)?,
-                app_name: row.try_get(1)?,
-                timestamp_ms: row.try_get(2)?,
-                created_at_ms: row.try_get(3)?,
-            })
-        })
-        .collect()
+    Ok(rows
+        .iter()
+        .map(version_from_row)
+        .collect::<Result<_, _>>()?)
 }
 
 /// Makes version `name` the latest; false when it is not registered.
