@@ -46,7 +46,7 @@ impl Default for RuntimeBuilder {
     fn default() -> Self {
         RuntimeBuilder {
             database_url: None,
-            schema: "dbos".into(),
+            schema: sysdb::DEFAULT_SCHEMA.into(),
             app_name: None,
             app_version: None,
             executor_id: None,

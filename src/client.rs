@@ -77,7 +77,7 @@ pub struct ClientOptions {
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
-            schema: "dbos".into(),
+            schema: sysdb::DEFAULT_SCHEMA.into(),
             app_name: None,
             connect_timeout: Duration::from_secs(10),
         }

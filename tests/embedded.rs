@@ -118,4 +118,15 @@ mod sqlite {
             .unwrap();
         second.shutdown(Duration::from_secs(5)).await.unwrap();
     }
+
+    #[tokio::test]
+    async fn a_schema_name_on_a_sqlite_url_is_refused_not_ignored() {
+        let db = common::TestDb::sqlite().await;
+        let err = match common::builder(&db).schema("tenant").launch().await {
+            Err(e) => e,
+            Ok(_) => panic!("a schema was accepted for a SQLite file"),
+        };
+        assert!(matches!(err, Error::Config(_)), "{err:?}");
+        assert!(err.to_string().contains("\"tenant\""), "{err}");
+    }
 }

@@ -59,6 +59,9 @@ pub(crate) use start::{NewWorkflow, StartOutcome, QUEUE_CHANNEL};
 pub(crate) use steps::{LoadSteps, StepOutcome, StepWrite};
 pub use versions::AppVersion;
 
+/// The schema DBOS and stead use unless told otherwise.
+pub(crate) const DEFAULT_SCHEMA: &str = "dbos";
+
 /// The internal queue: no row in `queues`, no limits; recovery, resume and fork use it.
 pub(crate) const INTERNAL_QUEUE: &str = "_dbos_internal_queue";
 /// The only payload format stead writes and reads.
@@ -104,6 +107,14 @@ impl SysDb {
         connect_timeout: Duration,
     ) -> Result<SysDb, Error> {
         let backend = if sqlite::is_sqlite_url(url) {
+            // A file holds one system database, its tables unqualified: a schema name would be
+            // silently ignored, so it is refused instead.
+            if schema != DEFAULT_SCHEMA {
+                return Err(Error::Config(format!(
+                    "schema {schema:?} given for the SQLite database {url}: schemas are a \
+                     Postgres feature (a SQLite file holds one system database)"
+                )));
+            }
             Backend::Sqlite(sqlite::Lite::connect(url, connect_timeout).await?)
         } else {
             connect_postgres(url, pool_size, connect_timeout).await?
