@@ -449,14 +449,14 @@ impl QueueState {
         let running: Vec<String> = self.running.keys().cloned().collect();
         self.tasks.spawn(async move {
             let result = db
-                .call(move |sys| {
-                    let (shared, queue, running) = (shared.clone(), queue.clone(), running.clone());
-                    async move {
+                .call_with(
+                    (shared, queue, running),
+                    |sys, (shared, queue, running)| async move {
                         let me = shared.config.executor();
                         let direct = queue == sysdb::INTERNAL_QUEUE;
                         sysdb::redispatch(&sys, &me, &queue, direct, &running).await
-                    }
-                })
+                    },
+                )
                 .await;
             let _ = myself.send_message(QueueMsg::TookBack(result));
         });
@@ -534,9 +534,8 @@ impl QueueState {
             tokio::time::sleep(delay).await;
             let (id, owner) = (d.id.clone(), d.owner.clone());
             let bumped = db
-                .call(move |sys| {
-                    let (id, owner) = (id.clone(), owner.clone());
-                    async move { sysdb::bump_attempts(&sys, &id, &owner).await }
+                .call_with((id, owner), |sys, (id, owner)| async move {
+                    sysdb::bump_attempts(&sys, &id, &owner).await
                 })
                 .await;
             let msg = match bumped {

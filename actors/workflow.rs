@@ -162,10 +162,10 @@ impl Actor for WorkflowActor {
                 state
                     .shared
                     .db
-                    .call(move |db| {
-                        let id = id.clone();
-                        async move { sysdb::cancel(&db, &id, true).await }
-                    })
+                    .call_with(
+                        id,
+                        |db, id| async move { sysdb::cancel(&db, &id, true).await },
+                    )
                     .await?;
                 ctx.cancel();
             }

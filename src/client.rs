@@ -182,10 +182,12 @@ impl Client {
         let id = uuid::Uuid::new_v4().to_string();
         let sent = shared
             .db
-            .call(move |db| {
-                let (id, dest, t, message) = (id.clone(), dest.clone(), t.clone(), message.clone());
-                async move { sysdb::send(&db, &id, &dest, &t, &message).await }
-            })
+            .call_with(
+                (id, dest, t, message),
+                |db, (id, dest, t, message)| async move {
+                    sysdb::send(&db, &id, &dest, &t, &message).await
+                },
+            )
             .await;
         match sent {
             Err(DbError::MissingReference { .. }) => {
@@ -253,9 +255,8 @@ impl Client {
         let target = id.to_owned();
         let done = shared
             .db
-            .call(move |db| {
-                let target = target.clone();
-                async move { sysdb::cancel(&db, &target, cascade).await }
+            .call_with(target, move |db, target| async move {
+                sysdb::cancel(&db, &target, cascade).await
             })
             .await?;
         if !done.exists {
@@ -288,9 +289,8 @@ impl Client {
         let deleted = self
             .shared()
             .db
-            .call(move |db| {
-                let queue = queue.clone();
-                async move { sysdb::delete_queue(&db, &queue).await }
+            .call_with(queue, move |db, queue| async move {
+                sysdb::delete_queue(&db, &queue).await
             })
             .await?;
         if !deleted {
@@ -305,9 +305,8 @@ impl Client {
         Ok(self
             .shared()
             .db
-            .call(move |db| {
-                let app = app.clone();
-                async move { sysdb::list_queues(&db, app.as_deref()).await }
+            .call_with(app, move |db, app| async move {
+                sysdb::list_queues(&db, app.as_deref()).await
             })
             .await?)
     }

@@ -173,6 +173,18 @@ impl Db {
         .await
     }
 
+    /// [`Db::call`] with `args` handed to each attempt, so callers need not clone their
+    /// captures by hand inside the closure.
+    pub(crate) async fn call_with<A, T, F, Fut>(&self, args: A, f: F) -> Result<T, DbError>
+    where
+        A: Clone + Send + Sync + 'static,
+        T: Send + 'static,
+        F: Fn(SysDb, A) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, DbError>> + Send + 'static,
+    {
+        self.call(move |db| f(db, args.clone())).await
+    }
+
     /// Makes the current actor panic (fault injection for tests).
     pub(crate) fn inject_panic(&self) -> bool {
         self.send(DbRequest::Panic)

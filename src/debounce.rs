@@ -118,9 +118,8 @@ pub(crate) async fn debounce<I: Serialize>(
         };
         let outcome = shared
             .db
-            .call(move |db| {
-                let bounce = bounce.clone();
-                async move { sysdb::bounce(&db, &bounce).await }
+            .call_with(bounce, move |db, bounce| async move {
+                sysdb::bounce(&db, &bounce).await
             })
             .await?;
         match outcome {

@@ -86,10 +86,10 @@ impl WorkflowHandle {
         let found = self
             .shared
             .db
-            .call(move |db| {
-                let id = id.clone();
-                async move { sysdb::status(&db, &id).await }
-            })
+            .call_with(
+                id,
+                move |db, id| async move { sysdb::status(&db, &id).await },
+            )
             .await
             .map_err(|e| self.db_error(e))?;
         found.ok_or_else(|| Error::NotFound(self.id.clone()))

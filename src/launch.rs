@@ -130,9 +130,8 @@ impl Tree {
         let me = shared.clone();
         let recovered = shared
             .db
-            .call(move |db| {
-                let me = me.clone();
-                async move { sysdb::recover(&db, &me.config.executor()).await }
+            .call_with(me, move |db, me| async move {
+                sysdb::recover(&db, &me.config.executor()).await
             })
             .await?;
         if recovered > 0 {
@@ -145,9 +144,8 @@ impl Tree {
         );
         shared
             .db
-            .call(move |db| {
-                let (version, app) = (version.clone(), app.clone());
-                async move { sysdb::admin::register(&db, &version, app.as_deref()).await }
+            .call_with((version, app), move |db, (version, app)| async move {
+                sysdb::admin::register(&db, &version, app.as_deref()).await
             })
             .await?;
         // An embedded database has no other writers to hear from: local writes wake locally.
@@ -248,9 +246,8 @@ pub(crate) async fn put_queue(
     let app = shared.config.app_name.clone();
     Ok(shared
         .db
-        .call(move |db| {
-            let (queue, app) = (queue.clone(), app.clone());
-            async move { sysdb::put_queue(&db, &queue, app.as_deref(), replace).await }
+        .call_with((queue, app), move |db, (queue, app)| async move {
+            sysdb::put_queue(&db, &queue, app.as_deref(), replace).await
         })
         .await?)
 }
@@ -366,9 +363,8 @@ fn queue_set(shared: &SharedRef) -> QueueSet {
                 let app = shared.config.app_name.clone();
                 let defs = shared
                     .db
-                    .call(move |db| {
-                        let app = app.clone();
-                        async move { sysdb::list_queues(&db, app.as_deref()).await }
+                    .call_with(app, move |db, app| async move {
+                        sysdb::list_queues(&db, app.as_deref()).await
                     })
                     .await?;
                 let listen = shared.config.listen_queues.as_ref();

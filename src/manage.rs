@@ -248,10 +248,10 @@ impl Client {
         let rows = self
             .shared()
             .db
-            .call(move |db| {
-                let query = query.clone();
-                async move { admin::list(&db, &query).await }
-            })
+            .call_with(
+                query,
+                |db, query| async move { admin::list(&db, &query).await },
+            )
             .await?;
         Ok(rows.into_iter().map(WorkflowInfo::from_row).collect())
     }
@@ -269,9 +269,8 @@ impl Client {
         let steps = self
             .shared()
             .db
-            .call(move |db| {
-                let target = target.clone();
-                async move { admin::steps(&db, &target).await }
+            .call_with(target, move |db, target| async move {
+                admin::steps(&db, &target).await
             })
             .await?;
         Ok(steps.into_iter().map(StepInfo::from).collect())
@@ -287,9 +286,8 @@ impl Client {
         let target = id.to_owned();
         let resumed = shared
             .db
-            .call(move |db| {
-                let target = target.clone();
-                async move { admin::resume(&db, &target, sysdb::INTERNAL_QUEUE).await }
+            .call_with(target, move |db, target| async move {
+                admin::resume(&db, &target, sysdb::INTERNAL_QUEUE).await
             })
             .await?;
         if !resumed.exists {
@@ -336,9 +334,8 @@ impl Client {
         let target = id.to_owned();
         let deleted = shared
             .db
-            .call(move |db| {
-                let target = target.clone();
-                async move { admin::delete(&db, &target, cascade).await }
+            .call_with(target, move |db, target| async move {
+                admin::delete(&db, &target, cascade).await
             })
             .await?;
         if deleted.is_empty() {
@@ -357,9 +354,8 @@ impl Client {
         let status = self
             .shared()
             .db
-            .call(move |db| {
-                let target = target.clone();
-                async move { admin::set_delay(&db, &target, until).await }
+            .call_with(target, move |db, target| async move {
+                admin::set_delay(&db, &target, until).await
             })
             .await?;
         match status.as_deref() {
@@ -392,9 +388,8 @@ impl Client {
         Ok(self
             .shared()
             .db
-            .call(move |db| {
-                let app = app.clone();
-                async move { admin::list_versions(&db, app.as_deref()).await }
+            .call_with(app, move |db, app| async move {
+                admin::list_versions(&db, app.as_deref()).await
             })
             .await?)
     }
@@ -406,9 +401,8 @@ impl Client {
         let promoted = self
             .shared()
             .db
-            .call(move |db| {
-                let (app, name) = (app.clone(), name.clone());
-                async move { admin::promote(&db, &name, app.as_deref()).await }
+            .call_with((app, name), move |db, (app, name)| async move {
+                admin::promote(&db, &name, app.as_deref()).await
             })
             .await?;
         if promoted {
@@ -442,10 +436,12 @@ async fn fork_as(
     );
     let (exists, _made) = shared
         .db
-        .call(move |db| {
-            let (src, new, q, version) = (src.clone(), new.clone(), q.clone(), version.clone());
-            async move { admin::fork(&db, &src, &new, &q, version.as_deref(), from).await }
-        })
+        .call_with(
+            (src, new, q, version),
+            move |db, (src, new, q, version)| async move {
+                admin::fork(&db, &src, &new, &q, version.as_deref(), from).await
+            },
+        )
         .await?;
     if !exists {
         return Err(Error::NotFound(id.to_owned()));

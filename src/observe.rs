@@ -57,9 +57,8 @@ impl Client {
         let counts = self
             .shared()
             .db
-            .call(move |db| {
-                let names = names.clone();
-                async move { sysdb::queue_counts(&db, &names).await }
+            .call_with(names, move |db, names| async move {
+                sysdb::queue_counts(&db, &names).await
             })
             .await?;
         Ok(queues

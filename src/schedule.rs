@@ -208,9 +208,8 @@ async fn validate(shared: &SharedRef, s: &Schedule) -> Result<Timetable> {
         let app = shared.config.app_name.clone();
         let defs = shared
             .db
-            .call(move |db| {
-                let app = app.clone();
-                async move { sysdb::list_queues(&db, app.as_deref()).await }
+            .call_with(app, move |db, app| async move {
+                sysdb::list_queues(&db, app.as_deref()).await
             })
             .await?;
         if !defs.iter().any(|q| q.name == queue) {
@@ -240,9 +239,8 @@ pub(crate) async fn put(shared: &SharedRef, s: Schedule, replace: bool) -> Resul
     };
     let written = shared
         .db
-        .call(move |db| {
-            let row = row.clone();
-            async move { sysdb::put_schedule(&db, &row, replace).await }
+        .call_with(row, move |db, row| async move {
+            sysdb::put_schedule(&db, &row, replace).await
         })
         .await?;
     if written.is_none() {
@@ -262,9 +260,8 @@ pub(crate) async fn load(shared: &Shared) -> Result<Vec<ScheduleRow>> {
     let app = shared.config.app_name.clone();
     Ok(shared
         .db
-        .call(move |db| {
-            let app = app.clone();
-            async move { sysdb::list_schedules(&db, app.as_deref()).await }
+        .call_with(app, move |db, app| async move {
+            sysdb::list_schedules(&db, app.as_deref()).await
         })
         .await?)
 }
@@ -296,9 +293,8 @@ pub(crate) async fn set_status(shared: &SharedRef, name: &str, to: ScheduleStatu
     let target = name.to_owned();
     let found = shared
         .db
-        .call(move |db| {
-            let target = target.clone();
-            async move { sysdb::set_schedule_status(&db, &target, to.as_str()).await }
+        .call_with(target, move |db, target| async move {
+            sysdb::set_schedule_status(&db, &target, to.as_str()).await
         })
         .await?;
     if !found {
@@ -313,9 +309,8 @@ pub(crate) async fn delete(shared: &SharedRef, name: &str) -> Result<()> {
     let target = name.to_owned();
     let found = shared
         .db
-        .call(move |db| {
-            let target = target.clone();
-            async move { sysdb::delete_schedule(&db, &target).await }
+        .call_with(target, move |db, target| async move {
+            sysdb::delete_schedule(&db, &target).await
         })
         .await?;
     if !found {
@@ -329,9 +324,8 @@ async fn get(shared: &SharedRef, name: &str) -> Result<ScheduleRow> {
     let target = name.to_owned();
     shared
         .db
-        .call(move |db| {
-            let target = target.clone();
-            async move { sysdb::get_schedule(&db, &target).await }
+        .call_with(target, move |db, target| async move {
+            sysdb::get_schedule(&db, &target).await
         })
         .await?
         .ok_or_else(|| Error::UnknownSchedule(name.to_owned()))
@@ -415,10 +409,10 @@ pub(crate) async fn fire(shared: &SharedRef, f: Firings) -> Result<u64> {
     let queue = f.queue.clone();
     let created = shared
         .db
-        .call(move |db| {
-            let f = f.clone();
-            async move { sysdb::fire_schedule(&db, &f).await }
-        })
+        .call_with(
+            f,
+            |db, f| async move { sysdb::fire_schedule(&db, &f).await },
+        )
         .await?;
     if created > 0 {
         start::wake(shared, &queue);

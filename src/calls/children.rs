@@ -169,10 +169,10 @@ impl ChildHandle {
             let id = self.id.clone();
             let row = shared
                 .db
-                .call(move |db| {
-                    let id = id.clone();
-                    async move { sysdb::status(&db, &id).await }
-                })
+                .call_with(
+                    id,
+                    move |db, id| async move { sysdb::status(&db, &id).await },
+                )
                 .await?
                 .ok_or_else(|| Error::NotFound(self.id.clone()))?;
             if row.status.status.is_final() {

@@ -88,9 +88,8 @@ pub(crate) async fn read_event(shared: &Shared, id: &str, key: &str) -> Result<O
     let (id, key) = (id.to_owned(), key.to_owned());
     let found = shared
         .db
-        .call(move |db| {
-            let (id, key) = (id.clone(), key.clone());
-            async move { sysdb::get_event(&db, &id, &key).await }
+        .call_with((id, key), move |db, (id, key)| async move {
+            sysdb::get_event(&db, &id, &key).await
         })
         .await?;
     match found {

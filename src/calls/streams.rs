@@ -170,10 +170,7 @@ async fn fetch(
     let i = id.to_owned();
     let status = shared
         .db
-        .call(move |db| {
-            let i = i.clone();
-            async move { sysdb::status(&db, &i).await }
-        })
+        .call_with(i, move |db, i| async move { sysdb::status(&db, &i).await })
         .await?;
     match status {
         None => Err(Error::NotFound(id.to_owned())),
@@ -188,9 +185,8 @@ async fn page(shared: &SharedRef, id: &str, key: &str, from: i32) -> Result<Vec<
     let (i, k) = (id.to_owned(), key.to_owned());
     Ok(shared
         .db
-        .call(move |db| {
-            let (i, k) = (i.clone(), k.clone());
-            async move { sysdb::read_stream(&db, &i, &k, from, PAGE).await }
+        .call_with((i, k), move |db, (i, k)| async move {
+            sysdb::read_stream(&db, &i, &k, from, PAGE).await
         })
         .await?)
 }
