@@ -41,6 +41,19 @@ pub(crate) struct ListedRow {
     pub serialization: Option<String>,
 }
 
+impl ListedRow {
+    /// A row of `list_sql` on either backend: the status, then serialization and payloads.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<ListedRow, DbError> {
+        Ok(ListedRow {
+            status: status_from_row(row)?,
+            serialization: row.at(20)?,
+            inputs: row.at(21)?,
+            output: row.at(22)?,
+            error: row.at(23)?,
+        })
+    }
+}
+
 pub(super) fn list_sql(newest_first: bool) -> String {
     let order = if newest_first { "DESC" } else { "ASC" };
     format!(
@@ -101,17 +114,7 @@ async fn list_pg(pool: &PgPool, sql: &Sql, q: &ListQuery) -> Result<Vec<ListedRo
         .bind(q.offset)
         .fetch_all(pool)
         .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(ListedRow {
-                status: status_from_row(row)?,
-                serialization: row.try_get(20)?,
-                inputs: row.try_get(21)?,
-                output: row.try_get(22)?,
-                error: row.try_get(23)?,
-            })
-        })
-        .collect()
+    rows.iter().map(ListedRow::from_row).collect()
 }
 
 /// One recorded durable call, for display.

@@ -57,6 +57,18 @@ pub(super) const STATUS_COLUMNS: &str = "w.workflow_uuid, w.status, w.name, w.ex
     w.workflow_timeout_ms, w.workflow_deadline_epoch_ms, w.priority, w.deduplication_id, \
     w.queue_partition_key, w.delay_until_epoch_ms";
 
+impl StatusRow {
+    /// A row of `status_sql()` on either backend: the status, then serialization, output, error.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<StatusRow, DbError> {
+        Ok(StatusRow {
+            status: status_from_row(row)?,
+            serialization: row.at(20)?,
+            output: row.at(21)?,
+            error: row.at(22)?,
+        })
+    }
+}
+
 /// A status row of either backend, columns in `STATUS_COLUMNS` order.
 pub(super) fn status_from_row(row: &impl AnyRow) -> Result<WorkflowStatus, DbError> {
     let id: String = row.at(0)?;
@@ -116,12 +128,7 @@ async fn status_pg(pool: &PgPool, sql: &Sql, id: &str) -> Result<Option<StatusRo
     else {
         return Ok(None);
     };
-    Ok(Some(StatusRow {
-        status: status_from_row(&row)?,
-        serialization: row.try_get(20)?,
-        output: row.try_get(21)?,
-        error: row.try_get(22)?,
-    }))
+    Ok(Some(StatusRow::from_row(&row)?))
 }
 
 pub(super) const GET_EVENT: &str =

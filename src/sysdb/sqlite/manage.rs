@@ -9,7 +9,7 @@ use sqlx::{AssertSqlSafe, Row};
 use super::{json_list, Lite};
 use crate::error::DbError;
 use crate::sysdb::manage::{step_listing, Resumed};
-use crate::sysdb::reads::{status_from_row, STATUS_COLUMNS};
+use crate::sysdb::reads::STATUS_COLUMNS;
 use crate::sysdb::{now_ms, ListQuery, ListedRow, StepListing};
 
 /// `sysdb::manage::list_sql` in SQLite: JSON arrays for the id and status lists, and a negative
@@ -62,17 +62,7 @@ pub(crate) async fn list(lite: &Lite, q: &ListQuery) -> Result<Vec<ListedRow>, D
         .bind(q.offset)
         .fetch_all(lite.reader())
         .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(ListedRow {
-                status: status_from_row(row)?,
-                serialization: row.try_get(20)?,
-                inputs: row.try_get(21)?,
-                output: row.try_get(22)?,
-                error: row.try_get(23)?,
-            })
-        })
-        .collect()
+    rows.iter().map(ListedRow::from_row).collect()
 }
 
 /// The recorded calls of workflow `id`, in order.

@@ -4,18 +4,13 @@ use sqlx::Row;
 
 use super::Lite;
 use crate::error::DbError;
-use crate::sysdb::reads::{status_from_row, STATUS_COLUMNS};
+use crate::sysdb::reads::status_sql;
 use crate::sysdb::{StatusRow, StreamRow};
 
 /// The status row of `id`, or `None` when no such workflow exists.
 pub(crate) async fn status(lite: &Lite, id: &str) -> Result<Option<StatusRow>, DbError> {
-    let sql = format!(
-        "SELECT {STATUS_COLUMNS}, w.serialization, COALESCE(o.output, w.output), \
-           COALESCE(o.error, w.error) \
-         FROM workflow_status w \
-         LEFT JOIN workflow_output o ON o.workflow_uuid = w.workflow_uuid \
-         WHERE w.workflow_uuid = ?1"
-    );
+    // Postgres's statement, unqualified: it takes one parameter and nothing Postgres-only.
+    let sql = status_sql().replace("{s}.", "");
     let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(id)
         .fetch_optional(lite.reader())
@@ -23,12 +18,7 @@ pub(crate) async fn status(lite: &Lite, id: &str) -> Result<Option<StatusRow>, D
     else {
         return Ok(None);
     };
-    Ok(Some(StatusRow {
-        status: status_from_row(&row)?,
-        serialization: row.try_get(20)?,
-        output: row.try_get(21)?,
-        error: row.try_get(22)?,
-    }))
+    Ok(Some(StatusRow::from_row(&row)?))
 }
 
 /// The latest value of event `key` of workflow `id`, with its serialization.
