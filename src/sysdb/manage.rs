@@ -4,7 +4,7 @@
 use sqlx::{PgPool, Row};
 
 use super::reads::{status_from_row, STATUS_COLUMNS};
-use super::rows::AnyRow;
+use super::rows::{AnyRow, Bind};
 use super::{now_ms, Sql};
 use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
@@ -39,6 +39,23 @@ pub(crate) struct ListedRow {
     pub output: Option<String>,
     pub error: Option<String>,
     pub serialization: Option<String>,
+}
+
+/// Binds the filters after the ids and statuses (`$3` on) of either backend's list statement.
+pub(super) fn bind_filters<'q, B: Bind<'q>>(b: B, q: &'q ListQuery) -> B {
+    b.arg(&q.name)
+        .arg(&q.queue)
+        .arg(&q.app_version)
+        .arg(&q.app_name)
+        .arg(q.created_from)
+        .arg(q.created_until)
+        .arg(&q.parent)
+        .arg(&q.forked_from)
+        .arg(&q.executor)
+        .arg(q.payloads)
+        .arg(q.queued_only)
+        .arg(q.limit)
+        .arg(q.offset)
 }
 
 impl ListedRow {
@@ -96,24 +113,14 @@ async fn list_pg(pool: &PgPool, sql: &Sql, q: &ListQuery) -> Result<Vec<ListedRo
     } else {
         &sql.list_asc
     };
-    let rows = sqlx::query(statement.clone())
-        .bind(&q.ids)
-        .bind(&q.statuses)
-        .bind(&q.name)
-        .bind(&q.queue)
-        .bind(&q.app_version)
-        .bind(&q.app_name)
-        .bind(q.created_from)
-        .bind(q.created_until)
-        .bind(&q.parent)
-        .bind(&q.forked_from)
-        .bind(&q.executor)
-        .bind(q.payloads)
-        .bind(q.queued_only)
-        .bind(q.limit)
-        .bind(q.offset)
-        .fetch_all(pool)
-        .await?;
+    let rows = bind_filters(
+        sqlx::query(statement.clone())
+            .bind(&q.ids)
+            .bind(&q.statuses),
+        q,
+    )
+    .fetch_all(pool)
+    .await?;
     rows.iter().map(ListedRow::from_row).collect()
 }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use super::rows::AnyRow;
+use super::rows::{AnyRow, Bind};
 use super::{now_ms, Sql};
 use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
@@ -48,6 +48,26 @@ pub(super) const DELETE: &str = "DELETE FROM {s}.queues WHERE name = $1";
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
+}
+
+/// Binds a definition's `COLUMNS`, its application and the time, as `$1`..`$14` of either
+/// backend's statements.
+pub(super) fn bind_queue<'q, B: Bind<'q>>(b: B, q: &'q Queue, app: Option<&'q str>) -> B {
+    let n = |v: Option<u32>| v.map(|v| v.min(i32::MAX as u32) as i32);
+    b.arg(&q.name)
+        .arg(n(q.concurrency))
+        .arg(n(q.worker_concurrency))
+        .arg(n(q.rate_limit.map(|r| r.limit)))
+        .arg(q.rate_limit.map(|r| secs(r.period)))
+        .arg(q.priority_enabled)
+        .arg(q.partitioned)
+        .arg(secs(q.polling_interval))
+        .arg(n(q.partition_concurrency))
+        .arg(n(q.partition_worker_concurrency))
+        .arg(n(q.partition_rate_limit.map(|r| r.limit)))
+        .arg(q.partition_rate_limit.map(|r| secs(r.period)))
+        .arg(app)
+        .arg(now_ms())
 }
 
 /// A `queues` row of either backend, columns in `COLUMNS` order.
@@ -118,22 +138,7 @@ async fn put_pg(
     app: Option<&str>,
     replace: bool,
 ) -> Result<Option<bool>, DbError> {
-    let n = |v: Option<u32>| v.map(|v| v.min(i32::MAX as u32) as i32);
-    let created: Option<bool> = sqlx::query_scalar(sql.upsert_queue.clone())
-        .bind(&q.name)
-        .bind(n(q.concurrency))
-        .bind(n(q.worker_concurrency))
-        .bind(n(q.rate_limit.map(|r| r.limit)))
-        .bind(q.rate_limit.map(|r| secs(r.period)))
-        .bind(q.priority_enabled)
-        .bind(q.partitioned)
-        .bind(secs(q.polling_interval))
-        .bind(n(q.partition_concurrency))
-        .bind(n(q.partition_worker_concurrency))
-        .bind(n(q.partition_rate_limit.map(|r| r.limit)))
-        .bind(q.partition_rate_limit.map(|r| secs(r.period)))
-        .bind(app)
-        .bind(now_ms())
+    let created: Option<bool> = bind_queue(sqlx::query_scalar(sql.upsert_queue.clone()), q, app)
         .bind(replace)
         .fetch_optional(pool)
         .await?;

@@ -4,7 +4,7 @@
 
 use sqlx::{PgPool, Row};
 
-use super::rows::AnyRow;
+use super::rows::{AnyRow, Bind};
 
 use super::{now_ms, Sql};
 use super::{sqlite, Backend, SysDb};
@@ -95,6 +95,22 @@ WITH f AS (
 SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM note)
 "#;
 
+/// Binds a schedule's `COLUMNS` as the first twelve parameters of either backend's statements.
+pub(super) fn bind_schedule<'q, B: Bind<'q>>(b: B, s: &'q ScheduleRow) -> B {
+    b.arg(&s.id)
+        .arg(&s.name)
+        .arg(&s.workflow)
+        .arg(&s.class_name)
+        .arg(&s.cron)
+        .arg(&s.status)
+        .arg(&s.context)
+        .arg(&s.last_fired_at)
+        .arg(s.automatic_backfill)
+        .arg(&s.timezone)
+        .arg(&s.queue)
+        .arg(&s.app_name)
+}
+
 /// A `workflow_schedules` row of either backend, columns in `COLUMNS` order.
 pub(super) fn row_to_schedule(row: &impl AnyRow) -> Result<ScheduleRow, sqlx::Error> {
     Ok(ScheduleRow {
@@ -165,22 +181,12 @@ async fn put_pg(
     s: &ScheduleRow,
     replace: bool,
 ) -> Result<Option<bool>, DbError> {
-    Ok(sqlx::query_scalar(sql.put_schedule.clone())
-        .bind(&s.id)
-        .bind(&s.name)
-        .bind(&s.workflow)
-        .bind(&s.class_name)
-        .bind(&s.cron)
-        .bind(&s.status)
-        .bind(&s.context)
-        .bind(&s.last_fired_at)
-        .bind(s.automatic_backfill)
-        .bind(&s.timezone)
-        .bind(&s.queue)
-        .bind(&s.app_name)
-        .bind(replace)
-        .fetch_optional(pool)
-        .await?)
+    Ok(
+        bind_schedule(sqlx::query_scalar(sql.put_schedule.clone()), s)
+            .bind(replace)
+            .fetch_optional(pool)
+            .await?,
+    )
 }
 
 /// Sets a schedule's status (`ACTIVE` or `PAUSED`); false when there is no such schedule.

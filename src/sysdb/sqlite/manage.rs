@@ -8,7 +8,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::{json_list, Lite};
 use crate::error::DbError;
-use crate::sysdb::manage::{step_listing, Resumed};
+use crate::sysdb::manage::{bind_filters, step_listing, Resumed};
 use crate::sysdb::reads::STATUS_COLUMNS;
 use crate::sysdb::{now_ms, ListQuery, ListedRow, StepListing};
 
@@ -44,24 +44,11 @@ fn list_sql(newest_first: bool) -> String {
 
 /// Workflows matching `q`; see `sysdb::manage::list`.
 pub(crate) async fn list(lite: &Lite, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
-    let rows = sqlx::query(AssertSqlSafe(list_sql(q.newest_first)))
+    // The ids and statuses are lists: JSON arrays here, arrays on Postgres.
+    let query = sqlx::query(AssertSqlSafe(list_sql(q.newest_first)))
         .bind(q.ids.as_deref().map(json_list))
-        .bind(q.statuses.as_deref().map(json_list))
-        .bind(&q.name)
-        .bind(&q.queue)
-        .bind(&q.app_version)
-        .bind(&q.app_name)
-        .bind(q.created_from)
-        .bind(q.created_until)
-        .bind(&q.parent)
-        .bind(&q.forked_from)
-        .bind(&q.executor)
-        .bind(q.payloads)
-        .bind(q.queued_only)
-        .bind(q.limit)
-        .bind(q.offset)
-        .fetch_all(lite.reader())
-        .await?;
+        .bind(q.statuses.as_deref().map(json_list));
+    let rows = bind_filters(query, q).fetch_all(lite.reader()).await?;
     rows.iter().map(ListedRow::from_row).collect()
 }
 

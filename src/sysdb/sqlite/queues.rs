@@ -1,14 +1,11 @@
 //! The `queues` table on SQLite.
 
-use std::time::Duration;
-
 use sqlx::AssertSqlSafe;
 
 use super::Lite;
 use crate::error::DbError;
 use crate::queue::Queue;
-use crate::sysdb::now_ms;
-use crate::sysdb::queues::{row_to_queue, COLUMNS};
+use crate::sysdb::queues::{bind_queue, row_to_queue, COLUMNS};
 
 /// The queues of this application (rows of its name, and rows of none).
 pub(crate) async fn list(lite: &Lite, app: Option<&str>) -> Result<Vec<Queue>, DbError> {
@@ -53,23 +50,7 @@ pub(crate) async fn put(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14)"
         )
     };
-    let n = |v: Option<u32>| v.map(|v| v.min(i32::MAX as u32) as i32);
-    let secs = |d: Duration| d.as_secs_f64();
-    sqlx::query(AssertSqlSafe(sql))
-        .bind(&q.name)
-        .bind(n(q.concurrency))
-        .bind(n(q.worker_concurrency))
-        .bind(n(q.rate_limit.map(|r| r.limit)))
-        .bind(q.rate_limit.map(|r| secs(r.period)))
-        .bind(q.priority_enabled)
-        .bind(q.partitioned)
-        .bind(secs(q.polling_interval))
-        .bind(n(q.partition_concurrency))
-        .bind(n(q.partition_worker_concurrency))
-        .bind(n(q.partition_rate_limit.map(|r| r.limit)))
-        .bind(q.partition_rate_limit.map(|r| secs(r.period)))
-        .bind(app)
-        .bind(now_ms())
+    bind_queue(sqlx::query(AssertSqlSafe(sql)), q, app)
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;

@@ -6,7 +6,7 @@ use sqlx::AssertSqlSafe;
 
 use super::Lite;
 use crate::error::DbError;
-use crate::sysdb::schedules::{row_to_schedule, COLUMNS};
+use crate::sysdb::schedules::{bind_schedule, row_to_schedule, COLUMNS};
 use crate::sysdb::{now_ms, Firings, ScheduleRow};
 
 /// The schedules of this application (rows of its name, and rows of none).
@@ -54,19 +54,7 @@ pub(crate) async fn put(
            application_name = COALESCE(w.application_name, excluded.application_name) \
          WHERE ?13"
     );
-    let written = sqlx::query(AssertSqlSafe(sql))
-        .bind(&s.id)
-        .bind(&s.name)
-        .bind(&s.workflow)
-        .bind(&s.class_name)
-        .bind(&s.cron)
-        .bind(&s.status)
-        .bind(&s.context)
-        .bind(&s.last_fired_at)
-        .bind(s.automatic_backfill)
-        .bind(&s.timezone)
-        .bind(&s.queue)
-        .bind(&s.app_name)
+    let written = bind_schedule(sqlx::query(AssertSqlSafe(sql)), s)
         .bind(replace)
         .execute(&mut *tx)
         .await?
