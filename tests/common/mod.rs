@@ -269,6 +269,23 @@ pub async fn scalar(pool: &impl CheckPool, sql: &str) -> Option<String> {
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
+/// The stored status of workflow `id`, or `None` when there is no such row.
+pub async fn status_of(pool: &impl CheckPool, id: &str) -> Option<String> {
+    let sql = format!("SELECT status FROM dbos.workflow_status WHERE workflow_uuid = '{id}'");
+    match pool.count(&format!("SELECT count(*) FROM ({sql}) s")).await {
+        Ok(0) => None,
+        _ => scalar(pool, &sql).await,
+    }
+}
+
+/// Waits up to 20 s until workflow `id` has status `want`.
+pub async fn wait_status(pool: &impl CheckPool, id: &str, want: &str) {
+    let sql = format!(
+        "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = '{id}' AND status = '{want}'"
+    );
+    wait_count(pool, &sql, 1, 20).await;
+}
+
 /// Waits until `sql` (a count query) returns at least `n`, or panics after `secs` seconds.
 /// Errors count as "not yet" (the tables may not exist until another process migrates).
 pub async fn wait_count(pool: &impl CheckPool, sql: &str, n: i64, secs: u64) {
