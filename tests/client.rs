@@ -42,11 +42,7 @@ fn builder(db: &common::TestDb) -> stead::RuntimeBuilder {
 }
 
 async fn client(db: &common::TestDb) -> Client {
-    let options = stead::ClientOptions {
-        app_name: Some("shop".into()),
-        ..Default::default()
-    };
-    Client::connect_with(&db.url, options).await.unwrap()
+    common::client(db, "shop").await
 }
 
 both_backends! {

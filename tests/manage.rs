@@ -98,11 +98,7 @@ fn builder(db: &common::TestDb) -> stead::RuntimeBuilder {
 }
 
 async fn client(db: &common::TestDb) -> Client {
-    let options = stead::ClientOptions {
-        app_name: Some("shop".into()),
-        ..Default::default()
-    };
-    Client::connect_with(&db.url, options).await.unwrap()
+    common::client(db, "shop").await
 }
 
 fn ids(list: &[stead::WorkflowInfo]) -> Vec<&str> {

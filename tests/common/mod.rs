@@ -262,6 +262,17 @@ macro_rules! check_pool {
 check_pool!(PgPool);
 check_pool!(AnyPool);
 
+/// A client of application `app` on `db`.
+pub async fn client(db: &TestDb, app: &str) -> stead::Client {
+    let options = stead::ClientOptions {
+        app_name: Some(app.into()),
+        ..Default::default()
+    };
+    stead::Client::connect_with(&db.url, options)
+        .await
+        .expect("connect a client")
+}
+
 /// Reads one column of one row as text, for assertions on stored rows.
 pub async fn scalar(pool: &impl CheckPool, sql: &str) -> Option<String> {
     pool.text(sql)
