@@ -2,7 +2,9 @@
 
 use super::{json_list, Lite};
 use crate::error::DbError;
-use crate::sysdb::observe::{CompletedBucket, QueueCounts};
+use sqlx::AssertSqlSafe;
+
+use crate::sysdb::observe::{CompletedBucket, QueueCounts, THROUGHPUT};
 
 /// The counts of the queues named; queues with nothing waiting or running are absent.
 pub(crate) async fn queue_counts(
@@ -33,19 +35,13 @@ pub(crate) async fn completed(
     bucket_ms: i64,
     buckets: i64,
 ) -> Result<Vec<CompletedBucket>, DbError> {
-    let rows = sqlx::query(
-        "SELECT (completed_at - ?1) / ?2 AS bucket, \
-                count(*) FILTER (WHERE status = 'SUCCESS'), \
-                count(*) FILTER (WHERE status <> 'SUCCESS') \
-         FROM workflow_status \
-         WHERE completed_at IS NOT NULL AND completed_at >= ?1 AND completed_at < ?1 + ?2 * ?3 \
-         GROUP BY 1 ORDER BY 1",
-    )
-    .bind(since_ms)
-    .bind(bucket_ms)
-    .bind(buckets)
-    .fetch_all(lite.reader())
-    .await?;
+    // Postgres's statement, unqualified: its `$n` parameters first appear in order.
+    let rows = sqlx::query(AssertSqlSafe(THROUGHPUT.replace("{s}.", "")))
+        .bind(since_ms)
+        .bind(bucket_ms)
+        .bind(buckets)
+        .fetch_all(lite.reader())
+        .await?;
     Ok(rows
         .iter()
         .map(CompletedBucket::from_row)
