@@ -351,34 +351,29 @@ impl Client {
     pub async fn set_delay(&self, id: &str, delay: Duration) -> Result<()> {
         let until = now_ms().saturating_add(delay.as_millis().min(i64::MAX as u128 / 2) as i64);
         let target = id.to_owned();
-        let status = self
+        let found = self
             .shared()
             .db
             .call_with(target, move |db, target| async move {
                 admin::set_delay(&db, &target, until).await
             })
             .await?;
-        match status.as_deref() {
-            None => Err(Error::NotFound(id.to_owned())),
+        let Some(found) = found else {
+            return Err(Error::NotFound(id.to_owned()));
+        };
+        match found.status.as_deref() {
             Some("DELAYED") => {
-                self.wake_queue_of(id).await;
+                // The queue's actor here may wait for the old due time: wake it (on Postgres
+                // the statement's NOTIFY also does; SQLite has none).
+                if let Some(queue) = &found.queue {
+                    start::wake(self.shared(), queue);
+                }
                 Ok(())
             }
-            Some(other) => Err(Error::InvalidArgument(format!(
-                "workflow {id:?} is {other}, not DELAYED: only a delayed workflow's delay can change"
+            other => Err(Error::InvalidArgument(format!(
+                "workflow {id:?} is {}, not DELAYED: only a delayed workflow's delay can change",
+                other.unwrap_or("without a status")
             ))),
-        }
-    }
-
-    /// Wakes this process's actor of `id`'s queue, which may be waiting for the old due time
-    /// (on Postgres a NOTIFY also wakes it; SQLite has none).
-    async fn wake_queue_of(&self, id: &str) {
-        if let Ok(WorkflowStatus {
-            queue_name: Some(queue),
-            ..
-        }) = self.handle(id).status().await
-        {
-            start::wake(self.shared(), &queue);
         }
     }
 

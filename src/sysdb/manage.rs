@@ -368,11 +368,24 @@ WITH upd AS (
 ), wake AS (
     SELECT pg_notify('stead_queue_channel', queue_name) FROM upd WHERE queue_name IS NOT NULL
 )
-SELECT (SELECT status FROM {s}.workflow_status WHERE workflow_uuid = $1), (SELECT count(*) FROM wake)
+SELECT w.status, w.queue_name, (SELECT count(*) FROM wake)
+FROM {s}.workflow_status w WHERE w.workflow_uuid = $1
 "#;
 
-/// Moves a `DELAYED` workflow's due time; returns its status (`None`: no such workflow).
-pub(crate) async fn set_delay(db: &SysDb, id: &str, until: i64) -> Result<Option<String>, DbError> {
+/// A workflow's status and queue, as a change of delay found it.
+#[derive(Debug, Clone)]
+pub(crate) struct Delayed {
+    pub status: Option<String>,
+    pub queue: Option<String>,
+}
+
+/// Moves a `DELAYED` workflow's due time; returns its status and queue (`None`: no such
+/// workflow).
+pub(crate) async fn set_delay(
+    db: &SysDb,
+    id: &str,
+    until: i64,
+) -> Result<Option<Delayed>, DbError> {
     match &db.backend {
         Backend::Postgres { pool, .. } => set_delay_pg(pool, &db.sql, id, until).await,
         Backend::Sqlite(lite) => sqlite::manage::set_delay(lite, id, until).await,
@@ -384,12 +397,25 @@ async fn set_delay_pg(
     sql: &Sql,
     id: &str,
     until: i64,
-) -> Result<Option<String>, DbError> {
+) -> Result<Option<Delayed>, DbError> {
     let row = sqlx::query(sql.set_delay.clone())
         .bind(id)
         .bind(until)
         .bind(now_ms())
-        .fetch_one(pool)
+        .fetch_optional(pool)
         .await?;
-    Ok(row.try_get(0)?)
+    Ok(match row {
+        Some(row) => Some(Delayed::from_row(&row)?),
+        None => None,
+    })
+}
+
+impl Delayed {
+    /// Status and queue, the first two columns of either backend's read.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<Delayed, sqlx::Error> {
+        Ok(Delayed {
+            status: row.at(0)?,
+            queue: row.at(1)?,
+        })
+    }
 }

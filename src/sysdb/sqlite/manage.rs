@@ -8,7 +8,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::{json_list, Lite};
 use crate::error::DbError;
-use crate::sysdb::manage::{bind_filters, step_listing, Resumed};
+use crate::sysdb::manage::{bind_filters, step_listing, Delayed, Resumed};
 use crate::sysdb::reads::STATUS_COLUMNS;
 use crate::sysdb::{now_ms, ListQuery, ListedRow, StepListing};
 
@@ -241,7 +241,7 @@ pub(crate) async fn set_delay(
     lite: &Lite,
     id: &str,
     until: i64,
-) -> Result<Option<String>, DbError> {
+) -> Result<Option<Delayed>, DbError> {
     let mut tx = lite.write().await?;
     sqlx::query(
         "UPDATE workflow_status SET delay_until_epoch_ms = ?2, updated_at = ?3 \
@@ -252,11 +252,14 @@ pub(crate) async fn set_delay(
     .bind(now_ms())
     .execute(&mut *tx)
     .await?;
-    let status: Option<Option<String>> =
-        sqlx::query_scalar("SELECT status FROM workflow_status WHERE workflow_uuid = ?1")
+    let row =
+        sqlx::query("SELECT status, queue_name FROM workflow_status WHERE workflow_uuid = ?1")
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
     tx.commit().await?;
-    Ok(status.flatten())
+    Ok(match row {
+        Some(row) => Some(Delayed::from_row(&row)?),
+        None => None,
+    })
 }
