@@ -45,19 +45,6 @@ pub(crate) async fn execute(
     Ok(outs)
 }
 
-async fn count(
-    tx: &mut SqliteConnection,
-    sql: &str,
-    r: &ClaimRequest,
-    since: i64,
-) -> Result<i64, DbError> {
-    Ok(sqlx::query_scalar(AssertSqlSafe(sql.to_owned()))
-        .bind(&r.queue.name)
-        .bind(since)
-        .fetch_one(&mut *tx)
-        .await?)
-}
-
 async fn claim(tx: &mut SqliteConnection, r: &ClaimRequest) -> Result<ClaimOutcome, DbError> {
     let q = &r.queue;
     // A debounced row releases its debounce key as it leaves DELAYED: later calls start anew.
@@ -76,31 +63,25 @@ async fn claim(tx: &mut SqliteConnection, r: &ClaimRequest) -> Result<ClaimOutco
         ..ClaimOutcome::default()
     };
 
-    let mut slots = r.limit;
-    if let Some(global) = q.concurrency {
-        let pending = count(
-            tx,
-            "SELECT count(*) FROM workflow_status WHERE queue_name = ?1 AND status = 'PENDING' \
-             AND ?2 IS NOT NULL",
-            r,
-            0,
+    // The shared limits: running workflows of the queue, and starts within the rate window.
+    let (mut slots, mut rate) = (r.limit, r.limit);
+    let window_start = q.rate_limit.map_or(0, |l| r.now - millis(l.period));
+    if q.concurrency.is_some() || q.rate_limit.is_some() {
+        let (pending, recent): (i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE status = 'PENDING'), \
+                    count(*) FILTER (WHERE rate_limited AND started_at_epoch_ms > ?2) \
+             FROM workflow_status WHERE queue_name = ?1",
         )
+        .bind(&q.name)
+        .bind(window_start)
+        .fetch_one(&mut *tx)
         .await?;
-        slots = slots.min(i64::from(global) - pending);
-    }
-    let mut rate = r.limit;
-    let mut window_start = 0;
-    if let Some(limit) = q.rate_limit {
-        window_start = r.now - millis(limit.period);
-        let recent = count(
-            tx,
-            "SELECT count(*) FROM workflow_status WHERE queue_name = ?1 AND rate_limited \
-             AND started_at_epoch_ms > ?2",
-            r,
-            window_start,
-        )
-        .await?;
-        rate = i64::from(limit.limit) - recent;
+        if let Some(global) = q.concurrency {
+            slots = slots.min(i64::from(global) - pending);
+        }
+        if let Some(limit) = q.rate_limit {
+            rate = i64::from(limit.limit) - recent;
+        }
     }
     slots = slots.max(0);
     rate = rate.max(0);
