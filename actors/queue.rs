@@ -231,18 +231,25 @@ impl Actor for QueueActor {
                 panic!("injected fault: queue {}", state.def.name)
             }
             QueueMsg::Public(QueueMessage::Enqueue(request, reply)) => {
-                let (shared, queue) = (state.shared.clone(), state.def.name.clone());
-                state.tasks.spawn(async move {
-                    let handle = start::submit(
-                        &shared,
-                        Target::Queue(&queue),
-                        &request.workflow,
-                        &request.input_json,
-                        request.options,
-                    )
-                    .await;
-                    let _ = reply.send(handle.map(|h| h.id().to_owned()));
-                });
+                // Begun here, in the order the messages came; written together, concurrently.
+                let begun = start::begin(
+                    &state.shared,
+                    Target::Queue(&state.def.name),
+                    &request.workflow,
+                    &request.input_json,
+                    request.options,
+                );
+                match begun {
+                    Ok(submission) => {
+                        state.tasks.spawn(async move {
+                            let handle = submission.complete().await;
+                            let _ = reply.send(handle.map(|h| h.id().to_owned()));
+                        });
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
             }
             QueueMsg::Tick => {
                 state.timer_armed = false;

@@ -125,6 +125,33 @@ pub(crate) async fn submit(
     input_json: &str,
     options: WorkflowOptions,
 ) -> Result<WorkflowHandle> {
+    begin(shared, target, workflow, input_json, options)?
+        .complete()
+        .await
+}
+
+/// A workflow whose row is decided (id, queue position, slot) but not yet written.
+pub(crate) struct Submission {
+    shared: SharedRef,
+    /// The queue, or `None` for a direct start.
+    queue: Option<String>,
+    workflow: String,
+    new: NewWorkflow,
+    reserved: Option<DerivedActorRef<QueueRequest>>,
+    tabled: Option<Arc<OpenSlots>>,
+    dedup: Option<(String, Dedup)>,
+}
+
+/// Everything of a submission that must happen in the caller's order: checks, the queue
+/// position (`created_at`) and a slot. A queue actor calls it in its handler, so enqueues a user
+/// actor sends one after another keep their order even though their writes complete apart.
+pub(crate) fn begin(
+    shared: &SharedRef,
+    target: Target<'_>,
+    workflow: &str,
+    input_json: &str,
+    options: WorkflowOptions,
+) -> Result<Submission> {
     check_running(shared)?;
     match shared.registry.get(workflow) {
         Some(entry) => entry.check_input(input_json)?,
@@ -141,7 +168,7 @@ pub(crate) async fn submit(
         }
         None => uuid::Uuid::new_v4().to_string(),
     };
-    let mut new = new_row(shared, target, workflow, input_json, &options, id.clone())?;
+    let mut new = new_row(shared, target, workflow, input_json, &options, id)?;
     // An enqueue that may run here at once is written as already claimed by this executor.
     let (reserved, tabled) = match target {
         Target::Queue(queue) if options.delay.is_none() && runs_here(shared, &options) => {
@@ -156,77 +183,105 @@ pub(crate) async fn submit(
     if reserved.is_some() {
         new.owner = Some(uuid::Uuid::new_v4().to_string());
     }
-    let dedup = options.dedup.clone();
-    let (owner, inputs) = (new.owner.clone(), new.inputs.clone());
     // An enqueue run here at once is claimed now: its clock starts now too.
     if reserved.is_some() {
         new.deadline = new.deadline.or(new.timeout_ms.map(|t| sysdb::now_ms() + t));
     }
-    let deadline = new.deadline;
-    let outcome = shared.db.start(new).await;
-    if let Some(slots) = tabled {
-        slots.landed();
-        // A created row wakes the actor below; otherwise it still learns its backlog is clear.
-        if let (Target::Queue(queue), false) =
-            (target, matches!(outcome, Ok(StartOutcome::Created)))
-        {
-            wake(shared, queue);
-        }
-    }
-    if !matches!(outcome, Ok(StartOutcome::Created)) {
-        if let Some(queue) = &reserved {
-            let _ = queue.send_message(QueueRequest::Release);
-        }
-    }
-    match outcome? {
-        StartOutcome::Created => {
-            match shared.registry.get(workflow) {
-                Some(entry) => entry.metrics().started(),
-                None => metrics::workflow_started(workflow),
+    Ok(Submission {
+        shared: shared.clone(),
+        queue: match target {
+            Target::Queue(queue) => Some(queue.to_owned()),
+            Target::Direct => None,
+        },
+        workflow: workflow.to_owned(),
+        new,
+        reserved,
+        tabled,
+        dedup: options.dedup,
+    })
+}
+
+impl Submission {
+    /// Writes the row, then runs or announces the workflow.
+    pub(crate) async fn complete(self) -> Result<WorkflowHandle> {
+        let Submission {
+            shared,
+            queue,
+            workflow,
+            new,
+            reserved,
+            tabled,
+            dedup,
+        } = self;
+        let (shared, workflow) = (&shared, workflow.as_str());
+        let target = queue.as_deref().map_or(Target::Direct, Target::Queue);
+        let (id, owner, inputs) = (new.id.clone(), new.owner.clone(), new.inputs.clone());
+        let deadline = new.deadline;
+        let outcome = shared.db.start(new).await;
+        if let Some(slots) = tabled {
+            slots.landed();
+            // A created row wakes the actor below; otherwise it still learns its backlog is clear.
+            if let (Target::Queue(queue), false) =
+                (target, matches!(outcome, Ok(StartOutcome::Created)))
+            {
+                wake(shared, queue);
             }
-            match (target, owner) {
-                (Target::Direct, Some(owner)) => {
-                    shared.completions.slot(&id);
-                    dispatch(shared, direct(&id, workflow, owner, inputs, deadline));
+        }
+        if !matches!(outcome, Ok(StartOutcome::Created)) {
+            if let Some(queue) = &reserved {
+                let _ = queue.send_message(QueueRequest::Release);
+            }
+        }
+        match outcome? {
+            StartOutcome::Created => {
+                match shared.registry.get(workflow) {
+                    Some(entry) => entry.metrics().started(),
+                    None => metrics::workflow_started(workflow),
                 }
-                (Target::Queue(_), Some(owner)) => {
-                    shared.completions.slot(&id);
-                    let d = direct(&id, workflow, owner, inputs, deadline);
-                    if let Some(queue) = reserved {
-                        // If the actor died meanwhile, its successor's take-back runs it.
-                        let _ = queue.send_message(QueueRequest::RunReserved(d));
+                match (target, owner) {
+                    (Target::Direct, Some(owner)) => {
+                        shared.completions.slot(&id);
+                        dispatch(shared, direct(&id, workflow, owner, inputs, deadline));
                     }
+                    (Target::Queue(_), Some(owner)) => {
+                        shared.completions.slot(&id);
+                        let d = direct(&id, workflow, owner, inputs, deadline);
+                        if let Some(queue) = reserved {
+                            // If the actor died meanwhile, its successor's take-back runs it.
+                            let _ = queue.send_message(QueueRequest::RunReserved(d));
+                        }
+                    }
+                    (Target::Queue(queue), None) => wake(shared, queue),
+                    (Target::Direct, None) => {}
                 }
-                (Target::Queue(queue), None) => wake(shared, queue),
-                (Target::Direct, None) => {}
+            }
+            StartOutcome::Existing { name, .. } if name != workflow => {
+                return Err(Error::WorkflowConflict {
+                    id,
+                    existing: name,
+                    requested: workflow.to_owned(),
+                })
+            }
+            StartOutcome::Existing { .. } => {}
+            StartOutcome::Duplicate { holder } => {
+                let (Target::Queue(queue), Some((dedup_id, policy))) = (target, dedup) else {
+                    return Err(Error::Fatal(
+                        "a deduplication conflict without a key".into(),
+                    ));
+                };
+                metrics::queue_deduplicated(queue);
+                return match policy {
+                    Dedup::ReturnExisting => Ok(WorkflowHandle::new(holder, shared.clone())),
+                    Dedup::Reject => Err(Error::Duplicate {
+                        queue: queue.to_owned(),
+                        dedup_id,
+                        holder,
+                    }),
+                };
             }
         }
-        StartOutcome::Existing { name, .. } if name != workflow => {
-            return Err(Error::WorkflowConflict {
-                id,
-                existing: name,
-                requested: workflow.to_owned(),
-            })
-        }
-        StartOutcome::Existing { .. } => {}
-        StartOutcome::Duplicate { holder } => {
-            let (Target::Queue(queue), Some((dedup_id, policy))) = (target, dedup) else {
-                return Err(Error::Fatal(
-                    "a deduplication conflict without a key".into(),
-                ));
-            };
-            metrics::queue_deduplicated(queue);
-            return match policy {
-                Dedup::ReturnExisting => Ok(WorkflowHandle::new(holder, shared.clone())),
-                Dedup::Reject => Err(Error::Duplicate {
-                    queue: queue.to_owned(),
-                    dedup_id,
-                    holder,
-                }),
-            };
-        }
+        Ok(WorkflowHandle::new(id, shared.clone()))
     }
-    Ok(WorkflowHandle::new(id, shared.clone()))
 }
 
 fn new_row(
@@ -282,6 +337,7 @@ fn new_row(
             .clone()
             .or_else(|| shared.config.own_version()),
         app_name: shared.config.app_name.clone(),
+        created_at: sysdb::next_created_at(),
     })
 }
 

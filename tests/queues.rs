@@ -655,3 +655,40 @@ async fn a_user_actor_enqueues_through_the_queue_actor_and_awaits_the_result(db)
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
+
+both_backends! {
+async fn enqueues_sent_as_messages_one_after_another_run_in_that_order(db) {
+    let rt = launch(&db, vec![Queue::new("msgs").worker_concurrency(1)]).await;
+    let pool = db.checks().await;
+    let blocker = rt
+        .enqueue("msgs", "job", tagged(&db, "mo-blocker", "mo-gate", 0), WorkflowOptions::default())
+        .await
+        .unwrap();
+    common::wait_status(&pool, blocker.id(), "PENDING").await;
+    // Sent without waiting in between: their writes go out together and complete in any order.
+    let queue = rt.queue_ref("msgs").unwrap();
+    let mut acks = Vec::new();
+    for i in 0..40 {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let request =
+            stead::EnqueueRequest::new("job", &tagged(&db, &format!("mo-{i:02}"), "", 0)).unwrap();
+        queue
+            .send_message(stead::QueueMessage::Enqueue(request, tx.into()))
+            .unwrap();
+        acks.push(rx);
+    }
+    let mut ids = Vec::new();
+    for ack in acks {
+        ids.push(common::within(ack).await.unwrap().unwrap());
+    }
+    open(&db, "mo-gate");
+    for id in &ids {
+        common::within(rt.handle(id).result::<String>()).await.unwrap();
+    }
+    let order: Vec<String> = runs(&db, "mo-").into_iter().map(|(tag, ..)| tag).collect();
+    let mut sent = vec!["mo-blocker".to_string()];
+    sent.extend((0..40).map(|i| format!("mo-{i:02}")));
+    assert_eq!(order, sent, "the queue ran them in the order they were sent");
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}

@@ -55,7 +55,7 @@ pub(crate) use schedules::{
     put as put_schedule, set_status as set_schedule_status, Firings, ScheduleRow,
 };
 pub(crate) use sqlite::default_url;
-pub(crate) use start::{NewWorkflow, StartOutcome, QUEUE_CHANNEL};
+pub(crate) use start::{next_created_at, NewWorkflow, StartOutcome, QUEUE_CHANNEL};
 pub(crate) use steps::{LoadSteps, StepOutcome, StepWrite};
 pub use versions::AppVersion;
 

@@ -42,6 +42,9 @@ pub(crate) struct NewWorkflow {
     /// `None`: any executor running the latest version may run it.
     pub app_version: Option<String>,
     pub app_name: Option<String>,
+    /// Stamped when the request was made (strictly increasing in this process): the queue's
+    /// order is the order of submission, however the writes interleave.
+    pub created_at: i64,
 }
 
 impl NewWorkflow {
@@ -160,7 +163,7 @@ fn bind<'q>(q: PgQuery<'q>, batch: &[&'q NewWorkflow]) -> PgQuery<'q> {
         .bind(col(|w| w.dedup_id.as_deref()))
         .bind(col(|w| w.partition_key.as_deref()))
         .bind(batch.iter().map(|w| w.delay_until).collect::<Vec<_>>())
-        .bind(batch.iter().map(|_| next_created_at()).collect::<Vec<_>>())
+        .bind(batch.iter().map(|w| w.created_at).collect::<Vec<_>>())
         .bind(batch.iter().map(|w| w.timeout_ms).collect::<Vec<_>>())
         .bind(batch.iter().map(|w| w.deadline).collect::<Vec<_>>())
         .bind(col(|w| w.parent.as_deref()))
@@ -174,7 +177,7 @@ fn bind<'q>(q: PgQuery<'q>, batch: &[&'q NewWorkflow]) -> PgQuery<'q> {
 /// millisecond keep their order.
 static LAST_CREATED: AtomicI64 = AtomicI64::new(0);
 
-pub(super) fn next_created_at() -> i64 {
+pub(crate) fn next_created_at() -> i64 {
     let now = now_ms();
     let mut last = LAST_CREATED.load(Ordering::Relaxed);
     loop {

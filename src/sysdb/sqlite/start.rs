@@ -5,7 +5,6 @@ use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
 use crate::error::DbError;
-use crate::sysdb::start::next_created_at;
 use crate::sysdb::{NewWorkflow, StartOutcome, PORTABLE_JSON};
 
 const INSERT: &str = r#"
@@ -32,7 +31,7 @@ pub(crate) async fn execute(
 }
 
 async fn start_one(tx: &mut SqliteConnection, w: &NewWorkflow) -> Result<StartOutcome, DbError> {
-    let created = next_created_at();
+    let created = w.created_at;
     let inserted = sqlx::query(INSERT)
         .bind(&w.id)
         .bind(w.status())
