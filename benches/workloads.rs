@@ -29,6 +29,9 @@ struct Args {
     conc: u32,
     poll_ms: u64,
     rounds: u64,
+    /// W3's producer: `await` (each enqueue durable before the next) or `actor` (one actor
+    /// message after another to the queue actor; the acknowledgements are awaited at the end).
+    producer: String,
 }
 
 fn parse() -> Result<Args, String> {
@@ -45,6 +48,7 @@ fn parse() -> Result<Args, String> {
         conc: 50,
         poll_ms: 1000,
         rounds: 5,
+        producer: "await".into(),
     };
     while let Some(flag) = it.next() {
         let value = it.next().ok_or(format!("{flag} needs a value"))?;
@@ -60,6 +64,7 @@ fn parse() -> Result<Args, String> {
             "--conc" => a.conc = number()? as u32,
             "--poll-ms" => a.poll_ms = number()?,
             "--rounds" => a.rounds = number()?,
+            "--producer" if value == "await" || value == "actor" => a.producer = value.clone(),
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -108,6 +113,26 @@ async fn launch(a: &Args) -> stead::Result<Runtime> {
         builder.workflow("work", noop_steps)
     };
     builder.launch().await
+}
+
+/// Sends `n` enqueue messages to the queue actor one after another, without waiting between
+/// them, then waits until every one is acknowledged (its row committed).
+async fn produce_as_actor(rt: &Runtime, queue: &str, n: u64, steps: u64) -> stead::Result<()> {
+    let actor = rt.queue_ref(queue)?;
+    let mut acks = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let request = stead::EnqueueRequest::new("work", &steps)?;
+        actor
+            .send_message(stead::QueueMessage::Enqueue(request, tx.into()))
+            .map_err(|e| stead::Error::Fatal(format!("the queue actor is gone: {e}")))?;
+        acks.push(rx);
+    }
+    for ack in acks {
+        ack.await
+            .map_err(|_| stead::Error::Fatal("an enqueue was not acknowledged".into()))??;
+    }
+    Ok(())
 }
 
 async fn warmup(rt: &Runtime) -> stead::Result<()> {
@@ -366,9 +391,13 @@ async fn run(a: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
             } else {
                 "benchq"
             };
-            for _ in 0..a.n {
-                rt.enqueue(target, "work", a.steps, WorkflowOptions::default())
-                    .await?;
+            if a.producer == "actor" {
+                produce_as_actor(&rt, target, a.n, a.steps).await?;
+            } else {
+                for _ in 0..a.n {
+                    rt.enqueue(target, "work", a.steps, WorkflowOptions::default())
+                        .await?;
+                }
             }
             let enqueue_s = t.elapsed().as_secs_f64();
             if target == "nobody" {
@@ -384,7 +413,7 @@ async fn run(a: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
             let s = t.elapsed().as_secs_f64();
             let stats = rt.stats();
             rt.shutdown(Duration::from_secs(5)).await?;
-            json!({"peer": "stead", "workload": "w3", "n": a.n, "conc": a.conc,
+            json!({"peer": "stead", "workload": "w3", "producer": a.producer, "n": a.n, "conc": a.conc,
                    "poll_ms": a.poll_ms, "enqueue_s": enqueue_s, "total_s": s,
                    "wf_per_s": a.n as f64 / s,
                    "db_flushes": stats.db_flushes, "db_batched": stats.db_batched_requests,
