@@ -105,6 +105,9 @@ pub(crate) struct QueueState {
     open: Arc<OpenSlots>,
     offered: i64,
     claiming: bool,
+    /// Slots the claim in flight asked for: not offered to local enqueues until it answers, or
+    /// its rows and theirs together could exceed the worker concurrency.
+    asked: i64,
     /// Work may be waiting that a free slot could take: claim as soon as one frees.
     backlog: bool,
     /// Wake-ups so far, and how many there were when the claim in flight began: a claim's
@@ -160,6 +163,7 @@ impl Actor for QueueActor {
             open,
             offered: 0,
             claiming: false,
+            asked: 0,
             backlog: true,
             wakes: 0,
             wakes_at_claim: 0,
@@ -356,7 +360,7 @@ impl QueueState {
     }
 
     fn free_slots(&self) -> i64 {
-        let busy = (self.children.len() + self.restarting + self.reserved) as i64;
+        let busy = (self.children.len() + self.restarting + self.reserved) as i64 + self.asked;
         match self.def.worker_concurrency {
             Some(limit) => i64::from(limit) - busy,
             None => self.shared.config.claim_batch,
@@ -376,6 +380,7 @@ impl QueueState {
             return;
         }
         self.claiming = true;
+        self.asked = limit;
         self.wakes_at_claim = self.wakes;
         self.tabled_at_claim = self.open.tabled();
         let config = &self.shared.config;
@@ -403,6 +408,7 @@ impl QueueState {
         began: Instant,
     ) {
         self.claiming = false;
+        self.asked = 0;
         let out = match result {
             Ok(out) => out,
             Err(e) => {

@@ -692,3 +692,94 @@ async fn enqueues_sent_as_messages_one_after_another_run_in_that_order(db) {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
+
+/// A claim in flight keeps the slots it asked for: local enqueues meanwhile wait in the table
+/// rather than take those slots, so the claim's rows and theirs never exceed the limit together.
+/// (Postgres only: the claim is held up by a lock on a table it reads.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_enqueues_do_not_take_the_slots_of_a_claim_in_flight() {
+    use common::CheckPool as _;
+    let db = common::TestDb::new().await;
+    let queue = Queue::new("held")
+        .worker_concurrency(2)
+        .polling_interval(Duration::from_millis(50));
+    let rt = launch(&db, vec![queue]).await;
+    let pool = db.pool().await;
+    let pending = "SELECT count(*) FROM dbos.workflow_status WHERE queue_name = 'held' AND status = 'PENDING'";
+    // One run first: the actor's first claims are over and its slots are offered again.
+    let warm = rt
+        .enqueue(
+            "held",
+            "job",
+            tagged(&db, "cf-warm", "", 0),
+            WorkflowOptions::default(),
+        )
+        .await
+        .unwrap();
+    common::within(warm.result::<String>()).await.unwrap();
+    // Every claim reads `application_versions` (rows without a version run on the latest one).
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE dbos.application_versions IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    // Two rows written as a DBOS client writes them: no announcement, found by a poll.
+    for i in 0..2 {
+        let inputs = serde_json::json!({
+            "positionalArgs": [tagged(&db, &format!("cf-foreign-{i}"), "cf-gate", 0)],
+            "namedArgs": {},
+        });
+        sqlx::query(
+            "INSERT INTO dbos.workflow_status (workflow_uuid, status, name, queue_name, \
+               created_at, updated_at, priority, serialization) \
+             VALUES ($1, 'ENQUEUED', 'job', 'held', $2, $2, 0, 'portable_json')",
+        )
+        .bind(format!("cf-foreign-{i}"))
+        .bind(i as i64)
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query("INSERT INTO dbos.workflow_input (workflow_uuid, inputs) VALUES ($1, $2)")
+            .bind(format!("cf-foreign-{i}"))
+            .bind(inputs.to_string())
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
+                   WHERE c.relname = 'application_versions' AND NOT l.granted";
+    common::wait_count(&pool, waiting, 1, 10).await;
+    // The poll's claim now waits, asking for both slots. Two local enqueues meanwhile:
+    let mut handles = Vec::new();
+    for i in 0..2 {
+        let input = tagged(&db, &format!("cf-local-{i}"), "cf-gate", 0);
+        handles.push(
+            rt.enqueue("held", "job", input, WorkflowOptions::default())
+                .await
+                .unwrap(),
+        );
+    }
+    lock.rollback().await.unwrap();
+    common::wait_count(&pool, pending, 2, 10).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        pool.count(pending).await.unwrap(),
+        2,
+        "never more than the limit"
+    );
+    open(&db, "cf-gate");
+    for h in &handles {
+        common::within(h.result::<String>()).await.unwrap();
+    }
+    for i in 0..2 {
+        let h = rt.handle(format!("cf-foreign-{i}"));
+        common::within(h.result::<String>()).await.unwrap();
+    }
+    let spans: Vec<_> = runs(&db, "cf-")
+        .into_iter()
+        .map(|(_, s, e)| (s, e))
+        .collect();
+    assert_eq!(spans.len(), 5);
+    assert!(max_overlap(&spans) <= 2, "measured inside the workflows");
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
