@@ -245,6 +245,9 @@ impl EnqueueRequest {
 /// The messages a queue actor accepts from user actors. Get the actor with
 /// [`Runtime::queue_ref`](crate::Runtime::queue_ref); a restarted queue actor has a new ref.
 ///
+/// The answer comes once the workflow's row is committed. A producer may send many messages
+/// before reading any answer: they are written together and queued in the order they were sent.
+///
 /// ```no_run
 /// # async fn demo(runtime: stead::Runtime) -> Result<(), Box<dyn std::error::Error>> {
 /// let queue = runtime.queue_ref("orders")?;
