@@ -6,6 +6,11 @@
 //!
 //! Prints one `RESULT {json}` line. Build with `cargo bench --bench workloads --no-run`.
 //!
+//! W3's producer enqueues one after another either awaiting each enqueue (`--producer await`,
+//! the default, as the peers do) or sending enqueue messages to the queue actor and awaiting the
+//! acknowledgements at the end (`--producer actor`, or `STEAD_BENCH_PRODUCER=actor` under the
+//! peers' driver).
+//!
 //! With `STEAD_BENCH_OBSERVE=1` a run installs the Prometheus recorder (no listener) and a
 //! tracing subscriber at INFO writing to a sink first. `w2-observed [--rounds R]` measures what
 //! that costs: R rounds of W2 without and with it, each in a fresh process on a recreated
@@ -29,8 +34,9 @@ struct Args {
     conc: u32,
     poll_ms: u64,
     rounds: u64,
-    /// W3's producer: `await` (each enqueue durable before the next) or `actor` (one actor
-    /// message after another to the queue actor; the acknowledgements are awaited at the end).
+    /// W3's producer (`--producer`, else `STEAD_BENCH_PRODUCER`, else `await`): `await` (each
+    /// enqueue durable before the next) or `actor` (one message after another to the queue
+    /// actor; the acknowledgements, each a committed row, are awaited at the end).
     producer: String,
 }
 
@@ -48,7 +54,7 @@ fn parse() -> Result<Args, String> {
         conc: 50,
         poll_ms: 1000,
         rounds: 5,
-        producer: "await".into(),
+        producer: std::env::var("STEAD_BENCH_PRODUCER").unwrap_or_else(|_| "await".into()),
     };
     while let Some(flag) = it.next() {
         let value = it.next().ok_or(format!("{flag} needs a value"))?;
