@@ -60,12 +60,21 @@ impl Actor for Thumbnailer {
         // A fixed id per image: asking twice for the same image runs it once.
         let request = EnqueueRequest::new("resize", &image)?
             .options(WorkflowOptions::with_id(format!("thumb-{image}")));
-        let id = ractor::call!(state.queue, QueueMessage::Enqueue, request)??;
-        // Await the result off the actor, so it keeps taking jobs meanwhile.
-        let handle = state.runtime.handle(id);
+        // Sent, not called: the actor goes on taking jobs, and enqueues sent meanwhile are
+        // committed together, queued in the order sent. The answer (the row committed) and the
+        // result are awaited off the actor.
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        state
+            .queue
+            .send_message(QueueMessage::Enqueue(request, answer.into()))?;
+        let runtime = state.runtime.clone();
         tokio::spawn(async move {
-            let result = handle.result::<String>().await.map_err(|e| e.to_string());
-            let _ = reply.send(result);
+            let result = async {
+                let id = answered.await.map_err(|e| e.to_string())?;
+                let handle = runtime.handle(id.map_err(|e| e.to_string())?);
+                handle.result::<String>().await.map_err(|e| e.to_string())
+            };
+            let _ = reply.send(result.await);
         });
         Ok(())
     }
