@@ -145,6 +145,9 @@ impl Client {
     /// Enqueues workflow `workflow` on `queue`; an executor serving the queue runs it within the
     /// queue's limits. From a client the workflow is named, not registered; a runtime refuses a
     /// name it has not registered. Enqueueing an id that exists returns a handle on that workflow.
+    ///
+    /// Dropping the returned future does not call it off: once begun, the workflow is created
+    /// (and runs) as if it had been awaited.
     pub async fn enqueue<I: Serialize>(
         &self,
         queue: &str,

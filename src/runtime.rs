@@ -74,6 +74,9 @@ impl Runtime {
 
     /// Starts a registered workflow now, in this process. Starting an id that exists returns a
     /// handle on the existing workflow (its result, not a second run).
+    ///
+    /// Dropping the returned future does not call it off: once begun, the workflow is created
+    /// (and runs) as if it had been awaited.
     pub async fn start<I: Serialize>(
         &self,
         workflow: &str,

@@ -118,6 +118,10 @@ pub(crate) enum Target<'a> {
 }
 
 /// Creates a workflow (idempotently by id) and returns a handle on it.
+///
+/// Once begun, the write and the hand-off to the queue actor run to the end in a task of their
+/// own even if the caller stops waiting: a slot taken, or a row written as owned here, must
+/// reach its actor, or the slot is lost and the workflow waits for the next launch.
 pub(crate) async fn submit(
     shared: &SharedRef,
     target: Target<'_>,
@@ -125,9 +129,10 @@ pub(crate) async fn submit(
     input_json: &str,
     options: WorkflowOptions,
 ) -> Result<WorkflowHandle> {
-    begin(shared, target, workflow, input_json, options)?
-        .complete()
+    let submission = begin(shared, target, workflow, input_json, options)?;
+    tokio::spawn(submission.complete())
         .await
+        .map_err(|e| Error::Fatal(format!("a workflow's creation failed: {e}")))?
 }
 
 /// A workflow whose row is decided (id, queue position, slot) but not yet written.

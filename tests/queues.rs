@@ -783,3 +783,34 @@ async fn local_enqueues_do_not_take_the_slots_of_a_claim_in_flight() {
     assert!(max_overlap(&spans) <= 2, "measured inside the workflows");
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+both_backends! {
+async fn an_enqueue_or_start_given_up_on_still_runs_and_frees_its_slot(db) {
+    use futures::FutureExt as _;
+    let rt = launch(&db, vec![Queue::new("solo").worker_concurrency(1)]).await;
+    // One run first, so the actor offers its slot to local enqueues.
+    let warm = rt
+        .enqueue("solo", "job", tagged(&db, "gu-warm", "", 0), WorkflowOptions::default())
+        .await
+        .unwrap();
+    common::within(warm.result::<String>()).await.unwrap();
+    // Each call is polled once (it takes the slot and sends its write), then dropped.
+    let input = tagged(&db, "gu-enqueued", "", 0);
+    let call = rt.enqueue("solo", "job", input, WorkflowOptions::with_id("gu-enqueued"));
+    assert!(call.now_or_never().is_none(), "the call was given up on");
+    let input = tagged(&db, "gu-started", "", 0);
+    let call = rt.start("job", input, WorkflowOptions::with_id("gu-started"));
+    assert!(call.now_or_never().is_none(), "the call was given up on");
+    let pool = db.checks().await;
+    for id in ["gu-enqueued", "gu-started"] {
+        common::wait_status(&pool, id, "SUCCESS").await;
+    }
+    // The slot came back: the queue's one slot runs the next enqueue.
+    let next = rt
+        .enqueue("solo", "job", tagged(&db, "gu-next", "", 0), WorkflowOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(common::within(next.result::<String>()).await.unwrap(), "gu-next");
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
