@@ -138,9 +138,7 @@ pub(crate) async fn submit(
 /// A workflow whose row is decided (id, queue position, slot) but not yet written.
 pub(crate) struct Submission {
     shared: SharedRef,
-    /// The queue, or `None` for a direct start.
-    queue: Option<String>,
-    workflow: String,
+    /// The row; its queue (`None` for a direct start) and name say where it goes.
     new: NewWorkflow,
     reserved: Option<DerivedActorRef<QueueRequest>>,
     tabled: Option<Arc<OpenSlots>>,
@@ -187,18 +185,11 @@ pub(crate) fn begin(
     };
     if reserved.is_some() {
         new.owner = Some(uuid::Uuid::new_v4().to_string());
-    }
-    // An enqueue run here at once is claimed now: its clock starts now too.
-    if reserved.is_some() {
+        // Claimed now, so its clock starts now too.
         new.deadline = new.deadline.or(new.timeout_ms.map(|t| sysdb::now_ms() + t));
     }
     Ok(Submission {
         shared: shared.clone(),
-        queue: match target {
-            Target::Queue(queue) => Some(queue.to_owned()),
-            Target::Direct => None,
-        },
-        workflow: workflow.to_owned(),
         new,
         reserved,
         tabled,
@@ -211,13 +202,12 @@ impl Submission {
     pub(crate) async fn complete(self) -> Result<WorkflowHandle> {
         let Submission {
             shared,
-            queue,
-            workflow,
             new,
             reserved,
             tabled,
             dedup,
         } = self;
+        let (workflow, queue) = (new.name.clone(), new.queue.clone());
         let (shared, workflow) = (&shared, workflow.as_str());
         let target = queue.as_deref().map_or(Target::Direct, Target::Queue);
         let (id, owner, inputs) = (new.id.clone(), new.owner.clone(), new.inputs.clone());
