@@ -9,7 +9,8 @@
 //! W3's producer enqueues one after another either awaiting each enqueue (`--producer await`,
 //! the default, as the peers do) or sending enqueue messages to the queue actor and awaiting the
 //! acknowledgements at the end (`--producer actor`, or `STEAD_BENCH_PRODUCER=actor` under the
-//! peers' driver).
+//! peers' driver). With `STEAD_BENCH_ENQUEUE_ONLY=1` (awaited producer) W3 enqueues to a queue
+//! no actor serves and reports only the enqueues: an enqueue's cost with nothing else running.
 //!
 //! With `STEAD_BENCH_OBSERVE=1` a run installs the Prometheus recorder (no listener) and a
 //! tracing subscriber at INFO writing to a sink first. `w2-observed [--rounds R]` measures what
@@ -392,11 +393,9 @@ async fn run(a: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
                 .connect(&std::env::var("BENCH_POLL_DB_URL").unwrap_or_else(|_| a.db.clone()))
                 .await?;
             let t = Instant::now();
-            let target = if std::env::var("XQ").is_ok() {
-                "nobody"
-            } else {
-                "benchq"
-            };
+            // Enqueue only: to a queue no actor serves, so nothing runs beside the producer.
+            let enqueue_only = std::env::var("STEAD_BENCH_ENQUEUE_ONLY").is_ok();
+            let target = if enqueue_only { "nobody" } else { "benchq" };
             if a.producer == "actor" {
                 produce_as_actor(&rt, target, a.n, a.steps).await?;
             } else {
@@ -406,9 +405,13 @@ async fn run(a: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
                 }
             }
             let enqueue_s = t.elapsed().as_secs_f64();
-            if target == "nobody" {
-                println!("enqueue only: {enqueue_s}");
-                std::process::exit(0);
+            if enqueue_only {
+                rt.shutdown(Duration::from_secs(5)).await?;
+                return Ok(
+                    json!({"peer": "stead", "workload": "w3-enqueue-only", "n": a.n,
+                                 "enqueue_s": enqueue_s, "total_s": enqueue_s,
+                                 "enqueues_per_s": a.n as f64 / enqueue_s}),
+                );
             }
             while (count(&poller, "SUCCESS").await as u64) < a.n {
                 if t.elapsed() > Duration::from_secs(300) {
