@@ -5,6 +5,7 @@ pub mod browser;
 pub mod catalog;
 pub mod dbos_py;
 pub mod http;
+pub mod jobs;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
