@@ -36,8 +36,9 @@ pub struct Queue {
 }
 
 /// A queue's limits, read back from its definition (see the builder methods of [`Queue`] for
-/// what each means; `None` is no limit).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// what each means; `None` is no limit). Serialized with durations in milliseconds
+/// (`polling_interval_ms`, `period_ms`), as the CLI and the admin endpoints show them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct QueueLimits {
     pub concurrency: Option<u32>,
@@ -48,14 +49,20 @@ pub struct QueueLimits {
     pub partition_concurrency: Option<u32>,
     pub partition_worker_concurrency: Option<u32>,
     pub partition_rate_limit: Option<RateLimit>,
+    #[serde(rename = "polling_interval_ms", serialize_with = "millis")]
     pub polling_interval: Duration,
 }
 
 /// At most `limit` starts in any trailing `period`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct RateLimit {
     pub limit: u32,
+    #[serde(rename = "period_ms", serialize_with = "millis")]
     pub period: Duration,
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl Queue {

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::error::PortableError;
 use crate::manage::{StepInfo, WorkflowInfo};
 use crate::observe::{QueueLoad, ThroughputBucket};
-use crate::queue::RateLimit;
+use crate::queue::QueueLimits;
 use crate::status::WorkflowStatus;
 use crate::sysdb::INTERNAL_QUEUE;
 
@@ -117,35 +117,14 @@ impl From<StepInfo> for StepView {
     }
 }
 
-/// `limit` starts per `period_ms`.
-#[derive(Debug, Serialize)]
-struct RateView {
-    limit: u32,
-    period_ms: u64,
-}
-
-fn rate(r: Option<RateLimit>) -> Option<RateView> {
-    r.map(|r| RateView {
-        limit: r.limit,
-        period_ms: u64::try_from(r.period.as_millis()).unwrap_or(u64::MAX),
-    })
-}
-
 /// A queue's limits and load.
 #[derive(Debug, Serialize)]
 pub(super) struct QueueView {
     name: String,
     /// The internal queue (recovery, resume, fork, direct starts): defined by no row.
     internal: bool,
-    concurrency: Option<u32>,
-    worker_concurrency: Option<u32>,
-    rate_limit: Option<RateView>,
-    priority_enabled: bool,
-    partitioned: bool,
-    partition_concurrency: Option<u32>,
-    partition_worker_concurrency: Option<u32>,
-    partition_rate_limit: Option<RateView>,
-    polling_interval_ms: u64,
+    #[serde(flatten)]
+    limits: QueueLimits,
     /// Workflows waiting (`ENQUEUED`).
     depth: u64,
     /// Workflows running (`PENDING`).
@@ -154,20 +133,10 @@ pub(super) struct QueueView {
 
 impl From<QueueLoad> for QueueView {
     fn from(load: QueueLoad) -> QueueView {
-        let limits = load.queue.limits();
         QueueView {
             internal: load.queue.name() == INTERNAL_QUEUE,
             name: load.queue.name().to_owned(),
-            concurrency: limits.concurrency,
-            worker_concurrency: limits.worker_concurrency,
-            rate_limit: rate(limits.rate_limit),
-            priority_enabled: limits.priority_enabled,
-            partitioned: limits.partitioned,
-            partition_concurrency: limits.partition_concurrency,
-            partition_worker_concurrency: limits.partition_worker_concurrency,
-            partition_rate_limit: rate(limits.partition_rate_limit),
-            polling_interval_ms: u64::try_from(limits.polling_interval.as_millis())
-                .unwrap_or(u64::MAX),
+            limits: load.queue.limits(),
             depth: load.enqueued,
             running: load.pending,
         }

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use stead::{Queue, RateLimit, ScheduleInfo, StepInfo, WorkflowInfo};
+use stead::{Queue, QueueLimits, RateLimit, ScheduleInfo, StepInfo, WorkflowInfo};
 
 /// A command's result in both forms; `main` prints one of them.
 pub struct Rendered {
@@ -172,46 +172,15 @@ pub fn steps(list: &[StepInfo]) -> String {
 #[derive(Serialize)]
 pub struct QueueView {
     name: String,
-    concurrency: Option<u32>,
-    worker_concurrency: Option<u32>,
-    rate_limit: Option<RateView>,
-    priority_enabled: bool,
-    partitioned: bool,
-    partition_concurrency: Option<u32>,
-    partition_worker_concurrency: Option<u32>,
-    partition_rate_limit: Option<RateView>,
-    polling_interval_ms: u128,
-}
-
-#[derive(Serialize)]
-struct RateView {
-    limit: u32,
-    period_ms: u128,
-}
-
-impl From<RateLimit> for RateView {
-    fn from(r: RateLimit) -> RateView {
-        RateView {
-            limit: r.limit,
-            period_ms: r.period.as_millis(),
-        }
-    }
+    #[serde(flatten)]
+    limits: QueueLimits,
 }
 
 impl From<&Queue> for QueueView {
     fn from(q: &Queue) -> QueueView {
-        let l = q.limits();
         QueueView {
             name: q.name().to_owned(),
-            concurrency: l.concurrency,
-            worker_concurrency: l.worker_concurrency,
-            rate_limit: l.rate_limit.map(Into::into),
-            priority_enabled: l.priority_enabled,
-            partitioned: l.partitioned,
-            partition_concurrency: l.partition_concurrency,
-            partition_worker_concurrency: l.partition_worker_concurrency,
-            partition_rate_limit: l.partition_rate_limit.map(Into::into),
-            polling_interval_ms: l.polling_interval.as_millis(),
+            limits: q.limits(),
         }
     }
 }
@@ -227,20 +196,20 @@ pub fn queues(list: &[QueueView]) -> String {
         "POLL",
     ]);
     let limit = |n: Option<u32>| n.map_or_else(dash, |n| n.to_string());
-    let rate = |r: &Option<RateView>| {
-        r.as_ref()
-            .map_or_else(dash, |r| format!("{}/{}ms", r.limit, r.period_ms))
+    let rate = |r: Option<RateLimit>| {
+        r.map_or_else(dash, |r| format!("{}/{}ms", r.limit, r.period.as_millis()))
     };
     let yes = |b: bool| if b { "yes" } else { "no" }.to_owned();
     for q in list {
+        let l = &q.limits;
         table.row(vec![
             q.name.clone(),
-            limit(q.concurrency),
-            limit(q.worker_concurrency),
-            rate(&q.rate_limit),
-            yes(q.priority_enabled),
-            yes(q.partitioned),
-            format!("{}ms", q.polling_interval_ms),
+            limit(l.concurrency),
+            limit(l.worker_concurrency),
+            rate(l.rate_limit),
+            yes(l.priority_enabled),
+            yes(l.partitioned),
+            format!("{}ms", l.polling_interval.as_millis()),
         ]);
     }
     table.render()
