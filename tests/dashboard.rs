@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::browser::{self, Browser};
+use common::browser::Browser;
 use serde_json::json;
 use stead::admin::{self, AdminOptions};
 use stead::{Context, Status, WorkflowOptions};
@@ -32,14 +32,7 @@ const ROW_STATUS: &str =
 
 both_backends! {
 async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
-    if let Err(why) = browser::locate() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "the dashboard test must run in CI: {why}"
-        );
-        eprintln!("SKIPPED the_dashboard_lists_a_workflow_and_a_click_cancels_it: {why}");
-        return;
-    }
+    require_browser!();
     let rt = common::builder(&db)
         .workflow("slow", slow)
         .workflow("quick", quick)

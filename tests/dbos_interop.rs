@@ -1,5 +1,5 @@
-//! Interoperability with the real DBOS Transact 3.4 (PyPI `dbos`, installed into the target
-//! directory on first use, see `common::dbos_py`): databases migrated by either side, work
+//! Interoperability with the real DBOS Transact 3.4 (PyPI `dbos`, installed by `.ci/test-deps`;
+//! skipped without it, see `common::dbos_py`): databases migrated by either side, work
 //! enqueued by the Python client, DBOS's CLI reading stead's workflows, messages and events
 //! across the two, and rows in a format stead cannot read.
 
@@ -131,6 +131,7 @@ async fn status_row(pool: &PgPool, id: &str) -> Value {
 
 #[tokio::test]
 async fn a_database_dbos_migrated_runs_stead_workflows_unchanged() {
+    require_dbos!();
     let db = TestDb::new().await;
     dbos_cli_async().await;
     dbos_migrate(&db.url);
@@ -157,6 +158,7 @@ async fn a_database_dbos_migrated_runs_stead_workflows_unchanged() {
 
 #[tokio::test]
 async fn dbos_migrate_takes_a_stead_database_in_use_as_up_to_date() {
+    require_dbos!();
     let db = TestDb::new().await;
     dbos_cli_async().await;
     let rt = launch(&db).await;
@@ -194,6 +196,7 @@ async fn dbos_migrate_takes_a_stead_database_in_use_as_up_to_date() {
 
 #[tokio::test]
 async fn a_workflow_enqueued_by_the_python_client_runs_on_stead() {
+    require_dbos!();
     let db = TestDb::new().await;
     let rt = launch(&db).await;
 
@@ -231,6 +234,7 @@ fn entry<'a>(list: &'a Value, id: &str) -> &'a Value {
 
 #[tokio::test]
 async fn the_dbos_cli_shows_stead_workflows_readably() {
+    require_dbos!();
     let db = TestDb::new().await;
     let rt = launch(&db).await;
     let input = Order {
@@ -310,6 +314,7 @@ async fn the_dbos_cli_shows_stead_workflows_readably() {
 
 #[tokio::test]
 async fn messages_and_events_cross_between_python_and_stead() {
+    require_dbos!();
     let db = TestDb::new().await;
     let rt = launch(&db).await;
     let h = rt
@@ -341,6 +346,7 @@ async fn failure(rt: &Runtime, id: &str) -> PortableError {
 
 #[tokio::test]
 async fn pickled_rows_are_reported_by_format_and_nothing_else_breaks() {
+    require_dbos!();
     let db = TestDb::new().await;
     let rt = launch(&db).await;
 
@@ -474,6 +480,7 @@ async fn function_effects(db: &TestDb) -> (Value, Vec<String>, Vec<String>) {
 // their signatures (compared by the schema snapshot) they are compared by what they do.
 #[tokio::test]
 async fn stead_sql_functions_do_what_dbos_functions_do() {
+    require_dbos!();
     let (by_dbos, by_stead) = (TestDb::new().await, TestDb::new().await);
     dbos_cli_async().await;
     dbos_migrate(&by_dbos.url);

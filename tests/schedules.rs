@@ -485,6 +485,7 @@ both_backends! {
 /// DBOS's own client backfills a stead schedule: same ids, so a mixed fleet fires each instant
 /// once (DBOS reads the context with its serializer, here the portable one).
 async fn dbos_and_stead_give_a_firing_the_same_id(db) {
+    require_dbos!();
     let (rt, pool) = runtime(&db).await;
     let s = Schedule::new("minutely", "tick", "0 * * * * *").timezone("Europe/Paris");
     rt.create_schedule(s).await.unwrap();

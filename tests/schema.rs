@@ -463,6 +463,7 @@ async fn concurrent_migrators_apply_the_script_once() {
 
 #[tokio::test]
 async fn a_dbos_migrated_database_is_accepted_as_is() {
+    require_dbos!();
     let db = TestDb::new().await;
     dbos_migrate(&db.url);
     let pool = db.pool().await;
@@ -485,6 +486,7 @@ async fn a_dbos_migrated_database_is_accepted_as_is() {
 // stead-migrated database as fully migrated.
 #[tokio::test]
 async fn stead_and_dbos_produce_the_same_schema() {
+    require_dbos!();
     // A mixed-case name checks the quoting of the schema everywhere it is spliced in.
     for schema in ["dbos", "Tenant_X"] {
         let by_dbos = TestDb::new().await;
@@ -627,6 +629,7 @@ async fn the_schema_guard_notices_every_kind_of_change() {
 // SQLite layout, and each side accepts the other's file as up to date.
 #[tokio::test]
 async fn stead_and_dbos_produce_the_same_sqlite_layout() {
+    require_dbos!();
     let (by_dbos, by_stead) = (TestDb::sqlite().await, TestDb::sqlite().await);
     dbos_migrate(&by_dbos.url);
     let report = stead::migrate(&by_stead.url, "dbos").await.unwrap();
@@ -651,6 +654,7 @@ async fn stead_and_dbos_produce_the_same_sqlite_layout() {
 
 #[tokio::test]
 async fn a_dbos_migrated_sqlite_file_runs_stead_workflows_unchanged() {
+    require_dbos!();
     async fn double(_ctx: stead::Context, n: i64) -> stead::Result<i64> {
         Ok(n * 2)
     }

@@ -1,6 +1,6 @@
 //! Headless Chromium driven through chromedriver (W3C WebDriver, JSON over HTTP), for tests of
-//! the dashboard. Debian's `chromium` and `chromium-driver` packages; installed with apt when
-//! missing. Each browser gets a fresh profile directory; dropping it (also when a test fails)
+//! the dashboard. Debian's `chromium` and `chromium-driver` packages, installed by
+//! `.ci/test-deps`. Each browser gets a fresh profile directory; dropping it (also when a test fails)
 //! ends the session, so chromedriver closes Chromium, then kills chromedriver.
 
 use std::path::{Path, PathBuf};
@@ -26,40 +26,15 @@ pub struct Browser {
     _driver: KillOnDrop,
 }
 
-/// Finds Chromium and chromedriver, installing them with apt when missing. `Err` says why
-/// they cannot be had; outside CI a test may skip on it, in CI it must fail.
+/// Checks Chromium and chromedriver are installed (`.ci/test-deps` installs them; the tests never
+/// do). `Err` says what is missing; outside CI a test skips on it, in CI it must fail.
 pub fn locate() -> Result<(), String> {
-    let present = || Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists();
-    if present() {
-        return Ok(());
+    for path in [CHROMIUM, CHROMEDRIVER] {
+        if !Path::new(path).exists() {
+            return Err(format!("{path} is missing; run .ci/test-deps"));
+        }
     }
-    let has_apt = Command::new("apt-get")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has_apt {
-        return Err(format!(
-            "{CHROMIUM} or {CHROMEDRIVER} is missing and apt-get is not available"
-        ));
-    }
-    eprintln!("installing chromium and chromium-driver with apt-get");
-    let install = || {
-        Command::new("apt-get")
-            .args(["install", "-y", "-q", "chromium", "chromium-driver"])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !install() {
-        let _ = Command::new("apt-get").args(["update", "-q"]).status();
-        install();
-    }
-    if present() {
-        Ok(())
-    } else {
-        Err("apt-get could not install chromium and chromium-driver".into())
-    }
+    Ok(())
 }
 
 impl Browser {

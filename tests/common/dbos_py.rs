@@ -1,9 +1,9 @@
 //! The real DBOS Transact (PyPI `dbos`), for tests that check stead against it.
 //!
-//! The package is installed once into `<target dir>/dbos-venv` and reused while its version
-//! matches. Test binaries run in parallel, so the install is serialised with a file lock.
+//! The tests never install it: `.ci/test-deps` puts `dbos==DBOS_VERSION` in a virtualenv at
+//! `$STEAD_DBOS_VENV` (default `<repo>/.venv-dbos`). A test that needs it starts with
+//! `require_dbos!()`, which skips the test with one line when it is missing (fails under `CI`).
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -14,20 +14,50 @@ use serde_json::Value;
 /// The DBOS release whose schema stead reproduces.
 pub const DBOS_VERSION: &str = "3.4.0";
 
-/// The `dbos` command of a venv holding `dbos==DBOS_VERSION`, installing it on first use.
-///
-/// The first install downloads from PyPI and takes a minute or so; later calls only check
-/// the installed version.
-pub fn dbos_cli() -> PathBuf {
-    static CLI: OnceLock<PathBuf> = OnceLock::new();
-    CLI.get_or_init(install).clone()
+/// Skips the calling test (returns from it) when DBOS's reference package is not installed;
+/// under `CI` its absence fails the test instead.
+#[macro_export]
+macro_rules! require_dbos {
+    () => {
+        if let Err(why) = $crate::common::dbos_py::located() {
+            $crate::common::skip(concat!(file!(), ":", line!()), &why);
+            return;
+        }
+    };
 }
 
-/// [`dbos_cli`] off the async threads: the first call may install for a minute.
+/// The venv's `dbos` command, or why it cannot be used.
+pub fn located() -> Result<PathBuf, String> {
+    static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    FOUND.get_or_init(locate).clone()
+}
+
+fn locate() -> Result<PathBuf, String> {
+    let venv = std::env::var_os("STEAD_DBOS_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-dbos"));
+    match installed_version(&venv) {
+        Some(v) if v == DBOS_VERSION => Ok(venv.join("bin").join("dbos")),
+        Some(v) => Err(format!(
+            "{} holds dbos {v}, not {DBOS_VERSION}; run .ci/test-deps",
+            venv.display()
+        )),
+        None => Err(format!(
+            "DBOS's reference package (dbos=={DBOS_VERSION}) is not installed in {}; run \
+             .ci/test-deps",
+            venv.display()
+        )),
+    }
+}
+
+/// The `dbos` command of the venv; the test must have called `require_dbos!()` first.
+pub fn dbos_cli() -> PathBuf {
+    located().unwrap_or_else(|why| panic!("{why} (missing require_dbos!() in this test?)"))
+}
+
+/// [`dbos_cli`], kept async for the callers that await it.
 pub async fn dbos_cli_async() -> PathBuf {
-    tokio::task::spawn_blocking(dbos_cli)
-        .await
-        .expect("install the DBOS venv")
+    dbos_cli()
 }
 
 /// Runs `dbos migrate` on `url`, for the default schema `dbos`.
@@ -121,39 +151,6 @@ async fn json_output(mut cmd: tokio::process::Command, what: &str) -> Value {
         .unwrap_or_else(|e| panic!("{what}: output is not JSON ({e}):\n{stdout}\n{stderr}"))
 }
 
-fn install() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    std::fs::create_dir_all(&target).expect("create the target directory");
-    let venv = target.join("dbos-venv");
-    let cli = venv.join("bin").join("dbos");
-
-    let lock = File::create(target.join("dbos-venv.lock")).expect("create the venv lock file");
-    lock.lock().expect("lock the venv lock file");
-    if installed_version(&venv).as_deref() != Some(DBOS_VERSION) {
-        if venv.exists() {
-            std::fs::remove_dir_all(&venv).expect("remove the stale venv");
-        }
-        run(Command::new("python3").arg("-m").arg("venv").arg(&venv));
-        run(Command::new(venv.join("bin").join("pip"))
-            .args(["install", "--quiet", "--disable-pip-version-check"])
-            .arg(format!("dbos=={DBOS_VERSION}")));
-        assert_eq!(
-            installed_version(&venv).as_deref(),
-            Some(DBOS_VERSION),
-            "pip installed another dbos version"
-        );
-    }
-    assert!(
-        cli.exists(),
-        "{} is missing after the install",
-        cli.display()
-    );
-    drop(lock); // unlocks
-    cli
-}
-
 /// The `dbos` version installed in `venv`, if any.
 fn installed_version(venv: &Path) -> Option<String> {
     let out = Command::new(venv.join("bin").join("python"))
@@ -166,17 +163,4 @@ fn installed_version(venv: &Path) -> Option<String> {
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
-fn run(cmd: &mut Command) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }

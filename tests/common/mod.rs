@@ -180,6 +180,28 @@ impl Drop for TestDb {
     }
 }
 
+/// Reports a test skipped for a missing prerequisite: one line straight to the terminal (the
+/// harness does not capture it), or a failure when `CI` is set, where nothing may be skipped.
+pub fn skip(place: &str, why: &str) {
+    use std::io::Write;
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{place}: this test must run in CI: {why}"
+    );
+    let _ = writeln!(std::io::stderr(), "SKIPPED {place}: {why}");
+}
+
+/// Skips the calling test (returns from it) unless Chromium and chromedriver are installed.
+#[macro_export]
+macro_rules! require_browser {
+    () => {
+        if let Err(why) = $crate::common::browser::locate() {
+            $crate::common::skip(concat!(file!(), ":", line!()), &why);
+            return;
+        }
+    };
+}
+
 /// Runs each test on both backends: `both_backends! { async fn name(db) { .. } }` makes a
 /// module `name` with tests `postgres` and `sqlite`, each given a fresh `TestDb`.
 #[macro_export]
