@@ -23,7 +23,7 @@ async fn onboard(ctx: Context, user: String) -> stead::Result<String> {
         ctx.step(task, || async move {
             println!("  {task} ...");
             tokio::time::sleep(Duration::from_secs(1)).await;
-            Ok::<_, std::io::Error>(())
+            Ok(())
         })
         .await?;
         // Printed on a replay too: the workflow body re-runs, its finished steps do not.
@@ -54,7 +54,7 @@ async fn onboard(ctx: Context, user: String) -> stead::Result<String> {
 
     ctx.step("notify sales", || async {
         println!("  notify sales ...");
-        Ok::<_, std::io::Error>(())
+        Ok(())
     })
     .await?;
     Ok(format!("{user} is onboarded"))
@@ -65,7 +65,7 @@ async fn provision(ctx: Context, space: String) -> stead::Result<String> {
         println!("    provisioning {space} ...");
         tokio::time::sleep(Duration::from_secs(2)).await;
         println!("    provisioned {space}");
-        Ok::<_, std::io::Error>(())
+        Ok(())
     })
     .await?;
     Ok(space)

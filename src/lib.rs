@@ -11,7 +11,7 @@
 //! use stead::{Context, Runtime, WorkflowOptions};
 //!
 //! async fn greet(ctx: Context, name: String) -> stead::Result<String> {
-//!     let greeting = ctx.step("compose", || async { Ok::<_, std::io::Error>(format!("hi {name}")) }).await?;
+//!     let greeting = ctx.step("compose", || async { Ok(format!("hi {name}")) }).await?;
 //!     Ok(greeting)
 //! }
 //!
@@ -59,11 +59,11 @@ mod start;
 mod status;
 mod step;
 mod sysdb;
+mod workflow;
 
 pub use actors::restart::RestartPolicy;
-pub use backoff::Backoff;
 pub use builder::RuntimeBuilder;
-pub use calls::{ChildHandle, Either, StreamValue};
+pub use calls::{ChildHandle, Selected, StreamValue};
 pub use client::{Client, ClientOptions, RuntimeStats};
 pub use context::Context;
 pub use debounce::DebounceOptions;
@@ -72,7 +72,7 @@ pub use handle::WorkflowHandle;
 pub use manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
 pub use observe::{QueueLoad, ThroughputBucket};
 pub use queue::{Dedup, EnqueueRequest, Queue, QueueLimits, QueueMessage, RateLimit};
-pub use registry::WorkflowConfig;
+pub use registry::{WorkflowConfig, WorkflowFn};
 pub use retention::Retention;
 #[doc(hidden)]
 pub use runtime::Fault;
@@ -80,9 +80,10 @@ pub use runtime::Runtime;
 pub use schedule::{Backfilled, Schedule, ScheduleInfo, ScheduleStatus, ScheduledTime};
 pub use start::WorkflowOptions;
 pub use status::{Status, WorkflowStatus};
-pub use step::{BoxError, RetryPolicy, Step};
+pub use step::{BoxError, RetryPolicy, Step, StepFn};
 pub use sysdb::AppVersion;
 pub use sysdb::MigrationReport;
+pub use workflow::{ReadAs, Untyped, Workflow, WorkflowRef};
 
 /// Brings the schema of the database at `url` to the DBOS 3.4 layout, without starting a runtime
 /// (a runtime's launch does the same). Safe to run concurrently with other migrators. See

@@ -12,8 +12,7 @@ use stead::{
 };
 
 async fn double(ctx: Context, n: u64) -> stead::Result<u64> {
-    ctx.step("double", || async move { Ok::<_, std::io::Error>(n * 2) })
-        .await
+    ctx.step("double", || async move { Ok(n * 2) }).await
 }
 
 async fn refuse(_ctx: Context, _: ()) -> Result<(), std::io::Error> {
@@ -44,7 +43,7 @@ async fn five(ctx: Context, base: u32) -> stead::Result<u32> {
         sum += ctx
             .step(&format!("s{i}"), || {
                 common::count_body(&id, i);
-                async move { Ok::<_, std::io::Error>(base + i) }
+                async move { Ok(base + i) }
             })
             .await?;
     }
@@ -77,9 +76,9 @@ async fn effect(id: &str, step: &str) -> Result<(), sqlx::Error> {
 /// Step one, a wait for a message, step two; each step body leaves an effect.
 async fn effects(ctx: Context, _: ()) -> stead::Result<Option<String>> {
     let id = ctx.workflow_id().to_owned();
-    ctx.step("one", || effect(&id, "one")).await?;
+    ctx.step_typed("one", || effect(&id, "one")).await?;
     let got = ctx.recv(Some("go"), Duration::from_secs(60)).await?;
-    ctx.step("two", || effect(&id, "two")).await?;
+    ctx.step_typed("two", || effect(&id, "two")).await?;
     Ok(got)
 }
 
@@ -146,7 +145,11 @@ async fn populate(rt: Runtime, db: &common::TestDb) -> (SystemTime, Runtime) {
         .result::<u64>()
         .await
         .unwrap();
-    let f1 = rt.fork("d1", 1, ForkOptions::new().id("f1")).await.unwrap();
+    let f1 = rt
+        .client()
+        .fork("d1", 1, ForkOptions::new().id("f1"))
+        .await
+        .unwrap();
     assert_eq!(common::within(f1.result::<u64>()).await.unwrap(), 2);
     // Launched last, so it claims none of the work above.
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -266,7 +269,7 @@ async fn every_list_filter_and_pagination(db) {
     );
     // The runtime offers the same operations.
     assert_eq!(
-        other.list_workflows(ListWorkflows::new()).await.unwrap().len(),
+        other.client().list_workflows(ListWorkflows::new()).await.unwrap().len(),
         all.len()
     );
     other.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -428,14 +431,14 @@ async fn a_replayed_fork_inside_a_workflow_returns_the_same_copy(db) {
     )
     .await;
     // Stop it mid-way and run it again: the fork call replays.
-    rt.cancel("fw").await.unwrap();
+    rt.client().cancel("fw").await.unwrap();
     common::wait_status(&pool, "fw", "CANCELLED").await;
-    let h = rt.resume("fw").await.unwrap();
-    rt.send("fw", &"go", Some("go")).await.unwrap();
+    let h = rt.client().resume("fw").await.unwrap();
+    rt.client().send("fw", &"go", Some("go")).await.unwrap();
     let fork_id = common::within(h.result::<String>()).await.unwrap();
     assert_eq!(fork_id, "fw-1");
     let forks = rt
-        .list_workflows(ListWorkflows::new().forked_from("src"))
+        .client().list_workflows(ListWorkflows::new().forked_from("src"))
         .await
         .unwrap();
     assert_eq!(ids(&forks), ["fw-1"]);
@@ -535,7 +538,7 @@ async fn a_delay_brought_forward_wakes_the_local_queue(db) {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let began = std::time::Instant::now();
-    rt.set_delay("soon", Duration::ZERO).await.unwrap();
+    rt.client().set_delay("soon", Duration::ZERO).await.unwrap();
     assert_eq!(common::within(h.result::<u64>()).await.unwrap(), 6);
     assert!(began.elapsed() < Duration::from_secs(5), "{:?}", began.elapsed());
     rt.shutdown(Duration::from_secs(5)).await.unwrap();

@@ -9,7 +9,7 @@
 //! # async fn demo(runtime: stead::Runtime) -> Result<(), stead::admin::AdminError> {
 //! use stead::admin::{self, AdminOptions};
 //! let server = admin::serve(
-//!     &runtime, // a runtime is a client (and so is a `stead::Client`)
+//!     runtime.client(), // or a `stead::Client` of its own
 //!     AdminOptions::new().bind(([127, 0, 0, 1], 9870)).token("s3cret"),
 //! )
 //! .await?;
