@@ -55,7 +55,8 @@ async fn ten_calls_within_the_period_run_once_with_the_last_input(db) {
     for i in 0..10u32 {
         last_call = now_ms();
         let h = rt
-            .client().debounce("k", period, "latest", i, DebounceOptions::default())
+            .client()
+            .debounce("k", period, "latest", i, DebounceOptions::default())
             .await
             .unwrap();
         ids.push(h.id().to_owned());
@@ -77,7 +78,8 @@ async fn ten_calls_within_the_period_run_once_with_the_last_input(db) {
     );
     // The key is free again once the run left DELAYED: the next call starts a new run.
     let next = rt
-        .client().debounce("k", period, "latest", 42u32, DebounceOptions::default())
+        .client()
+        .debounce("k", period, "latest", 42u32, DebounceOptions::default())
         .await
         .unwrap();
     assert_ne!(next.id(), ids[0]);
@@ -148,7 +150,8 @@ async fn a_key_held_by_a_plain_enqueue_is_a_conflict(db) {
         .await
         .unwrap();
     let err = rt
-        .client().debounce(
+        .client()
+        .debounce(
             "taken",
             Duration::from_millis(100),
             "latest",
@@ -162,7 +165,8 @@ async fn a_key_held_by_a_plain_enqueue_is_a_conflict(db) {
         other => panic!("expected a conflict, got {other}"),
     }
     let unknown = rt
-        .client().debounce(
+        .client()
+        .debounce(
             "x",
             Duration::ZERO,
             "missing",

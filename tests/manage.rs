@@ -58,6 +58,16 @@ async fn forker(ctx: Context, target: String) -> stead::Result<String> {
     Ok(fork.id().to_owned())
 }
 
+/// Creates a fork, then a `now`, and awaits them together with the `now` polled first: each
+/// durable call is numbered when created, so the fork is call 1 either way.
+async fn fork_then_now(ctx: Context, target: String) -> stead::Result<String> {
+    let fork = ctx.fork_workflow(&target, 1, ForkOptions::new());
+    let now = ctx.now();
+    let (now, fork) = futures::future::join(now, fork).await;
+    now?;
+    Ok(fork?.id().to_owned())
+}
+
 const CHILD_DB: &str = "STEAD_TEST_MANAGE_CHILD_DB";
 
 /// Records that step `step` of workflow `id` ran, in the shared `effects` table.
@@ -93,6 +103,7 @@ fn builder(db: &common::TestDb) -> stead::RuntimeBuilder {
         .workflow("waiting_parent", waiting_parent)
         .workflow("five", five)
         .workflow("forker", forker)
+        .workflow("fork_then_now", fork_then_now)
         .workflow("effects", effects)
 }
 
@@ -438,10 +449,35 @@ async fn a_replayed_fork_inside_a_workflow_returns_the_same_copy(db) {
     let fork_id = common::within(h.result::<String>()).await.unwrap();
     assert_eq!(fork_id, "fw-1");
     let forks = rt
-        .client().list_workflows(ListWorkflows::new().forked_from("src"))
+        .client()
+        .list_workflows(ListWorkflows::new().forked_from("src"))
         .await
         .unwrap();
     assert_eq!(ids(&forks), ["fw-1"]);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+async fn a_fork_is_numbered_when_created_not_when_first_polled(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let pool = db.checks().await;
+    rt.start("double", 1u64, WorkflowOptions::with_id("src"))
+        .await
+        .unwrap()
+        .result::<u64>()
+        .await
+        .unwrap();
+    let h = rt
+        .start("fork_then_now", "src", WorkflowOptions::with_id("fn"))
+        .await
+        .unwrap();
+    assert_eq!(common::within(h.result::<String>()).await.unwrap(), "fn-1");
+    let calls = common::scalar(
+        &pool,
+        "SELECT string_agg(CAST(function_id AS TEXT) || ':' || function_name, ',' \
+         ORDER BY function_id) FROM dbos.operation_outputs WHERE workflow_uuid = 'fn'",
+    )
+    .await;
+    assert_eq!(calls.as_deref(), Some("1:stead.fork,2:stead.now"));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }

@@ -126,7 +126,8 @@ async fn a_process_killed_after_step_two_is_finished_by_a_fresh_one(db) {
     .await;
     assert_eq!(counts.as_deref(), Some("one=1,three=1,two=1"));
     let attempts = rt
-        .client().handle("crash-1")
+        .client()
+        .handle("crash-1")
         .status()
         .await
         .unwrap()

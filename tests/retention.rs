@@ -125,7 +125,8 @@ async fn a_hundred_thousand_finished_workflows_are_collected_in_under_ten_second
     .await;
     let began = Instant::now();
     let deleted = rt
-        .client().garbage_collect(&Retention::default().older_than(Duration::from_secs(3600)))
+        .client()
+        .garbage_collect(&Retention::default().older_than(Duration::from_secs(3600)))
         .await
         .unwrap();
     let took = began.elapsed();
@@ -165,7 +166,8 @@ async fn the_row_cap_keeps_exactly_the_newest_finished_workflows(db) {
     finished(&pool, 25_000, now_ms()).await;
     unfinished(&pool).await;
     let deleted = rt
-        .client().garbage_collect(&Retention::default().max_rows(100))
+        .client()
+        .garbage_collect(&Retention::default().max_rows(100))
         .await
         .unwrap();
     assert_eq!(deleted, 24_900);

@@ -295,7 +295,8 @@ async fn a_backfill_enqueues_each_firing_of_its_range_once(db) {
     );
     assert_eq!(again.workflow_ids, first.workflow_ids);
     let overlap = rt
-        .client().backfill_schedule(
+        .client()
+        .backfill_schedule(
             "minutely",
             start + chrono::Duration::minutes(5),
             end + chrono::Duration::minutes(5),
@@ -447,22 +448,26 @@ async fn schedules_are_validated_and_managed_by_name(db) {
     let dup = rt.client().create_schedule(ok).await.unwrap_err();
     assert!(matches!(dup, Error::ScheduleExists(_)), "{dup}");
     let bad_cron = rt
-        .client().create_schedule(Schedule::new("b", "tick", "every day"))
+        .client()
+        .create_schedule(Schedule::new("b", "tick", "every day"))
         .await
         .unwrap_err();
     assert!(matches!(bad_cron, Error::InvalidArgument(_)), "{bad_cron}");
     let bad_zone = rt
-        .client().create_schedule(Schedule::new("z", "tick", "* * * * *").timezone("Moon/Base"))
+        .client()
+        .create_schedule(Schedule::new("z", "tick", "* * * * *").timezone("Moon/Base"))
         .await
         .unwrap_err();
     assert!(matches!(bad_zone, Error::InvalidArgument(_)), "{bad_zone}");
     let unknown = rt
-        .client().create_schedule(Schedule::new("u", "missing", "* * * * *"))
+        .client()
+        .create_schedule(Schedule::new("u", "missing", "* * * * *"))
         .await
         .unwrap_err();
     assert!(matches!(unknown, Error::UnknownWorkflow(_)), "{unknown}");
     let no_queue = rt
-        .client().create_schedule(Schedule::new("q", "tick", "* * * * *").queue("nowhere"))
+        .client()
+        .create_schedule(Schedule::new("q", "tick", "* * * * *").queue("nowhere"))
         .await
         .unwrap_err();
     assert!(matches!(no_queue, Error::UnknownQueue(_)), "{no_queue}");

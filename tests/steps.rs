@@ -260,4 +260,52 @@ async fn a_recorded_step_failure_replays_as_the_same_error(db) {
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+/// Without retries a step's closure is called once, so it may move an owned value out of its
+/// captures (`FnOnce`); `Ok(v)` needs no annotation and `?` turns any error into the step's
+/// failure. A replay calls neither closure again.
+async fn a_step_moves_owned_values_and_question_mark_converts_errors(db) {
+    static CRASHED: AtomicBool = AtomicBool::new(false);
+    static RUNS: AtomicU32 = AtomicU32::new(0);
+    async fn moving(ctx: Context, name: String) -> stead::Result<String> {
+        let greeting = ctx
+            .step("greet", move || async move {
+                RUNS.fetch_add(1, Ordering::SeqCst);
+                Ok(format!("hi {name}"))
+            })
+            .await?;
+        let parsed = ctx
+            .step("parse", || async {
+                RUNS.fetch_add(1, Ordering::SeqCst);
+                let n: u32 = "x".parse()?;
+                Ok(n)
+            })
+            .await;
+        if !CRASHED.swap(true, Ordering::SeqCst) {
+            panic!("crash after the steps");
+        }
+        match parsed {
+            Err(Error::Step(e)) => Ok(format!("{greeting}; {}", e.attempts.join("|"))),
+            other => panic!("expected the parse failure, got {other:?}"),
+        }
+    }
+    let _turn = one_backend_at_a_time!();
+    CRASHED.store(false, Ordering::SeqCst);
+    RUNS.store(0, Ordering::SeqCst);
+    let rt = common::builder(&db)
+        .workflow("moving", moving)
+        .launch()
+        .await
+        .unwrap();
+    let h = rt
+        .start("moving", "ada", WorkflowOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        common::within(h.result::<String>()).await.unwrap(),
+        "hi ada; invalid digit found in string"
+    );
+    assert_eq!(RUNS.load(Ordering::SeqCst), 2, "each closure ran once");
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
 }

@@ -40,7 +40,8 @@ async fn a_stream_read_while_written_arrives_complete_in_order_and_ends_at_close
     assert_eq!(common::within(h.result::<u32>()).await.unwrap(), 1000);
     // From an offset, after the fact.
     let tail: Vec<u32> = rt
-        .client().read_stream_from::<u32>("p", "numbers", 997)
+        .client()
+        .read_stream_from::<u32>("p", "numbers", 997)
         .map(|v| v.unwrap().value)
         .collect()
         .await;
