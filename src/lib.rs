@@ -1,31 +1,49 @@
 //! # stead
 //!
-//! Durable workflows for Rust, on Postgres, built as an actor runtime.
+//! Durable workflows for Rust, on Postgres (or an embedded SQLite file), built as an actor
+//! runtime.
 //!
 //! A workflow is an ordinary `async fn(Context, I) -> Result<O, E>`. Each step it takes through
 //! [`Context::step`] is checkpointed in a system database that uses the DBOS Transact schema; if
 //! the process dies, the next launch resumes every unfinished workflow from its last checkpoint,
 //! and no finished step runs twice.
 //!
-//! ```no_run
-//! use stead::{Context, Runtime, WorkflowOptions};
+//! ```
+//! use stead::{Context, Runtime, Workflow, WorkflowOptions};
+//!
+//! // What the workflow is called, takes and returns, checked wherever it is used.
+//! const GREET: Workflow<String, String> = Workflow::new("greet");
 //!
 //! async fn greet(ctx: Context, name: String) -> stead::Result<String> {
 //!     let greeting = ctx.step("compose", || async { Ok(format!("hi {name}")) }).await?;
 //!     Ok(greeting)
 //! }
 //!
-//! # async fn demo() -> stead::Result<()> {
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> stead::Result<()> {
+//! # let dir = std::env::temp_dir().join(format!("stead-doc-lib-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! # let url = format!("sqlite://{}", dir.join("greet.sqlite").display());
+//! // A Postgres URL, or a SQLite file (the default without one: `<app>.sqlite`).
 //! let runtime = Runtime::builder()
-//!     .database_url("postgres://postgres@127.0.0.1:5432/postgres")
-//!     .workflow("greet", greet)
+//!     .database_url(url)
+//!     .register(GREET, greet)
 //!     .launch()
 //!     .await?;
-//! let handle = runtime.start("greet", "ada", WorkflowOptions::with_id("greet-ada")).await?;
-//! let text: String = handle.result().await?;
+//! let options = WorkflowOptions::with_id("greet-ada");
+//! let handle = runtime.start(GREET, "ada".to_string(), options).await?;
+//! assert_eq!(handle.result().await?, "hi ada");
 //! runtime.shutdown(std::time::Duration::from_secs(5)).await?;
+//! # std::fs::remove_dir_all(&dir).ok();
 //! # Ok(()) }
 //! ```
+//!
+//! The [`Runtime`] starts and enqueues workflows; its [`client`](Runtime::client) does the rest
+//! (messages, events, streams, cancel, list, resume, fork, queues, schedules), as a standalone
+//! [`Client`] does in a process that runs no workflows. Inside a workflow, every durable call is
+//! on the [`Context`]: steps (a builder, for `.retry`), and `sleep`, `now`, `random`, `uuid`,
+//! `send`, `recv`, events, streams, child workflows, `select2` and forks (each an
+//! `impl Future`, numbered when created).
 
 #[path = "../actors/mod.rs"]
 mod actors;
