@@ -169,7 +169,7 @@ impl Drop for AdminServer {
     }
 }
 
-/// Starts the admin server for `client` (pass `&runtime` for a runtime) on a task of the
+/// Starts the admin server for `client` (a runtime's: `runtime.client()`) on a task of the
 /// current Tokio runtime. The server keeps a clone of the client.
 pub async fn serve(client: &Client, options: AdminOptions) -> Result<AdminServer, AdminError> {
     if let Some(token) = &options.token {
