@@ -165,7 +165,7 @@ impl Client {
         I: Serialize,
     {
         let name = workflow.name();
-        let json = codec::encode(&input, &format!("the input of workflow {name:?}"))?;
+        let json = codec::encode_input(name, &input)?;
         let target = Target::Queue(queue);
         let handle = start::submit(self.shared(), target, name, &json, options).await?;
         Ok(handle.typed())

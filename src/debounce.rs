@@ -83,7 +83,7 @@ pub(crate) async fn debounce<I: Serialize>(
 ) -> Result<WorkflowHandle> {
     start::check_running(shared)?;
     crate::validate_name(key, "debounce key")?;
-    let json = codec::encode(&input, &format!("the input of workflow {workflow:?}"))?;
+    let json = codec::encode_input(workflow, &input)?;
     match shared.registry.get(workflow) {
         Some(entry) => entry.check_input(&json)?,
         // A client debounces by name for the executors that do run it.

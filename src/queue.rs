@@ -239,8 +239,7 @@ impl EnqueueRequest {
         I: Serialize,
     {
         let workflow = workflow.name().to_owned();
-        let input_json =
-            crate::codec::encode(input, &format!("the input of workflow {workflow:?}"))?;
+        let input_json = crate::codec::encode_input(&workflow, input)?;
         Ok(EnqueueRequest {
             workflow,
             input_json,

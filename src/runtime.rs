@@ -96,7 +96,7 @@ impl Runtime {
         I: Serialize,
     {
         let name = workflow.name();
-        let json = codec::encode(&input, &format!("the input of workflow {name:?}"))?;
+        let json = codec::encode_input(name, &input)?;
         let handle = start::submit(self.shared(), Target::Direct, name, &json, options).await?;
         Ok(handle.typed())
     }

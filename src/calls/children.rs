@@ -141,7 +141,7 @@ fn named_input<W: WorkflowRef<I>, I: Serialize>(
     input: &I,
 ) -> (String, Result<String>) {
     let name = workflow.name();
-    let input = codec::encode(input, &format!("the input of workflow {name:?}"));
+    let input = codec::encode_input(name, input);
     (name.to_owned(), input)
 }
 
