@@ -81,9 +81,7 @@ fn parse() -> Result<Args, String> {
 async fn noop_steps(ctx: Context, steps: u64) -> stead::Result<u64> {
     let mut acc = 0;
     for i in 0..steps {
-        acc += ctx
-            .step("noop", || async move { Ok::<_, std::io::Error>(i) })
-            .await?;
+        acc += ctx.step("noop", || async move { Ok(i) }).await?;
     }
     Ok(acc)
 }
@@ -95,9 +93,7 @@ async fn gated_steps(ctx: Context, steps: u64) -> stead::Result<u64> {
             PARKED.fetch_add(1, Ordering::SeqCst);
             std::future::pending::<()>().await;
         }
-        acc += ctx
-            .step("noop", || async move { Ok::<_, std::io::Error>(i) })
-            .await?;
+        acc += ctx.step("noop", || async move { Ok(i) }).await?;
     }
     Ok(acc)
 }

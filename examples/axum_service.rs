@@ -32,13 +32,13 @@ async fn fulfil(ctx: Context, order: Order) -> stead::Result<String> {
     let reserved = ctx
         .step("reserve", || async {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            Ok::<_, std::io::Error>(order.qty)
+            Ok(order.qty)
         })
         .await?;
     let item = &order.item;
     ctx.step("ship", || async move {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        Ok::<_, std::io::Error>(format!("shipped {reserved} x {item}"))
+        Ok(format!("shipped {reserved} x {item}"))
     })
     .await
 }
@@ -72,7 +72,7 @@ async fn start_order(State(app): State<App>, Json(order): Json<Order>) -> Reply 
 }
 
 async fn workflow(State(app): State<App>, Path(id): Path<String>) -> Reply {
-    let handle = app.runtime.handle(id);
+    let handle = app.runtime.client().handle(id);
     let status = match handle.status().await {
         Ok(status) => status,
         Err(e) => return failure(e),

@@ -12,14 +12,12 @@ use stead::{Context, EnqueueRequest, Queue, QueueMessage, Runtime, WorkflowOptio
 
 async fn resize(ctx: Context, image: String) -> stead::Result<String> {
     let pixels = ctx
-        .step("decode", || async {
-            Ok::<_, std::io::Error>(image.len() * 1000)
-        })
+        .step("decode", || async { Ok(image.len() * 1000) })
         .await?;
     let image = &image;
     ctx.step("encode", || async move {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        Ok::<_, std::io::Error>(format!("{image}: {pixels} px resized"))
+        Ok(format!("{image}: {pixels} px resized"))
     })
     .await
 }
@@ -71,7 +69,7 @@ impl Actor for Thumbnailer {
         tokio::spawn(async move {
             let result = async {
                 let id = answered.await.map_err(|e| e.to_string())?;
-                let handle = runtime.handle(id.map_err(|e| e.to_string())?);
+                let handle = runtime.client().handle(id.map_err(|e| e.to_string())?);
                 handle.result::<String>().await.map_err(|e| e.to_string())
             };
             let _ = reply.send(result.await);

@@ -20,7 +20,7 @@ use stead::{Client, Context, Queue, Runtime, WorkflowOptions};
 async fn render(ctx: Context, frame: u32) -> stead::Result<u32> {
     ctx.step("render", || async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        Ok::<_, std::io::Error>(frame * frame)
+        Ok(frame * frame)
     })
     .await
 }

@@ -13,7 +13,12 @@
 
 use std::time::Duration;
 
-use stead::{Context, Queue, Runtime, WorkflowOptions};
+use stead::{Context, Queue, Runtime, Workflow, WorkflowOptions};
+
+/// The workflows: their stored names, and what each takes and returns (checked at compile time
+/// wherever they are registered, started or awaited).
+const ONBOARD: Workflow<String, String> = Workflow::new("onboard");
+const PROVISION: Workflow<String, String> = Workflow::new("provision");
 
 /// The queue the workspaces are provisioned on: at most two at a time in this process.
 const PROVISIONING: &str = "provisioning";
@@ -23,7 +28,7 @@ async fn onboard(ctx: Context, user: String) -> stead::Result<String> {
         ctx.step(task, || async move {
             println!("  {task} ...");
             tokio::time::sleep(Duration::from_secs(1)).await;
-            Ok::<_, std::io::Error>(())
+            Ok(())
         })
         .await?;
         // Printed on a replay too: the workflow body re-runs, its finished steps do not.
@@ -39,7 +44,7 @@ async fn onboard(ctx: Context, user: String) -> stead::Result<String> {
         let child = ctx
             .enqueue_child(
                 PROVISIONING,
-                "provision",
+                PROVISION,
                 space.to_owned(),
                 WorkflowOptions::default(),
             )
@@ -48,13 +53,13 @@ async fn onboard(ctx: Context, user: String) -> stead::Result<String> {
     }
     let mut ready = Vec::new();
     for child in &children {
-        ready.push(child.result::<String>().await?);
+        ready.push(child.result().await?);
     }
     println!("  workspaces ready: {}", ready.join(", "));
 
     ctx.step("notify sales", || async {
         println!("  notify sales ...");
-        Ok::<_, std::io::Error>(())
+        Ok(())
     })
     .await?;
     Ok(format!("{user} is onboarded"))
@@ -65,7 +70,7 @@ async fn provision(ctx: Context, space: String) -> stead::Result<String> {
         println!("    provisioning {space} ...");
         tokio::time::sleep(Duration::from_secs(2)).await;
         println!("    provisioned {space}");
-        Ok::<_, std::io::Error>(())
+        Ok(())
     })
     .await?;
     Ok(space)
@@ -80,14 +85,18 @@ async fn main() -> stead::Result<()> {
         .init();
     let runtime = Runtime::builder()
         .app_name("quickstart")
-        .workflow("onboard", onboard)
-        .workflow("provision", provision)
+        .register(ONBOARD, onboard)
+        .register(PROVISION, provision)
         .queue(Queue::new(PROVISIONING).worker_concurrency(2))
         .launch()
         .await?;
     // A fixed id: a second run finds this workflow (recovered on launch) instead of a new one.
     let handle = runtime
-        .start("onboard", "ada", WorkflowOptions::with_id("quickstart-ada"))
+        .start(
+            ONBOARD,
+            "ada".into(),
+            WorkflowOptions::with_id("quickstart-ada"),
+        )
         .await?;
     if handle.status().await?.status.is_final() {
         println!(
@@ -100,7 +109,7 @@ async fn main() -> stead::Result<()> {
             handle.id()
         );
     }
-    let result: String = handle.result().await?;
+    let result = handle.result().await?;
     println!("result: {result}");
     runtime.shutdown(Duration::from_secs(5)).await
 }

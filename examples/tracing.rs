@@ -19,12 +19,12 @@ async fn sync_account(ctx: Context, account: String) -> stead::Result<usize> {
     let rows = ctx
         .step("fetch", || async {
             tracing::info!(%account, "fetching remote rows");
-            Ok::<_, std::io::Error>(42)
+            Ok(42)
         })
         .await?;
     ctx.step("store", || async move {
         tracing::info!(rows, "storing");
-        Ok::<_, std::io::Error>(rows)
+        Ok(rows)
     })
     .await
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 /// Delays that grow by `rate` from `initial` up to `max`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     /// The delay before the first retry.
     pub initial: Duration,
     /// The factor between consecutive delays (1.0 keeps them constant).

@@ -1,24 +1,22 @@
 //! The runtime's builder: settings, workflow registration, and where each setting's default
 //! comes from (the builder, then the environment, then a derived value).
 
-use std::error::Error as StdError;
-use std::future::Future;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::actors::restart::RestartPolicy;
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::launch::Declared;
 use crate::queue::Queue;
-use crate::registry::{Registry, WorkflowConfig};
+use crate::registry::{Registry, WorkflowConfig, WorkflowFn};
 use crate::retention::Retention;
 use crate::runtime::Runtime;
 use crate::schedule::Schedule;
 use crate::shared::Config;
 use crate::sysdb::{self, SysDb};
+use crate::workflow::Workflow;
 
 /// Builds and launches a [`Runtime`].
 pub struct RuntimeBuilder {
@@ -171,31 +169,51 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Registers a workflow: `async fn(Context, I) -> Result<O, E>` with serde `I` and `O`.
-    pub fn workflow<F, Fut, I, O, E>(self, name: &str, f: F) -> Self
+    /// Registers `f` as the workflow `workflow` names. The compiler checks that `f` is an
+    /// `async fn(Context, I) -> Result<O, E>` of the reference's `I` and `O`, so starts,
+    /// enqueues and child calls made with the reference agree with it (see [`Workflow`]).
+    pub fn register<F, I, O>(self, workflow: Workflow<I, O>, f: F) -> Self
     where
-        F: Fn(Context, I) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<O, E>> + Send + 'static,
+        F: WorkflowFn<I, O>,
         I: DeserializeOwned + Send + 'static,
         O: Serialize + Send + 'static,
-        E: Into<Box<dyn StdError + Send + Sync>> + Send + 'static,
     {
-        self.workflow_with(name, WorkflowConfig::default(), f)
+        self.register_with(workflow, WorkflowConfig::default(), f)
     }
 
-    /// Registers a workflow with its own settings.
-    pub fn workflow_with<F, Fut, I, O, E>(
-        mut self,
-        name: &str,
+    /// Like [`register`](RuntimeBuilder::register), with the workflow's own settings.
+    pub fn register_with<F, I, O>(
+        self,
+        workflow: Workflow<I, O>,
         config: WorkflowConfig,
         f: F,
     ) -> Self
     where
-        F: Fn(Context, I) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<O, E>> + Send + 'static,
+        F: WorkflowFn<I, O>,
         I: DeserializeOwned + Send + 'static,
         O: Serialize + Send + 'static,
-        E: Into<Box<dyn StdError + Send + Sync>> + Send + 'static,
+    {
+        self.workflow_with(workflow.name(), config, f)
+    }
+
+    /// Registers a workflow by name: `async fn(Context, I) -> Result<O, E>` with serde `I` and
+    /// `O`. Starting it by name checks its input when the call runs; a typed [`Workflow`]
+    /// reference ([`register`](RuntimeBuilder::register)) checks it when the code compiles.
+    pub fn workflow<F, I, O>(self, name: &str, f: F) -> Self
+    where
+        F: WorkflowFn<I, O>,
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+    {
+        self.workflow_with(name, WorkflowConfig::default(), f)
+    }
+
+    /// Registers a workflow by name with its own settings.
+    pub fn workflow_with<F, I, O>(mut self, name: &str, config: WorkflowConfig, f: F) -> Self
+    where
+        F: WorkflowFn<I, O>,
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
     {
         if let Err(e) = self.registry.add(name, f, config) {
             self.error.get_or_insert(e);
@@ -289,6 +307,7 @@ fn derive_version(registry: &Registry) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::Context;
 
     async fn noop(_: Context, _: ()) -> Result<()> {
         Ok(())

@@ -1,10 +1,10 @@
 //! The client: everything a producer service or an operator needs without running workflow
-//! code — enqueue by name, send, read events and streams, wait for results, manage queues and
+//! code — enqueue, send, read events and streams, wait for results, manage queues and
 //! workflows. It runs a small actor tree (supervisor, database, listener) and never migrates on
 //! its own ([`Client::migrate`] is the explicit step).
 //!
-//! A [`Runtime`](crate::Runtime) is a client that also runs workflows: every client operation
-//! is available on it.
+//! A [`Runtime`](crate::Runtime) has one too ([`Runtime::client`](crate::Runtime::client)),
+//! sharing the runtime's actors.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,6 +27,7 @@ use crate::shared::{Config, RunState, SharedRef};
 use crate::signals;
 use crate::start::{self, Target, WorkflowOptions};
 use crate::sysdb::{self, MigrationReport, SysDb};
+use crate::workflow::WorkflowRef;
 
 /// Counters of database traffic and supervision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -142,31 +143,36 @@ impl Client {
         &self.tree.shared
     }
 
-    /// Enqueues workflow `workflow` on `queue`; an executor serving the queue runs it within the
-    /// queue's limits. From a client the workflow is named, not registered; a runtime refuses a
-    /// name it has not registered. Enqueueing an id that exists returns a handle on that workflow.
+    /// Enqueues `workflow` on `queue`; an executor serving the queue runs it within the queue's
+    /// limits. `workflow` is a typed [`Workflow<I, O>`] with its `I` (the handle's `result()` is
+    /// an `O`), or a name with any serializable input. A client need not have registered it; a
+    /// runtime's client refuses a name the runtime has not registered. Enqueueing an id that
+    /// exists returns a handle on that workflow.
     ///
     /// Dropping the returned future does not call it off: once begun, the workflow is created
     /// (and runs) as if it had been awaited.
-    pub async fn enqueue<I: Serialize>(
+    ///
+    /// [`Workflow<I, O>`]: crate::Workflow
+    pub async fn enqueue<W, I>(
         &self,
         queue: &str,
-        workflow: &str,
+        workflow: W,
         input: I,
         options: WorkflowOptions,
-    ) -> Result<WorkflowHandle> {
-        let json = codec::encode(&input, &format!("the input of workflow {workflow:?}"))?;
-        start::submit(
-            self.shared(),
-            Target::Queue(queue),
-            workflow,
-            &json,
-            options,
-        )
-        .await
+    ) -> Result<WorkflowHandle<W::Output>>
+    where
+        W: WorkflowRef<I>,
+        I: Serialize,
+    {
+        let name = workflow.name();
+        let json = codec::encode_input(name, &input)?;
+        let target = Target::Queue(queue);
+        let handle = start::submit(self.shared(), target, name, &json, options).await?;
+        Ok(handle.typed())
     }
 
-    /// A handle on any workflow by id (it may run anywhere, or have finished).
+    /// A handle on any workflow by id (it may run anywhere, or have finished); its result is
+    /// read as the type the caller asks for.
     pub fn handle(&self, id: impl Into<String>) -> WorkflowHandle {
         WorkflowHandle::new(id.into(), self.shared().clone())
     }

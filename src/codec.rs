@@ -60,6 +60,14 @@ pub(crate) fn encode<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<Str
     })
 }
 
+/// Encodes the input of workflow `workflow` (its name only words the error).
+pub(crate) fn encode_input<I: Serialize + ?Sized>(
+    workflow: &str,
+    input: &I,
+) -> Result<String, Error> {
+    encode(input, &format!("the input of workflow {workflow:?}"))
+}
+
 /// Decodes portable JSON text; a missing payload reads as `null`.
 pub(crate) fn decode<T: DeserializeOwned>(text: Option<&str>, what: &str) -> Result<T, Error> {
     serde_json::from_str(text.unwrap_or("null")).map_err(|e| Error::Decode {

@@ -7,13 +7,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::Notify;
 
 use crate::error::{DbError, Error, Result};
 use crate::shared::SharedRef;
-use crate::step::{RetryPolicy, Step};
 use crate::sysdb::{now_ms, Op, OpOutcome, OpStep, StepOutcome, StepRow, StepWrite};
 
 /// Why a run stopped without an outcome of its own.
@@ -42,7 +41,8 @@ struct Inner {
     shared: SharedRef,
     next_function_id: AtomicU32,
     recorded: HashMap<u32, StepRow>,
-    abort: Mutex<Option<Abort>>,
+    /// Set once, by the first reason to stop; a lock-free read on every durable call.
+    abort: OnceLock<Abort>,
     /// Woken when an abort reason is set, to interrupt waits.
     aborted: Notify,
 }
@@ -65,7 +65,7 @@ impl Context {
                 shared,
                 next_function_id: AtomicU32::new(1),
                 recorded: recorded.into_iter().map(|s| (s.function_id, s)).collect(),
-                abort: Mutex::new(None),
+                abort: OnceLock::new(),
                 aborted: Notify::new(),
             }),
         }
@@ -83,23 +83,6 @@ impl Context {
     /// The name this workflow is registered under.
     pub fn workflow_name(&self) -> &str {
         &self.inner.run.workflow_name
-    }
-
-    /// A durable step: `f` runs at most once to success across crashes; a replay returns the
-    /// recorded output (or error) without running it. Await it, optionally after `.retry(..)`.
-    ///
-    /// ```no_run
-    /// # async fn charge(_: u32) -> Result<String, std::io::Error> { Ok("r-1".into()) }
-    /// async fn checkout(ctx: stead::Context, order: u32) -> stead::Result<String> {
-    ///     let receipt = ctx
-    ///         .step("charge", || charge(order))
-    ///         .retry(stead::RetryPolicy::attempts(3))
-    ///         .await?;
-    ///     Ok(receipt)
-    /// }
-    /// ```
-    pub fn step<'c, F>(&'c self, name: &'c str, f: F) -> Step<'c, F> {
-        Step::new(self, name, f, RetryPolicy::none())
     }
 
     pub(crate) fn shared(&self) -> &SharedRef {
@@ -130,15 +113,15 @@ impl Context {
 
     /// Fails fast once the run has been told to stop.
     pub(crate) fn check_live(&self) -> Result<()> {
-        match self.abort() {
+        match self.inner.abort.get() {
             None => Ok(()),
-            Some(reason) => Err(self.abort_error(&reason)),
+            Some(reason) => Err(self.abort_error(reason)),
         }
     }
 
     /// Why the run must stop, if it must.
     pub(crate) fn abort(&self) -> Option<Abort> {
-        self.inner.abort.lock().ok().and_then(|a| a.clone())
+        self.inner.abort.get().cloned()
     }
 
     /// Stops the run before its next durable call, and interrupts any wait.
@@ -151,16 +134,15 @@ impl Context {
         let notified = self.inner.aborted.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if self.abort().is_none() {
+        if self.inner.abort.get().is_none() {
             notified.await;
         }
     }
 
     pub(crate) fn stop(&self, reason: Abort) -> Error {
         let err = self.abort_error(&reason);
-        if let Ok(mut abort) = self.inner.abort.lock() {
-            abort.get_or_insert(reason);
-        }
+        // The first reason wins; a later one only reports itself to its caller.
+        let _ = self.inner.abort.set(reason);
         self.inner.aborted.notify_waiters();
         err
     }

@@ -19,6 +19,7 @@ use crate::metrics;
 use crate::shared::SharedRef;
 use crate::start;
 use crate::sysdb::{self, Bounce, Bounced, INTERNAL_QUEUE};
+use crate::workflow::WorkflowRef;
 
 /// Options of a debounced workflow.
 ///
@@ -82,7 +83,7 @@ pub(crate) async fn debounce<I: Serialize>(
 ) -> Result<WorkflowHandle> {
     start::check_running(shared)?;
     crate::validate_name(key, "debounce key")?;
-    let json = codec::encode(&input, &format!("the input of workflow {workflow:?}"))?;
+    let json = codec::encode_input(workflow, &input)?;
     match shared.registry.get(workflow) {
         Some(entry) => entry.check_input(&json)?,
         // A client debounces by name for the executors that do run it.
@@ -167,14 +168,22 @@ impl Client {
     /// collapse into one run with the latest call's input, which starts once `period` passes
     /// without a call, or at the latest `max_wait` (see [`DebounceOptions`]) after the first.
     /// Holds across processes sharing the database. Returns a handle on that run.
-    pub async fn debounce<I: Serialize>(
+    /// `workflow` is a typed [`Workflow<I, O>`](crate::Workflow) or a name, as for
+    /// [`Client::enqueue`].
+    pub async fn debounce<W, I>(
         &self,
         key: &str,
         period: Duration,
-        workflow: &str,
+        workflow: W,
         input: I,
         options: DebounceOptions,
-    ) -> Result<WorkflowHandle> {
-        debounce(self.shared(), key, period, workflow, input, options).await
+    ) -> Result<WorkflowHandle<W::Output>>
+    where
+        W: WorkflowRef<I>,
+        I: Serialize,
+    {
+        let name = workflow.name();
+        let handle = debounce(self.shared(), key, period, name, input, options).await?;
+        Ok(handle.typed())
     }
 }

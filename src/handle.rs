@@ -1,9 +1,10 @@
 //! `WorkflowHandle`: a reference to one workflow, wherever it runs, to read its status and
-//! await its result.
+//! await its result (typed when it came from a typed [`Workflow`](crate::Workflow)).
 //!
 //! A workflow running in this process reports its outcome through its completion slot; any
 //! other is polled in the database with a growing interval.
 
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -14,6 +15,7 @@ use crate::error::{DbError, Error, Result};
 use crate::shared::{RunState, SharedRef};
 use crate::status::{Status, WorkflowStatus};
 use crate::sysdb::{self, StatusRow};
+use crate::workflow::{ReadAs, Untyped};
 
 /// How long a handle trusts its local slot before it also checks the database (the workflow may
 /// have been taken over by another executor).
@@ -21,14 +23,25 @@ const LOCAL_CHECK: Duration = Duration::from_secs(5);
 const POLL_FIRST: Duration = Duration::from_millis(20);
 const POLL_MAX: Duration = Duration::from_secs(1);
 
-/// A reference to a workflow.
-#[derive(Clone)]
-pub struct WorkflowHandle {
+/// A reference to a workflow. `O` is its output type when it was started through a typed
+/// [`Workflow<I, O>`](crate::Workflow); [`Untyped`] when it was named by a string or found by id.
+pub struct WorkflowHandle<O = Untyped> {
     id: String,
     shared: SharedRef,
+    output: PhantomData<fn() -> O>,
 }
 
-impl std::fmt::Debug for WorkflowHandle {
+impl<O> Clone for WorkflowHandle<O> {
+    fn clone(&self) -> Self {
+        WorkflowHandle {
+            id: self.id.clone(),
+            shared: self.shared.clone(),
+            output: PhantomData,
+        }
+    }
+}
+
+impl<O> std::fmt::Debug for WorkflowHandle<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkflowHandle")
             .field("id", &self.id)
@@ -38,9 +51,24 @@ impl std::fmt::Debug for WorkflowHandle {
 
 impl WorkflowHandle {
     pub(crate) fn new(id: String, shared: SharedRef) -> WorkflowHandle {
-        WorkflowHandle { id, shared }
+        WorkflowHandle {
+            id,
+            shared,
+            output: PhantomData,
+        }
     }
 
+    /// The same handle, its result typed as `O` (the caller vouches for the type).
+    pub(crate) fn typed<O>(self) -> WorkflowHandle<O> {
+        WorkflowHandle {
+            id: self.id,
+            shared: self.shared,
+            output: PhantomData,
+        }
+    }
+}
+
+impl<O> WorkflowHandle<O> {
     /// The workflow's id.
     pub fn id(&self) -> &str {
         &self.id
@@ -51,11 +79,17 @@ impl WorkflowHandle {
         Ok(self.row().await?.status)
     }
 
-    /// Waits for the workflow to finish and returns its output, decoded as `O`.
+    /// Waits for the workflow to finish and returns its output: an `O` for a typed handle (no
+    /// annotation needed); for an [`Untyped`] one, whatever `T` the caller asks for
+    /// (`result::<T>()`), decoded from the stored JSON.
     ///
     /// A workflow that returned an error gives [`Error::WorkflowFailed`]; one that was cancelled
     /// or parked gives [`Error::Cancelled`] or [`Error::MaxRecoveryAttemptsExceeded`].
-    pub async fn result<O: DeserializeOwned>(&self) -> Result<O> {
+    pub async fn result<T>(&self) -> Result<T>
+    where
+        T: DeserializeOwned,
+        O: ReadAs<T>,
+    {
         let mut poll = POLL_FIRST;
         loop {
             if let Some(mut slot) = self.shared.completions.existing(&self.id) {
@@ -104,11 +138,11 @@ impl WorkflowHandle {
     }
 
     /// `serialization` is `None` for an outcome reported in-process (always portable JSON).
-    fn decode<O: DeserializeOwned>(
+    fn decode<T: DeserializeOwned>(
         &self,
         done: &Finished,
         serialization: Option<Option<&str>>,
-    ) -> Result<O> {
+    ) -> Result<T> {
         let id = self.id.clone();
         match done.status {
             Status::Success => {

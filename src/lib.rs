@@ -1,31 +1,49 @@
 //! # stead
 //!
-//! Durable workflows for Rust, on Postgres, built as an actor runtime.
+//! Durable workflows for Rust, on Postgres (or an embedded SQLite file), built as an actor
+//! runtime.
 //!
 //! A workflow is an ordinary `async fn(Context, I) -> Result<O, E>`. Each step it takes through
 //! [`Context::step`] is checkpointed in a system database that uses the DBOS Transact schema; if
 //! the process dies, the next launch resumes every unfinished workflow from its last checkpoint,
 //! and no finished step runs twice.
 //!
-//! ```no_run
-//! use stead::{Context, Runtime, WorkflowOptions};
+//! ```
+//! use stead::{Context, Runtime, Workflow, WorkflowOptions};
+//!
+//! // What the workflow is called, takes and returns, checked wherever it is used.
+//! const GREET: Workflow<String, String> = Workflow::new("greet");
 //!
 //! async fn greet(ctx: Context, name: String) -> stead::Result<String> {
-//!     let greeting = ctx.step("compose", || async { Ok::<_, std::io::Error>(format!("hi {name}")) }).await?;
+//!     let greeting = ctx.step("compose", || async { Ok(format!("hi {name}")) }).await?;
 //!     Ok(greeting)
 //! }
 //!
-//! # async fn demo() -> stead::Result<()> {
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> stead::Result<()> {
+//! # let dir = std::env::temp_dir().join(format!("stead-doc-lib-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! # let url = format!("sqlite://{}", dir.join("greet.sqlite").display());
+//! // A Postgres URL, or a SQLite file (the default without one: `<app>.sqlite`).
 //! let runtime = Runtime::builder()
-//!     .database_url("postgres://postgres@127.0.0.1:5432/postgres")
-//!     .workflow("greet", greet)
+//!     .database_url(url)
+//!     .register(GREET, greet)
 //!     .launch()
 //!     .await?;
-//! let handle = runtime.start("greet", "ada", WorkflowOptions::with_id("greet-ada")).await?;
-//! let text: String = handle.result().await?;
+//! let options = WorkflowOptions::with_id("greet-ada");
+//! let handle = runtime.start(GREET, "ada".to_string(), options).await?;
+//! assert_eq!(handle.result().await?, "hi ada");
 //! runtime.shutdown(std::time::Duration::from_secs(5)).await?;
+//! # std::fs::remove_dir_all(&dir).ok();
 //! # Ok(()) }
 //! ```
+//!
+//! The [`Runtime`] starts and enqueues workflows; its [`client`](Runtime::client) does the rest
+//! (messages, events, streams, cancel, list, resume, fork, queues, schedules), as a standalone
+//! [`Client`] does in a process that runs no workflows. Inside a workflow, every durable call is
+//! on the [`Context`]: steps (a builder, for `.retry`), and `sleep`, `now`, `random`, `uuid`,
+//! `send`, `recv`, events, streams, child workflows, `select2` and forks (each an
+//! `impl Future`, numbered when created).
 
 #[path = "../actors/mod.rs"]
 mod actors;
@@ -59,11 +77,11 @@ mod start;
 mod status;
 mod step;
 mod sysdb;
+mod workflow;
 
 pub use actors::restart::RestartPolicy;
-pub use backoff::Backoff;
 pub use builder::RuntimeBuilder;
-pub use calls::{ChildHandle, Either, StreamValue};
+pub use calls::{ChildHandle, Selected, StreamValue};
 pub use client::{Client, ClientOptions, RuntimeStats};
 pub use context::Context;
 pub use debounce::DebounceOptions;
@@ -72,7 +90,7 @@ pub use handle::WorkflowHandle;
 pub use manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
 pub use observe::{QueueLoad, ThroughputBucket};
 pub use queue::{Dedup, EnqueueRequest, Queue, QueueLimits, QueueMessage, RateLimit};
-pub use registry::WorkflowConfig;
+pub use registry::{WorkflowConfig, WorkflowFn};
 pub use retention::Retention;
 #[doc(hidden)]
 pub use runtime::Fault;
@@ -80,9 +98,10 @@ pub use runtime::Runtime;
 pub use schedule::{Backfilled, Schedule, ScheduleInfo, ScheduleStatus, ScheduledTime};
 pub use start::WorkflowOptions;
 pub use status::{Status, WorkflowStatus};
-pub use step::{BoxError, RetryPolicy, Step};
+pub use step::{BoxError, RetryPolicy, Step, StepFn};
 pub use sysdb::AppVersion;
 pub use sysdb::MigrationReport;
+pub use workflow::{ReadAs, Untyped, Workflow, WorkflowRef};
 
 /// Brings the schema of the database at `url` to the DBOS 3.4 layout, without starting a runtime
 /// (a runtime's launch does the same). Safe to run concurrently with other migrators. See

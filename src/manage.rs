@@ -1,9 +1,10 @@
-//! Workflow management, on a [`Client`] (and so on a runtime): list workflows and their steps,
+//! Workflow management, on a [`Client`] (a runtime's too, through `Runtime::client`): list workflows and their steps,
 //! resume, fork, delete, move a delay, and choose the latest application version. The same
 //! operations DBOS's client and CLI offer, over the same rows.
 //!
 //! It runs no workflow code and builds no SQL: statements live in `sysdb::manage`.
 
+use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -448,29 +449,31 @@ async fn fork_as(
 impl Context {
     /// Forks workflow `id` from `from_step` (see [`Client::fork`]) as a durable call: the copy's
     /// id is `<this workflow>-<call>`, so a replay returns the same copy instead of forking again.
-    pub async fn fork_workflow(
-        &self,
-        id: &str,
+    pub fn fork_workflow<'c>(
+        &'c self,
+        id: &'c str,
         from_step: u32,
         options: ForkOptions,
-    ) -> Result<WorkflowHandle> {
+    ) -> impl Future<Output = Result<WorkflowHandle>> + Send + 'c {
         const NAME: &str = "stead.fork";
         let function_id = self.next_function_id();
-        self.check_live()?;
-        if let Some(row) = self.recorded(function_id, NAME)? {
-            let new_id: String = codec::decode(row.output.as_deref(), "a recorded fork")?;
-            return Ok(WorkflowHandle::new(new_id, self.shared().clone()));
+        async move {
+            self.check_live()?;
+            if let Some(row) = self.recorded(function_id, NAME)? {
+                let new_id: String = codec::decode(row.output.as_deref(), "a recorded fork")?;
+                return Ok(WorkflowHandle::new(new_id, self.shared().clone()));
+            }
+            let started = now_ms();
+            let new_id = options
+                .id
+                .clone()
+                .unwrap_or_else(|| format!("{}-{function_id}", self.workflow_id()));
+            fork_as(self.shared(), id, &new_id, from_step, options).await?;
+            let output = codec::encode(&new_id, "a fork's id")?;
+            self.record(Call::new(function_id, NAME, started).output(output))
+                .await?;
+            Ok(WorkflowHandle::new(new_id, self.shared().clone()))
         }
-        let started = now_ms();
-        let new_id = options
-            .id
-            .clone()
-            .unwrap_or_else(|| format!("{}-{function_id}", self.workflow_id()));
-        fork_as(self.shared(), id, &new_id, from_step, options).await?;
-        let output = codec::encode(&new_id, "a fork's id")?;
-        self.record(Call::new(function_id, NAME, started).output(output))
-            .await?;
-        Ok(WorkflowHandle::new(new_id, self.shared().clone()))
     }
 }
 

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::sysdb::INTERNAL_QUEUE;
+use crate::workflow::WorkflowRef;
 
 /// A queue's definition and limits.
 ///
@@ -230,11 +231,15 @@ pub struct EnqueueRequest {
 }
 
 impl EnqueueRequest {
-    /// Enqueue `workflow` with `input` (any serde value the workflow takes).
-    pub fn new<I: Serialize>(workflow: impl Into<String>, input: &I) -> Result<EnqueueRequest> {
-        let workflow = workflow.into();
-        let input_json =
-            crate::codec::encode(input, &format!("the input of workflow {workflow:?}"))?;
+    /// Enqueue `workflow` with `input`: a typed [`Workflow<I, O>`](crate::Workflow) with its
+    /// `I`, or a name with any serde value the workflow takes.
+    pub fn new<W, I>(workflow: W, input: &I) -> Result<EnqueueRequest>
+    where
+        W: WorkflowRef<I>,
+        I: Serialize,
+    {
+        let workflow = workflow.name().to_owned();
+        let input_json = crate::codec::encode_input(&workflow, input)?;
         Ok(EnqueueRequest {
             workflow,
             input_json,
@@ -260,7 +265,7 @@ impl EnqueueRequest {
 /// let queue = runtime.queue_ref("orders")?;
 /// let request = stead::EnqueueRequest::new("checkout", &17u64)?;
 /// let id = ractor::call!(queue, stead::QueueMessage::Enqueue, request)??;
-/// let receipt: String = runtime.handle(id).result().await?;
+/// let receipt: String = runtime.client().handle(id).result().await?;
 /// # Ok(()) }
 /// ```
 pub enum QueueMessage {

@@ -20,6 +20,47 @@ pub(crate) type Outcome = Result<String, PortableError>;
 type RunFn = Arc<dyn Fn(Context, Value) -> BoxFuture<'static, Outcome> + Send + Sync>;
 type CheckFn = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 
+/// A workflow body: an `async fn(Context, I) -> Result<O, E>` (or a closure of that shape)
+/// with a serde `I` and `O` and any error convertible to a boxed error. Implemented for every
+/// such function; sealed.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a workflow taking `{I}` and returning `{O}`",
+    label = "expected an `async fn(Context, {I}) -> Result<{O}, E>`"
+)]
+pub trait WorkflowFn<I, O>: Send + Sync + 'static + sealed::Sealed<I, O> {
+    /// The body's error.
+    type Error: Into<Box<dyn StdError + Send + Sync>> + Send + 'static;
+    /// The run.
+    type Future: Future<Output = Result<O, Self::Error>> + Send + 'static;
+    /// Starts a run.
+    fn call(&self, ctx: Context, input: I) -> Self::Future;
+}
+
+impl<F, Fut, I, O, E> WorkflowFn<I, O> for F
+where
+    F: Fn(Context, I) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, E>> + Send + 'static,
+    E: Into<Box<dyn StdError + Send + Sync>> + Send + 'static,
+{
+    type Error = E;
+    type Future = Fut;
+
+    fn call(&self, ctx: Context, input: I) -> Fut {
+        self(ctx, input)
+    }
+}
+
+mod sealed {
+    pub trait Sealed<I, O> {}
+
+    impl<F, Fut, I, O, E> Sealed<I, O> for F
+    where
+        F: Fn(super::Context, I) -> Fut,
+        Fut: std::future::Future<Output = Result<O, E>>,
+    {
+    }
+}
+
 /// Per-workflow settings given at registration.
 #[derive(Debug, Clone)]
 pub struct WorkflowConfig {
@@ -82,18 +123,16 @@ pub(crate) struct Registry {
 
 impl Registry {
     /// Registers `f` under `name`; a name can be registered once.
-    pub(crate) fn add<F, Fut, I, O, E>(
+    pub(crate) fn add<F, I, O>(
         &mut self,
         name: &str,
         f: F,
         config: WorkflowConfig,
     ) -> Result<(), Error>
     where
-        F: Fn(Context, I) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<O, E>> + Send + 'static,
+        F: WorkflowFn<I, O>,
         I: DeserializeOwned + Send + 'static,
         O: Serialize + Send + 'static,
-        E: Into<Box<dyn StdError + Send + Sync>> + Send + 'static,
     {
         crate::validate_name(name, "workflow name")?;
         if self.entries.contains_key(name) {
@@ -111,11 +150,11 @@ impl Registry {
                         format!("input for workflow {workflow:?} does not fit its type: {e}"),
                     )
                 })?;
-                match f(ctx, input).await {
+                match f.call(ctx, input).await {
                     Ok(output) => serde_json::to_string(&output).map_err(|e| {
                         PortableError::new("EncodeError", format!("cannot encode output: {e}"))
                     }),
-                    Err(e) => Err(to_portable::<E>(e.into())),
+                    Err(e) => Err(to_portable::<F::Error>(e.into())),
                 }
             })
         });

@@ -1,8 +1,8 @@
-//! The runtime: the handle an embedding service holds. It is a [`Client`] that also runs
-//! workflows: it starts and enqueues registered workflows, hands out queue actor refs, and owns
-//! the actor tree built in `launch`. Every client operation is available on it through `Deref`.
+//! The runtime: the handle an embedding service holds. It runs workflows: it starts and
+//! enqueues registered workflows, hands out queue actor refs, and owns the actor tree built in
+//! `launch`. It has a [`Client`] for everything else (messages, events, cancel, lists, queue
+//! and schedule management): [`Runtime::client`].
 
-use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::actors::restart::RestartPolicy;
 use crate::builder::RuntimeBuilder;
-use crate::client::Client;
+use crate::client::{Client, RuntimeStats};
 use crate::codec;
 use crate::dispatch::QueueRequest;
 use crate::error::Result;
@@ -22,6 +22,7 @@ use crate::registry::Registry;
 use crate::shared::Config;
 use crate::start::{self, Target, WorkflowOptions};
 use crate::sysdb::SysDb;
+use crate::workflow::WorkflowRef;
 
 /// Faults a test can inject (see `Runtime::inject_fault`).
 #[doc(hidden)]
@@ -34,19 +35,15 @@ pub enum Fault {
 }
 
 /// A running stead runtime, embedded in a service. Cloning shares it; dropping the last clone
-/// without [`Client::shutdown`] kills its actors at once (workflows stay `PENDING` and are
+/// without [`Runtime::shutdown`] kills its actors at once (workflows stay `PENDING` and are
 /// recovered by the next launch).
+///
+/// The runtime starts and enqueues workflows; every other operation (send, events, streams,
+/// cancel, list, resume, fork, queues, schedules) is on its [`client`](Runtime::client), which
+/// shares its connection and actors.
 #[derive(Clone)]
 pub struct Runtime {
     client: Client,
-}
-
-impl Deref for Runtime {
-    type Target = Client;
-
-    fn deref(&self) -> &Client {
-        &self.client
-    }
 }
 
 impl Runtime {
@@ -72,19 +69,52 @@ impl Runtime {
         })
     }
 
-    /// Starts a registered workflow now, in this process. Starting an id that exists returns a
-    /// handle on the existing workflow (its result, not a second run).
+    /// The client for every operation besides starting and enqueueing: messages, events,
+    /// streams, cancel, list, resume, fork, queue and schedule management. It shares this
+    /// runtime's connection and actors (so its [`Client::shutdown`] stops the runtime too).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Starts a registered workflow now, in this process: a typed [`Workflow<I, O>`] with its
+    /// `I` (the handle's `result()` is an `O`), or a name with any serializable input. Starting
+    /// an id that exists returns a handle on the existing workflow (its result, not a second
+    /// run).
     ///
     /// Dropping the returned future does not call it off: once begun, the workflow is created
     /// (and runs) as if it had been awaited.
-    pub async fn start<I: Serialize>(
+    ///
+    /// [`Workflow<I, O>`]: crate::Workflow
+    pub async fn start<W, I>(
         &self,
-        workflow: &str,
+        workflow: W,
         input: I,
         options: WorkflowOptions,
-    ) -> Result<WorkflowHandle> {
-        let json = codec::encode(&input, &format!("the input of workflow {workflow:?}"))?;
-        start::submit(self.shared(), Target::Direct, workflow, &json, options).await
+    ) -> Result<WorkflowHandle<W::Output>>
+    where
+        W: WorkflowRef<I>,
+        I: Serialize,
+    {
+        let name = workflow.name();
+        let json = codec::encode_input(name, &input)?;
+        let handle = start::submit(self.shared(), Target::Direct, name, &json, options).await?;
+        Ok(handle.typed())
+    }
+
+    /// Enqueues a registered workflow on `queue` (see [`Client::enqueue`]); this runtime refuses
+    /// a name it has not registered.
+    pub async fn enqueue<W, I>(
+        &self,
+        queue: &str,
+        workflow: W,
+        input: I,
+        options: WorkflowOptions,
+    ) -> Result<WorkflowHandle<W::Output>>
+    where
+        W: WorkflowRef<I>,
+        I: Serialize,
+    {
+        self.client.enqueue(queue, workflow, input, options).await
     }
 
     /// The actor of `queue` in this process, for other actors to enqueue through
@@ -101,6 +131,29 @@ impl Runtime {
     /// This runtime's application version.
     pub fn app_version(&self) -> &str {
         &self.shared().config.app_version
+    }
+
+    /// Stops gracefully: queues stop claiming, running workflows get `grace` to finish, the rest
+    /// are stopped and stay `PENDING` (the next launch recovers them), pending writes are
+    /// flushed, and the database actor stops last. The same as [`Client::shutdown`] on its
+    /// client.
+    pub async fn shutdown(&self, grace: Duration) -> Result<()> {
+        self.client.shutdown(grace).await
+    }
+
+    /// Resolves when the runtime has stopped: `Ok` after a shutdown, `Err(Fatal)` when a
+    /// permanent actor kept failing and the supervisor gave up.
+    pub async fn stopped(&self) -> Result<()> {
+        self.client.stopped().await
+    }
+
+    /// Counters of database traffic and actor restarts so far.
+    pub fn stats(&self) -> RuntimeStats {
+        self.client.stats()
+    }
+
+    pub(crate) fn shared(&self) -> &crate::shared::SharedRef {
+        self.client.shared()
     }
 
     /// Fault injection for tests: makes an actor panic as if its state were poisoned.

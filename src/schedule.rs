@@ -19,6 +19,7 @@ use crate::handle::WorkflowHandle;
 use crate::shared::{Shared, SharedRef};
 use crate::start;
 use crate::sysdb::{self, Firings, ScheduleRow, INTERNAL_QUEUE};
+use crate::workflow::WorkflowRef;
 
 /// A cron schedule that enqueues a registered workflow at each firing. The workflow takes a
 /// [`ScheduledTime`].
@@ -52,11 +53,17 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// A schedule of `workflow` named `name`, firing on `cron`.
-    pub fn new(name: impl Into<String>, workflow: impl Into<String>, cron: &str) -> Schedule {
+    /// A schedule of `workflow` named `name`, firing on `cron`. `workflow` is a typed
+    /// [`Workflow<ScheduledTime, O>`](crate::Workflow) (checked when the code compiles) or a
+    /// name (checked when the schedule is declared).
+    pub fn new(
+        name: impl Into<String>,
+        workflow: impl WorkflowRef<ScheduledTime>,
+        cron: &str,
+    ) -> Schedule {
         Schedule {
             name: name.into(),
-            workflow: workflow.into(),
+            workflow: workflow.name().to_owned(),
             cron: cron.to_owned(),
             timezone: None,
             queue: None,

@@ -1,5 +1,8 @@
 //! Steps: a closure run at most once to success per workflow, with retries, whose outcome is
 //! checkpointed before the workflow goes on. Replays return the checkpoint instead of running it.
+//!
+//! `Context::step` lives here; its builder's type says whether the closure may be called more
+//! than once (`FnMut` with retries, `FnOnce` without).
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -96,35 +99,130 @@ impl fmt::Debug for RetryPolicy {
     }
 }
 
-/// A step about to run; `.await` it. Built by [`Context::step`].
-#[must_use = "a step does nothing until awaited"]
-pub struct Step<'c, F> {
-    ctx: &'c Context,
-    name: &'c str,
-    f: F,
-    retry: RetryPolicy,
-}
-
-impl<'c, F> Step<'c, F> {
-    pub(crate) fn new(ctx: &'c Context, name: &'c str, f: F, retry: RetryPolicy) -> Self {
+impl Context {
+    /// A durable step: `f` runs at most once to success across crashes; a replay returns the
+    /// recorded output (or error) without running it. Await it, optionally after `.retry(..)`.
+    ///
+    /// `f` is a closure returning a future of `Result<T, BoxError>`: `Ok(v)` needs no type
+    /// annotation, and `?` converts any error into a [`BoxError`]. (To keep a function's own
+    /// error type, use [`Context::step_typed`].)
+    ///
+    /// The types enforce how often `f` may be called: without `.retry(..)` it is called once,
+    /// so any `FnOnce` closure will do and it may move owned values out of its captures; with
+    /// `.retry(policy)` it is called once per attempt, so `.retry` accepts only an `FnMut`
+    /// closure (clone what it moves, inside the closure).
+    ///
+    /// ```no_run
+    /// # async fn charge(_: u32, _: &str) -> Result<String, std::io::Error> { Ok("r-1".into()) }
+    /// async fn checkout(ctx: stead::Context, order: u32) -> stead::Result<String> {
+    ///     let card = ctx.step("card", || async { Ok(format!("card-of-{order}")) }).await?;
+    ///     // Retried: called once per attempt, so it borrows `card` instead of moving it.
+    ///     let receipt = ctx
+    ///         .step("charge", || async { Ok(charge(order, &card).await?) })
+    ///         .retry(stead::RetryPolicy::attempts(3))
+    ///         .await?;
+    ///     // Not retried: called once, so it may move `receipt` into its future.
+    ///     ctx.step("log", move || async move { Ok(format!("sent {receipt}")) }).await
+    /// }
+    /// ```
+    ///
+    /// A closure that moves its captures does not retry:
+    ///
+    /// ```compile_fail,E0525
+    /// # async fn demo(ctx: stead::Context, receipt: String) -> stead::Result<String> {
+    /// ctx.step("log", move || async move { Ok(receipt) })
+    ///     .retry(stead::RetryPolicy::attempts(3))
+    ///     .await
+    /// # }
+    /// ```
+    pub fn step<'c, F, T>(&'c self, name: &'c str, f: F) -> Step<'c, F>
+    where
+        F: StepFn<T, BoxError>,
+        T: Serialize + DeserializeOwned + Send,
+    {
         Step {
-            ctx,
+            ctx: self,
             name,
             f,
-            retry,
+            retry: (),
         }
     }
 
-    /// Retries failures as `policy` says.
-    pub fn retry(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
-        self
+    /// [`Context::step`] for a closure with its own error type `E` (e.g. `|| charge(order)`
+    /// where `charge` returns `Result<T, PaymentError>`). The same rules apply; the error is
+    /// recorded as [`Context::step`] records it.
+    pub fn step_typed<'c, F, T, E>(&'c self, name: &'c str, f: F) -> Step<'c, F>
+    where
+        F: StepFn<T, E>,
+        T: Serialize + DeserializeOwned + Send,
+        E: Into<BoxError>,
+    {
+        Step {
+            ctx: self,
+            name,
+            f,
+            retry: (),
+        }
+    }
+}
+
+/// A step's body: a `Send` closure, called with no arguments, returning a `Send` future of
+/// `Result<T, E>`. Implemented for every such closure; sealed.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a step body returning `Result<{T}, {E}>`",
+    label = "expected a closure like `|| async {{ Ok(value) }}`, returning a future of `Result<{T}, {E}>`"
+)]
+pub trait StepFn<T, E>: sealed::Sealed<T, E> {}
+
+impl<F, Fut, T, E> StepFn<T, E> for F
+where
+    F: FnOnce() -> Fut + Send,
+    Fut: Future<Output = std::result::Result<T, E>> + Send,
+{
+}
+
+mod sealed {
+    pub trait Sealed<T, E> {}
+
+    impl<F, Fut, T, E> Sealed<T, E> for F
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+    }
+}
+
+/// A step about to run; `.await` it. Built by [`Context::step`] (or [`Context::step_typed`]).
+///
+/// `R` is `()` until [`retry`](Step::retry) makes it a [`RetryPolicy`]: the body is then called
+/// once per attempt, so it must be `FnMut`; before, once, so `FnOnce` is enough.
+#[must_use = "a step does nothing until awaited"]
+pub struct Step<'c, F, R = ()> {
+    ctx: &'c Context,
+    name: &'c str,
+    f: F,
+    retry: R,
+}
+
+impl<'c, F> Step<'c, F> {
+    /// Retries failures as `policy` says. The body is called once per attempt, so it must be
+    /// callable more than once (`FnMut`).
+    pub fn retry<Fut>(self, policy: RetryPolicy) -> Step<'c, F, RetryPolicy>
+    where
+        F: FnMut() -> Fut,
+    {
+        Step {
+            ctx: self.ctx,
+            name: self.name,
+            f: self.f,
+            retry: policy,
+        }
     }
 }
 
 impl<'c, F, Fut, T, E> IntoFuture for Step<'c, F>
 where
-    F: FnMut() -> Fut + Send + 'c,
+    F: FnOnce() -> Fut + Send + 'c,
     Fut: Future<Output = std::result::Result<T, E>> + Send + 'c,
     T: Serialize + DeserializeOwned + Send + 'c,
     E: Into<BoxError> + Send + 'c,
@@ -135,23 +233,41 @@ where
     fn into_future(self) -> Self::IntoFuture {
         // The number is taken here, in program order, so concurrent steps replay identically.
         let function_id = self.ctx.next_function_id();
-        Box::pin(run(self, function_id))
+        let Step { ctx, name, f, .. } = self;
+        Box::pin(run(ctx, name, function_id, once(name, function_id, f)))
     }
 }
 
-async fn run<F, Fut, T, E>(step: Step<'_, F>, function_id: u32) -> Result<T>
+impl<'c, F, Fut, T, E> IntoFuture for Step<'c, F, RetryPolicy>
 where
-    F: FnMut() -> Fut + Send,
-    Fut: Future<Output = std::result::Result<T, E>> + Send,
-    T: Serialize + DeserializeOwned + Send,
-    E: Into<BoxError> + Send,
+    F: FnMut() -> Fut + Send + 'c,
+    Fut: Future<Output = std::result::Result<T, E>> + Send + 'c,
+    T: Serialize + DeserializeOwned + Send + 'c,
+    E: Into<BoxError> + Send + 'c,
 {
-    let Step {
-        ctx,
-        name,
-        mut f,
-        retry,
-    } = step;
+    type Output = Result<T>;
+    type IntoFuture = BoxFuture<'c, Result<T>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let function_id = self.ctx.next_function_id();
+        let Step {
+            ctx,
+            name,
+            f,
+            retry,
+        } = self;
+        let attempts = attempts(ctx, name, function_id, f, retry);
+        Box::pin(run(ctx, name, function_id, attempts))
+    }
+}
+
+/// Replays the step, or runs `attempts` (the body's one call, or its retry loop) and records
+/// its outcome. `attempts` is not polled on a replay.
+async fn run<T, A>(ctx: &Context, name: &str, function_id: u32, attempts: A) -> Result<T>
+where
+    T: Serialize + DeserializeOwned + Send,
+    A: Future<Output = Result<std::result::Result<T, StepError>>> + Send,
+{
     ctx.check_live()?;
     if let Some(row) = ctx.recorded(function_id, name)? {
         return replay(row, name, function_id);
@@ -162,9 +278,7 @@ where
     // span is its parent). It covers the attempts, where user code runs and logs, not the
     // checkpoint write: a span costs per poll it is entered.
     let span = tracing::debug_span!("step", function_id, name);
-    let result = attempts(ctx, name, function_id, &mut f, &retry)
-        .instrument(span)
-        .await?;
+    let result = attempts.instrument(span).await?;
     ctx.metrics().step_finished(result.is_ok(), clock.elapsed());
     let (output, error) = match &result {
         Ok(value) => (Some(codec::encode(value, "step output")?), None),
@@ -186,19 +300,35 @@ where
     }
 }
 
-/// Runs the closure until it succeeds or the policy gives up; the inner error is the step's
+/// Calls the body once; its error is the step's outcome.
+async fn once<F, Fut, T, E>(
+    name: &str,
+    function_id: u32,
+    f: F,
+) -> Result<std::result::Result<T, StepError>>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = std::result::Result<T, E>>,
+    E: Into<BoxError>,
+{
+    Ok(f()
+        .await
+        .map_err(|e| failed(name, function_id, vec![e.into().to_string()])))
+}
+
+/// Calls the body until it succeeds or the policy gives up; the inner error is the step's
 /// outcome, the outer one stops the workflow (cancelled, taken over).
 async fn attempts<F, Fut, T, E>(
     ctx: &Context,
     name: &str,
     function_id: u32,
-    f: &mut F,
-    retry: &RetryPolicy,
+    mut f: F,
+    retry: RetryPolicy,
 ) -> Result<std::result::Result<T, StepError>>
 where
-    F: FnMut() -> Fut + Send,
-    Fut: Future<Output = std::result::Result<T, E>> + Send,
-    E: Into<BoxError> + Send,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = std::result::Result<T, E>>,
+    E: Into<BoxError>,
 {
     let mut failures = Vec::new();
     loop {
@@ -209,11 +339,7 @@ where
                 failures.push(e.to_string());
                 let attempt = failures.len() as u32;
                 if !retry.should_retry(attempt, e.as_ref()) {
-                    return Ok(Err(StepError {
-                        step: name.to_owned(),
-                        function_id,
-                        attempts: failures,
-                    }));
+                    return Ok(Err(failed(name, function_id, failures)));
                 }
                 ctx.metrics().step_retried();
                 tracing::debug!(attempt, error = %e, "step failed; retrying");
@@ -221,6 +347,14 @@ where
                 ctx.check_live()?;
             }
         }
+    }
+}
+
+fn failed(name: &str, function_id: u32, attempts: Vec<String>) -> StepError {
+    StepError {
+        step: name.to_owned(),
+        function_id,
+        attempts,
     }
 }
 

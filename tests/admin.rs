@@ -15,8 +15,7 @@ use stead::{Context, Queue, Runtime, Status, WorkflowOptions};
 const TOKEN: &str = "t0ken-for-tests";
 
 async fn double(ctx: Context, n: u64) -> stead::Result<u64> {
-    ctx.step("double", || async move { Ok::<_, std::io::Error>(n * 2) })
-        .await
+    ctx.step("double", || async move { Ok(n * 2) }).await
 }
 
 async fn refuse(_ctx: Context, _: ()) -> Result<(), std::io::Error> {
@@ -25,10 +24,8 @@ async fn refuse(_ctx: Context, _: ()) -> Result<(), std::io::Error> {
 
 /// Takes a step, then sleeps a minute (a cancel interrupts the sleep).
 async fn slow(ctx: Context, _: ()) -> stead::Result<()> {
-    ctx.step("prepare", || async {
-        Ok::<_, std::io::Error>("ready".to_owned())
-    })
-    .await?;
+    ctx.step("prepare", || async { Ok("ready".to_owned()) })
+        .await?;
     ctx.sleep(Duration::from_secs(60)).await
 }
 
@@ -44,7 +41,7 @@ async fn launch(db: &common::TestDb, queues: Vec<Queue>) -> Runtime {
 }
 
 async fn serve(rt: &Runtime, options: AdminOptions) -> AdminServer {
-    admin::serve(rt, options).await.expect("serve")
+    admin::serve(rt.client(), options).await.expect("serve")
 }
 
 fn url(server: &AdminServer, path: &str) -> String {
@@ -79,14 +76,14 @@ async fn assert_bad_param(server: &AdminServer, path: &str, param: &str) {
 /// Waits until workflow `id` has `status` in the database.
 async fn wait_status(rt: &Runtime, id: &str, status: Status) {
     for _ in 0..300 {
-        if rt.handle(id).status().await.map(|s| s.status).ok() == Some(status) {
+        if rt.client().handle(id).status().await.map(|s| s.status).ok() == Some(status) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!(
         "{id} never became {status}: {:?}",
-        rt.handle(id).status().await
+        rt.client().handle(id).status().await
     );
 }
 
@@ -149,11 +146,11 @@ async fn the_token_guards_every_endpoint_but_the_probes(db) {
     let by_query = get(&server, &format!("/api/workflows?token={TOKEN}")).await;
     assert_eq!(by_query.status, 401);
 
-    let err = admin::serve(&rt, AdminOptions::new().token("has space"))
+    let err = admin::serve(rt.client(), AdminOptions::new().token("has space"))
         .await
         .err();
     assert!(matches!(err, Some(AdminError::InvalidToken)), "{err:?}");
-    let taken = admin::serve(&rt, AdminOptions::new().bind(server.local_addr()))
+    let taken = admin::serve(rt.client(), AdminOptions::new().bind(server.local_addr()))
         .await
         .err();
     assert!(matches!(taken, Some(AdminError::Bind { .. })), "{taken:?}");
@@ -282,7 +279,7 @@ async fn cancel_resume_and_fork_act_and_refuse_bad_requests(db) {
     assert_eq!(cancelled.status, 200, "{}", cancelled.body);
     assert_eq!(cancelled.json()["status"], "CANCELLED");
     assert_eq!(
-        rt.handle("s-1").status().await.unwrap().status,
+        rt.client().handle("s-1").status().await.unwrap().status,
         Status::Cancelled
     );
 
@@ -305,12 +302,12 @@ async fn cancel_resume_and_fork_act_and_refuse_bad_requests(db) {
     .await;
     assert_eq!(forked.status, 200, "{}", forked.body);
     assert_eq!(forked.json()["id"], "d-5-copy");
-    let copy: u64 = common::within(rt.handle("d-5-copy").result())
+    let copy: u64 = common::within(rt.client().handle("d-5-copy").result())
         .await
         .unwrap();
     assert_eq!(copy, 10);
     assert_eq!(
-        rt.handle("d-5-copy")
+        rt.client().handle("d-5-copy")
             .status()
             .await
             .unwrap()
@@ -362,7 +359,7 @@ async fn pages_of_other_sites_can_neither_post_forms_nor_rebind_dns(db) {
     let bare = http::request("POST", &cancel, &[], None).await;
     assert_eq!(bare.status, 415);
     assert_eq!(
-        rt.handle("s-2").status().await.unwrap().status,
+        rt.client().handle("s-2").status().await.unwrap().status,
         Status::Pending
     );
 

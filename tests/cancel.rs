@@ -26,7 +26,7 @@ async fn two_steps(ctx: Context, pause_in_step: bool) -> stead::Result<()> {
         if pause_in_step {
             tokio::time::sleep(Duration::from_millis(1500)).await;
         }
-        Ok::<_, std::io::Error>(())
+        Ok(())
     })
     .await?;
     if !pause_in_step {
@@ -42,7 +42,7 @@ async fn two_steps(ctx: Context, pause_in_step: bool) -> stead::Result<()> {
                 .bind(&id)
                 .execute(&pool)
                 .await?;
-            Ok::<_, sqlx::Error>(())
+            Ok(())
         }
     })
     .await
@@ -133,7 +133,7 @@ async fn a_local_cancel_interrupts_a_sleep_and_reports_cancelled(db) {
     )
     .await;
     let began = Instant::now();
-    rt.cancel("napper").await.unwrap();
+    rt.client().cancel("napper").await.unwrap();
     let err = common::within(h.result::<()>()).await.unwrap_err();
     assert!(matches!(err, Error::Cancelled { .. }), "{err}");
     assert!(
@@ -142,8 +142,8 @@ async fn a_local_cancel_interrupts_a_sleep_and_reports_cancelled(db) {
         began.elapsed()
     );
     assert_eq!(h.status().await.unwrap().status, Status::Cancelled);
-    assert!(matches!(rt.cancel("nobody").await, Err(Error::NotFound(_))));
-    rt.cancel("napper").await.unwrap();
+    assert!(matches!(rt.client().cancel("nobody").await, Err(Error::NotFound(_))));
+    rt.client().cancel("napper").await.unwrap();
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
@@ -163,19 +163,19 @@ async fn a_cancel_with_children_stops_the_descendants_a_plain_cancel_leaves_runn
         10,
     )
     .await;
-    rt.cancel("tree").await.unwrap();
+    rt.client().cancel("tree").await.unwrap();
     let err = common::within(parent.result::<()>()).await.unwrap_err();
     assert!(matches!(err, Error::Cancelled { .. }), "{err}");
     assert_eq!(status(&pool, "tree-1").await, "PENDING", "a plain cancel");
     let began = Instant::now();
-    rt.cancel_with_children("tree").await.unwrap();
-    let child = rt.handle("tree-1");
+    rt.client().cancel_with_children("tree").await.unwrap();
+    let child = rt.client().handle("tree-1");
     let err = common::within(child.result::<()>()).await.unwrap_err();
     assert!(matches!(err, Error::Cancelled { .. }), "{err}");
     assert!(began.elapsed() < Duration::from_secs(2), "{:?}", began.elapsed());
     assert_eq!(status(&pool, "tree-1").await, "CANCELLED");
     assert!(matches!(
-        rt.cancel_with_children("nobody").await,
+        rt.client().cancel_with_children("nobody").await,
         Err(Error::NotFound(_))
     ));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -231,8 +231,8 @@ async fn a_cancel_from_another_process_stops_a_workflow_before_its_next_step() {
     .await;
     // "in-sleep" is asleep after step one; "in-step" is inside step one's body.
     common::wait_count(&pool, "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'in-sleep' AND function_name = 'DBOS.sleep'", 1, 60).await;
-    rt.cancel("in-step").await.unwrap();
-    rt.cancel("in-sleep").await.unwrap();
+    rt.client().cancel("in-step").await.unwrap();
+    rt.client().cancel("in-sleep").await.unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let _ = child.kill();
     let _ = child.wait();

@@ -6,7 +6,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use stead::{Context, Either, WorkflowOptions};
+use stead::{Context, Selected, WorkflowOptions};
 
 static CHILD_GATE: AtomicBool = AtomicBool::new(false);
 
@@ -14,8 +14,7 @@ async fn gated_child(ctx: Context, n: u32) -> stead::Result<u32> {
     while !CHILD_GATE.load(Ordering::SeqCst) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    ctx.step("double", || async move { Ok::<_, std::io::Error>(n * 2) })
-        .await
+    ctx.step("double", || async move { Ok(n * 2) }).await
 }
 
 async fn parent(ctx: Context, n: u32) -> stead::Result<u32> {
@@ -52,7 +51,7 @@ async fn a_recovered_parent_gets_its_first_child_instead_of_a_second(db) {
     CHILD_GATE.store(true, Ordering::SeqCst);
     let rt = launch().await.unwrap();
     assert_eq!(
-        common::within(rt.handle("mom").result::<u32>())
+        common::within(rt.client().handle("mom").result::<u32>())
             .await
             .unwrap(),
         42
@@ -87,7 +86,7 @@ async fn run_child_waits_for_the_result_and_a_failure_comes_back_as_one(db) {
             .run_child("doubler", 5u32, WorkflowOptions::with_id("named-child"))
             .await?;
         let failed = ctx
-            .run_child::<_, u32>("failing", (), WorkflowOptions::default())
+            .run_child::<_, _, u32>("failing", (), WorkflowOptions::default())
             .await;
         Ok(format!("{ok} / {}", failed.unwrap_err()))
     }
@@ -107,7 +106,7 @@ async fn run_child_waits_for_the_result_and_a_failure_comes_back_as_one(db) {
         .unwrap();
     let out: String = common::within(h.result()).await.unwrap();
     assert_eq!(out, "10 / workflow c-3 failed: Error: no luck");
-    let child = rt.handle("named-child").status().await.unwrap();
+    let child = rt.client().handle("named-child").status().await.unwrap();
     assert_eq!(child.parent_workflow_id.as_deref(), Some("c"));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
@@ -132,8 +131,8 @@ async fn select_between_a_child_and_a_sleep_records_the_winner_and_replays_it(db
             panic!("crash after the select");
         }
         Ok(match winner {
-            Either::Left(child) => format!("child: {child}"),
-            Either::Right(()) => "timed out".into(),
+            Selected::First(child) => format!("child: {child}"),
+            Selected::Second(()) => "timed out".into(),
         })
     }
     let _turn = one_backend_at_a_time!();
@@ -179,8 +178,7 @@ async fn select_all_returns_the_first_of_several_and_join_waits_for_all(db) {
             .select_all(
                 receives
                     .into_iter()
-                    .map(|r| Box::pin(async move { Ok(r.await?.unwrap_or(0)) }) as _)
-                    .collect(),
+                    .map(|r| async move { Ok(r.await?.unwrap_or(0)) }),
             )
             .await?;
         let all = futures::future::try_join_all(vec![
@@ -203,9 +201,9 @@ async fn select_all_returns_the_first_of_several_and_join_waits_for_all(db) {
         .start("racer", (), WorkflowOptions::with_id("race"))
         .await
         .unwrap();
-    rt.send("race", &7u32, Some("b")).await.unwrap();
-    rt.send("race", &4u32, Some("d")).await.unwrap();
-    rt.send("race", &3u32, Some("c")).await.unwrap();
+    rt.client().send("race", &7u32, Some("b")).await.unwrap();
+    rt.client().send("race", &4u32, Some("d")).await.unwrap();
+    rt.client().send("race", &3u32, Some("c")).await.unwrap();
     let (index, first, all): (usize, u32, Vec<u32>) = common::within(h.result()).await.unwrap();
     assert_eq!((index, first, all), (1, 7, vec![3, 4]));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();

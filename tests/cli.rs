@@ -15,8 +15,7 @@ use stead::{
 };
 
 async fn double(ctx: Context, n: u64) -> stead::Result<u64> {
-    ctx.step("double", || async move { Ok::<_, std::io::Error>(n * 2) })
-        .await
+    ctx.step("double", || async move { Ok(n * 2) }).await
 }
 
 async fn refuse(_ctx: Context, _: ()) -> Result<(), std::io::Error> {
@@ -149,7 +148,7 @@ async fn seed(rt: &Runtime) {
     rt.start("waiter", (), WorkflowOptions::with_id("stop-1"))
         .await
         .unwrap();
-    rt.cancel("stop-1").await.unwrap();
+    rt.client().cancel("stop-1").await.unwrap();
     rt.start("waiter", (), WorkflowOptions::with_id("wait-1"))
         .await
         .unwrap();
@@ -159,7 +158,7 @@ async fn seed(rt: &Runtime) {
     let other = WorkflowOptions::with_id("other-1").app_version("nobody-runs-this");
     rt.enqueue("q", "double", 6u64, other).await.unwrap();
     for (id, status) in SEEDED {
-        wait_for(rt, id, &[Status::parse(status).unwrap()]).await;
+        wait_for(rt.client(), id, &[Status::parse(status).unwrap()]).await;
     }
 }
 
@@ -385,7 +384,7 @@ async fn queues_are_listed_and_schedules_listed_paused_and_resumed(db) {
         "paused schedule 'yearly'\n"
     );
     assert_eq!(
-        rt.schedules().await.unwrap()[0].status,
+        rt.client().schedules().await.unwrap()[0].status,
         ScheduleStatus::Paused
     );
     let listed = json(url, &["schedule", "list"]).await;
@@ -395,7 +394,7 @@ async fn queues_are_listed_and_schedules_listed_paused_and_resumed(db) {
     );
     ok(url, &["schedule", "resume", "yearly"]).await;
     assert_eq!(
-        rt.schedules().await.unwrap()[0].status,
+        rt.client().schedules().await.unwrap()[0].status,
         ScheduleStatus::Active
     );
 
@@ -427,7 +426,7 @@ async fn gc_deletes_old_or_surplus_finished_workflows_only(db) {
     );
     let collected = json(url, &["gc", "--keep", "1"]).await;
     assert_eq!(collected["deleted"], 2);
-    let left = rt.list_workflows(ListWorkflows::new()).await.unwrap();
+    let left = rt.client().list_workflows(ListWorkflows::new()).await.unwrap();
     let left: BTreeSet<String> = left.into_iter().map(|w| w.status.id).collect();
     assert_eq!(left, set(&["g3", "running", "later"]));
 

@@ -10,8 +10,7 @@ use futures::StreamExt;
 use stead::{Client, Context, Error, Queue, Status, WorkflowOptions};
 
 async fn double(ctx: Context, n: u64) -> stead::Result<u64> {
-    ctx.step("double", || async move { Ok::<_, std::io::Error>(n * 2) })
-        .await
+    ctx.step("double", || async move { Ok(n * 2) }).await
 }
 
 async fn waiter(ctx: Context, _: ()) -> stead::Result<Option<String>> {

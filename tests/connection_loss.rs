@@ -18,7 +18,7 @@ async fn counted(ctx: Context, steps: u32) -> stead::Result<u32> {
                 async move {
                     common::count_body(&id, i);
                     tokio::time::sleep(Duration::from_millis(5)).await;
-                    Ok::<_, std::io::Error>(i)
+                    Ok(i)
                 }
             })
             .await?;

@@ -16,8 +16,7 @@ const TOKEN: &str = "dash-token";
 
 /// Takes a step, then sleeps a minute (a cancel interrupts the sleep).
 async fn slow(ctx: Context, _: ()) -> stead::Result<()> {
-    ctx.step("prepare", || async { Ok::<_, std::io::Error>(7u32) })
-        .await?;
+    ctx.step("prepare", || async { Ok(7u32) }).await?;
     ctx.sleep(Duration::from_secs(60)).await
 }
 
@@ -47,7 +46,7 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
     rt.start("slow", (), WorkflowOptions::with_id("slow-1"))
         .await
         .unwrap();
-    let server = admin::serve(&rt, AdminOptions::new().token(TOKEN))
+    let server = admin::serve(rt.client(), AdminOptions::new().token(TOKEN))
         .await
         .expect("serve");
     let browser = Browser::launch().await;
@@ -91,7 +90,7 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
         .await;
     browser.click(&cancel).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while rt.handle("slow-1").status().await.unwrap().status != Status::Cancelled {
+    while rt.client().handle("slow-1").status().await.unwrap().status != Status::Cancelled {
         assert!(std::time::Instant::now() < deadline, "never cancelled");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -28,9 +28,7 @@ struct Sum {
 
 /// Two positional arguments from Python arrive as a tuple.
 async fn add(ctx: Context, (a, b): (i64, i64)) -> stead::Result<Sum> {
-    let sum = ctx
-        .step("add", || async move { Ok::<_, std::io::Error>(a + b) })
-        .await?;
+    let sum = ctx.step("add", || async move { Ok(a + b) }).await?;
     Ok(Sum {
         sum,
         by: "stead".into(),
@@ -57,15 +55,11 @@ struct Order {
 async fn order(ctx: Context, order: Order) -> stead::Result<Value> {
     let qty = order.qty;
     let hold = ctx
-        .step("reserve", || async move {
-            Ok::<_, std::io::Error>(format!("held-{qty}"))
-        })
+        .step("reserve", || async move { Ok(format!("held-{qty}")) })
         .await?;
     ctx.sleep(Duration::from_millis(1)).await?;
     let total = ctx
-        .step("charge", || async move {
-            Ok::<_, std::io::Error>(f64::from(qty) * 1.5)
-        })
+        .step("charge", || async move { Ok(f64::from(qty) * 1.5) })
         .await?;
     ctx.set_event("state", &"charged").await?;
     Ok(json!({"item": order.item, "hold": hold, "total": total}))
@@ -221,7 +215,15 @@ async fn a_workflow_enqueued_by_the_python_client_runs_on_stead() {
         assert_eq!(row[column], want, "{column} of {row}");
     }
     // Stead's own client reads the same outcome.
-    assert_eq!(rt.handle("py-add").result::<Sum>().await.unwrap().sum, 5);
+    assert_eq!(
+        rt.client()
+            .handle("py-add")
+            .result::<Sum>()
+            .await
+            .unwrap()
+            .sum,
+        5
+    );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
@@ -338,7 +340,7 @@ async fn messages_and_events_cross_between_python_and_stead() {
 
 /// The error a stead handle reports for `id`, which must have failed.
 async fn failure(rt: &Runtime, id: &str) -> PortableError {
-    match common::within(rt.handle(id).result::<Value>()).await {
+    match common::within(rt.client().handle(id).result::<Value>()).await {
         Err(Error::WorkflowFailed { error, .. }) => *error,
         other => panic!("{id}: expected a failure, got {other:?}"),
     }

@@ -55,6 +55,7 @@ async fn ten_calls_within_the_period_run_once_with_the_last_input(db) {
     for i in 0..10u32 {
         last_call = now_ms();
         let h = rt
+            .client()
             .debounce("k", period, "latest", i, DebounceOptions::default())
             .await
             .unwrap();
@@ -62,7 +63,7 @@ async fn ten_calls_within_the_period_run_once_with_the_last_input(db) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(ids.iter().all(|id| id == &ids[0]), "one run: {ids:?}");
-    let out: u32 = common::within(rt.handle(ids[0].clone()).result())
+    let out: u32 = common::within(rt.client().handle(ids[0].clone()).result())
         .await
         .unwrap();
     assert_eq!(out, 9, "the last call's input");
@@ -77,6 +78,7 @@ async fn ten_calls_within_the_period_run_once_with_the_last_input(db) {
     );
     // The key is free again once the run left DELAYED: the next call starts a new run.
     let next = rt
+        .client()
         .debounce("k", period, "latest", 42u32, DebounceOptions::default())
         .await
         .unwrap();
@@ -97,7 +99,7 @@ async fn max_wait_bounds_the_delay_while_calls_keep_coming(db) {
     // A call every 100 ms for 3.5 s: without the bound, nothing would run until they stop.
     while began.elapsed() < Duration::from_millis(3500) {
         handles.push(
-            rt.debounce("burst", period, "latest", i, options.clone())
+            rt.client().debounce("burst", period, "latest", i, options.clone())
                 .await
                 .unwrap(),
         );
@@ -106,7 +108,7 @@ async fn max_wait_bounds_the_delay_while_calls_keep_coming(db) {
     }
     let last_call = now_ms();
     let first = handles[0].id().to_owned();
-    let out: u32 = common::within(rt.handle(first.clone()).result())
+    let out: u32 = common::within(rt.client().handle(first.clone()).result())
         .await
         .unwrap();
     let all = runs(&pool).await;
@@ -129,7 +131,7 @@ async fn max_wait_bounds_the_delay_while_calls_keep_coming(db) {
 
 async fn concurrent_calls_in_one_process_collapse_into_one_run(db) {
     let rt = launch(&db, "one").await;
-    collapse(&db, &rt, &rt).await;
+    collapse(&db, rt.client(), rt.client()).await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
@@ -148,6 +150,7 @@ async fn a_key_held_by_a_plain_enqueue_is_a_conflict(db) {
         .await
         .unwrap();
     let err = rt
+        .client()
         .debounce(
             "taken",
             Duration::from_millis(100),
@@ -162,6 +165,7 @@ async fn a_key_held_by_a_plain_enqueue_is_a_conflict(db) {
         other => panic!("expected a conflict, got {other}"),
     }
     let unknown = rt
+        .client()
         .debounce(
             "x",
             Duration::ZERO,
@@ -179,7 +183,7 @@ async fn a_runtime_and_a_client_collapse_into_one_run(db) {
     let rt = launch(&db, "one").await;
     // A client debounces by name: it need not know the workflow.
     let client = Client::connect(&db.url).await.unwrap();
-    collapse(&db, &rt, &client).await;
+    collapse(&db, rt.client(), &client).await;
     client.shutdown(Duration::from_secs(5)).await.unwrap();
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
@@ -191,7 +195,7 @@ async fn calls_from_two_runtimes_collapse_into_one_run() {
     let db = common::TestDb::new().await;
     let a = launch(&db, "a").await;
     let b = launch(&db, "b").await;
-    collapse(&db, &a, &b).await;
+    collapse(&db, a.client(), b.client()).await;
     a.shutdown(Duration::from_secs(5)).await.unwrap();
     b.shutdown(Duration::from_secs(5)).await.unwrap();
 }

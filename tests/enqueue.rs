@@ -48,9 +48,9 @@ async fn a_user_actor_enqueues_through_the_queue_actor_and_awaits_the_result(db)
     let queue = rt.queue_ref("orders").unwrap();
     let (producer, _) = ractor::Actor::spawn(None, Producer, queue).await.unwrap();
     let id = ractor::call!(producer, ProducerMsg::Order, "ua-1".to_string()).unwrap();
-    let result: String = common::within(rt.handle(&id).result()).await.unwrap();
+    let result: String = common::within(rt.client().handle(&id).result()).await.unwrap();
     assert_eq!(result, "ua-1");
-    let status = rt.handle(&id).status().await.unwrap();
+    let status = rt.client().handle(&id).status().await.unwrap();
     assert_eq!(status.queue_name.as_deref(), Some("orders"));
     producer.stop(None);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -84,7 +84,7 @@ async fn enqueues_sent_as_messages_one_after_another_run_in_that_order(db) {
     }
     open(&db, "mo-gate");
     for id in &ids {
-        common::within(rt.handle(id).result::<String>()).await.unwrap();
+        common::within(rt.client().handle(id).result::<String>()).await.unwrap();
     }
     let order: Vec<String> = runs(&db, "mo-").into_iter().map(|(tag, ..)| tag).collect();
     let mut sent = vec!["mo-blocker".to_string()];
@@ -173,7 +173,7 @@ async fn local_enqueues_do_not_take_the_slots_of_a_claim_in_flight() {
         common::within(h.result::<String>()).await.unwrap();
     }
     for i in 0..2 {
-        let h = rt.handle(format!("cf-foreign-{i}"));
+        let h = rt.client().handle(format!("cf-foreign-{i}"));
         common::within(h.result::<String>()).await.unwrap();
     }
     let spans: Vec<_> = runs(&db, "cf-")

@@ -32,11 +32,13 @@ async fn get_event_waits_for_a_later_set_event(db) {
         .await
         .unwrap();
     let missing: Option<u32> = rt
+        .client()
         .get_event("late", "other", Duration::from_millis(50))
         .await
         .unwrap();
     assert_eq!(missing, None, "times out");
     let answer: Option<u32> = rt
+        .client()
         .get_event("late", "answer", Duration::from_secs(10))
         .await
         .unwrap();
@@ -89,8 +91,9 @@ async fn a_replayed_get_event_returns_what_the_first_run_read(db) {
         10,
     )
     .await;
-    rt.send("pub", &"go", Some("go")).await.unwrap();
+    rt.client().send("pub", &"go", Some("go")).await.unwrap();
     let done: Option<String> = rt
+        .client()
         .get_event("pub", "status", Duration::from_secs(10))
         .await
         .unwrap();
@@ -100,6 +103,7 @@ async fn a_replayed_get_event_returns_what_the_first_run_read(db) {
         assert!(Instant::now() < deadline, "the publisher finishes");
         tokio::time::sleep(Duration::from_millis(20)).await;
         latest = rt
+            .client()
             .get_event("pub", "status", Duration::from_millis(10))
             .await
             .unwrap();

@@ -39,7 +39,7 @@ fn pool_for(workflow_id: &str) -> PgPool {
 /// Records its span in the database (shared by both processes), then holds for `ms`.
 async fn span(ctx: Context, ms: u64) -> stead::Result<()> {
     let id = ctx.workflow_id().to_owned();
-    ctx.step("span", || {
+    ctx.step_typed("span", || {
         let id = id.clone();
         async move {
             let pool = pool_for(&id);
@@ -61,7 +61,7 @@ async fn span(ctx: Context, ms: u64) -> stead::Result<()> {
 /// Its body inserts the workflow's id under a unique constraint: a second run would fail.
 async fn once(ctx: Context, _: ()) -> stead::Result<()> {
     let id = ctx.workflow_id().to_owned();
-    ctx.step("effect", || {
+    ctx.step_typed("effect", || {
         let id = id.clone();
         async move {
             sqlx::query("INSERT INTO effects VALUES ($1)")
@@ -76,13 +76,11 @@ async fn once(ctx: Context, _: ()) -> stead::Result<()> {
 
 /// Parks forever in the child (its process is killed); finishes in the parent.
 async fn parked(ctx: Context, _: ()) -> stead::Result<u32> {
-    ctx.step("claimed", || async { Ok::<_, std::io::Error>(1) })
-        .await?;
+    ctx.step("claimed", || async { Ok(1) }).await?;
     if std::env::var(CHILD_MODE).is_ok() {
         std::future::pending::<()>().await;
     }
-    ctx.step("finished", || async { Ok::<_, std::io::Error>(2) })
-        .await
+    ctx.step("finished", || async { Ok(2) }).await
 }
 
 fn builder(url: &str, executor: &str) -> stead::RuntimeBuilder {
@@ -331,7 +329,7 @@ async fn an_enqueue_in_another_process_wakes_the_queue_at_once() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let began = Instant::now();
     let _child = Killed(spawn_child(&db.url, "producer", "enqueue"));
-    let h = rt.handle("woken");
+    let h = rt.client().handle("woken");
     common::wait_count(
         &pool,
         "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = 'woken' AND status = 'SUCCESS'",

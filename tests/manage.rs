@@ -12,8 +12,7 @@ use stead::{
 };
 
 async fn double(ctx: Context, n: u64) -> stead::Result<u64> {
-    ctx.step("double", || async move { Ok::<_, std::io::Error>(n * 2) })
-        .await
+    ctx.step("double", || async move { Ok(n * 2) }).await
 }
 
 async fn refuse(_ctx: Context, _: ()) -> Result<(), std::io::Error> {
@@ -44,7 +43,7 @@ async fn five(ctx: Context, base: u32) -> stead::Result<u32> {
         sum += ctx
             .step(&format!("s{i}"), || {
                 common::count_body(&id, i);
-                async move { Ok::<_, std::io::Error>(base + i) }
+                async move { Ok(base + i) }
             })
             .await?;
     }
@@ -57,6 +56,16 @@ async fn forker(ctx: Context, target: String) -> stead::Result<String> {
     ctx.recv::<String>(Some("go"), Duration::from_secs(60))
         .await?;
     Ok(fork.id().to_owned())
+}
+
+/// Creates a fork, then a `now`, and awaits them together with the `now` polled first: each
+/// durable call is numbered when created, so the fork is call 1 either way.
+async fn fork_then_now(ctx: Context, target: String) -> stead::Result<String> {
+    let fork = ctx.fork_workflow(&target, 1, ForkOptions::new());
+    let now = ctx.now();
+    let (now, fork) = futures::future::join(now, fork).await;
+    now?;
+    Ok(fork?.id().to_owned())
 }
 
 const CHILD_DB: &str = "STEAD_TEST_MANAGE_CHILD_DB";
@@ -77,9 +86,9 @@ async fn effect(id: &str, step: &str) -> Result<(), sqlx::Error> {
 /// Step one, a wait for a message, step two; each step body leaves an effect.
 async fn effects(ctx: Context, _: ()) -> stead::Result<Option<String>> {
     let id = ctx.workflow_id().to_owned();
-    ctx.step("one", || effect(&id, "one")).await?;
+    ctx.step_typed("one", || effect(&id, "one")).await?;
     let got = ctx.recv(Some("go"), Duration::from_secs(60)).await?;
-    ctx.step("two", || effect(&id, "two")).await?;
+    ctx.step_typed("two", || effect(&id, "two")).await?;
     Ok(got)
 }
 
@@ -94,6 +103,7 @@ fn builder(db: &common::TestDb) -> stead::RuntimeBuilder {
         .workflow("waiting_parent", waiting_parent)
         .workflow("five", five)
         .workflow("forker", forker)
+        .workflow("fork_then_now", fork_then_now)
         .workflow("effects", effects)
 }
 
@@ -146,7 +156,11 @@ async fn populate(rt: Runtime, db: &common::TestDb) -> (SystemTime, Runtime) {
         .result::<u64>()
         .await
         .unwrap();
-    let f1 = rt.fork("d1", 1, ForkOptions::new().id("f1")).await.unwrap();
+    let f1 = rt
+        .client()
+        .fork("d1", 1, ForkOptions::new().id("f1"))
+        .await
+        .unwrap();
     assert_eq!(common::within(f1.result::<u64>()).await.unwrap(), 2);
     // Launched last, so it claims none of the work above.
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -266,7 +280,7 @@ async fn every_list_filter_and_pagination(db) {
     );
     // The runtime offers the same operations.
     assert_eq!(
-        other.list_workflows(ListWorkflows::new()).await.unwrap().len(),
+        other.client().list_workflows(ListWorkflows::new()).await.unwrap().len(),
         all.len()
     );
     other.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -428,17 +442,42 @@ async fn a_replayed_fork_inside_a_workflow_returns_the_same_copy(db) {
     )
     .await;
     // Stop it mid-way and run it again: the fork call replays.
-    rt.cancel("fw").await.unwrap();
+    rt.client().cancel("fw").await.unwrap();
     common::wait_status(&pool, "fw", "CANCELLED").await;
-    let h = rt.resume("fw").await.unwrap();
-    rt.send("fw", &"go", Some("go")).await.unwrap();
+    let h = rt.client().resume("fw").await.unwrap();
+    rt.client().send("fw", &"go", Some("go")).await.unwrap();
     let fork_id = common::within(h.result::<String>()).await.unwrap();
     assert_eq!(fork_id, "fw-1");
     let forks = rt
+        .client()
         .list_workflows(ListWorkflows::new().forked_from("src"))
         .await
         .unwrap();
     assert_eq!(ids(&forks), ["fw-1"]);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+async fn a_fork_is_numbered_when_created_not_when_first_polled(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let pool = db.checks().await;
+    rt.start("double", 1u64, WorkflowOptions::with_id("src"))
+        .await
+        .unwrap()
+        .result::<u64>()
+        .await
+        .unwrap();
+    let h = rt
+        .start("fork_then_now", "src", WorkflowOptions::with_id("fn"))
+        .await
+        .unwrap();
+    assert_eq!(common::within(h.result::<String>()).await.unwrap(), "fn-1");
+    let calls = common::scalar(
+        &pool,
+        "SELECT string_agg(CAST(function_id AS TEXT) || ':' || function_name, ',' \
+         ORDER BY function_id) FROM dbos.operation_outputs WHERE workflow_uuid = 'fn'",
+    )
+    .await;
+    assert_eq!(calls.as_deref(), Some("1:stead.fork,2:stead.now"));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
@@ -535,7 +574,7 @@ async fn a_delay_brought_forward_wakes_the_local_queue(db) {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let began = std::time::Instant::now();
-    rt.set_delay("soon", Duration::ZERO).await.unwrap();
+    rt.client().set_delay("soon", Duration::ZERO).await.unwrap();
     assert_eq!(common::within(h.result::<u64>()).await.unwrap(), 6);
     assert!(began.elapsed() < Duration::from_secs(5), "{:?}", began.elapsed());
     rt.shutdown(Duration::from_secs(5)).await.unwrap();

@@ -44,7 +44,7 @@ async fn recv_gets_a_message_sent_before_during_or_none(db) {
         )
         .await
         .unwrap();
-    let early = rt.send("before", &"early bird", Some("t")).await;
+    let early = rt.client().send("before", &"early bird", Some("t")).await;
     early.unwrap();
     assert_eq!(
         common::within(before.result::<Option<String>>())
@@ -63,7 +63,7 @@ async fn recv_gets_a_message_sent_before_during_or_none(db) {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    rt.send("during", &"right on time", Some("t"))
+    rt.client().send("during", &"right on time", Some("t"))
         .await
         .unwrap();
     assert_eq!(
@@ -125,9 +125,9 @@ async fn topics_are_kept_apart_and_messages_come_in_order(db) {
         .start("two", (), WorkflowOptions::with_id("two"))
         .await
         .unwrap();
-    rt.send("two", &"a-first", Some("a")).await.unwrap();
-    rt.send("two", &"b-only", Some("b")).await.unwrap();
-    rt.send("two", &"a-second", Some("a")).await.unwrap();
+    rt.client().send("two", &"a-first", Some("a")).await.unwrap();
+    rt.client().send("two", &"b-only", Some("b")).await.unwrap();
+    rt.client().send("two", &"a-second", Some("a")).await.unwrap();
     let got: Vec<Option<String>> = common::within(h.result()).await.unwrap();
     assert_eq!(
         got,
@@ -138,7 +138,7 @@ async fn topics_are_kept_apart_and_messages_come_in_order(db) {
             None
         ]
     );
-    let missing = rt.send("nobody", &1, None).await.unwrap_err();
+    let missing = rt.client().send("nobody", &1, None).await.unwrap_err();
     assert!(
         matches!(missing, Error::NotFound(ref id) if id == "nobody"),
         "{missing}"
@@ -237,8 +237,8 @@ async fn a_message_is_consumed_exactly_once_across_a_crash_after_receiving_it(db
         .start("r", (), WorkflowOptions::with_id("once"))
         .await
         .unwrap();
-    rt.send("once", &"m1", Some("t")).await.unwrap();
-    rt.send("once", &"m2", Some("t")).await.unwrap();
+    rt.client().send("once", &"m1", Some("t")).await.unwrap();
+    rt.client().send("once", &"m2", Some("t")).await.unwrap();
     let got: Vec<Option<String>> = common::within(h.result()).await.unwrap();
     assert_eq!(got, vec![Some("m1".into()), Some("m2".into())]);
     let pool = db.checks().await;
@@ -292,7 +292,7 @@ async fn assert_recv_woken_fast(db: &common::TestDb, via: Via, n: i64) {
         parked_in_recv(&pool, &id).await;
         let sent = Instant::now();
         match via {
-            Via::ThisProcess => rt.send(&id, &i, Some("ping")).await.unwrap(),
+            Via::ThisProcess => rt.client().send(&id, &i, Some("ping")).await.unwrap(),
             Via::SqlFunction => {
                 sqlx::query("SELECT dbos.send_message($1, $2::json, 'ping')")
                     .bind(&id)

@@ -15,11 +15,8 @@ use tracing_subscriber::layer::{Context as LayerContext, SubscriberExt};
 use tracing_subscriber::Layer;
 
 async fn good(ctx: Context, _: ()) -> stead::Result<u32> {
-    let a = ctx
-        .step("first", || async { Ok::<_, std::io::Error>(1) })
-        .await?;
-    ctx.step("second", || async move { Ok::<_, std::io::Error>(a + 1) })
-        .await
+    let a = ctx.step("first", || async { Ok(1) }).await?;
+    ctx.step("second", || async move { Ok(a + 1) }).await
 }
 
 async fn bad(_ctx: Context, _: ()) -> Result<u32, std::io::Error> {

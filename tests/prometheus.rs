@@ -16,11 +16,9 @@ static FLAKED: AtomicBool = AtomicBool::new(false);
 
 /// Three steps. Input 0 fails its last step; input 1's second step fails once and is retried.
 async fn order(ctx: Context, n: u32) -> stead::Result<u32> {
-    let a = ctx
-        .step("price", || async move { Ok::<_, std::io::Error>(n) })
-        .await?;
+    let a = ctx.step("price", || async move { Ok(n) }).await?;
     let b = ctx
-        .step("reserve", || async move {
+        .step_typed("reserve", || async move {
             if n == 1 && !FLAKED.swap(true, Ordering::SeqCst) {
                 return Err(std::io::Error::other("flaky"));
             }
@@ -28,7 +26,7 @@ async fn order(ctx: Context, n: u32) -> stead::Result<u32> {
         })
         .retry(RetryPolicy::attempts(3).interval(Duration::from_millis(10)))
         .await?;
-    ctx.step("ship", || async move {
+    ctx.step_typed("ship", || async move {
         if n == 0 {
             return Err(std::io::Error::other("no stock"));
         }

@@ -360,7 +360,7 @@ both_backends! {
 async fn queues_defined_changed_and_deleted_at_runtime(db) {
     let rt = launch(&db, vec![]).await;
     assert!(matches!(rt.queue_ref("fresh"), Err(Error::UnknownQueue(_))));
-    rt.create_queue(Queue::new("fresh").worker_concurrency(2))
+    rt.client().create_queue(Queue::new("fresh").worker_concurrency(2))
         .await
         .unwrap();
     let h = rt
@@ -373,19 +373,19 @@ async fn queues_defined_changed_and_deleted_at_runtime(db) {
         .await
         .unwrap();
     assert_eq!(common::within(h.result::<String>()).await.unwrap(), "rt-1");
-    let dup = rt.create_queue(Queue::new("fresh")).await.unwrap_err();
+    let dup = rt.client().create_queue(Queue::new("fresh")).await.unwrap_err();
     assert!(
         matches!(dup, Error::QueueExists(ref q) if q == "fresh"),
         "{dup}"
     );
-    rt.set_queue(
+    rt.client().set_queue(
         Queue::new("fresh")
             .worker_concurrency(5)
             .priority_enabled(true),
     )
     .await
     .unwrap();
-    let defs = rt.queues().await.unwrap();
+    let defs = rt.client().queues().await.unwrap();
     assert_eq!(
         defs,
         vec![Queue::new("fresh")
@@ -403,14 +403,14 @@ async fn queues_defined_changed_and_deleted_at_runtime(db) {
         .await
         .unwrap();
     common::within(p.result::<String>()).await.unwrap();
-    rt.delete_queue("fresh").await.unwrap();
+    rt.client().delete_queue("fresh").await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while rt.queue_ref("fresh").is_ok() {
         assert!(Instant::now() < deadline, "the deleted queue's actor stops");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(matches!(
-        rt.delete_queue("fresh").await,
+        rt.client().delete_queue("fresh").await,
         Err(Error::UnknownQueue(_))
     ));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -466,13 +466,13 @@ async fn a_crashed_queue_actor_is_restarted_and_loses_none_of_its_workflows(db) 
         let id = ctx.workflow_id().to_owned();
         ctx.step("before", || async {
             common::count_body(&id, 1);
-            Ok::<_, std::io::Error>(())
+            Ok(())
         })
         .await?;
         while !RELEASED.get_or_init(Default::default).lock().unwrap().contains(&id) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        ctx.step("after", || async { Ok::<_, std::io::Error>(1) })
+        ctx.step("after", || async { Ok(1) })
             .await
     }
     let rt = common::builder(&db)

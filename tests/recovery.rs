@@ -34,18 +34,18 @@ async fn effect(url: &str, step: &str) -> Result<u32, sqlx::Error> {
 /// Three counted steps; the input names the database the effects go to.
 async fn three_steps(ctx: Context, (base, url): (u32, String)) -> stead::Result<u32> {
     let a = ctx
-        .step("one", || async {
+        .step_typed("one", || async {
             effect(&url, "one").await.map(|_| base + 1)
         })
         .await?;
     let b = ctx
-        .step("two", || async { effect(&url, "two").await.map(|_| a + 1) })
+        .step_typed("two", || async { effect(&url, "two").await.map(|_| a + 1) })
         .await?;
     if std::env::var(CHILD_DB).is_ok() {
         // The child parks here and is killed: step 3 must run in the fresh process only.
         std::future::pending::<()>().await;
     }
-    ctx.step("three", || async {
+    ctx.step_typed("three", || async {
         effect(&url, "three").await.map(|_| b + 1)
     })
     .await
@@ -117,7 +117,7 @@ async fn a_process_killed_after_step_two_is_finished_by_a_fresh_one(db) {
         .launch()
         .await
         .unwrap();
-    let result: u32 = common::within(rt.handle("crash-1").result()).await.unwrap();
+    let result: u32 = common::within(rt.client().handle("crash-1").result()).await.unwrap();
     assert_eq!(result, 13);
     let counts = common::scalar(
         &pool,
@@ -126,6 +126,7 @@ async fn a_process_killed_after_step_two_is_finished_by_a_fresh_one(db) {
     .await;
     assert_eq!(counts.as_deref(), Some("one=1,three=1,two=1"));
     let attempts = rt
+        .client()
         .handle("crash-1")
         .status()
         .await
@@ -180,7 +181,7 @@ both_backends! {
 async fn recovery_on_launch_counts_attempts_and_parks_past_the_budget(db) {
     static GATE: AtomicBool = AtomicBool::new(false);
     async fn gated(ctx: Context, _: ()) -> stead::Result<u32> {
-        ctx.step("before", || async { Ok::<_, std::io::Error>(1) })
+        ctx.step("before", || async { Ok(1) })
             .await?;
         while !GATE.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -217,7 +218,7 @@ async fn recovery_on_launch_counts_attempts_and_parks_past_the_budget(db) {
         .launch()
         .await
         .unwrap();
-    let err = common::within(rt.handle("g-1").result::<u32>())
+    let err = common::within(rt.client().handle("g-1").result::<u32>())
         .await
         .unwrap_err();
     assert!(
@@ -225,7 +226,7 @@ async fn recovery_on_launch_counts_attempts_and_parks_past_the_budget(db) {
         "{err}"
     );
     assert_eq!(
-        rt.handle("g-1").status().await.unwrap().recovery_attempts,
+        rt.client().handle("g-1").status().await.unwrap().recovery_attempts,
         3
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -260,7 +261,7 @@ async fn recovery_leaves_other_executors_and_versions_alone(db) {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let s = rt.handle("mine").status().await.unwrap();
+    let s = rt.client().handle("mine").status().await.unwrap();
     assert_eq!(
         (s.status, s.recovery_attempts),
         (Status::Pending, 1),
@@ -275,7 +276,7 @@ async fn recovery_leaves_other_executors_and_versions_alone(db) {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let s = rt.handle("mine").status().await.unwrap();
+    let s = rt.client().handle("mine").status().await.unwrap();
     assert_eq!(
         (s.status, s.recovery_attempts),
         (Status::Pending, 1),
@@ -293,7 +294,7 @@ async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(
         let id = ctx.workflow_id().to_owned();
         ctx.step("one", || async {
             common::count_body(&id, 1);
-            Ok::<_, std::io::Error>(())
+            Ok(())
         })
         .await?;
         ctx.step("two", || async {
@@ -301,14 +302,14 @@ async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(
             if !second {
                 tokio::time::sleep(Duration::from_secs(30)).await;
             }
-            Ok::<_, std::io::Error>(())
+            Ok(())
         })
         .await?;
         Ok("finished")
     }
     async fn quick(ctx: Context, _: ()) -> stead::Result<u32> {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        ctx.step("only", || async { Ok::<_, std::io::Error>(7) })
+        ctx.step("only", || async { Ok(7) })
             .await
     }
     let rt = common::builder(&db)
@@ -381,7 +382,7 @@ async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(
         .await
         .unwrap();
     assert_eq!(
-        common::within(rt.handle(long_id.clone()).result::<String>())
+        common::within(rt.client().handle(long_id.clone()).result::<String>())
             .await
             .unwrap(),
         "finished"

@@ -125,6 +125,7 @@ async fn a_hundred_thousand_finished_workflows_are_collected_in_under_ten_second
     .await;
     let began = Instant::now();
     let deleted = rt
+        .client()
         .garbage_collect(&Retention::default().older_than(Duration::from_secs(3600)))
         .await
         .unwrap();
@@ -165,6 +166,7 @@ async fn the_row_cap_keeps_exactly_the_newest_finished_workflows(db) {
     finished(&pool, 25_000, now_ms()).await;
     unfinished(&pool).await;
     let deleted = rt
+        .client()
         .garbage_collect(&Retention::default().max_rows(100))
         .await
         .unwrap();
@@ -181,8 +183,8 @@ async fn the_row_cap_keeps_exactly_the_newest_finished_workflows(db) {
     assert_unfinished_untouched(&pool).await;
     // Nothing more to do at the cap; without any bound nothing is deleted.
     let policy = Retention::default().max_rows(100);
-    assert_eq!(rt.garbage_collect(&policy).await.unwrap(), 0);
-    assert_eq!(rt.garbage_collect(&Retention::default()).await.unwrap(), 0);
+    assert_eq!(rt.client().garbage_collect(&policy).await.unwrap(), 0);
+    assert_eq!(rt.client().garbage_collect(&Retention::default()).await.unwrap(), 0);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 

@@ -10,9 +10,7 @@ use stead::{Context, WorkflowOptions};
 async fn steps(ctx: Context, n: u32) -> stead::Result<u32> {
     let mut sum = 0;
     for i in 0..n {
-        sum += ctx
-            .step("noop", || async move { Ok::<_, std::io::Error>(i) })
-            .await?;
+        sum += ctx.step("noop", || async move { Ok(i) }).await?;
     }
     Ok(sum)
 }

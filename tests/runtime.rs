@@ -13,8 +13,7 @@ async fn forever(_ctx: Context, _: ()) -> stead::Result<()> {
 }
 
 async fn one_step(ctx: Context, n: u32) -> stead::Result<u32> {
-    ctx.step("one", || async move { Ok::<_, std::io::Error>(n) })
-        .await
+    ctx.step("one", || async move { Ok(n) }).await
 }
 
 #[tokio::test]
@@ -117,7 +116,7 @@ async fn after_shutdown_calls_fail_with_shutdown_and_stopped_resolves(db) {
         Err(Error::Shutdown)
     ));
     assert!(matches!(
-        rt.handle("x").status().await,
+        rt.client().handle("x").status().await,
         Err(Error::Shutdown)
     ));
     tokio::time::timeout(Duration::from_secs(1), rt.stopped())

@@ -36,7 +36,7 @@ async fn tick(ctx: stead::Context, at: ScheduledTime) -> stead::Result<String> {
     let url = at.context["db"].as_str().unwrap_or_default().to_owned();
     let id = ctx.workflow_id().to_owned();
     let scheduled = at.scheduled;
-    ctx.step("record", || {
+    ctx.step_typed("record", || {
         let (url, id) = (url.clone(), id.clone());
         async move {
             sqlx::query("INSERT INTO firings (scheduled, id) VALUES ($1, $2)")
@@ -153,7 +153,7 @@ async fn a_schedule_fires_each_second_exactly_once_with_two_executors() {
     let t0 = Utc::now().trunc_subsecs(0) + chrono::Duration::seconds(2);
     let t5 = t0 + chrono::Duration::seconds(5);
     sleep_until(t5 + chrono::Duration::milliseconds(300)).await;
-    rt.delete_schedule("every-second").await.unwrap();
+    rt.client().delete_schedule("every-second").await.unwrap();
     // The child follows the deletion within its refresh (200 ms).
     tokio::time::sleep(Duration::from_millis(800)).await;
     common::wait_count(
@@ -219,11 +219,11 @@ both_backends! {
 /// One executor: each second of a window fires exactly once, each run with its own time.
 async fn a_schedule_fires_each_second_exactly_once(db) {
     let (rt, pool) = runtime(&db).await;
-    rt.create_schedule(every_second(&db.url)).await.unwrap();
+    rt.client().create_schedule(every_second(&db.url)).await.unwrap();
     let t0 = Utc::now().trunc_subsecs(0) + chrono::Duration::seconds(2);
     let t3 = t0 + chrono::Duration::seconds(3);
     sleep_until(t3 + chrono::Duration::milliseconds(300)).await;
-    rt.delete_schedule("every-second").await.unwrap();
+    rt.client().delete_schedule("every-second").await.unwrap();
     common::wait_count(
         &pool,
         "SELECT CASE WHEN count(*) = 0 THEN 1 ELSE 0 END FROM dbos.workflow_status \
@@ -272,11 +272,11 @@ async fn a_backfill_enqueues_each_firing_of_its_range_once(db) {
     let (rt, pool) = runtime(&db).await;
     let minutely =
         Schedule::new("minutely", "tick", "0 * * * * *").context(serde_json::json!({"db": db.url}));
-    rt.create_schedule(minutely).await.unwrap();
-    rt.pause_schedule("minutely").await.unwrap();
+    rt.client().create_schedule(minutely).await.unwrap();
+    rt.client().pause_schedule("minutely").await.unwrap();
     let start = Utc.with_ymd_and_hms(2025, 6, 15, 10, 0, 0).unwrap();
     let end = start + chrono::Duration::minutes(10);
-    let first = rt.backfill_schedule("minutely", start, end).await.unwrap();
+    let first = rt.client().backfill_schedule("minutely", start, end).await.unwrap();
     assert_eq!(first.enqueued, 10);
     assert_eq!(first.workflow_ids.len(), 10);
     assert_eq!(
@@ -284,17 +284,18 @@ async fn a_backfill_enqueues_each_firing_of_its_range_once(db) {
         "sched-minutely-2025-06-15T10:00:00+00:00"
     );
     for id in &first.workflow_ids {
-        common::within(rt.handle(id.clone()).result::<String>())
+        common::within(rt.client().handle(id.clone()).result::<String>())
             .await
             .unwrap();
     }
-    let again = rt.backfill_schedule("minutely", start, end).await.unwrap();
+    let again = rt.client().backfill_schedule("minutely", start, end).await.unwrap();
     assert_eq!(
         again.enqueued, 0,
         "a second backfill of the range enqueues nothing"
     );
     assert_eq!(again.workflow_ids, first.workflow_ids);
     let overlap = rt
+        .client()
         .backfill_schedule(
             "minutely",
             start + chrono::Duration::minutes(5),
@@ -316,7 +317,7 @@ async fn a_backfill_enqueues_each_firing_of_its_range_once(db) {
         recorded, expected,
         "each run received its own scheduled time"
     );
-    let err = rt.backfill_schedule("nope", start, end).await.unwrap_err();
+    let err = rt.client().backfill_schedule("nope", start, end).await.unwrap_err();
     assert!(matches!(err, Error::UnknownSchedule(_)), "{err}");
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
@@ -335,7 +336,7 @@ async fn pausing_stops_firings_and_resuming_restarts_them(db) {
     let (rt, pool) = runtime(&db).await;
     let s =
         Schedule::new("pulse", "tick", "* * * * * *").context(serde_json::json!({"db": db.url}));
-    rt.create_schedule(s).await.unwrap();
+    rt.client().create_schedule(s).await.unwrap();
     common::wait_count(
         &pool,
         "SELECT count(*) FROM dbos.workflow_status WHERE schedule_name = 'pulse'",
@@ -343,8 +344,8 @@ async fn pausing_stops_firings_and_resuming_restarts_them(db) {
         10,
     )
     .await;
-    rt.pause_schedule("pulse").await.unwrap();
-    let listed = rt.schedules().await.unwrap();
+    rt.client().pause_schedule("pulse").await.unwrap();
+    let listed = rt.client().schedules().await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].status, ScheduleStatus::Paused);
     assert!(listed[0].last_fired_at.is_some());
@@ -357,7 +358,7 @@ async fn pausing_stops_firings_and_resuming_restarts_them(db) {
         paused_at,
         "no firing while paused"
     );
-    rt.resume_schedule("pulse").await.unwrap();
+    rt.client().resume_schedule("pulse").await.unwrap();
     let resumed = "SELECT count(*) FROM dbos.workflow_status WHERE schedule_name = 'pulse'";
     common::wait_count(&pool, resumed, paused_at + 2, 10).await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -370,9 +371,9 @@ async fn trigger_now_fires_once_outside_the_timetable(db) {
     // New Year only: nothing fires by itself during the test.
     let s =
         Schedule::new("yearly", "tick", "0 0 0 1 1 *").context(serde_json::json!({"db": db.url}));
-    rt.create_schedule(s).await.unwrap();
+    rt.client().create_schedule(s).await.unwrap();
     let before = Utc::now();
-    let handle = rt.trigger_schedule("yearly").await.unwrap();
+    let handle = rt.client().trigger_schedule("yearly").await.unwrap();
     assert!(
         handle.id().starts_with("sched-yearly-trigger-"),
         "{}",
@@ -395,9 +396,9 @@ async fn zones_and_seconds_are_honoured_with_dbos_ids_and_inputs(db) {
     let s = Schedule::new("even", "tick", "*/2 * * * * *")
         .timezone("Asia/Kolkata")
         .context(serde_json::json!({"db": db.url}));
-    rt.create_schedule(s).await.unwrap();
+    rt.client().create_schedule(s).await.unwrap();
     common::wait_count(&pool, "SELECT count(*) FROM firings", 2, 10).await;
-    rt.delete_schedule("even").await.unwrap();
+    rt.client().delete_schedule("even").await.unwrap();
     let rows: Vec<(String, String)> =
         sqlx::query_as("SELECT scheduled, id FROM firings ORDER BY 1")
             .fetch_all(&pool)
@@ -443,38 +444,42 @@ both_backends! {
 async fn schedules_are_validated_and_managed_by_name(db) {
     let (rt, _pool) = runtime(&db).await;
     let ok = Schedule::new("s", "tick", "0 0 1 1 *");
-    rt.create_schedule(ok.clone()).await.unwrap();
-    let dup = rt.create_schedule(ok).await.unwrap_err();
+    rt.client().create_schedule(ok.clone()).await.unwrap();
+    let dup = rt.client().create_schedule(ok).await.unwrap_err();
     assert!(matches!(dup, Error::ScheduleExists(_)), "{dup}");
     let bad_cron = rt
+        .client()
         .create_schedule(Schedule::new("b", "tick", "every day"))
         .await
         .unwrap_err();
     assert!(matches!(bad_cron, Error::InvalidArgument(_)), "{bad_cron}");
     let bad_zone = rt
+        .client()
         .create_schedule(Schedule::new("z", "tick", "* * * * *").timezone("Moon/Base"))
         .await
         .unwrap_err();
     assert!(matches!(bad_zone, Error::InvalidArgument(_)), "{bad_zone}");
     let unknown = rt
+        .client()
         .create_schedule(Schedule::new("u", "missing", "* * * * *"))
         .await
         .unwrap_err();
     assert!(matches!(unknown, Error::UnknownWorkflow(_)), "{unknown}");
     let no_queue = rt
+        .client()
         .create_schedule(Schedule::new("q", "tick", "* * * * *").queue("nowhere"))
         .await
         .unwrap_err();
     assert!(matches!(no_queue, Error::UnknownQueue(_)), "{no_queue}");
-    let listed = rt.schedules().await.unwrap();
+    let listed = rt.client().schedules().await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].schedule.cron, "0 0 1 1 *");
     assert_eq!(listed[0].status, ScheduleStatus::Active);
-    rt.delete_schedule("s").await.unwrap();
-    let gone = rt.delete_schedule("s").await.unwrap_err();
+    rt.client().delete_schedule("s").await.unwrap();
+    let gone = rt.client().delete_schedule("s").await.unwrap_err();
     assert!(matches!(gone, Error::UnknownSchedule(_)), "{gone}");
     assert!(matches!(
-        rt.pause_schedule("s").await.unwrap_err(),
+        rt.client().pause_schedule("s").await.unwrap_err(),
         Error::UnknownSchedule(_)
     ));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -488,8 +493,8 @@ async fn dbos_and_stead_give_a_firing_the_same_id(db) {
     require_dbos!();
     let (rt, pool) = runtime(&db).await;
     let s = Schedule::new("minutely", "tick", "0 * * * * *").timezone("Europe/Paris");
-    rt.create_schedule(s).await.unwrap();
-    rt.pause_schedule("minutely").await.unwrap();
+    rt.client().create_schedule(s).await.unwrap();
+    rt.client().pause_schedule("minutely").await.unwrap();
     // DBOS enqueues a firing for its owner's latest application version: the runtime
     // registered its own at launch.
     let registered =
@@ -527,7 +532,7 @@ async fn dbos_and_stead_give_a_firing_the_same_id(db) {
     );
     let start = Utc.with_ymd_and_hms(2025, 6, 15, 10, 0, 30).unwrap();
     let end = Utc.with_ymd_and_hms(2025, 6, 15, 10, 3, 0).unwrap();
-    let ours = rt.backfill_schedule("minutely", start, end).await.unwrap();
+    let ours = rt.client().backfill_schedule("minutely", start, end).await.unwrap();
     assert_eq!(ours.workflow_ids, dbos_ids);
     assert_eq!(
         ours.enqueued, 0,

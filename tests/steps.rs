@@ -18,7 +18,7 @@ both_backends! {
 async fn a_step_that_fails_twice_then_succeeds_is_checkpointed_once(db) {
     static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
     async fn flaky(ctx: Context, _: ()) -> stead::Result<String> {
-        ctx.step("flaky", || async {
+        ctx.step_typed("flaky", || async {
             match ATTEMPTS.fetch_add(1, Ordering::SeqCst) {
                 0 | 1 => Err(std::io::Error::other("not yet")),
                 _ => Ok("done".to_string()),
@@ -55,7 +55,7 @@ async fn exhausted_retries_give_a_typed_error_listing_every_attempt(db) {
     static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
     async fn doomed(ctx: Context, _: ()) -> stead::Result<u32> {
         let r = ctx
-            .step("doomed", || async {
+            .step_typed("doomed", || async {
                 let n = ATTEMPTS.fetch_add(1, Ordering::SeqCst) + 1;
                 Err::<u32, _>(std::io::Error::other(format!("failure {n}")))
             })
@@ -108,7 +108,7 @@ async fn exhausted_retries_give_a_typed_error_listing_every_attempt(db) {
 async fn the_retry_predicate_stops_retries_of_permanent_errors(db) {
     static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
     async fn declined(ctx: Context, _: ()) -> stead::Result<u32> {
-        ctx.step("charge", || async {
+        ctx.step_typed("charge", || async {
             ATTEMPTS.fetch_add(1, Ordering::SeqCst);
             Err::<u32, _>(std::io::Error::other("card declined"))
         })
@@ -139,19 +139,19 @@ async fn a_replay_returns_recorded_outputs_without_running_the_steps(db) {
     async fn replayed(ctx: Context, _: ()) -> stead::Result<Vec<u32>> {
         let a = ctx
             .step("a", || async {
-                Ok::<_, std::io::Error>(BODY_RUNS.fetch_add(1, Ordering::SeqCst) + 10)
+                Ok(BODY_RUNS.fetch_add(1, Ordering::SeqCst) + 10)
             })
             .await?;
         let b = ctx
             .step("b", || async {
-                Ok::<_, std::io::Error>(BODY_RUNS.fetch_add(1, Ordering::SeqCst) + 20)
+                Ok(BODY_RUNS.fetch_add(1, Ordering::SeqCst) + 20)
             })
             .await?;
         if !CRASHED.swap(true, Ordering::SeqCst) {
             panic!("crash after two steps");
         }
         let c = ctx
-            .step("c", || async { Ok::<_, std::io::Error>(30) })
+            .step("c", || async { Ok(30) })
             .await?;
         Ok(vec![a, b, c])
     }
@@ -188,12 +188,12 @@ async fn a_replay_that_calls_a_different_step_is_a_non_determinism_error(db) {
     static CRASHED: AtomicBool = AtomicBool::new(false);
     async fn drifting(ctx: Context, _: ()) -> stead::Result<u32> {
         if !CRASHED.load(Ordering::SeqCst) {
-            ctx.step("old_name", || async { Ok::<_, std::io::Error>(1) })
+            ctx.step("old_name", || async { Ok(1) })
                 .await?;
             CRASHED.store(true, Ordering::SeqCst);
             panic!("crash; the code 'changes' before the replay");
         }
-        ctx.step("new_name", || async { Ok::<_, std::io::Error>(2) })
+        ctx.step("new_name", || async { Ok(2) })
             .await
     }
     let _turn = one_backend_at_a_time!();
@@ -227,7 +227,7 @@ async fn a_recorded_step_failure_replays_as_the_same_error(db) {
     static RUNS: AtomicU32 = AtomicU32::new(0);
     async fn fails_then_crashes(ctx: Context, _: ()) -> stead::Result<String> {
         let r = ctx
-            .step("boom", || async {
+            .step_typed("boom", || async {
                 RUNS.fetch_add(1, Ordering::SeqCst);
                 Err::<u32, _>(std::io::Error::other("boom"))
             })
@@ -258,6 +258,54 @@ async fn a_recorded_step_failure_replays_as_the_same_error(db) {
         1,
         "the failed step was replayed, not re-run"
     );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// Without retries a step's closure is called once, so it may move an owned value out of its
+/// captures (`FnOnce`); `Ok(v)` needs no annotation and `?` turns any error into the step's
+/// failure. A replay calls neither closure again.
+async fn a_step_moves_owned_values_and_question_mark_converts_errors(db) {
+    static CRASHED: AtomicBool = AtomicBool::new(false);
+    static RUNS: AtomicU32 = AtomicU32::new(0);
+    async fn moving(ctx: Context, name: String) -> stead::Result<String> {
+        let greeting = ctx
+            .step("greet", move || async move {
+                RUNS.fetch_add(1, Ordering::SeqCst);
+                Ok(format!("hi {name}"))
+            })
+            .await?;
+        let parsed = ctx
+            .step("parse", || async {
+                RUNS.fetch_add(1, Ordering::SeqCst);
+                let n: u32 = "x".parse()?;
+                Ok(n)
+            })
+            .await;
+        if !CRASHED.swap(true, Ordering::SeqCst) {
+            panic!("crash after the steps");
+        }
+        match parsed {
+            Err(Error::Step(e)) => Ok(format!("{greeting}; {}", e.attempts.join("|"))),
+            other => panic!("expected the parse failure, got {other:?}"),
+        }
+    }
+    let _turn = one_backend_at_a_time!();
+    CRASHED.store(false, Ordering::SeqCst);
+    RUNS.store(0, Ordering::SeqCst);
+    let rt = common::builder(&db)
+        .workflow("moving", moving)
+        .launch()
+        .await
+        .unwrap();
+    let h = rt
+        .start("moving", "ada", WorkflowOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        common::within(h.result::<String>()).await.unwrap(),
+        "hi ada; invalid digit found in string"
+    );
+    assert_eq!(RUNS.load(Ordering::SeqCst), 2, "each closure ran once");
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }

@@ -28,7 +28,7 @@ async fn a_stream_read_while_written_arrives_complete_in_order_and_ends_at_close
         .await
         .unwrap();
     let values: Vec<StreamValue<u32>> = common::within(
-        rt.read_stream::<u32>("p", "numbers")
+        rt.client().read_stream::<u32>("p", "numbers")
             .map(|v| v.unwrap())
             .collect::<Vec<_>>(),
     )
@@ -40,6 +40,7 @@ async fn a_stream_read_while_written_arrives_complete_in_order_and_ends_at_close
     assert_eq!(common::within(h.result::<u32>()).await.unwrap(), 1000);
     // From an offset, after the fact.
     let tail: Vec<u32> = rt
+        .client()
         .read_stream_from::<u32>("p", "numbers", 997)
         .map(|v| v.unwrap().value)
         .collect()
@@ -74,7 +75,7 @@ async fn a_reader_ends_when_the_workflow_finished_without_closing(db) {
         .unwrap();
     common::within(h.result::<()>()).await.unwrap();
     let values: Vec<String> = common::within(
-        rt.read_stream::<String>("u", "s")
+        rt.client().read_stream::<String>("u", "s")
             .map(|v| v.unwrap().value)
             .collect::<Vec<_>>(),
     )

@@ -36,7 +36,7 @@ async fn gated(ctx: Context, steps: u32) -> stead::Result<u32> {
                 let id = id.clone();
                 async move {
                     common::count_body(&id, i);
-                    Ok::<_, std::io::Error>(i)
+                    Ok(i)
                 }
             })
             .await?;

@@ -14,8 +14,7 @@ const CHILD_DB: &str = "STEAD_TEST_SLEEP_CHILD_DB";
 /// Sleeps 2 s, then reports when it woke (epoch ms).
 async fn sleeper(ctx: Context, _: ()) -> stead::Result<i64> {
     ctx.sleep(Duration::from_secs(2)).await?;
-    ctx.step("woke", || async { Ok::<_, std::io::Error>(now_ms()) })
-        .await
+    ctx.step("woke", || async { Ok(now_ms()) }).await
 }
 
 fn now_ms() -> i64 {
@@ -83,7 +82,7 @@ async fn a_sleep_interrupted_by_a_kill_resumes_with_what_is_left(db) {
         .launch()
         .await
         .unwrap();
-    let woke: i64 = common::within(rt.handle("nap").result()).await.unwrap();
+    let woke: i64 = common::within(rt.client().handle("nap").result()).await.unwrap();
     let after_relaunch = woke - relaunched;
     assert!(
         (500..1800).contains(&after_relaunch),

@@ -23,15 +23,11 @@ struct Receipt {
 static CHARGES: AtomicU32 = AtomicU32::new(0);
 
 async fn checkout(ctx: Context, order: Order) -> stead::Result<Receipt> {
-    let reserved = ctx
-        .step("reserve", || async {
-            Ok::<_, std::io::Error>(order.amount)
-        })
-        .await?;
+    let reserved = ctx.step("reserve", || async { Ok(order.amount) }).await?;
     let charged = ctx
         .step("charge", || async {
             CHARGES.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, std::io::Error>(reserved)
+            Ok(reserved)
         })
         .await?;
     Ok(Receipt {
@@ -118,7 +114,7 @@ async fn starting_an_existing_id_returns_the_same_workflow_and_result(db) {
     static RUNS: AtomicU32 = AtomicU32::new(0);
     async fn once(ctx: Context, n: u32) -> stead::Result<u32> {
         RUNS.fetch_add(1, Ordering::SeqCst);
-        ctx.step("double", || async move { Ok::<_, std::io::Error>(n * 2) })
+        ctx.step("double", || async move { Ok(n * 2) })
             .await
     }
     let _turn = one_backend_at_a_time!();
@@ -246,7 +242,7 @@ async fn bad_requests_get_typed_errors_and_write_nothing(db) {
         .await
         .unwrap_err();
     assert!(matches!(empty_id, Error::InvalidArgument(_)), "{empty_id}");
-    let missing = rt.handle("never-started").status().await.unwrap_err();
+    let missing = rt.client().handle("never-started").status().await.unwrap_err();
     assert!(matches!(missing, Error::NotFound(_)), "{missing}");
     let pool = db.checks().await;
     let rows = common::scalar(&pool, "SELECT CAST(count(*) AS TEXT) FROM dbos.workflow_status").await;

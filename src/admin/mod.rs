@@ -9,7 +9,7 @@
 //! # async fn demo(runtime: stead::Runtime) -> Result<(), stead::admin::AdminError> {
 //! use stead::admin::{self, AdminOptions};
 //! let server = admin::serve(
-//!     &runtime, // a runtime is a client (and so is a `stead::Client`)
+//!     runtime.client(), // or a `stead::Client` of its own
 //!     AdminOptions::new().bind(([127, 0, 0, 1], 9870)).token("s3cret"),
 //! )
 //! .await?;
@@ -169,7 +169,7 @@ impl Drop for AdminServer {
     }
 }
 
-/// Starts the admin server for `client` (pass `&runtime` for a runtime) on a task of the
+/// Starts the admin server for `client` (a runtime's: `runtime.client()`) on a task of the
 /// current Tokio runtime. The server keeps a clone of the client.
 pub async fn serve(client: &Client, options: AdminOptions) -> Result<AdminServer, AdminError> {
     if let Some(token) = &options.token {

@@ -2,9 +2,10 @@
 //! given one, recorded so a replay gets the same child instead of starting another; their
 //! result is a durable call too (`DBOS.getResult`). Children inherit the parent's deadline.
 
+use std::future::Future;
+use std::marker::PhantomData;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -14,80 +15,106 @@ use crate::error::{Error, PortableError, Result};
 use crate::start::{self, Target, WorkflowOptions};
 use crate::status::Status;
 use crate::sysdb::{self, now_ms, StatusRow};
+use crate::workflow::{ReadAs, Untyped, WorkflowRef};
 
-/// A child workflow started by [`Context::start_child`] or [`Context::enqueue_child`].
-#[derive(Clone)]
-pub struct ChildHandle {
+/// A child workflow started by [`Context::start_child`] or [`Context::enqueue_child`]. `O` is
+/// its output type when it was started through a typed [`Workflow`](crate::Workflow).
+pub struct ChildHandle<O = Untyped> {
     ctx: Context,
     id: String,
+    output: PhantomData<fn() -> O>,
 }
 
-impl std::fmt::Debug for ChildHandle {
+impl<O> Clone for ChildHandle<O> {
+    fn clone(&self) -> Self {
+        ChildHandle {
+            ctx: self.ctx.clone(),
+            id: self.id.clone(),
+            output: PhantomData,
+        }
+    }
+}
+
+impl<O> std::fmt::Debug for ChildHandle<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChildHandle").field("id", &self.id).finish()
     }
 }
 
 impl Context {
-    /// Starts workflow `workflow` as a child, running now in this process.
-    pub fn start_child<'c, I: Serialize>(
+    /// Starts `workflow` as a child, running now in this process: a typed
+    /// [`Workflow<I, O>`](crate::Workflow) with its `I`, or a name with any serializable input.
+    pub fn start_child<'c, W, I>(
         &'c self,
-        workflow: &'c str,
+        workflow: W,
         input: I,
         options: WorkflowOptions,
-    ) -> BoxFuture<'c, Result<ChildHandle>> {
+    ) -> impl Future<Output = Result<ChildHandle<W::Output>>> + Send + 'c
+    where
+        W: WorkflowRef<I>,
+        I: Serialize,
+    {
         let function_id = self.next_function_id();
-        let input = codec::encode(&input, &format!("the input of workflow {workflow:?}"));
-        Box::pin(self.child(function_id, None, workflow, input, options))
+        let (name, input) = named_input(&workflow, &input);
+        self.child(function_id, None, name, input, options)
     }
 
-    /// Enqueues workflow `workflow` on `queue` as a child.
-    pub fn enqueue_child<'c, I: Serialize>(
+    /// Enqueues `workflow` on `queue` as a child.
+    pub fn enqueue_child<'c, W, I>(
         &'c self,
         queue: &'c str,
-        workflow: &'c str,
+        workflow: W,
         input: I,
         options: WorkflowOptions,
-    ) -> BoxFuture<'c, Result<ChildHandle>> {
+    ) -> impl Future<Output = Result<ChildHandle<W::Output>>> + Send + 'c
+    where
+        W: WorkflowRef<I>,
+        I: Serialize,
+    {
         let function_id = self.next_function_id();
-        let input = codec::encode(&input, &format!("the input of workflow {workflow:?}"));
-        Box::pin(self.child(function_id, Some(queue), workflow, input, options))
+        let (name, input) = named_input(&workflow, &input);
+        self.child(function_id, Some(queue), name, input, options)
     }
 
-    /// Starts a child and waits for its result.
-    pub fn run_child<'c, I: Serialize, O: DeserializeOwned + Send + 'c>(
+    /// Starts a child and waits for its result: an `O` for a typed
+    /// [`Workflow<I, O>`](crate::Workflow); for a name, the type the caller asks for.
+    pub fn run_child<'c, W, I, T>(
         &'c self,
-        workflow: &'c str,
+        workflow: W,
         input: I,
         options: WorkflowOptions,
-    ) -> BoxFuture<'c, Result<O>> {
+    ) -> impl Future<Output = Result<T>> + Send + 'c
+    where
+        W: WorkflowRef<I>,
+        W::Output: ReadAs<T>,
+        I: Serialize,
+        T: DeserializeOwned + Send + 'c,
+    {
         let start_id = self.next_function_id();
         let result_id = self.next_function_id();
-        let input = codec::encode(&input, &format!("the input of workflow {workflow:?}"));
-        Box::pin(async move {
-            let child = self.child(start_id, None, workflow, input, options).await?;
+        let (name, input) = named_input(&workflow, &input);
+        async move {
+            let child: ChildHandle = self.child(start_id, None, name, input, options).await?;
             child.result_at(result_id).await
-        })
+        }
     }
 
-    async fn child(
+    async fn child<O>(
         &self,
         function_id: u32,
         queue: Option<&str>,
-        workflow: &str,
+        workflow: String,
         input: Result<String>,
         options: WorkflowOptions,
-    ) -> Result<ChildHandle> {
+    ) -> Result<ChildHandle<O>> {
+        let workflow = workflow.as_str();
         self.check_live()?;
         if let Some(row) = self.recorded(function_id, workflow)? {
             let id = row.child_workflow_id.clone().ok_or_else(|| Error::Decode {
                 what: format!("call #{function_id}"),
                 reason: "a recorded child start names no child".into(),
             })?;
-            return Ok(ChildHandle {
-                ctx: self.clone(),
-                id,
-            });
+            return Ok(ChildHandle::new(self, id));
         }
         let started = now_ms();
         let id = options
@@ -104,26 +131,46 @@ impl Context {
             ..Call::new(function_id, workflow, started).output("null".into())
         };
         self.record(call).await?;
-        Ok(ChildHandle {
-            ctx: self.clone(),
-            id,
-        })
+        Ok(ChildHandle::new(self, id))
     }
 }
 
-impl ChildHandle {
+/// A child's name and encoded input, taken when the call is created.
+fn named_input<W: WorkflowRef<I>, I: Serialize>(
+    workflow: &W,
+    input: &I,
+) -> (String, Result<String>) {
+    let name = workflow.name();
+    let input = codec::encode_input(name, input);
+    (name.to_owned(), input)
+}
+
+impl<O> ChildHandle<O> {
+    fn new(ctx: &Context, id: String) -> ChildHandle<O> {
+        ChildHandle {
+            ctx: ctx.clone(),
+            id,
+            output: PhantomData,
+        }
+    }
+
     /// The child's workflow id.
     pub fn id(&self) -> &str {
         &self.id
     }
 
-    /// Waits for the child's result (a durable call: a replay returns the recorded result).
-    pub fn result<O: DeserializeOwned + Send + 'static>(&self) -> BoxFuture<'_, Result<O>> {
+    /// Waits for the child's result (a durable call: a replay returns the recorded result): an
+    /// `O` for a typed handle; for an [`Untyped`] one, the type the caller asks for.
+    pub fn result<T>(&self) -> impl Future<Output = Result<T>> + Send + '_
+    where
+        T: DeserializeOwned + Send + 'static,
+        O: ReadAs<T>,
+    {
         let function_id = self.ctx.next_function_id();
-        Box::pin(self.result_at(function_id))
+        self.result_at(function_id)
     }
 
-    async fn result_at<O: DeserializeOwned>(&self, function_id: u32) -> Result<O> {
+    async fn result_at<T: DeserializeOwned>(&self, function_id: u32) -> Result<T> {
         let ctx = &self.ctx;
         ctx.check_live()?;
         if let Some(row) = ctx.recorded(function_id, "DBOS.getResult")? {
@@ -193,7 +240,7 @@ impl ChildHandle {
         }
     }
 
-    fn decode<O: DeserializeOwned>(&self, output: Option<&str>, error: Option<&str>) -> Result<O> {
+    fn decode<T: DeserializeOwned>(&self, output: Option<&str>, error: Option<&str>) -> Result<T> {
         let Some(error) = error else {
             return codec::decode(output, "a child's result");
         };

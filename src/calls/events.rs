@@ -1,9 +1,9 @@
 //! Events: a workflow publishes the latest value of a key (with history); anyone reads it, and a
 //! workflow's read is recorded so a replay sees what the first run saw.
 
+use std::future::Future;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -21,10 +21,10 @@ impl Context {
         &'c self,
         key: &'c str,
         value: &T,
-    ) -> BoxFuture<'c, Result<()>> {
+    ) -> impl Future<Output = Result<()>> + Send + 'c {
         let function_id = self.next_function_id();
         let value = codec::encode(value, "an event value");
-        Box::pin(async move {
+        async move {
             self.check_live()?;
             if self.recorded(function_id, "DBOS.setEvent")?.is_some() {
                 return Ok(());
@@ -39,7 +39,7 @@ impl Context {
                 .signals
                 .notify(&event_key(self.workflow_id(), key));
             Ok(())
-        })
+        }
     }
 
     /// Reads event `key` of workflow `workflow_id`, waiting up to `timeout` for it to be set.
@@ -49,10 +49,10 @@ impl Context {
         workflow_id: &'c str,
         key: &'c str,
         timeout: Duration,
-    ) -> BoxFuture<'c, Result<Option<T>>> {
+    ) -> impl Future<Output = Result<Option<T>>> + Send + 'c {
         let function_id = self.next_function_id();
         let timeout_id = self.next_function_id();
-        Box::pin(async move {
+        async move {
             self.check_live()?;
             if let Some(row) = self.recorded(function_id, "DBOS.getEvent")? {
                 return replayed(row, "a recorded event value");
@@ -79,7 +79,7 @@ impl Context {
                 Some((recorded, _)) => recorded,
             };
             codec::decode(output.as_deref(), "an event value")
-        })
+        }
     }
 }
 

@@ -2,9 +2,9 @@
 //! consumes the oldest unconsumed message of a topic exactly once, or gives up after a durable
 //! timeout.
 
+use std::future::Future;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -25,10 +25,10 @@ impl Context {
         destination: &'c str,
         message: &T,
         topic: Option<&'c str>,
-    ) -> BoxFuture<'c, Result<()>> {
+    ) -> impl Future<Output = Result<()>> + Send + 'c {
         let function_id = self.next_function_id();
         let message = codec::encode(message, "a message");
-        Box::pin(async move {
+        async move {
             self.check_live()?;
             if self.recorded(function_id, "DBOS.send")?.is_some() {
                 return Ok(());
@@ -50,7 +50,7 @@ impl Context {
                 .signals
                 .notify(&message_key(destination, topic));
             Ok(())
-        })
+        }
     }
 
     /// Receives the oldest unconsumed message on `topic`, waiting up to `timeout` (durably: a
@@ -60,10 +60,10 @@ impl Context {
         &'c self,
         topic: Option<&'c str>,
         timeout: Duration,
-    ) -> BoxFuture<'c, Result<Option<T>>> {
+    ) -> impl Future<Output = Result<Option<T>>> + Send + 'c {
         let function_id = self.next_function_id();
         let timeout_id = self.next_function_id();
-        Box::pin(async move {
+        async move {
             self.check_live()?;
             if let Some(row) = self.recorded(function_id, "DBOS.recv")? {
                 return replayed(row, "a received message");
@@ -113,6 +113,6 @@ impl Context {
                 }
                 self.check_live()?;
             }
-        })
+        }
     }
 }

@@ -16,7 +16,7 @@ mod wait;
 
 pub use children::ChildHandle;
 pub(crate) use events::read_event;
-pub use select::Either;
+pub use select::Selected;
 pub(crate) use streams::read_stream;
 pub use streams::StreamValue;
 pub(crate) use wait::until_found;

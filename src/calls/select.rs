@@ -2,8 +2,9 @@
 //! so a replay takes the same branch without waiting again.
 
 use std::future::Future;
+use std::pin::pin;
 
-use futures::future::{self, BoxFuture};
+use futures::future;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -13,11 +14,13 @@ use crate::context::{Call, Context};
 use crate::error::{Error, Result};
 use crate::sysdb::now_ms;
 
-/// Which branch of [`Context::select2`] won, with its value.
+/// Which call of [`Context::select2`] finished first, with its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Either<A, B> {
-    Left(A),
-    Right(B),
+pub enum Selected<A, B> {
+    /// The first call won.
+    First(A),
+    /// The second call won.
+    Second(B),
 }
 
 impl Context {
@@ -30,12 +33,16 @@ impl Context {
     /// use std::time::Duration;
     /// let child = ctx.start_child("slow", (), Default::default()).await?;
     /// match ctx.select2(child.result::<u32>(), ctx.sleep(Duration::from_secs(5))).await? {
-    ///     stead::Either::Left(value) => println!("child finished: {value}"),
-    ///     stead::Either::Right(()) => println!("gave up waiting"),
+    ///     stead::Selected::First(value) => println!("child finished: {value}"),
+    ///     stead::Selected::Second(()) => println!("gave up waiting"),
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn select2<'c, A, B, FA, FB>(&'c self, a: FA, b: FB) -> BoxFuture<'c, Result<Either<A, B>>>
+    pub fn select2<'c, A, B, FA, FB>(
+        &'c self,
+        a: FA,
+        b: FB,
+    ) -> impl Future<Output = Result<Selected<A, B>>> + Send + 'c
     where
         FA: Future<Output = Result<A>> + Send + 'c,
         FB: Future<Output = Result<B>> + Send + 'c,
@@ -43,20 +50,20 @@ impl Context {
         B: Serialize + DeserializeOwned + Send + 'c,
     {
         let function_id = self.next_function_id();
-        Box::pin(async move {
+        async move {
             self.check_live()?;
             if let Some(row) = self.recorded(function_id, "stead.select")? {
                 let recorded: Value = super::replayed(row, "a recorded select")?;
                 return decode(recorded);
             }
             let started = now_ms();
-            let winner = match future::select(Box::pin(a), Box::pin(b)).await {
-                future::Either::Left((a, _)) => Either::Left(a?),
-                future::Either::Right((b, _)) => Either::Right(b?),
+            let winner = match future::select(pin!(a), pin!(b)).await {
+                future::Either::Left((a, _)) => Selected::First(a?),
+                future::Either::Right((b, _)) => Selected::Second(b?),
             };
             let recorded = match &winner {
-                Either::Left(a) => json!({"index": 0, "value": a}),
-                Either::Right(b) => json!({"index": 1, "value": b}),
+                Selected::First(a) => json!({"index": 0, "value": a}),
+                Selected::Second(b) => json!({"index": 1, "value": b}),
             };
             let output = codec::encode(&recorded, "a select's winner")?;
             match self
@@ -66,7 +73,7 @@ impl Context {
                 None => Ok(winner),
                 Some((output, _)) => decode(codec::decode(output.as_deref(), "a recorded select")?),
             }
-        })
+        }
     }
 }
 
@@ -74,15 +81,21 @@ impl Context {
     /// Like [`Context::select2`] over any number of durable calls of one type: the index and
     /// value of the first to finish, recorded. (To wait for all of them instead, `join` them
     /// with `futures::future::try_join_all`: each call records itself, so that is durable too.)
-    pub fn select_all<'c, T>(
+    /// Calls of different kinds (a receive, a sleep) differ in type: box them
+    /// (`futures::FutureExt::boxed`).
+    pub fn select_all<'c, C, F, T>(
         &'c self,
-        calls: Vec<BoxFuture<'c, Result<T>>>,
-    ) -> BoxFuture<'c, Result<(usize, T)>>
+        calls: C,
+    ) -> impl Future<Output = Result<(usize, T)>> + Send + 'c
     where
+        C: IntoIterator<Item = F>,
+        F: Future<Output = Result<T>> + Send + 'c,
         T: Serialize + DeserializeOwned + Send + 'c,
     {
+        // Collected first, so calls an iterator creates lazily are numbered before this one.
+        let calls: Vec<_> = calls.into_iter().map(Box::pin).collect();
         let function_id = self.next_function_id();
-        Box::pin(async move {
+        async move {
             self.check_live()?;
             if let Some(row) = self.recorded(function_id, "stead.select")? {
                 let recorded: Value = super::replayed(row, "a recorded select")?;
@@ -109,7 +122,7 @@ impl Context {
                     decode_indexed(codec::decode(output.as_deref(), "a recorded select")?)
                 }
             }
-        })
+        }
     }
 }
 
@@ -127,7 +140,7 @@ fn decode_indexed<T: DeserializeOwned>(recorded: Value) -> Result<(usize, T)> {
     Ok((index as usize, value))
 }
 
-fn decode<A: DeserializeOwned, B: DeserializeOwned>(recorded: Value) -> Result<Either<A, B>> {
+fn decode<A: DeserializeOwned, B: DeserializeOwned>(recorded: Value) -> Result<Selected<A, B>> {
     let bad = |reason: String| Error::Decode {
         what: "a recorded select".into(),
         reason,
@@ -135,10 +148,10 @@ fn decode<A: DeserializeOwned, B: DeserializeOwned>(recorded: Value) -> Result<E
     let value = recorded.get("value").cloned().unwrap_or(Value::Null);
     match recorded.get("index").and_then(Value::as_u64) {
         Some(0) => serde_json::from_value(value)
-            .map(Either::Left)
+            .map(Selected::First)
             .map_err(|e| bad(e.to_string())),
         Some(1) => serde_json::from_value(value)
-            .map(Either::Right)
+            .map(Selected::Second)
             .map_err(|e| bad(e.to_string())),
         other => Err(bad(format!("no branch {other:?}"))),
     }

@@ -2,8 +2,8 @@
 //! workflow follow it as an async `Stream` that ends at the close (DBOS's closing sentinel).
 
 use std::collections::VecDeque;
+use std::future::Future;
 
-use futures::future::BoxFuture;
 use futures::Stream;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -34,13 +34,16 @@ impl Context {
         &'c self,
         key: &'c str,
         value: &T,
-    ) -> BoxFuture<'c, Result<()>> {
+    ) -> impl Future<Output = Result<()>> + Send + 'c {
         let value = codec::encode(value, "a stream value");
         self.stream_op(key, value, false)
     }
 
     /// Closes stream `key`: readers end after its last value.
-    pub fn close_stream<'c>(&'c self, key: &'c str) -> BoxFuture<'c, Result<()>> {
+    pub fn close_stream<'c>(
+        &'c self,
+        key: &'c str,
+    ) -> impl Future<Output = Result<()>> + Send + 'c {
         self.stream_op(key, Ok(CLOSED.to_owned()), true)
     }
 
@@ -49,14 +52,14 @@ impl Context {
         key: &'c str,
         value: Result<String>,
         close: bool,
-    ) -> BoxFuture<'c, Result<()>> {
+    ) -> impl Future<Output = Result<()>> + Send + 'c {
         let function_id = self.next_function_id();
         let name = if close {
             "DBOS.closeStream"
         } else {
             "DBOS.writeStream"
         };
-        Box::pin(async move {
+        async move {
             self.check_live()?;
             if self.recorded(function_id, name)?.is_some() {
                 return Ok(());
@@ -72,7 +75,7 @@ impl Context {
                 .signals
                 .notify(&stream_key(self.workflow_id(), key));
             Ok(())
-        })
+        }
     }
 }
 

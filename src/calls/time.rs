@@ -1,9 +1,9 @@
 //! Durable time: sleeps that survive restarts (the wake-up time is recorded before waiting, so a
 //! recovered workflow sleeps only what is left), and recorded `now`, random and uuid values.
 
+use std::future::Future;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -16,13 +16,13 @@ use crate::sysdb::now_ms;
 impl Context {
     /// Sleeps for `duration`, durably: a workflow recovered mid-sleep sleeps only what is left.
     /// A cancel interrupts it.
-    pub fn sleep(&self, duration: Duration) -> BoxFuture<'_, Result<()>> {
+    pub fn sleep(&self, duration: Duration) -> impl Future<Output = Result<()>> + Send + '_ {
         let function_id = self.next_function_id();
-        Box::pin(async move {
+        async move {
             self.check_live()?;
             let until = self.sleep_until(function_id, duration).await?;
             self.wait_until(until).await
-        })
+        }
     }
 
     /// The wake-up time (epoch ms) of sleep `function_id`, recorded now or replayed.
@@ -64,26 +64,30 @@ impl Context {
     }
 
     /// The current time (epoch milliseconds), recorded: a replay sees the first run's value.
-    pub fn now(&self) -> BoxFuture<'_, Result<i64>> {
+    pub fn now(&self) -> impl Future<Output = Result<i64>> + Send + '_ {
         self.recorded_value("stead.now", now_ms)
     }
 
     /// A random number, recorded: a replay sees the first run's value.
-    pub fn random(&self) -> BoxFuture<'_, Result<u64>> {
+    pub fn random(&self) -> impl Future<Output = Result<u64>> + Send + '_ {
         self.recorded_value("stead.random", || uuid::Uuid::new_v4().as_u64_pair().0)
     }
 
     /// A fresh UUID, recorded: a replay sees the first run's value.
-    pub fn uuid(&self) -> BoxFuture<'_, Result<String>> {
+    pub fn uuid(&self) -> impl Future<Output = Result<String>> + Send + '_ {
         self.recorded_value("stead.uuid", || uuid::Uuid::new_v4().to_string())
     }
 
-    fn recorded_value<T>(&self, name: &'static str, produce: fn() -> T) -> BoxFuture<'_, Result<T>>
+    fn recorded_value<T>(
+        &self,
+        name: &'static str,
+        produce: fn() -> T,
+    ) -> impl Future<Output = Result<T>> + Send + '_
     where
         T: Serialize + DeserializeOwned + Send + 'static,
     {
         let function_id = self.next_function_id();
-        Box::pin(async move {
+        async move {
             self.check_live()?;
             if let Some(row) = self.recorded(function_id, name)? {
                 return replayed(row, name);
@@ -98,6 +102,6 @@ impl Context {
                 None => Ok(value),
                 Some((output, _)) => codec::decode(output.as_deref(), name),
             }
-        })
+        }
     }
 }

@@ -55,7 +55,7 @@ pub async fn job(ctx: Context, (tag, gate, ms): (String, String, u64)) -> stead:
         .to_owned();
     ctx.step("done", || {
         let bare = bare.clone();
-        async move { Ok::<_, std::io::Error>(bare) }
+        async move { Ok(bare) }
     })
     .await
 }
