@@ -19,9 +19,11 @@ use tokio::task::JoinSet;
 use super::restart::Restart;
 use super::workflow::{WorkflowActor, WorkflowArgs};
 use crate::backoff::Backoff;
+use crate::clock::now_ms;
 use crate::dispatch::{Dispatch, OpenSlots, QueueRequest};
 use crate::error::DbError;
 use crate::metrics::{self, QueueMetrics};
+use crate::queue::INTERNAL_QUEUE;
 use crate::queue::{Queue, QueueMessage};
 use crate::shared::SharedRef;
 use crate::start::{self, Target};
@@ -391,7 +393,7 @@ impl QueueState {
             executor_id: config.executor_id.clone(),
             app_version: config.app_version.clone(),
             app_name: config.app_name.clone(),
-            now: sysdb::now_ms(),
+            now: now_ms(),
         };
         let (db, myself) = (self.shared.db.clone(), myself.clone());
         self.tasks.spawn(async move {
@@ -466,7 +468,7 @@ impl QueueState {
                     (shared, queue, running),
                     |sys, (shared, queue, running)| async move {
                         let me = shared.config.executor();
-                        let direct = queue == sysdb::INTERNAL_QUEUE;
+                        let direct = queue == INTERNAL_QUEUE;
                         sysdb::redispatch(&sys, &me, &queue, direct, &running).await
                     },
                 )
@@ -589,7 +591,7 @@ impl QueueState {
             return;
         }
         self.next_due = Some(due_ms);
-        let wait = (due_ms - sysdb::now_ms()).max(0) as u64;
+        let wait = (due_ms - now_ms()).max(0) as u64;
         self.after(myself, Duration::from_millis(wait), QueueMsg::Due);
     }
 

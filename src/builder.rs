@@ -276,14 +276,10 @@ fn resolve_url(
 /// A stable version id from the registered workflow names (FNV-1a, so it never changes between
 /// builds or toolchains for the same set of workflows).
 fn derive_version(registry: &Registry) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for name in registry.names() {
-        for byte in name.bytes().chain(std::iter::once(b'\n')) {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    format!("{hash:016x}")
+    let names = registry
+        .names()
+        .flat_map(|name| name.bytes().chain([b'\n']));
+    format!("{:016x}", crate::hash::fnv1a(names))
 }
 
 #[cfg(test)]

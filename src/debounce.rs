@@ -12,13 +12,15 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::client::Client;
+use crate::clock::now_ms;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::metrics;
+use crate::queue::INTERNAL_QUEUE;
 use crate::shared::SharedRef;
 use crate::start;
-use crate::sysdb::{self, Bounce, Bounced, INTERNAL_QUEUE};
+use crate::sysdb::{self, Bounce, Bounced};
 
 /// Options of a debounced workflow.
 ///
@@ -99,7 +101,7 @@ pub(crate) async fn debounce<I: Serialize>(
     }
     let dedup_id = format!("{workflow}-{key}");
     for attempt in 0..ATTEMPTS {
-        let now = sysdb::now_ms();
+        let now = now_ms();
         let bounce = Bounce {
             id: options
                 .id

@@ -10,14 +10,17 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::client::Client;
+use crate::clock::now_ms;
 use crate::codec;
+use crate::codec::PORTABLE_JSON;
 use crate::context::{Call, Context};
 use crate::dispatch;
 use crate::error::{Error, PortableError, Result};
 use crate::handle::WorkflowHandle;
+use crate::queue::INTERNAL_QUEUE;
 use crate::start;
 use crate::status::{Status, WorkflowStatus};
-use crate::sysdb::{self, admin, now_ms, AppVersion, ListQuery, ListedRow, StepListing};
+use crate::sysdb::{admin, AppVersion, ListQuery, ListedRow, StepListing};
 
 /// Which workflows [`Client::list_workflows`] returns. Every filter is optional; results come in
 /// creation order (oldest first unless [`ListWorkflows::newest_first`]).
@@ -150,7 +153,7 @@ pub struct WorkflowInfo {
 
 impl WorkflowInfo {
     fn from_row(row: ListedRow) -> WorkflowInfo {
-        let portable = row.serialization.as_deref() == Some(sysdb::PORTABLE_JSON);
+        let portable = row.serialization.as_deref() == Some(PORTABLE_JSON);
         let json = |text: Option<String>| {
             text.filter(|_| portable)
                 .and_then(|t| serde_json::from_str(&t).ok())
@@ -185,7 +188,7 @@ pub struct StepInfo {
 
 impl From<StepListing> for StepInfo {
     fn from(s: StepListing) -> StepInfo {
-        let portable = s.serialization.as_deref() == Some(sysdb::PORTABLE_JSON);
+        let portable = s.serialization.as_deref() == Some(PORTABLE_JSON);
         StepInfo {
             function_id: s.function_id,
             name: s.name,
@@ -287,7 +290,7 @@ impl Client {
         let resumed = shared
             .db
             .call_with(target, move |db, target| async move {
-                admin::resume(&db, &target, sysdb::INTERNAL_QUEUE).await
+                admin::resume(&db, &target, INTERNAL_QUEUE).await
             })
             .await?;
         if !resumed.exists {
@@ -297,7 +300,7 @@ impl Client {
             dispatch::cancel_local(shared, id, Some(owner));
         }
         if resumed.requeued {
-            start::wake(shared, sysdb::INTERNAL_QUEUE);
+            start::wake(shared, INTERNAL_QUEUE);
         }
         Ok(self.handle(id))
     }
@@ -420,9 +423,7 @@ async fn fork_as(
     let from = i32::try_from(from_step.max(1)).map_err(|_| {
         Error::InvalidArgument(format!("step {from_step} is beyond any workflow's steps"))
     })?;
-    let queue = options
-        .queue
-        .unwrap_or_else(|| sysdb::INTERNAL_QUEUE.to_owned());
+    let queue = options.queue.unwrap_or_else(|| INTERNAL_QUEUE.to_owned());
     let (src, new, q, version) = (
         id.to_owned(),
         new_id.to_owned(),
@@ -532,7 +533,7 @@ mod tests {
             error: None,
             serialization: Some(ser.into()),
         };
-        let portable = WorkflowInfo::from_row(row(sysdb::PORTABLE_JSON));
+        let portable = WorkflowInfo::from_row(row(PORTABLE_JSON));
         assert_eq!(portable.input, Some(Value::from(7)));
         assert_eq!(portable.output, Some(Value::from(42)));
         let pickled = WorkflowInfo::from_row(row("py_pickle"));

@@ -7,9 +7,10 @@
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::queue::Queue;
-use crate::sysdb::{self, now_ms, CompletedBucket};
+use crate::sysdb::{self, CompletedBucket};
 
 /// At most this many buckets per throughput query.
 const MAX_BUCKETS: i64 = 10_000;

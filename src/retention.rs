@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::clock::{millis, now_ms};
 use crate::error::{Error, Result};
 use crate::shared::Shared;
 use crate::sysdb;
@@ -71,10 +72,9 @@ impl Retention {
 
 /// Collects what `policy` says now; returns how many workflows were deleted.
 pub(crate) async fn collect(shared: &Shared, policy: &Retention) -> Result<u64> {
-    let cutoff = policy.older_than.map(|age| {
-        let age = age.as_millis().min(i64::MAX as u128) as i64;
-        sysdb::now_ms().saturating_sub(age)
-    });
+    let cutoff = policy
+        .older_than
+        .map(|age| now_ms().saturating_sub(millis(age)));
     let keep = policy.max_rows.map(|n| n.min(i64::MAX as u64) as i64);
     let deleted = shared
         .db

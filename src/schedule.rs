@@ -16,9 +16,10 @@ use crate::client::Client;
 use crate::cron::{self, Timetable};
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
+use crate::queue::INTERNAL_QUEUE;
 use crate::shared::{Shared, SharedRef};
 use crate::start;
-use crate::sysdb::{self, Firings, ScheduleRow, INTERNAL_QUEUE};
+use crate::sysdb::{self, Firings, ScheduleRow};
 
 /// A cron schedule that enqueues a registered workflow at each firing. The workflow takes a
 /// [`ScheduledTime`].

@@ -8,12 +8,13 @@ use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::clock::now_ms;
 use crate::codec;
 use crate::context::{Call, Context};
 use crate::error::{Error, PortableError, Result};
 use crate::start::{self, Target, WorkflowOptions};
 use crate::status::Status;
-use crate::sysdb::{self, now_ms, StatusRow};
+use crate::sysdb::{self, StatusRow};
 
 /// A child workflow started by [`Context::start_child`] or [`Context::enqueue_child`].
 #[derive(Clone)]

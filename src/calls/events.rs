@@ -8,12 +8,13 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::{replayed, until_found};
+use crate::clock::now_ms;
 use crate::codec;
 use crate::context::{Call, Context};
 use crate::error::Result;
 use crate::shared::Shared;
 use crate::signals::event_key;
-use crate::sysdb::{self, now_ms, Op};
+use crate::sysdb::{self, Op};
 
 impl Context {
     /// Sets event `key` of this workflow to `value` (readers see the latest value).

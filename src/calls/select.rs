@@ -8,10 +8,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::clock::now_ms;
 use crate::codec;
 use crate::context::{Call, Context};
 use crate::error::{Error, Result};
-use crate::sysdb::now_ms;
 
 /// Which branch of [`Context::select2`] won, with its value.
 #[derive(Debug, Clone, PartialEq, Eq)]

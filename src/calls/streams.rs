@@ -9,12 +9,13 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::until_found;
+use crate::clock::now_ms;
 use crate::codec;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::shared::SharedRef;
 use crate::signals::stream_key;
-use crate::sysdb::{self, now_ms, Op, StreamRow};
+use crate::sysdb::{self, Op, StreamRow};
 
 /// DBOS's closing sentinel, as stored (portable JSON of the string).
 const CLOSED: &str = "\"__DBOS_STREAM_CLOSED__\"";

@@ -13,6 +13,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::rows::AnyRow;
 use super::{BatchWrite, Sql};
+use crate::clock::millis;
 use crate::error::DbError;
 use crate::queue::Queue;
 
@@ -205,23 +206,10 @@ pub(super) fn claim_partitioned_sql() -> String {
     format!("{BUDGET}{PICK_PARTITIONED}{TAKE}").replace("{NEWER}", NEWER)
 }
 
-fn millis(d: std::time::Duration) -> i64 {
-    d.as_millis().min(i64::MAX as u128) as i64
-}
-
 /// A stable 64-bit key for the queue's advisory lock (FNV-1a of schema and name).
 fn lock_key(schema: &str, queue: &str) -> i64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in "stead.claim:"
-        .bytes()
-        .chain(schema.bytes())
-        .chain([b':'])
-        .chain(queue.bytes())
-    {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash as i64
+    let key = format!("stead.claim:{schema}:{queue}");
+    crate::hash::fnv1a(key.bytes()) as i64
 }
 
 async fn run_claim(

@@ -62,10 +62,9 @@ pub use versions::AppVersion;
 /// The schema DBOS and stead use unless told otherwise.
 pub(crate) const DEFAULT_SCHEMA: &str = "dbos";
 
-/// The internal queue: no row in `queues`, no limits; recovery, resume and fork use it.
-pub(crate) const INTERNAL_QUEUE: &str = "_dbos_internal_queue";
-/// The only payload format stead writes and reads.
-pub(crate) const PORTABLE_JSON: &str = "portable_json";
+pub(crate) use crate::clock::now_ms;
+pub(crate) use crate::codec::PORTABLE_JSON;
+pub(crate) use crate::queue::INTERNAL_QUEUE;
 
 /// A connected system database: the statements, and the backend they run on.
 #[derive(Clone)]
@@ -373,14 +372,6 @@ impl Sql {
             throughput: q(observe::THROUGHPUT),
         })
     }
-}
-
-/// Milliseconds since the Unix epoch, the unit of every timestamp in the schema.
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::clock::millis;
 use crate::error::DbError;
 use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
 
@@ -28,10 +29,6 @@ pub(crate) const CLAIMED_COLUMNS: &str = "w.workflow_uuid, w.name, w.owner_xid, 
 pub(crate) fn claimed_from_row(row: &SqliteRow) -> Result<(i32, i64, Claimed), sqlx::Error> {
     let (priority, created) = Claimed::order_key(row, 0)?;
     Ok((priority, created, Claimed::from_row(row, 0)?))
-}
-
-fn millis(d: std::time::Duration) -> i64 {
-    d.as_millis().min(i64::MAX as u128) as i64
 }
 
 pub(crate) async fn execute(
