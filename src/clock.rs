@@ -8,7 +8,7 @@ use std::time::Duration;
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| millis(d))
+        .map(millis)
         .unwrap_or(0)
 }
 
