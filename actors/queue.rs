@@ -27,7 +27,7 @@ use crate::queue::INTERNAL_QUEUE;
 use crate::queue::{Queue, QueueMessage};
 use crate::shared::SharedRef;
 use crate::start::{self, Target};
-use crate::sysdb::{self, ClaimOutcome, ClaimRequest, Claimed};
+use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
 
 pub(crate) enum QueueMsg {
     Request(QueueRequest),
@@ -469,7 +469,7 @@ impl QueueState {
                     |sys, (shared, queue, running)| async move {
                         let me = shared.config.executor();
                         let direct = queue == INTERNAL_QUEUE;
-                        sysdb::redispatch(&sys, &me, &queue, direct, &running).await
+                        sys.redispatch(&me, &queue, direct, &running).await
                     },
                 )
                 .await;
@@ -550,7 +550,7 @@ impl QueueState {
             let (id, owner) = (d.id.clone(), d.owner.clone());
             let bumped = db
                 .call_with((id, owner), |sys, (id, owner)| async move {
-                    sysdb::bump_attempts(&sys, &id, &owner).await
+                    sys.bump_attempts(&id, &owner).await
                 })
                 .await;
             let msg = match bumped {

@@ -18,7 +18,7 @@ use crate::retention::Retention;
 use crate::runtime::Runtime;
 use crate::schedule::Schedule;
 use crate::shared::Config;
-use crate::sysdb::{self, SysDb};
+use crate::sysdb;
 
 /// Builds and launches a [`Runtime`].
 pub struct RuntimeBuilder {
@@ -240,7 +240,7 @@ impl RuntimeBuilder {
             retention: self.retention,
         };
         let sys =
-            SysDb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;
+            sysdb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;
         Runtime::launch(
             config,
             self.registry,

@@ -27,7 +27,7 @@ use crate::registry::Registry;
 use crate::shared::{Config, RunState, SharedRef};
 use crate::signals;
 use crate::start::{self, Target, WorkflowOptions};
-use crate::sysdb::{self, MigrationReport, SysDb};
+use crate::sysdb::{self, MigrationReport};
 
 /// Counters of database traffic and supervision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -108,7 +108,7 @@ impl Client {
             schedule_refresh: Duration::from_secs(10),
             retention: None,
         };
-        let sys = SysDb::connect(url, &config.schema, 4, options.connect_timeout).await?;
+        let sys = sysdb::connect(url, &config.schema, 4, options.connect_timeout).await?;
         let tree = launch::launch(
             config,
             Registry::default(),
@@ -129,9 +129,8 @@ impl Client {
     /// Safe to run concurrently with other migrators.
     pub async fn migrate(url: &str, options: &ClientOptions) -> Result<MigrationReport> {
         let schema = options.schema.as_str();
-        sysdb::validate_schema(schema)?;
-        let db = SysDb::connect(url, schema, 1, options.connect_timeout).await?;
-        let report = sysdb::migrate(&db).await.map_err(|e| Error::Migration {
+        let db = sysdb::connect(url, schema, 1, options.connect_timeout).await?;
+        let report = db.migrate().await.map_err(|e| Error::Migration {
             schema: schema.to_owned(),
             reason: e.to_string(),
         });
@@ -188,9 +187,7 @@ impl Client {
             .db
             .call_with(
                 (id, dest, t, message),
-                |db, (id, dest, t, message)| async move {
-                    sysdb::send(&db, &id, &dest, &t, &message).await
-                },
+                |db, (id, dest, t, message)| async move { db.send(&id, &dest, &t, &message).await },
             )
             .await;
         match sent {
@@ -260,7 +257,7 @@ impl Client {
         let done = shared
             .db
             .call_with(target, move |db, target| async move {
-                sysdb::cancel(&db, &target, cascade).await
+                db.cancel(&target, cascade).await
             })
             .await?;
         if !done.exists {
@@ -294,7 +291,7 @@ impl Client {
             .shared()
             .db
             .call_with(queue, move |db, queue| async move {
-                sysdb::delete_queue(&db, &queue).await
+                db.delete_queue(&queue).await
             })
             .await?;
         if !deleted {
@@ -310,7 +307,7 @@ impl Client {
             .shared()
             .db
             .call_with(app, move |db, app| async move {
-                sysdb::list_queues(&db, app.as_deref()).await
+                db.list_queues(app.as_deref()).await
             })
             .await?)
     }

@@ -20,7 +20,7 @@ use crate::metrics;
 use crate::queue::INTERNAL_QUEUE;
 use crate::shared::SharedRef;
 use crate::start;
-use crate::sysdb::{self, Bounce, Bounced};
+use crate::sysdb::{Bounce, Bounced};
 
 /// Options of a debounced workflow.
 ///
@@ -120,9 +120,10 @@ pub(crate) async fn debounce<I: Serialize>(
         };
         let outcome = shared
             .db
-            .call_with(bounce, move |db, bounce| async move {
-                sysdb::bounce(&db, &bounce).await
-            })
+            .call_with(
+                bounce,
+                move |db, bounce| async move { db.bounce(&bounce).await },
+            )
             .await?;
         match outcome {
             Bounced::Extended(id) => return Ok(WorkflowHandle::new(id, shared.clone())),

@@ -13,7 +13,7 @@ use crate::completion::Finished;
 use crate::error::{DbError, Error, Result};
 use crate::shared::{RunState, SharedRef};
 use crate::status::{Status, WorkflowStatus};
-use crate::sysdb::{self, StatusRow};
+use crate::sysdb::StatusRow;
 
 /// How long a handle trusts its local slot before it also checks the database (the workflow may
 /// have been taken over by another executor).
@@ -86,10 +86,7 @@ impl WorkflowHandle {
         let found = self
             .shared
             .db
-            .call_with(
-                id,
-                move |db, id| async move { sysdb::status(&db, &id).await },
-            )
+            .call_with(id, move |db, id| async move { db.status(&id).await })
             .await
             .map_err(|e| self.db_error(e))?;
         found.ok_or_else(|| Error::NotFound(self.id.clone()))

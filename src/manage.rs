@@ -20,7 +20,7 @@ use crate::handle::WorkflowHandle;
 use crate::queue::INTERNAL_QUEUE;
 use crate::start;
 use crate::status::{Status, WorkflowStatus};
-use crate::sysdb::{admin, AppVersion, ListQuery, ListedRow, StepListing};
+use crate::sysdb::{AppVersion, Fork, ListQuery, ListedRow, StepListing};
 
 /// Which workflows [`Client::list_workflows`] returns. Every filter is optional; results come in
 /// creation order (oldest first unless [`ListWorkflows::newest_first`]).
@@ -253,7 +253,7 @@ impl Client {
             .db
             .call_with(
                 query,
-                |db, query| async move { admin::list(&db, &query).await },
+                |db, query| async move { db.list_workflows(&query).await },
             )
             .await?;
         Ok(rows.into_iter().map(WorkflowInfo::from_row).collect())
@@ -273,7 +273,7 @@ impl Client {
             .shared()
             .db
             .call_with(target, move |db, target| async move {
-                admin::steps(&db, &target).await
+                db.list_steps(&target).await
             })
             .await?;
         Ok(steps.into_iter().map(StepInfo::from).collect())
@@ -290,7 +290,7 @@ impl Client {
         let resumed = shared
             .db
             .call_with(target, move |db, target| async move {
-                admin::resume(&db, &target, INTERNAL_QUEUE).await
+                db.resume(&target, INTERNAL_QUEUE).await
             })
             .await?;
         if !resumed.exists {
@@ -338,7 +338,7 @@ impl Client {
         let deleted = shared
             .db
             .call_with(target, move |db, target| async move {
-                admin::delete(&db, &target, cascade).await
+                db.delete_workflow(&target, cascade).await
             })
             .await?;
         if deleted.is_empty() {
@@ -358,7 +358,7 @@ impl Client {
             .shared()
             .db
             .call_with(target, move |db, target| async move {
-                admin::set_delay(&db, &target, until).await
+                db.set_delay(&target, until).await
             })
             .await?;
         let Some(found) = found else {
@@ -387,7 +387,7 @@ impl Client {
             .shared()
             .db
             .call_with(app, move |db, app| async move {
-                admin::list_versions(&db, app.as_deref()).await
+                db.list_versions(app.as_deref()).await
             })
             .await?)
     }
@@ -400,7 +400,7 @@ impl Client {
             .shared()
             .db
             .call_with((app, name), move |db, (app, name)| async move {
-                admin::promote(&db, &name, app.as_deref()).await
+                db.promote_version(&name, app.as_deref()).await
             })
             .await?;
         if promoted {
@@ -423,23 +423,19 @@ async fn fork_as(
     let from = i32::try_from(from_step.max(1)).map_err(|_| {
         Error::InvalidArgument(format!("step {from_step} is beyond any workflow's steps"))
     })?;
-    let queue = options.queue.unwrap_or_else(|| INTERNAL_QUEUE.to_owned());
-    let (src, new, q, version) = (
-        id.to_owned(),
-        new_id.to_owned(),
-        queue.clone(),
-        options.app_version,
-    );
-    let (exists, _made) = shared
+    let fork = Fork {
+        id: id.to_owned(),
+        new_id: new_id.to_owned(),
+        queue: options.queue.unwrap_or_else(|| INTERNAL_QUEUE.to_owned()),
+        app_version: options.app_version,
+        from_step: from,
+    };
+    let queue = fork.queue.clone();
+    let forked = shared
         .db
-        .call_with(
-            (src, new, q, version),
-            move |db, (src, new, q, version)| async move {
-                admin::fork(&db, &src, &new, &q, version.as_deref(), from).await
-            },
-        )
+        .call_with(fork, |db, fork| async move { db.fork(&fork).await })
         .await?;
-    if !exists {
+    if !forked.exists {
         return Err(Error::NotFound(id.to_owned()));
     }
     start::wake(shared, &queue);

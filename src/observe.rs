@@ -10,7 +10,7 @@ use crate::client::Client;
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::queue::Queue;
-use crate::sysdb::{self, CompletedBucket};
+use crate::sysdb::CompletedBucket;
 
 /// At most this many buckets per throughput query.
 const MAX_BUCKETS: i64 = 10_000;
@@ -45,7 +45,7 @@ impl Client {
         Ok(self
             .shared()
             .db
-            .call(|db| async move { sysdb::ping(&db).await })
+            .call(|db| async move { db.ping().await })
             .await?)
     }
 
@@ -59,7 +59,7 @@ impl Client {
             .shared()
             .db
             .call_with(names, move |db, names| async move {
-                sysdb::queue_counts(&db, &names).await
+                db.queue_counts(&names).await
             })
             .await?;
         Ok(queues
@@ -88,7 +88,7 @@ impl Client {
         let found = self
             .shared()
             .db
-            .call(move |db| async move { sysdb::completed(&db, since, width, count).await })
+            .call(move |db| async move { db.completed(since, width, count).await })
             .await?;
         Ok(fill_buckets(since, width, count, &found))
     }

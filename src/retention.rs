@@ -10,7 +10,6 @@ use crate::client::Client;
 use crate::clock::{millis, now_ms};
 use crate::error::{Error, Result};
 use crate::shared::Shared;
-use crate::sysdb;
 
 /// A retention policy: finished workflows created longer than `older_than` ago, or beyond the
 /// newest `max_rows` finished ones, are deleted with their steps, inputs, outputs, events,
@@ -78,7 +77,7 @@ pub(crate) async fn collect(shared: &Shared, policy: &Retention) -> Result<u64> 
     let keep = policy.max_rows.map(|n| n.min(i64::MAX as u64) as i64);
     let deleted = shared
         .db
-        .call(move |db| async move { sysdb::garbage_collect(&db, cutoff, keep).await })
+        .call(move |db| async move { db.garbage_collect(cutoff, keep).await })
         .await?;
     crate::metrics::workflows_collected(deleted);
     Ok(deleted)

@@ -21,7 +21,7 @@ use crate::queue::QueueMessage;
 use crate::registry::Registry;
 use crate::shared::Config;
 use crate::start::{self, Target, WorkflowOptions};
-use crate::sysdb::SysDb;
+use crate::sysdb::Store;
 
 /// Faults a test can inject (see `Runtime::inject_fault`).
 #[doc(hidden)]
@@ -59,7 +59,7 @@ impl Runtime {
         config: Config,
         registry: Registry,
         declared: Declared,
-        sys: SysDb,
+        sys: Arc<dyn Store>,
         db_retry_timeout: Duration,
         restart: RestartPolicy,
     ) -> Result<Runtime> {

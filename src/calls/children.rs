@@ -14,7 +14,7 @@ use crate::context::{Call, Context};
 use crate::error::{Error, PortableError, Result};
 use crate::start::{self, Target, WorkflowOptions};
 use crate::status::Status;
-use crate::sysdb::{self, StatusRow};
+use crate::sysdb::StatusRow;
 
 /// A child workflow started by [`Context::start_child`] or [`Context::enqueue_child`].
 #[derive(Clone)]
@@ -170,10 +170,7 @@ impl ChildHandle {
             let id = self.id.clone();
             let row = shared
                 .db
-                .call_with(
-                    id,
-                    move |db, id| async move { sysdb::status(&db, &id).await },
-                )
+                .call_with(id, move |db, id| async move { db.status(&id).await })
                 .await?
                 .ok_or_else(|| Error::NotFound(self.id.clone()))?;
             if row.status.status.is_final() {

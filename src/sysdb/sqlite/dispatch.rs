@@ -1,15 +1,41 @@
 //! Dispatch outside claims on SQLite: recovery, taking back a crashed queue actor's workflows,
 //! and counting crash restarts.
 
+use async_trait::async_trait;
 use sqlx::Row;
 
-use super::claim::{claimed_from_row, claimed_row};
-use super::{json_list, Lite};
+use super::claim::claimed_row;
+use super::{json_list, Sqlite};
+use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::{now_ms, Claimed, Executor, INTERNAL_QUEUE};
+use crate::queue::INTERNAL_QUEUE;
+use crate::sysdb::claim::in_dispatch_order;
+use crate::sysdb::dispatch::{Dispatch, Executor};
+use crate::sysdb::Claimed;
+
+#[async_trait]
+impl Dispatch for Sqlite {
+    async fn recover(&self, me: &Executor<'_>) -> Result<u64, DbError> {
+        recover(self, me).await
+    }
+
+    async fn redispatch(
+        &self,
+        me: &Executor<'_>,
+        queue: &str,
+        with_direct: bool,
+        running: &[String],
+    ) -> Result<Vec<Claimed>, DbError> {
+        redispatch(self, me, queue, with_direct, running).await
+    }
+
+    async fn bump_attempts(&self, id: &str, owner: &str) -> Result<Option<i64>, DbError> {
+        bump_attempts(self, id, owner).await
+    }
+}
 
 /// Puts this executor's `PENDING` workflows back on their queue.
-pub(crate) async fn recover(lite: &Lite, me: &Executor<'_>) -> Result<u64, DbError> {
+async fn recover(lite: &Sqlite, me: &Executor<'_>) -> Result<u64, DbError> {
     let mut tx = lite.write().await?;
     let done = sqlx::query(
         "UPDATE workflow_status \
@@ -30,8 +56,8 @@ pub(crate) async fn recover(lite: &Lite, me: &Executor<'_>) -> Result<u64, DbErr
 }
 
 /// Takes back the `PENDING` workflows of `queue` this executor owns but runs no actor for.
-pub(crate) async fn redispatch(
-    lite: &Lite,
+async fn redispatch(
+    lite: &Sqlite,
     me: &Executor<'_>,
     queue: &str,
     with_direct: bool,
@@ -63,19 +89,17 @@ pub(crate) async fn redispatch(
         .bind(now_ms())
         .execute(&mut *tx)
         .await?;
-        keyed.push(claimed_from_row(&claimed_row(&mut tx, &id).await?)?);
+        keyed.push(Claimed::keyed_from_row(
+            &claimed_row(&mut tx, &id).await?,
+            0,
+        )?);
     }
     tx.commit().await?;
-    keyed.sort_by_key(|(priority, created, _)| (*priority, *created));
-    Ok(keyed.into_iter().map(|(_, _, c)| c).collect())
+    Ok(in_dispatch_order(keyed))
 }
 
 /// Counts a crash restart of a running workflow; `None` when it is no longer ours.
-pub(crate) async fn bump_attempts(
-    lite: &Lite,
-    id: &str,
-    owner: &str,
-) -> Result<Option<i64>, DbError> {
+async fn bump_attempts(lite: &Sqlite, id: &str, owner: &str) -> Result<Option<i64>, DbError> {
     let mut tx = lite.write().await?;
     let row = sqlx::query(
         "UPDATE workflow_status \

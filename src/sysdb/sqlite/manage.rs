@@ -1,19 +1,46 @@
-//! Management statements on SQLite: listing workflows and their steps, resuming, forking,
-//! deleting and changing a delay. Each mirrors its Postgres twin in `sysdb::manage`; what
-//! Postgres does in one statement with data-modifying CTEs is one write transaction here.
-//! Wake-ups are the caller's (no NOTIFY): these functions never signal anything.
+//! Management on SQLite: listing workflows and their steps, resuming, forking, deleting and
+//! changing a delay, each one write transaction. Wake-ups are the caller's (no NOTIFY): these
+//! functions never signal anything.
 
+use async_trait::async_trait;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{json_list, Lite};
+use super::{json_list, Sqlite};
+use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::manage::{bind_filters, step_listing, Delayed, Resumed};
-use crate::sysdb::reads::STATUS_COLUMNS;
-use crate::sysdb::{now_ms, ListQuery, ListedRow, StepListing};
+use crate::sysdb::manage::{Fork, Forked, Manage};
+use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};
+use crate::sysdb::{Delayed, ListQuery, ListedRow, Resumed, StepListing};
 
-/// `sysdb::manage::list_sql` in SQLite: JSON arrays for the id and status lists, and a negative
-/// limit (no bound) for a missing one.
+#[async_trait]
+impl Manage for Sqlite {
+    async fn list_workflows(&self, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
+        list(self, q).await
+    }
+
+    async fn list_steps(&self, id: &str) -> Result<Vec<StepListing>, DbError> {
+        steps(self, id).await
+    }
+
+    async fn resume(&self, id: &str, queue: &str) -> Result<Resumed, DbError> {
+        resume(self, id, queue).await
+    }
+
+    async fn fork(&self, f: &Fork) -> Result<Forked, DbError> {
+        fork(self, f).await
+    }
+
+    async fn delete_workflow(&self, id: &str, cascade: bool) -> Result<Vec<String>, DbError> {
+        delete(self, id, cascade).await
+    }
+
+    async fn set_delay(&self, id: &str, until: i64) -> Result<Option<Delayed>, DbError> {
+        set_delay(self, id, until).await
+    }
+}
+
+/// JSON arrays for the id and status lists, and a negative limit (no bound) for a missing one.
 fn list_sql(newest_first: bool) -> String {
     let order = if newest_first { "DESC" } else { "ASC" };
     format!(
@@ -42,8 +69,7 @@ fn list_sql(newest_first: bool) -> String {
     )
 }
 
-/// Workflows matching `q`; see `sysdb::manage::list`.
-pub(crate) async fn list(lite: &Lite, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
+async fn list(lite: &Sqlite, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
     // The ids and statuses are lists: JSON arrays here, arrays on Postgres.
     let query = sqlx::query(AssertSqlSafe(list_sql(q.newest_first)))
         .bind(q.ids.as_deref().map(json_list))
@@ -53,7 +79,7 @@ pub(crate) async fn list(lite: &Lite, q: &ListQuery) -> Result<Vec<ListedRow>, D
 }
 
 /// The recorded calls of workflow `id`, in order.
-pub(crate) async fn steps(lite: &Lite, id: &str) -> Result<Vec<StepListing>, DbError> {
+async fn steps(lite: &Sqlite, id: &str) -> Result<Vec<StepListing>, DbError> {
     let rows = sqlx::query(
         "SELECT function_id, function_name, output, error, child_workflow_id, \
              started_at_epoch_ms, completed_at_epoch_ms, serialization \
@@ -62,12 +88,12 @@ pub(crate) async fn steps(lite: &Lite, id: &str) -> Result<Vec<StepListing>, DbE
     .bind(id)
     .fetch_all(lite.reader())
     .await?;
-    Ok(rows.iter().map(step_listing).collect::<Result<_, _>>()?)
+    all(&rows, StepListing::from_row)
 }
 
 /// Puts `id` back on `queue` unless it finished; reports the owner it took it from (the
 /// caller stops that execution and wakes the queue, as the Postgres NOTIFYs do).
-pub(crate) async fn resume(lite: &Lite, id: &str, queue: &str) -> Result<Resumed, DbError> {
+async fn resume(lite: &Sqlite, id: &str, queue: &str) -> Result<Resumed, DbError> {
     let mut tx = lite.write().await?;
     let Some(old) = sqlx::query("SELECT owner_xid FROM workflow_status WHERE workflow_uuid = ?1")
         .bind(id)
@@ -102,16 +128,8 @@ pub(crate) async fn resume(lite: &Lite, id: &str, queue: &str) -> Result<Resumed
     })
 }
 
-/// Copies `id` as `new_id` on `queue` with its calls before `from_step`; see
-/// `sysdb::manage::fork`. Returns whether the original exists and whether the copy was made.
-pub(crate) async fn fork(
-    lite: &Lite,
-    id: &str,
-    new_id: &str,
-    queue: &str,
-    app_version: Option<&str>,
-    from_step: i32,
-) -> Result<(bool, bool), DbError> {
+async fn fork(lite: &Sqlite, f: &Fork) -> Result<Forked, DbError> {
+    let (id, new_id, from_step) = (f.id.as_str(), f.new_id.as_str(), f.from_step);
     let mut tx = lite.write().await?;
     let exists = sqlx::query("SELECT 1 FROM workflow_status WHERE workflow_uuid = ?1")
         .bind(id)
@@ -134,8 +152,8 @@ pub(crate) async fn fork(
         )
         .bind(id)
         .bind(new_id)
-        .bind(queue)
-        .bind(app_version)
+        .bind(&f.queue)
+        .bind(&f.app_version)
         .bind(now_ms())
         .execute(&mut *tx)
         .await?
@@ -145,7 +163,7 @@ pub(crate) async fn fork(
         copy_history(&mut tx, id, new_id, from_step).await?;
     }
     tx.commit().await?;
-    Ok((exists, made))
+    Ok(Forked { exists, made })
 }
 
 /// The fork's copies: input, the calls before `from_step`, the events they set (the latest
@@ -202,7 +220,7 @@ async fn copy_history(
 
 /// Deletes `id` (and its descendants when `cascade`) with every row that belongs to it;
 /// returns the ids deleted. Steps, inputs and outputs have no foreign key in this layout.
-pub(crate) async fn delete(lite: &Lite, id: &str, cascade: bool) -> Result<Vec<String>, DbError> {
+async fn delete(lite: &Sqlite, id: &str, cascade: bool) -> Result<Vec<String>, DbError> {
     let mut tx = lite.write().await?;
     let tree: Vec<String> = sqlx::query_scalar(
         "WITH RECURSIVE tree(id) AS ( \
@@ -237,11 +255,7 @@ pub(crate) async fn delete(lite: &Lite, id: &str, cascade: bool) -> Result<Vec<S
 }
 
 /// Moves a `DELAYED` workflow's due time; returns its status (`None`: no such workflow).
-pub(crate) async fn set_delay(
-    lite: &Lite,
-    id: &str,
-    until: i64,
-) -> Result<Option<Delayed>, DbError> {
+async fn set_delay(lite: &Sqlite, id: &str, until: i64) -> Result<Option<Delayed>, DbError> {
     let mut tx = lite.write().await?;
     sqlx::query(
         "UPDATE workflow_status SET delay_until_epoch_ms = ?2, updated_at = ?3 \
@@ -258,8 +272,5 @@ pub(crate) async fn set_delay(
             .fetch_optional(&mut *tx)
             .await?;
     tx.commit().await?;
-    Ok(match row {
-        Some(row) => Some(Delayed::from_row(&row)?),
-        None => None,
-    })
+    Ok(row.as_ref().map(Delayed::from_row).transpose()?)
 }

@@ -5,16 +5,28 @@
 //! older SQLite history is refused with a message to run `dbos migrate` on it: DBOS's
 //! step-by-step history is its own, and stead never half-migrates a file.
 
+use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::Lite;
+use super::Sqlite;
 use crate::error::DbError;
-use crate::sysdb::{MigrationReport, DBOS_SCHEMA_VERSION};
+use crate::sysdb::migrate::{MigrationReport, Schema, DBOS_SCHEMA_VERSION};
 
 const SCRIPT: &str = include_str!("../../../migrations/sqlite/0001_dbos_3_4.sql");
 
-/// Brings the file to the DBOS 3.4 layout; the write lock serialises concurrent migrators.
-pub(crate) async fn migrate(lite: &Lite) -> Result<MigrationReport, DbError> {
+#[async_trait]
+impl Schema for Sqlite {
+    /// The write lock serialises concurrent migrators.
+    async fn migrate(&self) -> Result<MigrationReport, DbError> {
+        migrate(self).await
+    }
+
+    async fn schema_version(&self) -> Result<Option<i64>, DbError> {
+        schema_version(self).await
+    }
+}
+
+async fn migrate(lite: &Sqlite) -> Result<MigrationReport, DbError> {
     let mut tx = lite.write().await?;
     let has_table = sqlx::query(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dbos_migrations'",
@@ -58,4 +70,22 @@ pub(crate) async fn migrate(lite: &Lite) -> Result<MigrationReport, DbError> {
     .await?;
     tx.commit().await?;
     Ok(report(DBOS_SCHEMA_VERSION, true))
+}
+
+/// `dbos_migrations`' version; `None` when the table does not exist.
+async fn schema_version(lite: &Sqlite) -> Result<Option<i64>, DbError> {
+    let has_table = sqlx::query(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dbos_migrations'",
+    )
+    .fetch_optional(lite.reader())
+    .await?
+    .is_some();
+    if !has_table {
+        return Ok(None);
+    }
+    Ok(
+        sqlx::query_scalar("SELECT max(version) FROM dbos_migrations")
+            .fetch_one(lite.reader())
+            .await?,
+    )
 }

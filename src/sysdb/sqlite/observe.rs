@@ -1,16 +1,36 @@
 //! Observation reads on SQLite: the load of each queue and completions per time bucket.
 
-use super::{json_list, Lite};
-use crate::error::DbError;
-use sqlx::AssertSqlSafe;
+use async_trait::async_trait;
 
-use crate::sysdb::observe::{CompletedBucket, QueueCounts, THROUGHPUT};
+use super::{json_list, Sqlite};
+use crate::error::DbError;
+use crate::sysdb::observe::Observe;
+use crate::sysdb::rows::all;
+use crate::sysdb::{CompletedBucket, QueueCounts};
+
+#[async_trait]
+impl Observe for Sqlite {
+    async fn ping(&self) -> Result<(), DbError> {
+        sqlx::query("SELECT 1").execute(self.reader()).await?;
+        Ok(())
+    }
+
+    async fn queue_counts(&self, queues: &[String]) -> Result<Vec<QueueCounts>, DbError> {
+        queue_counts(self, queues).await
+    }
+
+    async fn completed(
+        &self,
+        since_ms: i64,
+        bucket_ms: i64,
+        buckets: i64,
+    ) -> Result<Vec<CompletedBucket>, DbError> {
+        completed(self, since_ms, bucket_ms, buckets).await
+    }
+}
 
 /// The counts of the queues named; queues with nothing waiting or running are absent.
-pub(crate) async fn queue_counts(
-    lite: &Lite,
-    queues: &[String],
-) -> Result<Vec<QueueCounts>, DbError> {
+async fn queue_counts(lite: &Sqlite, queues: &[String]) -> Result<Vec<QueueCounts>, DbError> {
     let rows = sqlx::query(
         "SELECT queue_name, count(*) FILTER (WHERE status = 'ENQUEUED'), \
                 count(*) FILTER (WHERE status = 'PENDING') \
@@ -22,28 +42,28 @@ pub(crate) async fn queue_counts(
     .bind(json_list(queues))
     .fetch_all(lite.reader())
     .await?;
-    Ok(rows
-        .iter()
-        .map(QueueCounts::from_row)
-        .collect::<Result<_, _>>()?)
+    all(&rows, QueueCounts::from_row)
 }
 
 /// Completions in `buckets` buckets of `bucket_ms` from `since_ms`; empty buckets are absent.
-pub(crate) async fn completed(
-    lite: &Lite,
+async fn completed(
+    lite: &Sqlite,
     since_ms: i64,
     bucket_ms: i64,
     buckets: i64,
 ) -> Result<Vec<CompletedBucket>, DbError> {
-    // Postgres's statement, unqualified: its `$n` parameters first appear in order.
-    let rows = sqlx::query(AssertSqlSafe(THROUGHPUT.replace("{s}.", "")))
-        .bind(since_ms)
-        .bind(bucket_ms)
-        .bind(buckets)
-        .fetch_all(lite.reader())
-        .await?;
-    Ok(rows
-        .iter()
-        .map(CompletedBucket::from_row)
-        .collect::<Result<_, _>>()?)
+    let rows = sqlx::query(
+        "SELECT (completed_at - ?1) / ?2 AS bucket, \
+                count(*) FILTER (WHERE status = 'SUCCESS'), \
+                count(*) FILTER (WHERE status <> 'SUCCESS') \
+         FROM workflow_status \
+         WHERE completed_at IS NOT NULL AND completed_at >= ?1 AND completed_at < ?1 + ?2 * ?3 \
+         GROUP BY 1 ORDER BY 1",
+    )
+    .bind(since_ms)
+    .bind(bucket_ms)
+    .bind(buckets)
+    .fetch_all(lite.reader())
+    .await?;
+    all(&rows, CompletedBucket::from_row)
 }

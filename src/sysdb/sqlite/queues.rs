@@ -1,28 +1,50 @@
 //! The `queues` table on SQLite.
 
+use async_trait::async_trait;
 use sqlx::AssertSqlSafe;
 
-use super::Lite;
+use super::Sqlite;
 use crate::error::DbError;
 use crate::queue::Queue;
-use crate::sysdb::queues::{bind_queue, row_to_queue, COLUMNS};
+use crate::sysdb::queues::Queues;
+use crate::sysdb::rows::{all, bind_queue, queue_from_row, QUEUE_COLUMNS};
+
+#[async_trait]
+impl Queues for Sqlite {
+    async fn list_queues(&self, app: Option<&str>) -> Result<Vec<Queue>, DbError> {
+        list(self, app).await
+    }
+
+    async fn put_queue(
+        &self,
+        q: &Queue,
+        app: Option<&str>,
+        replace: bool,
+    ) -> Result<Option<bool>, DbError> {
+        put(self, q, app, replace).await
+    }
+
+    async fn delete_queue(&self, name: &str) -> Result<bool, DbError> {
+        delete(self, name).await
+    }
+}
 
 /// The queues of this application (rows of its name, and rows of none).
-pub(crate) async fn list(lite: &Lite, app: Option<&str>) -> Result<Vec<Queue>, DbError> {
+async fn list(lite: &Sqlite, app: Option<&str>) -> Result<Vec<Queue>, DbError> {
     let sql = format!(
-        "SELECT {COLUMNS} FROM queues \
+        "SELECT {QUEUE_COLUMNS} FROM queues \
          WHERE application_name = ?1 OR application_name IS NULL ORDER BY name"
     );
     let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(app)
         .fetch_all(lite.reader())
         .await?;
-    Ok(rows.iter().map(row_to_queue).collect::<Result<_, _>>()?)
+    all(&rows, queue_from_row)
 }
 
 /// Writes a queue's definition; see `sysdb::queues::put`.
-pub(crate) async fn put(
-    lite: &Lite,
+async fn put(
+    lite: &Sqlite,
     q: &Queue,
     app: Option<&str>,
     replace: bool,
@@ -46,7 +68,7 @@ pub(crate) async fn put(
             .to_owned()
     } else {
         format!(
-            "INSERT INTO queues ({COLUMNS}, application_name, created_at, updated_at) \
+            "INSERT INTO queues ({QUEUE_COLUMNS}, application_name, created_at, updated_at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14)"
         )
     };
@@ -58,7 +80,7 @@ pub(crate) async fn put(
 }
 
 /// Deletes a queue's definition; false when there was none.
-pub(crate) async fn delete(lite: &Lite, name: &str) -> Result<bool, DbError> {
+async fn delete(lite: &Sqlite, name: &str) -> Result<bool, DbError> {
     let mut tx = lite.write().await?;
     let done = sqlx::query("DELETE FROM queues WHERE name = ?1")
         .bind(name)

@@ -1,16 +1,47 @@
 //! Reads on SQLite: a workflow's status row with its outcome, events and stream values.
 
+use async_trait::async_trait;
 use sqlx::Row;
 
-use super::Lite;
+use super::Sqlite;
 use crate::error::DbError;
-use crate::sysdb::reads::status_sql;
+use crate::sysdb::reads::Reads;
+use crate::sysdb::rows::{all, STATUS_COLUMNS};
 use crate::sysdb::{StatusRow, StreamRow};
 
-/// The status row of `id`, or `None` when no such workflow exists.
-pub(crate) async fn status(lite: &Lite, id: &str) -> Result<Option<StatusRow>, DbError> {
-    // Postgres's statement, unqualified: it takes one parameter and nothing Postgres-only.
-    let sql = status_sql().replace("{s}.", "");
+#[async_trait]
+impl Reads for Sqlite {
+    async fn status(&self, id: &str) -> Result<Option<StatusRow>, DbError> {
+        status(self, id).await
+    }
+
+    async fn get_event(
+        &self,
+        id: &str,
+        key: &str,
+    ) -> Result<Option<(String, Option<String>)>, DbError> {
+        get_event(self, id, key).await
+    }
+
+    async fn read_stream(
+        &self,
+        id: &str,
+        key: &str,
+        offset: i32,
+        limit: i64,
+    ) -> Result<Vec<StreamRow>, DbError> {
+        read_stream(self, id, key, offset, limit).await
+    }
+}
+
+async fn status(lite: &Sqlite, id: &str) -> Result<Option<StatusRow>, DbError> {
+    let sql = format!(
+        "SELECT {STATUS_COLUMNS}, w.serialization, COALESCE(o.output, w.output), \
+           COALESCE(o.error, w.error) \
+         FROM workflow_status w \
+         LEFT JOIN workflow_output o ON o.workflow_uuid = w.workflow_uuid \
+         WHERE w.workflow_uuid = ?1"
+    );
     let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(id)
         .fetch_optional(lite.reader())
@@ -21,9 +52,8 @@ pub(crate) async fn status(lite: &Lite, id: &str) -> Result<Option<StatusRow>, D
     Ok(Some(StatusRow::from_row(&row)?))
 }
 
-/// The latest value of event `key` of workflow `id`, with its serialization.
-pub(crate) async fn get_event(
-    lite: &Lite,
+async fn get_event(
+    lite: &Sqlite,
     id: &str,
     key: &str,
 ) -> Result<Option<(String, Option<String>)>, DbError> {
@@ -40,9 +70,8 @@ pub(crate) async fn get_event(
     })
 }
 
-/// Up to `limit` values of stream `key` of workflow `id`, from `offset` on.
-pub(crate) async fn read_stream(
-    lite: &Lite,
+async fn read_stream(
+    lite: &Sqlite,
     id: &str,
     key: &str,
     offset: i32,
@@ -59,8 +88,5 @@ pub(crate) async fn read_stream(
     .bind(limit)
     .fetch_all(lite.reader())
     .await?;
-    Ok(rows
-        .iter()
-        .map(StreamRow::from_row)
-        .collect::<Result<_, _>>()?)
+    all(&rows, StreamRow::from_row)
 }

@@ -3,11 +3,22 @@
 //! events, streams and messages cascade). Never selects `PENDING`, `ENQUEUED` or `DELAYED` rows.
 //! Each batch is its own write transaction, so a large collection never holds the writer long.
 
-use super::{json_list, Lite};
-use crate::error::DbError;
+use async_trait::async_trait;
 
-/// Rows deleted per transaction.
-const BATCH: i64 = 10_000;
+use super::{json_list, Sqlite};
+use crate::error::DbError;
+use crate::sysdb::retention::{Collect, COLLECT_BATCH as BATCH};
+
+#[async_trait]
+impl Collect for Sqlite {
+    async fn garbage_collect(
+        &self,
+        older_than_ms: Option<i64>,
+        keep_newest: Option<i64>,
+    ) -> Result<u64, DbError> {
+        garbage_collect(self, older_than_ms, keep_newest).await
+    }
+}
 
 /// Victims: finished rows created before ?1, or outside the newest ?2 finished rows (by
 /// `created_at`, then id, so the cap keeps exactly ?2); at most ?3 of them.
@@ -31,10 +42,8 @@ const TABLES: [&str; 4] = [
     "workflow_status",
 ];
 
-/// Deletes finished workflows created before `older_than_ms` (epoch ms) or beyond the newest
-/// `keep_newest` finished ones; with neither, deletes nothing. Returns how many it deleted.
-pub(crate) async fn garbage_collect(
-    lite: &Lite,
+async fn garbage_collect(
+    lite: &Sqlite,
     older_than_ms: Option<i64>,
     keep_newest: Option<i64>,
 ) -> Result<u64, DbError> {

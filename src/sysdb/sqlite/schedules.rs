@@ -1,43 +1,68 @@
-//! The `workflow_schedules` table and the firing statement on SQLite; each mirrors its Postgres
-//! twin in `sysdb::schedules`. Firing is one write transaction: runs that exist already are
+//! The `workflow_schedules` table and the firing statement on SQLite. Firing is one write transaction: runs that exist already are
 //! left alone, so a firing is never enqueued twice. Waking the queue is the caller's.
 
+use async_trait::async_trait;
 use sqlx::AssertSqlSafe;
 
-use super::Lite;
+use super::Sqlite;
+use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::schedules::{bind_schedule, row_to_schedule, COLUMNS};
-use crate::sysdb::{now_ms, Firings, ScheduleRow};
+use crate::sysdb::rows::{all, bind_schedule, SCHEDULE_COLUMNS};
+use crate::sysdb::schedules::Schedules;
+use crate::sysdb::{Firings, ScheduleRow};
+
+#[async_trait]
+impl Schedules for Sqlite {
+    async fn list_schedules(&self, app: Option<&str>) -> Result<Vec<ScheduleRow>, DbError> {
+        list(self, app).await
+    }
+
+    async fn get_schedule(&self, name: &str) -> Result<Option<ScheduleRow>, DbError> {
+        get(self, name).await
+    }
+
+    async fn put_schedule(&self, s: &ScheduleRow, replace: bool) -> Result<Option<bool>, DbError> {
+        put(self, s, replace).await
+    }
+
+    async fn set_schedule_status(&self, name: &str, status: &str) -> Result<bool, DbError> {
+        set_status(self, name, status).await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool, DbError> {
+        delete(self, name).await
+    }
+
+    async fn fire_schedule(&self, f: &Firings) -> Result<u64, DbError> {
+        fire(self, f).await
+    }
+}
 
 /// The schedules of this application (rows of its name, and rows of none).
-pub(crate) async fn list(lite: &Lite, app: Option<&str>) -> Result<Vec<ScheduleRow>, DbError> {
+async fn list(lite: &Sqlite, app: Option<&str>) -> Result<Vec<ScheduleRow>, DbError> {
     let sql = format!(
-        "SELECT {COLUMNS} FROM workflow_schedules \
+        "SELECT {SCHEDULE_COLUMNS} FROM workflow_schedules \
          WHERE application_name = ?1 OR application_name IS NULL ORDER BY schedule_name"
     );
     let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(app)
         .fetch_all(lite.reader())
         .await?;
-    Ok(rows.iter().map(row_to_schedule).collect::<Result<_, _>>()?)
+    all(&rows, ScheduleRow::from_row)
 }
 
 /// The schedule named `name`, if any.
-pub(crate) async fn get(lite: &Lite, name: &str) -> Result<Option<ScheduleRow>, DbError> {
-    let sql = format!("SELECT {COLUMNS} FROM workflow_schedules WHERE schedule_name = ?1");
+async fn get(lite: &Sqlite, name: &str) -> Result<Option<ScheduleRow>, DbError> {
+    let sql = format!("SELECT {SCHEDULE_COLUMNS} FROM workflow_schedules WHERE schedule_name = ?1");
     let row = sqlx::query(AssertSqlSafe(sql))
         .bind(name)
         .fetch_optional(lite.reader())
         .await?;
-    Ok(row.as_ref().map(row_to_schedule).transpose()?)
+    Ok(row.as_ref().map(ScheduleRow::from_row).transpose()?)
 }
 
 /// Writes a schedule; see `sysdb::schedules::put` (`None`: it existed and was left alone).
-pub(crate) async fn put(
-    lite: &Lite,
-    s: &ScheduleRow,
-    replace: bool,
-) -> Result<Option<bool>, DbError> {
+async fn put(lite: &Sqlite, s: &ScheduleRow, replace: bool) -> Result<Option<bool>, DbError> {
     let mut tx = lite.write().await?;
     let exists = sqlx::query("SELECT 1 FROM workflow_schedules WHERE schedule_name = ?1")
         .bind(&s.name)
@@ -45,7 +70,7 @@ pub(crate) async fn put(
         .await?
         .is_some();
     let sql = format!(
-        "INSERT INTO workflow_schedules AS w ({COLUMNS}) \
+        "INSERT INTO workflow_schedules AS w ({SCHEDULE_COLUMNS}) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
          ON CONFLICT (schedule_name) DO UPDATE SET workflow_name = excluded.workflow_name, \
            workflow_class_name = excluded.workflow_class_name, schedule = excluded.schedule, \
@@ -65,7 +90,7 @@ pub(crate) async fn put(
 }
 
 /// Sets a schedule's status; false when there is no such schedule.
-pub(crate) async fn set_status(lite: &Lite, name: &str, status: &str) -> Result<bool, DbError> {
+async fn set_status(lite: &Sqlite, name: &str, status: &str) -> Result<bool, DbError> {
     let mut tx = lite.write().await?;
     let done = sqlx::query("UPDATE workflow_schedules SET status = ?2 WHERE schedule_name = ?1")
         .bind(name)
@@ -77,7 +102,7 @@ pub(crate) async fn set_status(lite: &Lite, name: &str, status: &str) -> Result<
 }
 
 /// Deletes a schedule; false when there was none. Runs it already enqueued stay.
-pub(crate) async fn delete(lite: &Lite, name: &str) -> Result<bool, DbError> {
+async fn delete(lite: &Sqlite, name: &str) -> Result<bool, DbError> {
     let mut tx = lite.write().await?;
     let done = sqlx::query("DELETE FROM workflow_schedules WHERE schedule_name = ?1")
         .bind(name)
@@ -90,7 +115,7 @@ pub(crate) async fn delete(lite: &Lite, name: &str) -> Result<bool, DbError> {
 /// Enqueues `f`'s runs that do not exist yet (consecutive `created_at` values keep a
 /// backfill's firings in order) and records the schedule's last firing; returns how many it
 /// created.
-pub(crate) async fn fire(lite: &Lite, f: &Firings) -> Result<u64, DbError> {
+async fn fire(lite: &Sqlite, f: &Firings) -> Result<u64, DbError> {
     let mut tx = lite.write().await?;
     let now = now_ms();
     let mut created = 0;

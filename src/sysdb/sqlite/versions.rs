@@ -1,12 +1,31 @@
-//! Application versions and the schema version on SQLite.
+//! Application versions on SQLite.
 
-use super::Lite;
+use async_trait::async_trait;
+
+use super::Sqlite;
+use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::versions::version_from_row;
-use crate::sysdb::{now_ms, AppVersion};
+use crate::sysdb::rows::{all, version_from_row};
+use crate::sysdb::versions::Versions;
+use crate::sysdb::AppVersion;
+
+#[async_trait]
+impl Versions for Sqlite {
+    async fn register_version(&self, name: &str, app: Option<&str>) -> Result<(), DbError> {
+        register(self, name, app).await
+    }
+
+    async fn list_versions(&self, app: Option<&str>) -> Result<Vec<AppVersion>, DbError> {
+        list(self, app).await
+    }
+
+    async fn promote_version(&self, name: &str, app: Option<&str>) -> Result<bool, DbError> {
+        promote(self, name, app).await
+    }
+}
 
 /// Records version `name` of application `app` (first launch of a version makes it the latest).
-pub(crate) async fn register(lite: &Lite, name: &str, app: Option<&str>) -> Result<(), DbError> {
+async fn register(lite: &Sqlite, name: &str, app: Option<&str>) -> Result<(), DbError> {
     let mut tx = lite.write().await?;
     sqlx::query(
         "INSERT INTO application_versions (version_id, version_name, version_timestamp, \
@@ -27,7 +46,7 @@ pub(crate) async fn register(lite: &Lite, name: &str, app: Option<&str>) -> Resu
 }
 
 /// The versions of application `app`, latest first.
-pub(crate) async fn list(lite: &Lite, app: Option<&str>) -> Result<Vec<AppVersion>, DbError> {
+async fn list(lite: &Sqlite, app: Option<&str>) -> Result<Vec<AppVersion>, DbError> {
     let rows = sqlx::query(
         "SELECT version_name, application_name, version_timestamp, created_at \
          FROM application_versions WHERE application_name IS ?1 \
@@ -36,14 +55,11 @@ pub(crate) async fn list(lite: &Lite, app: Option<&str>) -> Result<Vec<AppVersio
     .bind(app)
     .fetch_all(lite.reader())
     .await?;
-    Ok(rows
-        .iter()
-        .map(version_from_row)
-        .collect::<Result<_, _>>()?)
+    all(&rows, version_from_row)
 }
 
 /// Makes version `name` the latest; false when it is not registered.
-pub(crate) async fn promote(lite: &Lite, name: &str, app: Option<&str>) -> Result<bool, DbError> {
+async fn promote(lite: &Sqlite, name: &str, app: Option<&str>) -> Result<bool, DbError> {
     let mut tx = lite.write().await?;
     let done = sqlx::query(
         "UPDATE application_versions SET version_timestamp = ?3 \
@@ -56,22 +72,4 @@ pub(crate) async fn promote(lite: &Lite, name: &str, app: Option<&str>) -> Resul
     .await?;
     tx.commit().await?;
     Ok(done.rows_affected() > 0)
-}
-
-/// `dbos_migrations`' version; `None` when the table does not exist.
-pub(crate) async fn schema_version(lite: &Lite) -> Result<Option<i64>, DbError> {
-    let has_table = sqlx::query(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dbos_migrations'",
-    )
-    .fetch_optional(lite.reader())
-    .await?
-    .is_some();
-    if !has_table {
-        return Ok(None);
-    }
-    Ok(
-        sqlx::query_scalar("SELECT max(version) FROM dbos_migrations")
-            .fetch_one(lite.reader())
-            .await?,
-    )
 }

@@ -1,0 +1,1 @@
+//! The shared store suite (filled in below).
