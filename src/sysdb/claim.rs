@@ -1,26 +1,29 @@
 //! Claiming: how an executor takes enqueued workflows of a queue to run. Both backends follow
-//! these rules (the shared suite checks them on each):
+//! these rules, in this order (the shared suite checks them on each):
 //!
-//! 1. **Promote.** Every `DELAYED` row of the queue that is due (`delay_until <= now`) becomes
-//!    `ENQUEUED`; a debounced one also releases its deduplication id (its debounce key), so a
-//!    later call starts a new run. The count is `promoted`.
-//! 2. **Budget.** `allowed` = the smallest of the caller's free slots (`limit`, which already
+//! 1. **Budget.** `allowed` = the smallest of the caller's free slots (`limit`, which already
 //!    counts worker concurrency), the queue's global concurrency minus its `PENDING` rows, and
 //!    its rate limit minus the starts of rate-limited runs within the trailing period; never
-//!    below zero. `rate_limited` says the rate limit was the smallest.
-//! 3. **Pick.** `ENQUEUED` rows of the queue in priority order, then `created_at` (FIFO),
-//!    that this executor may run: its application version, or none when no newer version of
-//!    its application is registered; its application name, or none. On a partitioned queue, per
-//!    partition key, only as many as the partition's concurrency, worker concurrency (rows this
-//!    executor runs) and rate limit leave. At most `allowed` rows.
-//! 4. **Take.** Each picked row becomes `PENDING` under a fresh owner token, this executor and
+//!    below zero. `rate_limited` says the rate limit was smaller than the slots.
+//! 2. **Pick.** `ENQUEUED` rows of the queue in priority order, then `created_at` (FIFO),
+//!    that this executor may run: of its application version, or of none when no newer version
+//!    of its application is registered; of its application name, or of none. On a partitioned
+//!    queue, per partition key, only as many as the partition's concurrency, worker concurrency
+//!    (rows this executor runs) and rate limit leave. At most `allowed` rows.
+//! 3. **Take.** Each picked row becomes `PENDING` under a fresh owner token, this executor and
 //!    version, `started_at = now`, one more recovery attempt, `rate_limited` set when the queue
-//!    has a rate limit, and a deadline of `now + timeout` when it has a timeout and no deadline.
-//!    A row another executor took meanwhile is skipped, never taken twice.
+//!    or its partitions have a rate limit, and a deadline of `now + timeout` when it has a
+//!    timeout and no deadline yet. A row another executor took meanwhile is skipped.
+//! 4. **Promote.** Every `DELAYED` row of the queue that is due (`delay_until <= now`) becomes
+//!    `ENQUEUED` (`promoted` counts them); a debounced one also releases its deduplication id,
+//!    its debounce key, so a later call starts a new run. Promoted rows are taken by the next
+//!    claim (Postgres's one statement picks from the snapshot before it); the caller claims
+//!    again at once when `promoted > 0`.
 //! 5. **Report.** What was taken (priority, then FIFO order); the earliest future due time of
-//!    the queue's `DELAYED` rows (`next_due`); the `ENQUEUED` rows seen before the claim,
-//!    counted up to `limit + 1` (`seen`); the whole depth when asked (`with_depth`); and, when
-//!    rate-limited, when the oldest start in the window leaves it (`rate_free_at`).
+//!    the queue's `DELAYED` rows (`next_due`); the `ENQUEUED` rows there were before the claim,
+//!    counted up to `limit + 1` (`seen`); when asked (`with_depth`), the `ENQUEUED` rows left
+//!    after it (`depth`); and, when rate-limited, when the oldest start in the window leaves it
+//!    (`rate_free_at`).
 //!
 //! Counts of shared limits must be exact when several executors claim at once: Postgres takes
 //! a per-queue advisory lock for claims of queues with a shared limit; SQLite's one writer

@@ -103,8 +103,11 @@ const TAKE: &str = r#", claimed AS (
 SELECT a.n, a.rate_limited, (SELECT count(*) FROM promoted),
        (SELECT min(delay_until_epoch_ms) FROM {s}.workflow_status
         WHERE status = 'DELAYED' AND queue_name = $1 AND delay_until_epoch_ms > $6),
+       -- The statement's snapshot predates its own updates: count what they leave.
        CASE WHEN $10 THEN (SELECT count(*) FROM {s}.workflow_status
-                           WHERE queue_name = $1 AND status = 'ENQUEUED') END,
+                           WHERE queue_name = $1 AND status = 'ENQUEUED')
+                          - (SELECT count(*) FROM claimed)
+                          + (SELECT count(*) FROM promoted) END,
        (SELECT count(*) FROM (SELECT 1 FROM {s}.workflow_status
                               WHERE queue_name = $1 AND status = 'ENQUEUED'
                               LIMIT $4::int8 + 1) seen),

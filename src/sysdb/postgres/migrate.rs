@@ -131,53 +131,8 @@ async fn read_version(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sysdb::suite::PgScratch;
     use sqlx::Executor;
-
-    fn server_url() -> String {
-        std::env::var("STEAD_TEST_PG")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
-    }
-
-    /// A throwaway database, dropped with this value (also when the test panics).
-    struct ScratchDb {
-        name: String,
-        url: String,
-    }
-
-    impl ScratchDb {
-        async fn new() -> ScratchDb {
-            let name = format!("stead_u_{}", uuid::Uuid::new_v4().simple());
-            let mut admin = PgConnection::connect(&format!("{}/postgres", server_url()))
-                .await
-                .unwrap();
-            admin
-                .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                .await
-                .unwrap();
-            let url = format!("{}/{name}", server_url());
-            ScratchDb { name, url }
-        }
-    }
-
-    impl Drop for ScratchDb {
-        fn drop(&mut self) {
-            let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-            // Drop runs inside the test's runtime; finish on a thread with its own.
-            let _ = std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                rt.block_on(async {
-                    let admin = PgConnection::connect(&format!("{}/postgres", server_url()));
-                    if let Ok(mut admin) = admin.await {
-                        let _ = admin.execute(AssertSqlSafe(sql)).await;
-                    }
-                });
-            })
-            .join();
-        }
-    }
 
     /// Whether another session could take the migration lock right now.
     async fn lock_is_free(url: &str) -> bool {
@@ -202,7 +157,7 @@ mod tests {
     // integration tests cannot see that because their connection closes right after.
     #[tokio::test]
     async fn lock_is_released_after_success_and_after_failure() {
-        let db = ScratchDb::new().await;
+        let db = PgScratch::new().await;
         let url = db.url.clone();
         let mut conn = PgConnection::connect(&url).await.unwrap();
 

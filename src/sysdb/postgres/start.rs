@@ -147,12 +147,21 @@ fn outcomes(batch: &[&NewWorkflow], rows: Vec<StartRow>) -> Result<Vec<StartOutc
     }
     let mut outcomes = Vec::with_capacity(batch.len());
     // Later rows of the batch with the key of an earlier one were skipped by the insert and
-    // could not see it: answer them from the earlier row.
+    // could not see it (a repeated id even reads as created): answer them from the earlier row.
     let mut by_id: HashMap<&str, usize> = HashMap::new();
     let mut by_dedup: HashMap<(&str, &str), usize> = HashMap::new();
     for (i, (w, row)) in batch.iter().zip(rows).enumerate() {
         let ours = w.owner.is_some() && row.owner == w.owner;
-        let outcome = if row.created || ours {
+        let outcome = if let Some(&f) = by_id.get(w.id.as_str()) {
+            if w.owner.is_some() && batch[f].owner == w.owner {
+                StartOutcome::Created
+            } else {
+                StartOutcome::Existing {
+                    name: batch[f].name.clone(),
+                    status: batch[f].status().into(),
+                }
+            }
+        } else if row.created || ours {
             StartOutcome::Created
         } else if let Some(name) = row.name {
             StartOutcome::Existing {
@@ -161,11 +170,6 @@ fn outcomes(batch: &[&NewWorkflow], rows: Vec<StartRow>) -> Result<Vec<StartOutc
             }
         } else if let Some(holder) = row.holder {
             StartOutcome::Duplicate { holder }
-        } else if let Some(&f) = by_id.get(w.id.as_str()) {
-            StartOutcome::Existing {
-                name: batch[f].name.clone(),
-                status: batch[f].status().into(),
-            }
         } else if let Some(&f) = w.dedup_key().and_then(|k| by_dedup.get(&k)) {
             StartOutcome::Duplicate {
                 holder: batch[f].id.clone(),

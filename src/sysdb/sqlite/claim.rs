@@ -1,7 +1,7 @@
 //! Claiming on SQLite, by the rules in `sysdb::claim`. The flush's write transaction already
 //! excludes every other writer, so the counts of shared limits are exact without a lock of
 //! their own, and the claim can be done step by step: promote due delayed rows, size the
-//! budget, pick, take, report.
+//! budget, pick, take, report, promote.
 
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::{AssertSqlSafe, Row};
@@ -33,21 +33,7 @@ pub(super) async fn run(
     r: &ClaimRequest,
 ) -> Result<ClaimOutcome, DbError> {
     let q = &r.queue;
-    // A debounced row releases its debounce key as it leaves DELAYED: later calls start anew.
-    let promoted = sqlx::query(
-        "UPDATE workflow_status SET status = 'ENQUEUED', updated_at = ?2, \
-             deduplication_id = CASE WHEN is_debounced THEN NULL ELSE deduplication_id END \
-         WHERE status = 'DELAYED' AND delay_until_epoch_ms <= ?2 AND queue_name = ?1",
-    )
-    .bind(&q.name)
-    .bind(r.now)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected() as i64;
-    let mut out = ClaimOutcome {
-        promoted,
-        ..ClaimOutcome::default()
-    };
+    let mut out = ClaimOutcome::default();
 
     // The shared limits: running workflows of the queue, and starts within the rate window.
     let (mut slots, mut rate) = (r.limit, r.limit);
@@ -83,7 +69,26 @@ pub(super) async fn run(
     }
     out.claimed = in_dispatch_order(keyed);
     report(tx, r, window_start, &mut out).await?;
+    // Last, as Postgres's one statement does: rows promoted now are taken by the next claim.
+    out.promoted = promote(tx, r).await?;
+    out.depth = out.depth.map(|left| left + out.promoted);
     Ok(out)
+}
+
+/// Moves the queue's due `DELAYED` rows to `ENQUEUED`. A debounced row releases its debounce
+/// key as it leaves `DELAYED`: later calls start anew.
+async fn promote(tx: &mut SqliteConnection, r: &ClaimRequest) -> Result<i64, DbError> {
+    let promoted = sqlx::query(
+        "UPDATE workflow_status SET status = 'ENQUEUED', updated_at = ?2, \
+             deduplication_id = CASE WHEN is_debounced THEN NULL ELSE deduplication_id END \
+         WHERE status = 'DELAYED' AND delay_until_epoch_ms <= ?2 AND queue_name = ?1",
+    )
+    .bind(&r.queue.name)
+    .bind(r.now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    Ok(promoted as i64)
 }
 
 /// The ids to take, oldest first by priority; for a partitioned queue, per partition key as
