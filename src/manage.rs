@@ -2,7 +2,7 @@
 //! resume, fork, delete, move a delay, and choose the latest application version. The same
 //! operations DBOS's client and CLI offer, over the same rows.
 //!
-//! It runs no workflow code and builds no SQL: statements live in `sysdb::manage`.
+//! It runs no workflow code and builds no SQL: it calls the store (`sysdb::manage`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

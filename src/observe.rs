@@ -2,7 +2,7 @@
 //! how loaded each queue is, and how many workflows completed per time bucket. What the admin
 //! endpoints and the dashboard show; useful on their own for health checks and gauges.
 //!
-//! It only reads, and builds no SQL: statements live in `sysdb::observe`.
+//! It only reads, and builds no SQL: it calls the store (`sysdb::observe`).
 
 use std::time::Duration;
 

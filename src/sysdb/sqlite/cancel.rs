@@ -27,29 +27,25 @@ RETURNING workflow_uuid
 #[async_trait]
 impl Cancels for Sqlite {
     async fn cancel(&self, id: &str, cascade: bool) -> Result<Cancelled, DbError> {
-        cancel(self, id, cascade).await
+        let mut tx = self.write().await?;
+        let exists = sqlx::query("SELECT 1 FROM workflow_status WHERE workflow_uuid = ?1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        let rows = sqlx::query(CANCEL)
+            .bind(id)
+            .bind(cascade)
+            .bind(now_ms())
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Cancelled {
+            exists,
+            ids: rows
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<Result<_, _>>()?,
+        })
     }
-}
-
-async fn cancel(lite: &Sqlite, id: &str, cascade: bool) -> Result<Cancelled, DbError> {
-    let mut tx = lite.write().await?;
-    let exists = sqlx::query("SELECT 1 FROM workflow_status WHERE workflow_uuid = ?1")
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .is_some();
-    let rows = sqlx::query(CANCEL)
-        .bind(id)
-        .bind(cascade)
-        .bind(now_ms())
-        .fetch_all(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(Cancelled {
-        exists,
-        ids: rows
-            .iter()
-            .map(|r| r.try_get(0))
-            .collect::<Result<_, _>>()?,
-    })
 }

@@ -18,74 +18,65 @@ const SCRIPT: &str = include_str!("../../../migrations/sqlite/0001_dbos_3_4.sql"
 impl Schema for Sqlite {
     /// The write lock serialises concurrent migrators.
     async fn migrate(&self) -> Result<MigrationReport, DbError> {
-        migrate(self).await
+        let mut tx = self.write().await?;
+        let has_table = sqlx::query(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dbos_migrations'",
+        )
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
+        let found_version: Option<i64> = if has_table {
+            sqlx::query("SELECT max(version) FROM dbos_migrations")
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get(0)?
+        } else {
+            None
+        };
+        let report = |version, applied| MigrationReport {
+            schema: "main".to_owned(),
+            found_version,
+            version,
+            applied,
+        };
+        match found_version {
+            Some(v) if v >= DBOS_SCHEMA_VERSION => return Ok(report(v, false)),
+            Some(v) if v > 0 => {
+                return Err(DbError::Query(format!(
+                    "this SQLite system database is at DBOS migration {v}, older than DBOS 3.4 \
+                     ({DBOS_SCHEMA_VERSION}); run `dbos migrate` (DBOS 3.4) on it first"
+                )))
+            }
+            _ => {}
+        }
+        sqlx::raw_sql(AssertSqlSafe(SCRIPT))
+            .execute(&mut *tx)
+            .await?;
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "CREATE TABLE IF NOT EXISTS dbos_migrations (version INTEGER NOT NULL PRIMARY KEY);
+             DELETE FROM dbos_migrations;
+             INSERT INTO dbos_migrations (version) VALUES ({DBOS_SCHEMA_VERSION});"
+        )))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(report(DBOS_SCHEMA_VERSION, true))
     }
 
     async fn schema_version(&self) -> Result<Option<i64>, DbError> {
-        schema_version(self).await
-    }
-}
-
-async fn migrate(lite: &Sqlite) -> Result<MigrationReport, DbError> {
-    let mut tx = lite.write().await?;
-    let has_table = sqlx::query(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dbos_migrations'",
-    )
-    .fetch_optional(&mut *tx)
-    .await?
-    .is_some();
-    let found_version: Option<i64> = if has_table {
-        sqlx::query("SELECT max(version) FROM dbos_migrations")
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get(0)?
-    } else {
-        None
-    };
-    let report = |version, applied| MigrationReport {
-        schema: "main".to_owned(),
-        found_version,
-        version,
-        applied,
-    };
-    match found_version {
-        Some(v) if v >= DBOS_SCHEMA_VERSION => return Ok(report(v, false)),
-        Some(v) if v > 0 => {
-            return Err(DbError::Query(format!(
-                "this SQLite system database is at DBOS migration {v}, older than DBOS 3.4 \
-                 ({DBOS_SCHEMA_VERSION}); run `dbos migrate` (DBOS 3.4) on it first"
-            )))
+        let has_table = sqlx::query(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dbos_migrations'",
+        )
+        .fetch_optional(self.reader())
+        .await?
+        .is_some();
+        if !has_table {
+            return Ok(None);
         }
-        _ => {}
+        Ok(
+            sqlx::query_scalar("SELECT max(version) FROM dbos_migrations")
+                .fetch_one(self.reader())
+                .await?,
+        )
     }
-    sqlx::raw_sql(AssertSqlSafe(SCRIPT))
-        .execute(&mut *tx)
-        .await?;
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "CREATE TABLE IF NOT EXISTS dbos_migrations (version INTEGER NOT NULL PRIMARY KEY);
-         DELETE FROM dbos_migrations;
-         INSERT INTO dbos_migrations (version) VALUES ({DBOS_SCHEMA_VERSION});"
-    )))
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(report(DBOS_SCHEMA_VERSION, true))
-}
-
-/// `dbos_migrations`' version; `None` when the table does not exist.
-async fn schema_version(lite: &Sqlite) -> Result<Option<i64>, DbError> {
-    let has_table = sqlx::query(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dbos_migrations'",
-    )
-    .fetch_optional(lite.reader())
-    .await?
-    .is_some();
-    if !has_table {
-        return Ok(None);
-    }
-    Ok(
-        sqlx::query_scalar("SELECT max(version) FROM dbos_migrations")
-            .fetch_one(lite.reader())
-            .await?,
-    )
 }

@@ -16,7 +16,18 @@ impl Observe for Sqlite {
     }
 
     async fn queue_counts(&self, queues: &[String]) -> Result<Vec<QueueCounts>, DbError> {
-        queue_counts(self, queues).await
+        let rows = sqlx::query(
+            "SELECT queue_name, count(*) FILTER (WHERE status = 'ENQUEUED'), \
+                    count(*) FILTER (WHERE status = 'PENDING') \
+             FROM workflow_status \
+             WHERE queue_name IN (SELECT value FROM json_each(?1)) \
+               AND status IN ('ENQUEUED', 'PENDING') \
+             GROUP BY queue_name",
+        )
+        .bind(json_list(queues))
+        .fetch_all(self.reader())
+        .await?;
+        all(&rows, QueueCounts::from_row)
     }
 
     async fn completed(
@@ -25,45 +36,19 @@ impl Observe for Sqlite {
         bucket_ms: i64,
         buckets: i64,
     ) -> Result<Vec<CompletedBucket>, DbError> {
-        completed(self, since_ms, bucket_ms, buckets).await
+        let rows = sqlx::query(
+            "SELECT (completed_at - ?1) / ?2 AS bucket, \
+                    count(*) FILTER (WHERE status = 'SUCCESS'), \
+                    count(*) FILTER (WHERE status <> 'SUCCESS') \
+             FROM workflow_status \
+             WHERE completed_at IS NOT NULL AND completed_at >= ?1 AND completed_at < ?1 + ?2 * ?3 \
+             GROUP BY 1 ORDER BY 1",
+        )
+        .bind(since_ms)
+        .bind(bucket_ms)
+        .bind(buckets)
+        .fetch_all(self.reader())
+        .await?;
+        all(&rows, CompletedBucket::from_row)
     }
-}
-
-/// The counts of the queues named; queues with nothing waiting or running are absent.
-async fn queue_counts(lite: &Sqlite, queues: &[String]) -> Result<Vec<QueueCounts>, DbError> {
-    let rows = sqlx::query(
-        "SELECT queue_name, count(*) FILTER (WHERE status = 'ENQUEUED'), \
-                count(*) FILTER (WHERE status = 'PENDING') \
-         FROM workflow_status \
-         WHERE queue_name IN (SELECT value FROM json_each(?1)) \
-           AND status IN ('ENQUEUED', 'PENDING') \
-         GROUP BY queue_name",
-    )
-    .bind(json_list(queues))
-    .fetch_all(lite.reader())
-    .await?;
-    all(&rows, QueueCounts::from_row)
-}
-
-/// Completions in `buckets` buckets of `bucket_ms` from `since_ms`; empty buckets are absent.
-async fn completed(
-    lite: &Sqlite,
-    since_ms: i64,
-    bucket_ms: i64,
-    buckets: i64,
-) -> Result<Vec<CompletedBucket>, DbError> {
-    let rows = sqlx::query(
-        "SELECT (completed_at - ?1) / ?2 AS bucket, \
-                count(*) FILTER (WHERE status = 'SUCCESS'), \
-                count(*) FILTER (WHERE status <> 'SUCCESS') \
-         FROM workflow_status \
-         WHERE completed_at IS NOT NULL AND completed_at >= ?1 AND completed_at < ?1 + ?2 * ?3 \
-         GROUP BY 1 ORDER BY 1",
-    )
-    .bind(since_ms)
-    .bind(bucket_ms)
-    .bind(buckets)
-    .fetch_all(lite.reader())
-    .await?;
-    all(&rows, CompletedBucket::from_row)
 }

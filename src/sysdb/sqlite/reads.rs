@@ -12,7 +12,21 @@ use crate::sysdb::{StatusRow, StreamRow};
 #[async_trait]
 impl Reads for Sqlite {
     async fn status(&self, id: &str) -> Result<Option<StatusRow>, DbError> {
-        status(self, id).await
+        let sql = format!(
+            "SELECT {STATUS_COLUMNS}, w.serialization, COALESCE(o.output, w.output), \
+               COALESCE(o.error, w.error) \
+             FROM workflow_status w \
+             LEFT JOIN workflow_output o ON o.workflow_uuid = w.workflow_uuid \
+             WHERE w.workflow_uuid = ?1"
+        );
+        let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(self.reader())
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(StatusRow::from_row(&row)?))
     }
 
     async fn get_event(
@@ -20,7 +34,17 @@ impl Reads for Sqlite {
         id: &str,
         key: &str,
     ) -> Result<Option<(String, Option<String>)>, DbError> {
-        get_event(self, id, key).await
+        let row = sqlx::query(
+            "SELECT value, serialization FROM workflow_events WHERE workflow_uuid = ?1 AND key = ?2",
+        )
+        .bind(id)
+        .bind(key)
+        .fetch_optional(self.reader())
+        .await?;
+        Ok(match row {
+            Some(row) => Some((row.try_get(0)?, row.try_get(1)?)),
+            None => None,
+        })
     }
 
     async fn read_stream(
@@ -30,63 +54,17 @@ impl Reads for Sqlite {
         offset: i32,
         limit: i64,
     ) -> Result<Vec<StreamRow>, DbError> {
-        read_stream(self, id, key, offset, limit).await
-    }
-}
-
-async fn status(lite: &Sqlite, id: &str) -> Result<Option<StatusRow>, DbError> {
-    let sql = format!(
-        "SELECT {STATUS_COLUMNS}, w.serialization, COALESCE(o.output, w.output), \
-           COALESCE(o.error, w.error) \
-         FROM workflow_status w \
-         LEFT JOIN workflow_output o ON o.workflow_uuid = w.workflow_uuid \
-         WHERE w.workflow_uuid = ?1"
-    );
-    let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let rows = sqlx::query(
+            r#"SELECT "offset", value, serialization FROM streams
+               WHERE workflow_uuid = ?1 AND key = ?2 AND "offset" >= ?3
+               ORDER BY "offset" LIMIT ?4"#,
+        )
         .bind(id)
-        .fetch_optional(lite.reader())
-        .await?
-    else {
-        return Ok(None);
-    };
-    Ok(Some(StatusRow::from_row(&row)?))
-}
-
-async fn get_event(
-    lite: &Sqlite,
-    id: &str,
-    key: &str,
-) -> Result<Option<(String, Option<String>)>, DbError> {
-    let row = sqlx::query(
-        "SELECT value, serialization FROM workflow_events WHERE workflow_uuid = ?1 AND key = ?2",
-    )
-    .bind(id)
-    .bind(key)
-    .fetch_optional(lite.reader())
-    .await?;
-    Ok(match row {
-        Some(row) => Some((row.try_get(0)?, row.try_get(1)?)),
-        None => None,
-    })
-}
-
-async fn read_stream(
-    lite: &Sqlite,
-    id: &str,
-    key: &str,
-    offset: i32,
-    limit: i64,
-) -> Result<Vec<StreamRow>, DbError> {
-    let rows = sqlx::query(
-        r#"SELECT "offset", value, serialization FROM streams
-           WHERE workflow_uuid = ?1 AND key = ?2 AND "offset" >= ?3
-           ORDER BY "offset" LIMIT ?4"#,
-    )
-    .bind(id)
-    .bind(key)
-    .bind(offset)
-    .bind(limit)
-    .fetch_all(lite.reader())
-    .await?;
-    all(&rows, StreamRow::from_row)
+        .bind(key)
+        .bind(offset)
+        .bind(limit)
+        .fetch_all(self.reader())
+        .await?;
+        all(&rows, StreamRow::from_row)
+    }
 }

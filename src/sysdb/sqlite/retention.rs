@@ -16,7 +16,35 @@ impl Collect for Sqlite {
         older_than_ms: Option<i64>,
         keep_newest: Option<i64>,
     ) -> Result<u64, DbError> {
-        garbage_collect(self, older_than_ms, keep_newest).await
+        if older_than_ms.is_none() && keep_newest.is_none() {
+            return Ok(0);
+        }
+        let keep = keep_newest.map(|n| n.max(0));
+        let mut total = 0u64;
+        loop {
+            let mut tx = self.write().await?;
+            let victims: Vec<String> = sqlx::query_scalar(VICTIMS)
+                .bind(older_than_ms)
+                .bind(keep)
+                .bind(BATCH)
+                .fetch_all(&mut *tx)
+                .await?;
+            let ids = json_list(&victims);
+            for table in TABLES {
+                let delete = format!(
+                    "DELETE FROM {table} WHERE workflow_uuid IN (SELECT value FROM json_each(?1))"
+                );
+                sqlx::query(sqlx::AssertSqlSafe(delete))
+                    .bind(&ids)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            total += victims.len() as u64;
+            if (victims.len() as i64) < BATCH {
+                return Ok(total);
+            }
+        }
     }
 }
 
@@ -41,39 +69,3 @@ const TABLES: [&str; 4] = [
     "workflow_output",
     "workflow_status",
 ];
-
-async fn garbage_collect(
-    lite: &Sqlite,
-    older_than_ms: Option<i64>,
-    keep_newest: Option<i64>,
-) -> Result<u64, DbError> {
-    if older_than_ms.is_none() && keep_newest.is_none() {
-        return Ok(0);
-    }
-    let keep = keep_newest.map(|n| n.max(0));
-    let mut total = 0u64;
-    loop {
-        let mut tx = lite.write().await?;
-        let victims: Vec<String> = sqlx::query_scalar(VICTIMS)
-            .bind(older_than_ms)
-            .bind(keep)
-            .bind(BATCH)
-            .fetch_all(&mut *tx)
-            .await?;
-        let ids = json_list(&victims);
-        for table in TABLES {
-            let delete = format!(
-                "DELETE FROM {table} WHERE workflow_uuid IN (SELECT value FROM json_each(?1))"
-            );
-            sqlx::query(sqlx::AssertSqlSafe(delete))
-                .bind(&ids)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        total += victims.len() as u64;
-        if (victims.len() as i64) < BATCH {
-            return Ok(total);
-        }
-    }
-}

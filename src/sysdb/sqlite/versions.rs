@@ -12,64 +12,49 @@ use crate::sysdb::AppVersion;
 #[async_trait]
 impl Versions for Sqlite {
     async fn register_version(&self, name: &str, app: Option<&str>) -> Result<(), DbError> {
-        register(self, name, app).await
+        let mut tx = self.write().await?;
+        sqlx::query(
+            "INSERT INTO application_versions (version_id, version_name, version_timestamp, \
+                 created_at, application_name) \
+             SELECT ?3, ?1, ?4, ?4, ?2 \
+             WHERE NOT EXISTS (SELECT 1 FROM application_versions \
+                               WHERE version_name = ?1 AND application_name IS ?2) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(name)
+        .bind(app)
+        .bind(uuid::Uuid::new_v4().to_string())
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn list_versions(&self, app: Option<&str>) -> Result<Vec<AppVersion>, DbError> {
-        list(self, app).await
+        let rows = sqlx::query(
+            "SELECT version_name, application_name, version_timestamp, created_at \
+             FROM application_versions WHERE application_name IS ?1 \
+             ORDER BY version_timestamp DESC, version_name",
+        )
+        .bind(app)
+        .fetch_all(self.reader())
+        .await?;
+        all(&rows, version_from_row)
     }
 
     async fn promote_version(&self, name: &str, app: Option<&str>) -> Result<bool, DbError> {
-        promote(self, name, app).await
+        let mut tx = self.write().await?;
+        let done = sqlx::query(
+            "UPDATE application_versions SET version_timestamp = ?3 \
+             WHERE version_name = ?1 AND application_name IS ?2",
+        )
+        .bind(name)
+        .bind(app)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
     }
-}
-
-/// Records version `name` of application `app` (first launch of a version makes it the latest).
-async fn register(lite: &Sqlite, name: &str, app: Option<&str>) -> Result<(), DbError> {
-    let mut tx = lite.write().await?;
-    sqlx::query(
-        "INSERT INTO application_versions (version_id, version_name, version_timestamp, \
-             created_at, application_name) \
-         SELECT ?3, ?1, ?4, ?4, ?2 \
-         WHERE NOT EXISTS (SELECT 1 FROM application_versions \
-                           WHERE version_name = ?1 AND application_name IS ?2) \
-         ON CONFLICT DO NOTHING",
-    )
-    .bind(name)
-    .bind(app)
-    .bind(uuid::Uuid::new_v4().to_string())
-    .bind(now_ms())
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(())
-}
-
-/// The versions of application `app`, latest first.
-async fn list(lite: &Sqlite, app: Option<&str>) -> Result<Vec<AppVersion>, DbError> {
-    let rows = sqlx::query(
-        "SELECT version_name, application_name, version_timestamp, created_at \
-         FROM application_versions WHERE application_name IS ?1 \
-         ORDER BY version_timestamp DESC, version_name",
-    )
-    .bind(app)
-    .fetch_all(lite.reader())
-    .await?;
-    all(&rows, version_from_row)
-}
-
-/// Makes version `name` the latest; false when it is not registered.
-async fn promote(lite: &Sqlite, name: &str, app: Option<&str>) -> Result<bool, DbError> {
-    let mut tx = lite.write().await?;
-    let done = sqlx::query(
-        "UPDATE application_versions SET version_timestamp = ?3 \
-         WHERE version_name = ?1 AND application_name IS ?2",
-    )
-    .bind(name)
-    .bind(app)
-    .bind(now_ms())
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(done.rows_affected() > 0)
 }
