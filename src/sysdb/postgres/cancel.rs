@@ -9,7 +9,7 @@ use crate::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::cancel::{Cancelled, Cancels};
 
-pub(super) const CANCEL: &str = r#"
+const CANCEL: &str = r#"
 WITH RECURSIVE tree AS (
     SELECT $1::text AS id
     UNION
@@ -34,7 +34,7 @@ FROM (SELECT 1) one LEFT JOIN done d ON true
 #[async_trait]
 impl Cancels for Postgres {
     async fn cancel(&self, id: &str, cascade: bool) -> Result<Cancelled, DbError> {
-        let rows = sqlx::query(self.sql.cancel.clone())
+        let rows = sqlx::query(self.sql.get(CANCEL))
             .bind(id)
             .bind(cascade)
             .bind(now_ms())

@@ -5,6 +5,8 @@
 //! a per-queue advisory lock, so two executors never count the same free slot; other claims are
 //! the single `FOR UPDATE SKIP LOCKED` statement.
 
+use std::sync::LazyLock;
+
 use sqlx::postgres::PgConnection;
 use sqlx::{AssertSqlSafe, Row};
 
@@ -13,6 +15,12 @@ use crate::clock::millis;
 use crate::error::DbError;
 use crate::sysdb::claim::in_dispatch_order;
 use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
+
+/// Built once per process; `Sql::get` splices the schema in.
+static CLAIM_PARTITIONED: LazyLock<String> = LazyLock::new(claim_partitioned_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static CLAIM: LazyLock<String> = LazyLock::new(claim_sql);
 
 /// Budget: $4 free slots here, $7 global concurrency, $8/$9 rate limit (count, period ms).
 const BUDGET: &str = r#"
@@ -126,11 +134,11 @@ const NEWER: &str = "(SELECT 1 FROM {s}.application_versions me \
     WHERE me.version_name = $2 AND me.application_name IS NOT DISTINCT FROM $3 \
       AND v.version_timestamp > me.version_timestamp)";
 
-pub(super) fn claim_sql() -> String {
+fn claim_sql() -> String {
     format!("{BUDGET}{PICK}{TAKE}").replace("{NEWER}", NEWER)
 }
 
-pub(super) fn claim_partitioned_sql() -> String {
+fn claim_partitioned_sql() -> String {
     format!("{BUDGET}{PICK_PARTITIONED}{TAKE}").replace("{NEWER}", NEWER)
 }
 
@@ -147,9 +155,9 @@ async fn run_claim(
 ) -> Result<ClaimOutcome, DbError> {
     let q = &r.queue;
     let statement = if q.partitioned {
-        &sql.claim_partitioned
+        sql.get(&CLAIM_PARTITIONED)
     } else {
-        &sql.claim
+        sql.get(&CLAIM)
     };
     let opt = |n: Option<u32>| n.map(i64::from);
     let rows = sqlx::query(statement.clone())

@@ -10,7 +10,7 @@ use crate::error::DbError;
 use crate::sysdb::debounce::Debounce;
 use crate::sysdb::{Bounce, Bounced};
 
-pub(super) const BOUNCE: &str = r#"
+const BOUNCE: &str = r#"
 WITH bounce AS (
     UPDATE {s}.workflow_status w
     SET delay_until_epoch_ms = CASE
@@ -55,7 +55,7 @@ LEFT JOIN {s}.workflow_status h ON h.queue_name = $3 AND h.deduplication_id = $4
 #[async_trait]
 impl Debounce for Postgres {
     async fn bounce(&self, b: &Bounce) -> Result<Bounced, DbError> {
-        let row = sqlx::query(self.sql.debounce.clone())
+        let row = sqlx::query(self.sql.get(BOUNCE))
             .bind(&b.id)
             .bind(&b.workflow)
             .bind(&b.queue)

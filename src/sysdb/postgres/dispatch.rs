@@ -12,14 +12,14 @@ use crate::sysdb::dispatch::{Dispatch, Executor};
 use crate::sysdb::rows::all;
 use crate::sysdb::Claimed;
 
-pub(super) const RECOVER: &str = r#"
+const RECOVER: &str = r#"
 UPDATE {s}.workflow_status
 SET status = 'ENQUEUED', queue_name = COALESCE(queue_name, $4), owner_xid = NULL, updated_at = $5
 WHERE status = 'PENDING' AND executor_id = $1 AND application_version = $2
   AND (application_name = $3 OR application_name IS NULL)
 "#;
 
-pub(super) const REDISPATCH: &str = r#"
+const REDISPATCH: &str = r#"
 UPDATE {s}.workflow_status w
 SET owner_xid = gen_random_uuid()::text, updated_at = $5,
     recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1
@@ -34,7 +34,7 @@ RETURNING w.workflow_uuid, w.name, w.owner_xid, w.recovery_attempts,
     w.priority, w.created_at, w.workflow_deadline_epoch_ms
 "#;
 
-pub(super) const BUMP_ATTEMPTS: &str = r#"
+const BUMP_ATTEMPTS: &str = r#"
 UPDATE {s}.workflow_status
 SET recovery_attempts = COALESCE(recovery_attempts, 0) + 1, updated_at = $3
 WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
@@ -44,7 +44,7 @@ RETURNING recovery_attempts
 #[async_trait]
 impl Dispatch for Postgres {
     async fn recover(&self, me: &Executor<'_>) -> Result<u64, DbError> {
-        let done = sqlx::query(self.sql.recover.clone())
+        let done = sqlx::query(self.sql.get(RECOVER))
             .bind(me.executor_id)
             .bind(me.app_version)
             .bind(me.app_name)
@@ -62,7 +62,7 @@ impl Dispatch for Postgres {
         with_direct: bool,
         running: &[String],
     ) -> Result<Vec<Claimed>, DbError> {
-        let rows = sqlx::query(self.sql.redispatch.clone())
+        let rows = sqlx::query(self.sql.get(REDISPATCH))
             .bind(me.executor_id)
             .bind(me.app_version)
             .bind(queue)
@@ -77,7 +77,7 @@ impl Dispatch for Postgres {
     }
 
     async fn bump_attempts(&self, id: &str, owner: &str) -> Result<Option<i64>, DbError> {
-        Ok(sqlx::query_scalar(self.sql.bump_attempts.clone())
+        Ok(sqlx::query_scalar(self.sql.get(BUMP_ATTEMPTS))
             .bind(id)
             .bind(owner)
             .bind(now_ms())

@@ -3,6 +3,7 @@
 //! with one more statement.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 
 use sqlx::postgres::PgConnection;
 use sqlx::Row;
@@ -13,8 +14,11 @@ use crate::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::{FinishOutcome, FinishWrite};
 
+/// Built once per process; `Sql::get` splices the schema in.
+static STATEMENT: LazyLock<String> = LazyLock::new(statement);
+
 /// The finish statement: the update and payload insert, and the workflows it changed.
-pub(super) fn statement() -> String {
+fn statement() -> String {
     format!("WITH {}\nSELECT workflow_uuid FROM f_upd", cte(1))
 }
 
@@ -71,7 +75,7 @@ fn bind<'q>(q: PgQuery<'q>, batch: &[&'q FinishWrite], now: i64) -> PgQuery<'q> 
     .bind(now)
 }
 
-pub(super) const CLASSIFY: &str = r#"
+const CLASSIFY: &str = r#"
 SELECT workflow_uuid, status FROM {s}.workflow_status WHERE workflow_uuid = ANY($1::text[])
 "#;
 
@@ -81,7 +85,7 @@ pub(super) async fn run(
     conn: &mut PgConnection,
     batch: &[&FinishWrite],
 ) -> Result<Vec<FinishOutcome>, DbError> {
-    let query = bind(sqlx::query(sql.finish.clone()), batch, now_ms());
+    let query = bind(sqlx::query(sql.get(&STATEMENT)), batch, now_ms());
     let updated: HashSet<String> = query
         .fetch_all(&mut *conn)
         .await?
@@ -107,7 +111,7 @@ async fn outcomes(
     if missing.is_empty() {
         return Ok(vec![FinishOutcome::Finished; batch.len()]);
     }
-    let status: HashMap<String, Option<String>> = sqlx::query(sql.classify_finish.clone())
+    let status: HashMap<String, Option<String>> = sqlx::query(sql.get(CLASSIFY))
         .bind(&missing)
         .fetch_all(&mut *conn)
         .await?

@@ -2,6 +2,8 @@
 //! and changing a delay, each one statement (announcing requeued work on
 //! `stead_queue_channel`, and a takeover on `stead_cancel_channel`).
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use sqlx::Row;
 
@@ -12,7 +14,13 @@ use crate::sysdb::manage::{Fork, Forked, Manage};
 use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};
 use crate::sysdb::{Delayed, ListQuery, ListedRow, Resumed, StepListing};
 
-pub(super) fn list_sql(newest_first: bool) -> String {
+/// Built once per process; `Sql::get` splices the schema in.
+static LIST_DESC: LazyLock<String> = LazyLock::new(|| list_sql(true));
+
+/// Built once per process; `Sql::get` splices the schema in.
+static LIST_ASC: LazyLock<String> = LazyLock::new(|| list_sql(false));
+
+fn list_sql(newest_first: bool) -> String {
     let order = if newest_first { "DESC" } else { "ASC" };
     format!(
         "SELECT {STATUS_COLUMNS}, w.serialization, \
@@ -40,13 +48,13 @@ pub(super) fn list_sql(newest_first: bool) -> String {
     )
 }
 
-pub(super) const STEPS: &str = "SELECT function_id, function_name, output, error, \
+const STEPS: &str = "SELECT function_id, function_name, output, error, \
     child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, serialization \
     FROM {s}.operation_outputs WHERE workflow_uuid = $1 ORDER BY function_id";
 
 /// Puts workflow `id` back on `queue` from its last checkpoint, whatever its state (unless it
 /// finished), and announces the takeover so the execution that owned it stops.
-pub(super) const RESUME: &str = r#"
+const RESUME: &str = r#"
 WITH old AS (
     SELECT workflow_uuid, owner_xid, status FROM {s}.workflow_status
     WHERE workflow_uuid = $1 FOR UPDATE
@@ -70,7 +78,7 @@ SELECT (SELECT count(*) FROM old), (SELECT count(*) FROM upd), (SELECT owner_xid
 
 /// A copy of workflow `$1` as `$2`, enqueued on `$3` (app version `$4`, or the original's),
 /// with the original's recorded calls before `$5`, so it replays them and runs the rest.
-pub(super) const FORK: &str = r#"
+const FORK: &str = r#"
 WITH src AS (
     SELECT * FROM {s}.workflow_status WHERE workflow_uuid = $1
 ), made AS (
@@ -122,7 +130,7 @@ SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM made), (SELECT count(*)
 "#;
 
 /// Deletes workflow `$1` (and its descendants when `$2`) with every row that belongs to it.
-pub(super) const DELETE: &str = r#"
+const DELETE: &str = r#"
 WITH RECURSIVE tree AS (
     SELECT $1::text AS id
     UNION
@@ -141,7 +149,7 @@ WITH RECURSIVE tree AS (
 SELECT workflow_uuid FROM gone
 "#;
 
-pub(super) const SET_DELAY: &str = r#"
+const SET_DELAY: &str = r#"
 WITH upd AS (
     UPDATE {s}.workflow_status SET delay_until_epoch_ms = $2, updated_at = $3
     WHERE workflow_uuid = $1 AND status = 'DELAYED' RETURNING queue_name
@@ -156,9 +164,9 @@ FROM {s}.workflow_status w WHERE w.workflow_uuid = $1
 impl Manage for Postgres {
     async fn list_workflows(&self, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
         let statement = if q.newest_first {
-            &self.sql.list_desc
+            self.sql.get(&LIST_DESC)
         } else {
-            &self.sql.list_asc
+            self.sql.get(&LIST_ASC)
         };
         let query = sqlx::query(statement.clone())
             .bind(&q.ids)
@@ -168,7 +176,7 @@ impl Manage for Postgres {
     }
 
     async fn list_steps(&self, id: &str) -> Result<Vec<StepListing>, DbError> {
-        let rows = sqlx::query(self.sql.steps.clone())
+        let rows = sqlx::query(self.sql.get(STEPS))
             .bind(id)
             .fetch_all(&self.pool)
             .await?;
@@ -176,7 +184,7 @@ impl Manage for Postgres {
     }
 
     async fn resume(&self, id: &str, queue: &str) -> Result<Resumed, DbError> {
-        let row = sqlx::query(self.sql.resume.clone())
+        let row = sqlx::query(self.sql.get(RESUME))
             .bind(id)
             .bind(queue)
             .bind(now_ms())
@@ -190,7 +198,7 @@ impl Manage for Postgres {
     }
 
     async fn fork(&self, f: &Fork) -> Result<Forked, DbError> {
-        let row = sqlx::query(self.sql.fork.clone())
+        let row = sqlx::query(self.sql.get(FORK))
             .bind(&f.id)
             .bind(&f.new_id)
             .bind(&f.queue)
@@ -206,7 +214,7 @@ impl Manage for Postgres {
     }
 
     async fn delete_workflow(&self, id: &str, cascade: bool) -> Result<Vec<String>, DbError> {
-        Ok(sqlx::query_scalar(self.sql.delete_workflow.clone())
+        Ok(sqlx::query_scalar(self.sql.get(DELETE))
             .bind(id)
             .bind(cascade)
             .fetch_all(&self.pool)
@@ -214,7 +222,7 @@ impl Manage for Postgres {
     }
 
     async fn set_delay(&self, id: &str, until: i64) -> Result<Option<Delayed>, DbError> {
-        let row = sqlx::query(self.sql.set_delay.clone())
+        let row = sqlx::query(self.sql.get(SET_DELAY))
             .bind(id)
             .bind(until)
             .bind(now_ms())

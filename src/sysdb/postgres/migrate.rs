@@ -18,7 +18,7 @@ const MIGRATION_LOCK: i64 = 1_234_567_890;
 /// The schema template; `{s}` stands for the quoted schema name.
 const SCRIPT: &str = include_str!("../../../migrations/postgres/0001_dbos_3_4.sql");
 
-pub(super) const SCHEMA_VERSION: &str = "SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL \
+const SCHEMA_VERSION: &str = "SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL \
     ELSE (xpath('/row/v/text()', query_to_xml(format('SELECT max(version) AS v FROM %s', $1), \
     false, true, '')))[1]::text::int8 END";
 
@@ -33,7 +33,7 @@ impl Schema for Postgres {
 
     async fn schema_version(&self) -> Result<Option<i64>, DbError> {
         let table = format!("\"{}\".dbos_migrations", self.sql.schema);
-        let row = sqlx::query(self.sql.schema_version.clone())
+        let row = sqlx::query(self.sql.get(SCHEMA_VERSION))
             .bind(table)
             .fetch_one(&self.pool)
             .await?;

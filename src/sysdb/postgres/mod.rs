@@ -1,6 +1,6 @@
 //! The Postgres implementation of the store: a pool for the [`Store`] calls, dedicated
 //! connections for the database actor's lanes ([`Session`]), and every Postgres statement, one
-//! file per concept. Statements are built once per schema into the private `Sql` table.
+//! file per concept, each owning its statements (spliced with the schema by the private `Sql`).
 //!
 //! The hot path is one statement per flush (arrays expanded with `UNNEST`, data-modifying CTEs,
 //! announcements with `pg_notify` in the same statement); it must stay so.

@@ -10,7 +10,7 @@ use crate::sysdb::{CompletedBucket, QueueCounts};
 
 /// Waiting (`ENQUEUED`) and running (`PENDING`) workflows of each queue in `$1`; served by the
 /// in-flight index on (queue, status).
-pub(super) const QUEUE_COUNTS: &str = r#"
+const QUEUE_COUNTS: &str = r#"
 SELECT queue_name,
        count(*) FILTER (WHERE status = 'ENQUEUED'),
        count(*) FILTER (WHERE status = 'PENDING')
@@ -21,7 +21,7 @@ GROUP BY queue_name
 
 /// Workflows that completed in `[$1, $1 + $2 * $3)`, per bucket of `$2` ms (bucket index,
 /// successes, errors); served by the partial index on `completed_at`.
-pub(super) const THROUGHPUT: &str = r#"
+const THROUGHPUT: &str = r#"
 SELECT (completed_at - $1) / $2 AS bucket,
        count(*) FILTER (WHERE status = 'SUCCESS'),
        count(*) FILTER (WHERE status <> 'SUCCESS')
@@ -39,7 +39,7 @@ impl Observe for Postgres {
     }
 
     async fn queue_counts(&self, queues: &[String]) -> Result<Vec<QueueCounts>, DbError> {
-        let rows = sqlx::query(self.sql.queue_counts.clone())
+        let rows = sqlx::query(self.sql.get(QUEUE_COUNTS))
             .bind(queues)
             .fetch_all(&self.pool)
             .await?;
@@ -52,7 +52,7 @@ impl Observe for Postgres {
         bucket_ms: i64,
         buckets: i64,
     ) -> Result<Vec<CompletedBucket>, DbError> {
-        let rows = sqlx::query(self.sql.throughput.clone())
+        let rows = sqlx::query(self.sql.get(THROUGHPUT))
             .bind(since_ms)
             .bind(bucket_ms)
             .bind(buckets)

@@ -3,6 +3,8 @@
 //! caller's owner token), and announces it on DBOS's channels. A flush's ops run one after
 //! another on the lane's connection.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use sqlx::postgres::PgConnection;
 use sqlx::Row;
@@ -14,6 +16,18 @@ use crate::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::ops::Messages;
 use crate::sysdb::{Op, OpOutcome};
+
+/// Built once per process; `Sql::get` splices the schema in.
+static OP_WRITE_STREAM: LazyLock<String> = LazyLock::new(write_stream_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static OP_SET_EVENT: LazyLock<String> = LazyLock::new(set_event_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static OP_RECV: LazyLock<String> = LazyLock::new(recv_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static OP_SEND: LazyLock<String> = LazyLock::new(send_sql);
 
 const OWN: &str = "own AS (SELECT 1 FROM {s}.workflow_status \
     WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2)";
@@ -30,7 +44,7 @@ fn record(name: &str, output: &str, serialization: &str, condition: &str) -> Str
     )
 }
 
-pub(super) fn send_sql() -> String {
+fn send_sql() -> String {
     format!(
         "WITH {OWN}, {}, msg AS (INSERT INTO {{s}}.notifications \
          (message_uuid, destination_uuid, topic, message, serialization) \
@@ -42,7 +56,7 @@ pub(super) fn send_sql() -> String {
     )
 }
 
-pub(super) fn recv_sql() -> String {
+fn recv_sql() -> String {
     format!(
         "WITH {OWN}, done AS (SELECT 1 FROM {{s}}.operation_outputs \
            WHERE workflow_uuid = $1 AND function_id = $3), \
@@ -65,7 +79,7 @@ pub(super) fn recv_sql() -> String {
     )
 }
 
-pub(super) fn set_event_sql() -> String {
+fn set_event_sql() -> String {
     format!(
         "WITH {OWN}, {}, \
          ev AS (INSERT INTO {{s}}.workflow_events (workflow_uuid, key, value, serialization) \
@@ -85,7 +99,7 @@ pub(super) fn set_event_sql() -> String {
     )
 }
 
-pub(super) fn write_stream_sql() -> String {
+fn write_stream_sql() -> String {
     format!(
         "WITH {OWN}, {}, \
          ins AS (INSERT INTO {{s}}.streams \
@@ -105,10 +119,10 @@ pub(super) fn write_stream_sql() -> String {
 pub(super) async fn run(sql: &Sql, conn: &mut PgConnection, op: &Op) -> Result<OpOutcome, DbError> {
     let s = op.step();
     let statement = match op {
-        Op::Send { .. } => &sql.op_send,
-        Op::Recv { .. } => &sql.op_recv,
-        Op::SetEvent { .. } => &sql.op_set_event,
-        Op::WriteStream { .. } => &sql.op_write_stream,
+        Op::Send { .. } => sql.get(&OP_SEND),
+        Op::Recv { .. } => sql.get(&OP_RECV),
+        Op::SetEvent { .. } => sql.get(&OP_SET_EVENT),
+        Op::WriteStream { .. } => sql.get(&OP_WRITE_STREAM),
     };
     let q = sqlx::query(statement.clone())
         .bind(&s.workflow_id)
@@ -151,7 +165,7 @@ pub(super) async fn run(sql: &Sql, conn: &mut PgConnection, op: &Op) -> Result<O
     Ok(found.into())
 }
 
-pub(super) const SEND: &str = "INSERT INTO {s}.notifications \
+const SEND: &str = "INSERT INTO {s}.notifications \
     (message_uuid, destination_uuid, topic, message, serialization) \
     VALUES ($1, $2, $3, $4, 'portable_json') ON CONFLICT (message_uuid) DO NOTHING";
 
@@ -164,7 +178,7 @@ impl Messages for Postgres {
         topic: &str,
         message: &str,
     ) -> Result<(), DbError> {
-        sqlx::query(self.sql.send.clone())
+        sqlx::query(self.sql.get(SEND))
             .bind(message_id)
             .bind(destination)
             .bind(topic)

@@ -1,5 +1,7 @@
 //! The `queues` table on Postgres.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 
 use super::Postgres;
@@ -8,14 +10,20 @@ use crate::queue::Queue;
 use crate::sysdb::queues::Queues;
 use crate::sysdb::rows::{all, bind_queue, queue_from_row, QUEUE_COLUMNS};
 
-pub(super) fn list_sql() -> String {
+/// Built once per process; `Sql::get` splices the schema in.
+static UPSERT: LazyLock<String> = LazyLock::new(upsert_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static LIST: LazyLock<String> = LazyLock::new(list_sql);
+
+fn list_sql() -> String {
     format!(
         "SELECT {QUEUE_COLUMNS} FROM {{s}}.queues \
          WHERE application_name = $1 OR application_name IS NULL ORDER BY name"
     )
 }
 
-pub(super) fn upsert_sql() -> String {
+fn upsert_sql() -> String {
     format!(
         "INSERT INTO {{s}}.queues ({QUEUE_COLUMNS}, application_name, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14) \
@@ -36,12 +44,12 @@ pub(super) fn upsert_sql() -> String {
     )
 }
 
-pub(super) const DELETE: &str = "DELETE FROM {s}.queues WHERE name = $1";
+const DELETE: &str = "DELETE FROM {s}.queues WHERE name = $1";
 
 #[async_trait]
 impl Queues for Postgres {
     async fn list_queues(&self, app: Option<&str>) -> Result<Vec<Queue>, DbError> {
-        let rows = sqlx::query(self.sql.list_queues.clone())
+        let rows = sqlx::query(self.sql.get(&LIST))
             .bind(app)
             .fetch_all(&self.pool)
             .await?;
@@ -54,12 +62,12 @@ impl Queues for Postgres {
         app: Option<&str>,
         replace: bool,
     ) -> Result<Option<bool>, DbError> {
-        let query = bind_queue(sqlx::query_scalar(self.sql.upsert_queue.clone()), q, app);
+        let query = bind_queue(sqlx::query_scalar(self.sql.get(&UPSERT)), q, app);
         Ok(query.bind(replace).fetch_optional(&self.pool).await?)
     }
 
     async fn delete_queue(&self, name: &str) -> Result<bool, DbError> {
-        let done = sqlx::query(self.sql.delete_queue.clone())
+        let done = sqlx::query(self.sql.get(DELETE))
             .bind(name)
             .execute(&self.pool)
             .await?;

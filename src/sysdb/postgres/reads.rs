@@ -1,6 +1,8 @@
 //! Reads of one workflow on Postgres: its status row with its outcome, its events and its
 //! stream values (the recorded steps are read on a lane, see `steps`).
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use sqlx::Row;
 
@@ -10,8 +12,11 @@ use crate::sysdb::reads::Reads;
 use crate::sysdb::rows::{all, STATUS_COLUMNS};
 use crate::sysdb::{StatusRow, StreamRow};
 
+/// Built once per process; `Sql::get` splices the schema in.
+static STATUS: LazyLock<String> = LazyLock::new(status_sql);
+
 // The payload tables are authoritative; the legacy columns are a read fallback, as in DBOS.
-pub(super) fn status_sql() -> String {
+fn status_sql() -> String {
     format!(
         "SELECT {STATUS_COLUMNS}, w.serialization, COALESCE(o.output, w.output), \
            COALESCE(o.error, w.error) \
@@ -21,10 +26,10 @@ pub(super) fn status_sql() -> String {
     )
 }
 
-pub(super) const GET_EVENT: &str =
+const GET_EVENT: &str =
     "SELECT value, serialization FROM {s}.workflow_events WHERE workflow_uuid = $1 AND key = $2";
 
-pub(super) const READ_STREAM: &str = r#"
+const READ_STREAM: &str = r#"
 SELECT "offset", value, serialization FROM {s}.streams
 WHERE workflow_uuid = $1 AND key = $2 AND "offset" >= $3
 ORDER BY "offset" LIMIT $4
@@ -33,7 +38,7 @@ ORDER BY "offset" LIMIT $4
 #[async_trait]
 impl Reads for Postgres {
     async fn status(&self, id: &str) -> Result<Option<StatusRow>, DbError> {
-        let row = sqlx::query(self.sql.status.clone())
+        let row = sqlx::query(self.sql.get(&STATUS))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -45,7 +50,7 @@ impl Reads for Postgres {
         id: &str,
         key: &str,
     ) -> Result<Option<(String, Option<String>)>, DbError> {
-        let row = sqlx::query(self.sql.get_event.clone())
+        let row = sqlx::query(self.sql.get(GET_EVENT))
             .bind(id)
             .bind(key)
             .fetch_optional(&self.pool)
@@ -63,7 +68,7 @@ impl Reads for Postgres {
         offset: i32,
         limit: i64,
     ) -> Result<Vec<StreamRow>, DbError> {
-        let rows = sqlx::query(self.sql.read_stream.clone())
+        let rows = sqlx::query(self.sql.get(READ_STREAM))
             .bind(id)
             .bind(key)
             .bind(offset)

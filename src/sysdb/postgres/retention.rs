@@ -9,7 +9,7 @@ use crate::sysdb::retention::{Collect, COLLECT_BATCH};
 
 /// One batch: victims are finished rows created before $1, or outside the newest $2 finished
 /// rows (by `created_at`, then id, so the cap keeps exactly $2); at most $3 of them.
-pub(super) const COLLECT: &str = r#"
+const COLLECT: &str = r#"
 WITH keep AS (
     SELECT workflow_uuid FROM {s}.workflow_status
     WHERE $2::int8 IS NOT NULL
@@ -50,7 +50,7 @@ impl Collect for Postgres {
         let keep = keep_newest.map(|n| n.max(0));
         let mut total = 0u64;
         loop {
-            let deleted: i64 = sqlx::query_scalar(self.sql.collect.clone())
+            let deleted: i64 = sqlx::query_scalar(self.sql.get(COLLECT))
                 .bind(older_than_ms)
                 .bind(keep)
                 .bind(COLLECT_BATCH)

@@ -2,6 +2,8 @@
 //! statement that enqueues the runs that do not exist yet, records `last_fired_at` and
 //! announces the queue.
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use sqlx::Row;
 
@@ -12,20 +14,29 @@ use crate::sysdb::rows::{all, bind_schedule, SCHEDULE_COLUMNS};
 use crate::sysdb::schedules::Schedules;
 use crate::sysdb::{Firings, ScheduleRow};
 
-pub(super) fn list_sql() -> String {
+/// Built once per process; `Sql::get` splices the schema in.
+static PUT: LazyLock<String> = LazyLock::new(put_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static GET: LazyLock<String> = LazyLock::new(get_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static LIST: LazyLock<String> = LazyLock::new(list_sql);
+
+fn list_sql() -> String {
     format!(
         "SELECT {SCHEDULE_COLUMNS} FROM {{s}}.workflow_schedules \
          WHERE application_name = $1 OR application_name IS NULL ORDER BY schedule_name"
     )
 }
 
-pub(super) fn get_sql() -> String {
+fn get_sql() -> String {
     format!("SELECT {SCHEDULE_COLUMNS} FROM {{s}}.workflow_schedules WHERE schedule_name = $1")
 }
 
 /// Creates a schedule, or (with `$13`) replaces its definition while keeping its id, status and
 /// `last_fired_at`, as DBOS's upsert does. Returns a row only when something was written.
-pub(super) fn put_sql() -> String {
+fn put_sql() -> String {
     format!(
         "INSERT INTO {{s}}.workflow_schedules AS w ({SCHEDULE_COLUMNS}) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
@@ -39,15 +50,14 @@ pub(super) fn put_sql() -> String {
     )
 }
 
-pub(super) const SET_STATUS: &str =
-    "UPDATE {s}.workflow_schedules SET status = $2 WHERE schedule_name = $1";
+const SET_STATUS: &str = "UPDATE {s}.workflow_schedules SET status = $2 WHERE schedule_name = $1";
 
-pub(super) const DELETE: &str = "DELETE FROM {s}.workflow_schedules WHERE schedule_name = $1";
+const DELETE: &str = "DELETE FROM {s}.workflow_schedules WHERE schedule_name = $1";
 
 /// Enqueues firings ($1 ids, $2 input envelopes, oldest first) of schedule $8; rows that exist
 /// already (another executor fired the same instant) are left alone. Each row is `ENQUEUED` on
 /// queue $5 with `schedule_name` set, and the queue is announced when anything was created.
-pub(super) const FIRE: &str = r#"
+const FIRE: &str = r#"
 WITH f AS (
     SELECT * FROM UNNEST($1::text[], $2::text[]) WITH ORDINALITY AS f(id, inputs, n)
 ), ins AS (
@@ -77,7 +87,7 @@ SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM note)
 #[async_trait]
 impl Schedules for Postgres {
     async fn list_schedules(&self, app: Option<&str>) -> Result<Vec<ScheduleRow>, DbError> {
-        let rows = sqlx::query(self.sql.list_schedules.clone())
+        let rows = sqlx::query(self.sql.get(&LIST))
             .bind(app)
             .fetch_all(&self.pool)
             .await?;
@@ -85,7 +95,7 @@ impl Schedules for Postgres {
     }
 
     async fn get_schedule(&self, name: &str) -> Result<Option<ScheduleRow>, DbError> {
-        let row = sqlx::query(self.sql.get_schedule.clone())
+        let row = sqlx::query(self.sql.get(&GET))
             .bind(name)
             .fetch_optional(&self.pool)
             .await?;
@@ -93,12 +103,12 @@ impl Schedules for Postgres {
     }
 
     async fn put_schedule(&self, s: &ScheduleRow, replace: bool) -> Result<Option<bool>, DbError> {
-        let query = bind_schedule(sqlx::query_scalar(self.sql.put_schedule.clone()), s);
+        let query = bind_schedule(sqlx::query_scalar(self.sql.get(&PUT)), s);
         Ok(query.bind(replace).fetch_optional(&self.pool).await?)
     }
 
     async fn set_schedule_status(&self, name: &str, status: &str) -> Result<bool, DbError> {
-        let done = sqlx::query(self.sql.set_schedule_status.clone())
+        let done = sqlx::query(self.sql.get(SET_STATUS))
             .bind(name)
             .bind(status)
             .execute(&self.pool)
@@ -107,7 +117,7 @@ impl Schedules for Postgres {
     }
 
     async fn delete_schedule(&self, name: &str) -> Result<bool, DbError> {
-        let done = sqlx::query(self.sql.delete_schedule.clone())
+        let done = sqlx::query(self.sql.get(DELETE))
             .bind(name)
             .execute(&self.pool)
             .await?;
@@ -120,7 +130,7 @@ impl Schedules for Postgres {
             .iter()
             .map(|(id, input)| (id.as_str(), input.as_str()))
             .unzip();
-        let row = sqlx::query(self.sql.fire_schedule.clone())
+        let row = sqlx::query(self.sql.get(FIRE))
             .bind(ids)
             .bind(inputs)
             .bind(&f.workflow)

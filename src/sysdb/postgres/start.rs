@@ -2,6 +2,7 @@
 //! waiting enqueues on `stead_queue_channel`.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use sqlx::postgres::PgConnection;
 use sqlx::Row;
@@ -11,8 +12,11 @@ use super::PgQuery;
 use crate::error::DbError;
 use crate::sysdb::{NewWorkflow, StartOutcome};
 
+/// Built once per process; `Sql::get` splices the schema in.
+static STATEMENT: LazyLock<String> = LazyLock::new(statement);
+
 /// The start statement: the inserts and announcements, and one result row per request.
-pub(super) fn statement() -> String {
+fn statement() -> String {
     format!("WITH {}\n{RESULT}", cte(1))
 }
 
@@ -121,7 +125,7 @@ pub(super) async fn run(
     conn: &mut PgConnection,
     batch: &[&NewWorkflow],
 ) -> Result<Vec<StartOutcome>, DbError> {
-    let query = bind(sqlx::query(sql.start.clone()), batch);
+    let query = bind(sqlx::query(sql.get(&STATEMENT)), batch);
     let mut rows = Vec::with_capacity(batch.len());
     for row in query.fetch_all(&mut *conn).await? {
         let n: i64 = row.try_get(0)?;

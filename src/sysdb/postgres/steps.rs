@@ -3,6 +3,7 @@
 //! with one more statement); and the batched read of recorded steps.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 
 use sqlx::postgres::PgConnection;
 use sqlx::Row;
@@ -12,8 +13,11 @@ use super::PgQuery;
 use crate::error::DbError;
 use crate::sysdb::{StepOutcome, StepRow, StepWrite};
 
+/// Built once per process; `Sql::get` splices the schema in.
+static STATEMENT: LazyLock<String> = LazyLock::new(statement);
+
 /// The checkpoint statement: the insert, and the keys it wrote.
-pub(super) fn statement() -> String {
+fn statement() -> String {
     format!(
         "WITH {}\nSELECT workflow_uuid, function_id FROM c_ins",
         cte(1)
@@ -94,7 +98,7 @@ fn bind<'q>(q: PgQuery<'q>, batch: &[&'q StepWrite]) -> PgQuery<'q> {
     .bind(batch.iter().map(|s| s.owner.as_str()).collect::<Vec<_>>())
 }
 
-pub(super) const CLASSIFY: &str = r#"
+const CLASSIFY: &str = r#"
 SELECT r.id, r.fid, o.function_name, o.output, o.error, w.status
 FROM UNNEST($1::text[], $2::int4[]) WITH ORDINALITY AS r(id, fid, n)
 LEFT JOIN {s}.operation_outputs o ON o.workflow_uuid = r.id AND o.function_id = r.fid
@@ -108,7 +112,7 @@ pub(super) async fn record(
     conn: &mut PgConnection,
     batch: &[&StepWrite],
 ) -> Result<Vec<StepOutcome>, DbError> {
-    let query = bind(sqlx::query(sql.record_steps.clone()), batch);
+    let query = bind(sqlx::query(sql.get(&STATEMENT)), batch);
     let mut written = HashSet::with_capacity(batch.len());
     for row in query.fetch_all(&mut *conn).await? {
         written.insert((row.try_get::<String, _>(0)?, row.try_get::<i32, _>(1)?));
@@ -133,7 +137,7 @@ async fn outcomes(
     if missing.is_empty() {
         return Ok(outcomes);
     }
-    let rows = sqlx::query(sql.classify_steps.clone())
+    let rows = sqlx::query(sql.get(CLASSIFY))
         .bind(
             missing
                 .iter()
@@ -189,7 +193,7 @@ pub(super) async fn classify_one(
         .ok_or_else(|| DbError::Query("a call was not classified".into()))
 }
 
-pub(super) const LOAD: &str = r#"
+const LOAD: &str = r#"
 SELECT workflow_uuid, function_id, function_name, output, error, child_workflow_id, serialization
 FROM {s}.operation_outputs
 WHERE workflow_uuid = ANY($1::text[])
@@ -203,7 +207,7 @@ pub(super) async fn load(
     ids: &[&str],
 ) -> Result<Vec<Vec<StepRow>>, DbError> {
     let mut by_id: HashMap<String, Vec<StepRow>> = HashMap::new();
-    for row in sqlx::query(sql.load_steps.clone())
+    for row in sqlx::query(sql.get(LOAD))
         .bind(ids)
         .fetch_all(&mut *conn)
         .await?

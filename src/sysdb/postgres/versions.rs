@@ -9,7 +9,7 @@ use crate::sysdb::rows::{all, version_from_row};
 use crate::sysdb::versions::Versions;
 use crate::sysdb::AppVersion;
 
-pub(super) const REGISTER: &str = r#"
+const REGISTER: &str = r#"
 INSERT INTO {s}.application_versions (version_id, version_name, version_timestamp, created_at,
     application_name)
 SELECT gen_random_uuid()::text, $1, $3, $3, $2
@@ -18,18 +18,17 @@ WHERE NOT EXISTS (SELECT 1 FROM {s}.application_versions
 ON CONFLICT DO NOTHING
 "#;
 
-pub(super) const LIST: &str =
-    "SELECT version_name, application_name, version_timestamp, created_at \
+const LIST: &str = "SELECT version_name, application_name, version_timestamp, created_at \
     FROM {s}.application_versions WHERE application_name IS NOT DISTINCT FROM $1 \
     ORDER BY version_timestamp DESC, version_name";
 
-pub(super) const PROMOTE: &str = "UPDATE {s}.application_versions SET version_timestamp = $3 \
+const PROMOTE: &str = "UPDATE {s}.application_versions SET version_timestamp = $3 \
     WHERE version_name = $1 AND application_name IS NOT DISTINCT FROM $2";
 
 #[async_trait]
 impl Versions for Postgres {
     async fn register_version(&self, name: &str, app: Option<&str>) -> Result<(), DbError> {
-        sqlx::query(self.sql.register_version.clone())
+        sqlx::query(self.sql.get(REGISTER))
             .bind(name)
             .bind(app)
             .bind(now_ms())
@@ -39,7 +38,7 @@ impl Versions for Postgres {
     }
 
     async fn list_versions(&self, app: Option<&str>) -> Result<Vec<AppVersion>, DbError> {
-        let rows = sqlx::query(self.sql.list_versions.clone())
+        let rows = sqlx::query(self.sql.get(LIST))
             .bind(app)
             .fetch_all(&self.pool)
             .await?;
@@ -47,7 +46,7 @@ impl Versions for Postgres {
     }
 
     async fn promote_version(&self, name: &str, app: Option<&str>) -> Result<bool, DbError> {
-        let done = sqlx::query(self.sql.promote_version.clone())
+        let done = sqlx::query(self.sql.get(PROMOTE))
             .bind(name)
             .bind(app)
             .bind(now_ms())
