@@ -29,16 +29,12 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::ConnectOptions;
 
 use super::redact_url;
-use super::store::{Session, Store};
-use crate::error::{DbError, Error};
+use crate::error::Error;
 use sql::Sql;
-
-type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, PgArguments>;
 
 /// A Postgres system database.
 pub(crate) struct Postgres {
@@ -81,38 +77,6 @@ impl Postgres {
             connect,
             sql: Arc::new(Sql::new(schema)),
         })
-    }
-}
-
-#[async_trait]
-impl Store for Postgres {
-    /// Lanes run only batched key lookups, thousands of times with one shape: plan each once,
-    /// and never as a sequential scan (a plan cached while the tables were small would scan
-    /// them whole forever after).
-    async fn open_session(&self) -> Result<Box<dyn Session>, DbError> {
-        let options = self.connect.clone().options([
-            ("plan_cache_mode", "force_generic_plan"),
-            ("enable_seqscan", "off"),
-        ]);
-        let conn = options.connect().await?;
-        Ok(Box::new(session::PgSession::new(conn, self.sql.clone())))
-    }
-
-    async fn close(&self) {
-        self.pool.close().await;
-    }
-
-    fn close_now(&self) {
-        // `close` marks the pool closed when called; its future only waits.
-        drop(self.pool.close());
-    }
-
-    fn lock_for_executor(&self) -> Result<(), Error> {
-        Ok(())
-    }
-
-    fn is_embedded(&self) -> bool {
-        false
     }
 }
 

@@ -1,20 +1,54 @@
-//! A lane's dedicated Postgres connection. Each batch is one statement in autocommit (a claim
-//! of a queue with shared limits: a short transaction under the queue's advisory lock), so one
-//! round trip and one commit carry however many requests the flush holds.
+//! The Postgres store's lifecycle and its sessions: a lane's dedicated connection, on which each
+//! batch is one statement in autocommit (a claim of a queue with shared limits: a short
+//! transaction under the queue's advisory lock), so one round trip and one commit carry however
+//! many requests the flush holds.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use sqlx::postgres::PgConnection;
+use sqlx::ConnectOptions;
 
 use super::sql::Sql;
-use super::{claim, finish, ops, start, steps};
-use crate::error::DbError;
-use crate::sysdb::store::Session;
+use super::{claim, finish, ops, start, steps, Postgres};
+use crate::error::{DbError, Error};
+use crate::sysdb::store::{Session, Store};
 use crate::sysdb::{
     ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, NewWorkflow, Op, OpOutcome,
     StartOutcome, StepOutcome, StepRow, StepWrite,
 };
+
+#[async_trait]
+impl Store for Postgres {
+    /// Lanes run only batched key lookups, thousands of times with one shape: plan each once,
+    /// and never as a sequential scan (a plan cached while the tables were small would scan
+    /// them whole forever after).
+    async fn open_session(&self) -> Result<Box<dyn Session>, DbError> {
+        let options = self.connect.clone().options([
+            ("plan_cache_mode", "force_generic_plan"),
+            ("enable_seqscan", "off"),
+        ]);
+        let conn = options.connect().await?;
+        Ok(Box::new(PgSession::new(conn, self.sql.clone())))
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    fn close_now(&self) {
+        // `close` marks the pool closed when called; its future only waits.
+        drop(self.pool.close());
+    }
+
+    fn lock_for_executor(&self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn is_embedded(&self) -> bool {
+        false
+    }
+}
 
 pub(super) struct PgSession {
     conn: PgConnection,
@@ -22,7 +56,7 @@ pub(super) struct PgSession {
 }
 
 impl PgSession {
-    pub(super) fn new(conn: PgConnection, sql: Arc<Sql>) -> PgSession {
+    fn new(conn: PgConnection, sql: Arc<Sql>) -> PgSession {
         PgSession { conn, sql }
     }
 }

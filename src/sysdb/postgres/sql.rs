@@ -5,7 +5,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use sqlx::postgres::PgArguments;
 use sqlx::{AssertSqlSafe, SqlStr};
+
+/// A statement with its parameters bound so far.
+pub(super) type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, PgArguments>;
 
 pub(super) struct Sql {
     pub(super) schema: String,

@@ -8,8 +8,7 @@ use std::sync::LazyLock;
 use sqlx::postgres::PgConnection;
 use sqlx::Row;
 
-use super::sql::Sql;
-use super::PgQuery;
+use super::sql::{PgQuery, Sql};
 use crate::error::DbError;
 use crate::sysdb::{StepOutcome, StepRow, StepWrite};
 

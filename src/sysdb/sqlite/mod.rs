@@ -33,13 +33,11 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::Transaction;
 
-use super::store::{Session, Store};
 use crate::error::{DbError, Error};
 
 /// How long a statement waits for a lock held by another connection before failing.
@@ -150,33 +148,6 @@ impl Sqlite {
         if let Ok(mut held) = self.lock.lock() {
             held.take();
         }
-    }
-}
-
-#[async_trait]
-impl Store for Sqlite {
-    async fn open_session(&self) -> Result<Box<dyn Session>, DbError> {
-        Ok(Box::new(session::LiteSession::new(self.clone())))
-    }
-
-    async fn close(&self) {
-        self.writer.close().await;
-        self.reader.close().await;
-        self.release();
-    }
-
-    fn close_now(&self) {
-        drop(self.writer.close());
-        drop(self.reader.close());
-        self.release();
-    }
-
-    fn lock_for_executor(&self) -> Result<(), Error> {
-        self.lock_file()
-    }
-
-    fn is_embedded(&self) -> bool {
-        true
     }
 }
 

@@ -1,23 +1,50 @@
-//! A lane on SQLite: it borrows the one writer for each call, and runs the whole batch in one
-//! write transaction, one request after another, so a later request of the batch sees an
-//! earlier one's row.
+//! The SQLite store's lifecycle and its sessions: a lane borrows the one writer for each call,
+//! and runs the whole batch in one write transaction, one request after another, so a later
+//! request of the batch sees an earlier one's row.
 
 use async_trait::async_trait;
 
 use super::{claim, finish, ops, start, steps, Sqlite};
-use crate::error::DbError;
-use crate::sysdb::store::Session;
+use crate::error::{DbError, Error};
+use crate::sysdb::store::{Session, Store};
 use crate::sysdb::{
     ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, NewWorkflow, Op, OpOutcome,
     StartOutcome, StepOutcome, StepRow, StepWrite,
 };
+
+#[async_trait]
+impl Store for Sqlite {
+    async fn open_session(&self) -> Result<Box<dyn Session>, DbError> {
+        Ok(Box::new(LiteSession::new(self.clone())))
+    }
+
+    async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+        self.release();
+    }
+
+    fn close_now(&self) {
+        drop(self.writer.close());
+        drop(self.reader.close());
+        self.release();
+    }
+
+    fn lock_for_executor(&self) -> Result<(), Error> {
+        self.lock_file()
+    }
+
+    fn is_embedded(&self) -> bool {
+        true
+    }
+}
 
 pub(super) struct LiteSession {
     db: Sqlite,
 }
 
 impl LiteSession {
-    pub(super) fn new(db: Sqlite) -> LiteSession {
+    fn new(db: Sqlite) -> LiteSession {
         LiteSession { db }
     }
 }
