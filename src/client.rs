@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::actors::restart::RestartPolicy;
 use crate::calls::{self, StreamValue};
-use crate::clock::now_ms;
+use crate::clock::{millis, now_ms};
 use crate::codec;
 use crate::dispatch;
 use crate::error::{DbError, Error, Result};
@@ -210,7 +210,7 @@ impl Client {
         timeout: Duration,
     ) -> Result<Option<T>> {
         let shared = self.shared();
-        let until = now_ms() + timeout.as_millis().min(i64::MAX as u128 / 2) as i64;
+        let until = now_ms().saturating_add(millis(timeout));
         let check = || calls::read_event(shared, workflow_id, key);
         let key_signal = signals::event_key(workflow_id, key);
         let found = calls::until_found(shared, key_signal, Some(until), None, check).await?;

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::client::Client;
-use crate::clock::now_ms;
+use crate::clock::{millis, now_ms};
 use crate::codec;
 use crate::codec::PORTABLE_JSON;
 use crate::context::{Call, Context};
@@ -239,8 +239,8 @@ impl ForkOptions {
 
 fn epoch_ms(time: SystemTime) -> i64 {
     match time.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_millis().min(i64::MAX as u128) as i64,
-        Err(e) => -(e.duration().as_millis().min(i64::MAX as u128) as i64),
+        Ok(d) => millis(d),
+        Err(e) => -millis(e.duration()),
     }
 }
 
@@ -352,7 +352,7 @@ impl Client {
 
     /// Moves the due time of `DELAYED` workflow `id` to `delay` from now.
     pub async fn set_delay(&self, id: &str, delay: Duration) -> Result<()> {
-        let until = now_ms().saturating_add(delay.as_millis().min(i64::MAX as u128 / 2) as i64);
+        let until = now_ms().saturating_add(millis(delay));
         let target = id.to_owned();
         let found = self
             .shared()
