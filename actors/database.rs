@@ -1,12 +1,14 @@
 //! The database actor: the one owner of the system database's connections. Every call from the
-//! runtime passes through it; writes are group-committed per lane.
+//! runtime passes through it (`db::Request`); lane requests are group-committed.
 //!
-//! A lane (starts, checkpoints, finishes, step loads, ops, claims) keeps one dedicated connection
-//! and at most one flush in flight. Requests that arrive meanwhile wait in the lane and go out together in
-//! the next flush: one statement, one commit, however many rows. No timer delays a flush, so a
-//! lone request goes out at once. A failed connection is dropped and reopened on the next flush;
-//! the callers of the failed batch get a transient error and retry.
+//! A lane (starts, checkpoints, finishes, step loads, ops, claims) keeps one [`Session`] and at
+//! most one flush in flight. Requests that arrive meanwhile wait in the lane and go out together
+//! in the next flush: one statement, one commit, however many rows. No timer delays a flush, so
+//! a lone request goes out at once. A failed session is dropped and reopened on the next flush;
+//! the callers of the failed batch get a transient error and retry. Calls (`Request::Call`) run
+//! on the store's pool beside the lanes.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,12 +17,12 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
-use crate::db::{DbRequest, Reply};
+use crate::db::{Reply, Request};
 use crate::error::DbError;
 use crate::metrics;
 use crate::sysdb::{
-    run_batch, BatchWrite, ClaimRequest, FinishWrite, LaneConn, LoadSteps, NewWorkflow, Op,
-    StepWrite, SysDb,
+    ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, Op, OpOutcome,
+    Session, StartOutcome, StepOutcome, StepRow, StepWrite, Store,
 };
 
 /// Counters a test or operator can read: how much work went through how few statements.
@@ -32,21 +34,174 @@ pub(crate) struct DbStats {
     pub connections_opened: AtomicU64,
 }
 
-// ractor boxes every message on send, so a large variant costs no extra copies.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum DatabaseMsg {
-    Request(DbRequest),
-    /// A lane's flush finished; its connection comes back if it is still healthy.
-    Flushed(Lane, Option<LaneConn>),
+/// A kind of request the actor batches: the lane's name (for metrics and logs), the most
+/// requests one flush carries, how a batch runs on a [`Session`], and where its pending requests
+/// wait in the actor's state.
+trait Lane: Send + Sync + Sized + 'static {
+    /// What each caller gets back.
+    type Out: Send + 'static;
+    const NAME: &'static str;
+    const MAX_BATCH: usize = usize::MAX;
+
+    /// Runs the batch; the result has one entry per request, in order.
+    fn run(
+        session: &mut dyn Session,
+        batch: &[&Self],
+    ) -> impl Future<Output = Result<Vec<Self::Out>, DbError>> + Send;
+
+    /// The lane's queue in the actor's state.
+    fn pending(lanes: &mut Lanes) -> &mut Pending<Self>;
 }
 
-impl From<DbRequest> for DatabaseMsg {
-    fn from(r: DbRequest) -> Self {
+impl Lane for NewWorkflow {
+    type Out = StartOutcome;
+    const NAME: &'static str = "start";
+
+    async fn run(s: &mut dyn Session, batch: &[&Self]) -> Result<Vec<StartOutcome>, DbError> {
+        s.start(batch).await
+    }
+
+    fn pending(lanes: &mut Lanes) -> &mut Pending<Self> {
+        &mut lanes.start
+    }
+}
+
+impl Lane for StepWrite {
+    type Out = StepOutcome;
+    const NAME: &'static str = "checkpoint";
+
+    async fn run(s: &mut dyn Session, batch: &[&Self]) -> Result<Vec<StepOutcome>, DbError> {
+        s.checkpoint(batch).await
+    }
+
+    fn pending(lanes: &mut Lanes) -> &mut Pending<Self> {
+        &mut lanes.checkpoint
+    }
+}
+
+impl Lane for FinishWrite {
+    type Out = FinishOutcome;
+    const NAME: &'static str = "finish";
+
+    async fn run(s: &mut dyn Session, batch: &[&Self]) -> Result<Vec<FinishOutcome>, DbError> {
+        s.finish(batch).await
+    }
+
+    fn pending(lanes: &mut Lanes) -> &mut Pending<Self> {
+        &mut lanes.finish
+    }
+}
+
+impl Lane for LoadSteps {
+    type Out = Vec<StepRow>;
+    const NAME: &'static str = "load_steps";
+
+    async fn run(s: &mut dyn Session, batch: &[&Self]) -> Result<Vec<Vec<StepRow>>, DbError> {
+        let ids: Vec<&str> = batch.iter().map(|l| l.0.as_str()).collect();
+        s.load_steps(&ids).await
+    }
+
+    fn pending(lanes: &mut Lanes) -> &mut Pending<Self> {
+        &mut lanes.load
+    }
+}
+
+impl Lane for Op {
+    type Out = OpOutcome;
+    const NAME: &'static str = "ops";
+
+    async fn run(s: &mut dyn Session, batch: &[&Self]) -> Result<Vec<OpOutcome>, DbError> {
+        s.ops(batch).await
+    }
+
+    fn pending(lanes: &mut Lanes) -> &mut Pending<Self> {
+        &mut lanes.ops
+    }
+}
+
+impl Lane for ClaimRequest {
+    type Out = ClaimOutcome;
+    const NAME: &'static str = "claim";
+    /// One claim per flush: a claim commits on its own, so a failure must not be retried as
+    /// part of a batch (its neighbours' rows would be claimed twice).
+    const MAX_BATCH: usize = 1;
+
+    async fn run(s: &mut dyn Session, batch: &[&Self]) -> Result<Vec<ClaimOutcome>, DbError> {
+        let mut outs = Vec::with_capacity(batch.len());
+        for request in batch {
+            outs.push(s.claim(request).await?);
+        }
+        Ok(outs)
+    }
+
+    fn pending(lanes: &mut Lanes) -> &mut Pending<Self> {
+        &mut lanes.claim
+    }
+}
+
+/// A lane's requests waiting for the next flush, and its session between flushes.
+struct Pending<L: Lane> {
+    requests: Vec<(Arc<L>, Reply<L::Out>)>,
+    session: Option<Box<dyn Session>>,
+    busy: bool,
+}
+
+impl<L: Lane> Default for Pending<L> {
+    fn default() -> Self {
+        Pending {
+            requests: Vec::new(),
+            session: None,
+            busy: false,
+        }
+    }
+}
+
+impl<L: Lane> Pending<L> {
+    fn idle(&self) -> bool {
+        !self.busy && self.requests.is_empty()
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Lanes {
+    start: Pending<NewWorkflow>,
+    checkpoint: Pending<StepWrite>,
+    finish: Pending<FinishWrite>,
+    load: Pending<LoadSteps>,
+    ops: Pending<Op>,
+    claim: Pending<ClaimRequest>,
+}
+
+impl Lanes {
+    fn idle(&self) -> bool {
+        self.start.idle()
+            && self.checkpoint.idle()
+            && self.finish.idle()
+            && self.load.idle()
+            && self.ops.idle()
+            && self.claim.idle()
+    }
+}
+
+/// A lane's flush finished: `lane` puts the session back (when it is still healthy) into the
+/// lane it came from, and starts the lane's next flush.
+pub(crate) struct Flushed {
+    lane: fn(&mut DatabaseState, Option<Box<dyn Session>>),
+    session: Option<Box<dyn Session>>,
+}
+
+pub(crate) enum DatabaseMsg {
+    Request(Request),
+    Flushed(Flushed),
+}
+
+impl From<Request> for DatabaseMsg {
+    fn from(r: Request) -> Self {
         DatabaseMsg::Request(r)
     }
 }
 
-impl TryFrom<DatabaseMsg> for DbRequest {
+impl TryFrom<DatabaseMsg> for Request {
     type Error = ();
     fn try_from(m: DatabaseMsg) -> Result<Self, ()> {
         match m {
@@ -56,92 +211,41 @@ impl TryFrom<DatabaseMsg> for DbRequest {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Lane {
-    Start,
-    Checkpoint,
-    Finish,
-    LoadSteps,
-    Ops,
-    Claim,
-}
-
-/// Requests of one kind waiting for the next flush.
-struct Queue<W: BatchWrite> {
-    pending: Vec<(W, Reply<W::Out>)>,
-    conn: Option<LaneConn>,
-    busy: bool,
-}
-
-impl<W: BatchWrite> Default for Queue<W> {
-    fn default() -> Self {
-        Queue {
-            pending: Vec::new(),
-            conn: None,
-            busy: false,
-        }
-    }
-}
-
 /// What a flush needs besides its lane. Dropping it (with the actor's state, also when the actor
 /// is killed) aborts the flushes and calls still in flight.
 struct Ctx {
     myself: ActorRef<DatabaseMsg>,
-    db: SysDb,
+    store: Arc<dyn Store>,
     stats: Arc<DbStats>,
     tasks: JoinSet<()>,
 }
 
 pub(crate) struct DatabaseState {
     ctx: Ctx,
-    start: Queue<NewWorkflow>,
-    checkpoint: Queue<StepWrite>,
-    finish: Queue<FinishWrite>,
-    load: Queue<LoadSteps>,
-    ops: Queue<Op>,
-    claim: Queue<ClaimRequest>,
+    lanes: Lanes,
     flush_waiters: Vec<oneshot::Sender<()>>,
 }
 
-impl DatabaseState {
-    fn idle(&self) -> bool {
-        fn idle<W: BatchWrite>(q: &Queue<W>) -> bool {
-            !q.busy && q.pending.is_empty()
-        }
-        idle(&self.start)
-            && idle(&self.checkpoint)
-            && idle(&self.finish)
-            && idle(&self.load)
-            && idle(&self.ops)
-            && idle(&self.claim)
-    }
-}
+pub(crate) struct Database;
 
-pub(crate) struct DatabaseActor;
-
-impl Actor for DatabaseActor {
+impl Actor for Database {
     type Msg = DatabaseMsg;
     type State = DatabaseState;
-    type Arguments = (SysDb, Arc<DbStats>);
+    type Arguments = (Arc<dyn Store>, Arc<DbStats>);
 
     async fn pre_start(
         &self,
         myself: ActorRef<DatabaseMsg>,
-        (db, stats): (SysDb, Arc<DbStats>),
+        (store, stats): (Arc<dyn Store>, Arc<DbStats>),
     ) -> Result<DatabaseState, ActorProcessingErr> {
         Ok(DatabaseState {
             ctx: Ctx {
                 myself,
-                db,
+                store,
                 stats,
                 tasks: JoinSet::new(),
             },
-            start: Queue::default(),
-            checkpoint: Queue::default(),
-            finish: Queue::default(),
-            load: Queue::default(),
-            ops: Queue::default(),
-            claim: Queue::default(),
+            lanes: Lanes::default(),
             flush_waiters: Vec::new(),
         })
     }
@@ -161,40 +265,25 @@ impl Actor for DatabaseActor {
                 }
             }
         }
-        let ctx = &mut state.ctx;
         match msg {
             DatabaseMsg::Request(request) => match request {
-                DbRequest::Start(w, reply) => enqueue(&mut state.start, Lane::Start, w, reply, ctx),
-                DbRequest::Checkpoint(w, reply) => {
-                    enqueue(&mut state.checkpoint, Lane::Checkpoint, w, reply, ctx)
-                }
-                DbRequest::Finish(w, reply) => {
-                    enqueue(&mut state.finish, Lane::Finish, w, reply, ctx)
-                }
-                DbRequest::LoadSteps(w, reply) => {
-                    enqueue(&mut state.load, Lane::LoadSteps, w, reply, ctx)
-                }
-                DbRequest::Op(w, reply) => enqueue(&mut state.ops, Lane::Ops, w, reply, ctx),
-                DbRequest::Claim(w, reply) => {
-                    enqueue(&mut state.claim, Lane::Claim, *w, reply, ctx)
-                }
-                DbRequest::Call(call) => {
+                Request::Start(w, reply) => enqueue(state, w, reply),
+                Request::Checkpoint(w, reply) => enqueue(state, w, reply),
+                Request::Finish(w, reply) => enqueue(state, w, reply),
+                Request::LoadSteps(w, reply) => enqueue(state, w, reply),
+                Request::Op(w, reply) => enqueue(state, w, reply),
+                Request::Claim(w, reply) => enqueue(state, w, reply),
+                Request::Call(call) => {
+                    let ctx = &mut state.ctx;
                     ctx.stats.calls.fetch_add(1, Ordering::Relaxed);
-                    ctx.tasks.spawn(call(ctx.db.clone()));
+                    ctx.tasks.spawn(call(ctx.store.clone()));
                 }
-                DbRequest::Flush(done) => state.flush_waiters.push(done),
-                DbRequest::Panic => panic!("injected fault: database actor"),
+                Request::Flush(done) => state.flush_waiters.push(done),
+                Request::Panic => panic!("injected fault: database actor"),
             },
-            DatabaseMsg::Flushed(lane, conn) => match lane {
-                Lane::Start => flushed(&mut state.start, lane, conn, ctx),
-                Lane::Checkpoint => flushed(&mut state.checkpoint, lane, conn, ctx),
-                Lane::Finish => flushed(&mut state.finish, lane, conn, ctx),
-                Lane::LoadSteps => flushed(&mut state.load, lane, conn, ctx),
-                Lane::Ops => flushed(&mut state.ops, lane, conn, ctx),
-                Lane::Claim => flushed(&mut state.claim, lane, conn, ctx),
-            },
+            DatabaseMsg::Flushed(Flushed { lane, session }) => lane(state, session),
         }
-        if state.idle() {
+        if state.lanes.idle() {
             for done in state.flush_waiters.drain(..) {
                 let _ = done.send(());
             }
@@ -203,67 +292,69 @@ impl Actor for DatabaseActor {
     }
 }
 
-fn enqueue<W: BatchWrite>(
-    queue: &mut Queue<W>,
-    lane: Lane,
-    item: W,
-    reply: Reply<W::Out>,
-    ctx: &mut Ctx,
-) {
-    queue.pending.push((item, reply));
-    kick(queue, lane, ctx);
+fn enqueue<L: Lane>(state: &mut DatabaseState, item: Arc<L>, reply: Reply<L::Out>) {
+    L::pending(&mut state.lanes).requests.push((item, reply));
+    kick::<L>(state);
 }
 
-fn flushed<W: BatchWrite>(queue: &mut Queue<W>, lane: Lane, conn: Option<LaneConn>, ctx: &mut Ctx) {
-    queue.busy = false;
-    queue.conn = conn;
-    kick(queue, lane, ctx);
+fn flushed<L: Lane>(state: &mut DatabaseState, session: Option<Box<dyn Session>>) {
+    let pending = L::pending(&mut state.lanes);
+    pending.busy = false;
+    pending.session = session;
+    kick::<L>(state);
 }
 
-/// Starts a flush of everything pending, unless one is already in flight.
-fn kick<W: BatchWrite>(queue: &mut Queue<W>, lane: Lane, ctx: &mut Ctx) {
-    if queue.busy || queue.pending.is_empty() {
+/// Starts a flush of everything pending in lane `L`, unless one is already in flight.
+fn kick<L: Lane>(state: &mut DatabaseState) {
+    let pending = L::pending(&mut state.lanes);
+    if pending.busy || pending.requests.is_empty() {
         return;
     }
-    queue.busy = true;
-    let batch = if queue.pending.len() <= W::MAX_BATCH {
-        std::mem::take(&mut queue.pending)
+    pending.busy = true;
+    let batch = if pending.requests.len() <= L::MAX_BATCH {
+        std::mem::take(&mut pending.requests)
     } else {
-        queue.pending.drain(..W::MAX_BATCH).collect()
+        pending.requests.drain(..L::MAX_BATCH).collect()
     };
-    let conn = queue.conn.take();
-    let (myself, db, stats) = (ctx.myself.clone(), ctx.db.clone(), ctx.stats.clone());
+    let session = pending.session.take();
+    let ctx = &mut state.ctx;
+    let (myself, store, stats) = (ctx.myself.clone(), ctx.store.clone(), ctx.stats.clone());
     ctx.tasks.spawn(async move {
-        let conn = flush(batch, conn, &db, &stats).await;
-        let _ = myself.send_message(DatabaseMsg::Flushed(lane, conn));
+        let session = flush(batch, session, &*store, &stats).await;
+        let done = Flushed {
+            lane: flushed::<L>,
+            session,
+        };
+        let _ = myself.send_message(DatabaseMsg::Flushed(done));
     });
 }
 
-/// Writes one batch and answers its callers; returns the connection if it is still usable.
-async fn flush<W: BatchWrite>(
-    batch: Vec<(W, Reply<W::Out>)>,
-    conn: Option<LaneConn>,
-    db: &SysDb,
+/// Writes one batch and answers its callers; returns the session if it is still usable.
+async fn flush<L: Lane>(
+    batch: Vec<(Arc<L>, Reply<L::Out>)>,
+    session: Option<Box<dyn Session>>,
+    store: &dyn Store,
     stats: &DbStats,
-) -> Option<LaneConn> {
-    let (items, replies): (Vec<W>, Vec<Reply<W::Out>>) = batch.into_iter().unzip();
-    let mut conn = match conn {
-        Some(conn) => conn,
-        None => match db.dedicated().await {
-            Ok(conn) => {
+) -> Option<Box<dyn Session>> {
+    let (items, replies): (Vec<Arc<L>>, Vec<Reply<L::Out>>) = batch.into_iter().unzip();
+    let mut session = match session {
+        Some(session) => session,
+        None => match store.open_session().await {
+            Ok(session) => {
                 stats.connections_opened.fetch_add(1, Ordering::Relaxed);
-                conn
+                session
             }
             Err(e) => {
-                metrics::db_failed(W::LANE, e.is_transient());
+                metrics::db_failed(L::NAME, e.is_transient());
                 answer_all(replies, &e);
                 return None;
             }
         },
     };
+    let refs: Vec<&L> = items.iter().map(|item| &**item).collect();
     let began = Instant::now();
-    let result = run_batch(db, &mut conn, &items).await;
-    metrics::db_flushed(W::LANE, items.len(), began.elapsed());
+    let result = L::run(&mut *session, &refs).await;
+    metrics::db_flushed(L::NAME, items.len(), began.elapsed());
     stats.flushes.fetch_add(1, Ordering::Relaxed);
     stats
         .batched_requests
@@ -273,35 +364,34 @@ async fn flush<W: BatchWrite>(
             for (reply, out) in replies.into_iter().zip(outs) {
                 let _ = reply.send(Ok(out));
             }
-            Some(conn)
+            Some(session)
         }
         Err(e) => {
-            metrics::db_failed(W::LANE, e.is_transient());
+            metrics::db_failed(L::NAME, e.is_transient());
             if e.is_transient() {
-                tracing::warn!(lane = W::LANE, error = %e, "flush failed; reconnecting");
+                tracing::warn!(lane = L::NAME, error = %e, "flush failed; reconnecting");
                 answer_all(replies, &e);
                 return None;
             }
             if items.len() == 1 {
                 answer_all(replies, &e);
-                return Some(conn);
+                return Some(session);
             }
             // One bad row must not fail its neighbours: write them one by one.
-            isolate(items, replies, conn, db).await
+            isolate(&refs, replies, session).await
         }
     }
 }
 
-async fn isolate<W: BatchWrite>(
-    items: Vec<W>,
-    replies: Vec<Reply<W::Out>>,
-    mut conn: LaneConn,
-    db: &SysDb,
-) -> Option<LaneConn> {
+async fn isolate<L: Lane>(
+    items: &[&L],
+    replies: Vec<Reply<L::Out>>,
+    mut session: Box<dyn Session>,
+) -> Option<Box<dyn Session>> {
     let mut healthy = true;
-    for (item, reply) in items.into_iter().zip(replies) {
+    for (item, reply) in items.iter().zip(replies) {
         let result = if healthy {
-            run_batch(db, &mut conn, std::slice::from_ref(&item))
+            L::run(&mut *session, std::slice::from_ref(item))
                 .await
                 .and_then(|mut outs| {
                     outs.pop()
@@ -315,7 +405,7 @@ async fn isolate<W: BatchWrite>(
         healthy &= !matches!(&result, Err(e) if e.is_transient());
         let _ = reply.send(result);
     }
-    healthy.then_some(conn)
+    healthy.then_some(session)
 }
 
 fn answer_all<T>(replies: Vec<Reply<T>>, e: &DbError) {

@@ -6,6 +6,7 @@
 //! most a polling interval. After a reconnect, when notifications may have been missed, every
 //! queue is woken. It never claims or writes anything itself.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -14,13 +15,13 @@ use crate::backoff::Backoff;
 use crate::dispatch;
 use crate::shared::SharedRef;
 use crate::start;
-use crate::sysdb::{self, SysDb, CANCEL_CHANNEL, QUEUE_CHANNEL};
+use crate::sysdb::{Store, CANCEL_CHANNEL, QUEUE_CHANNEL};
 
 pub(crate) struct ListenerActor;
 
 pub(crate) struct ListenerArgs {
     pub shared: SharedRef,
-    pub sys: SysDb,
+    pub sys: Arc<dyn Store>,
 }
 
 const RECONNECT: Backoff = Backoff::exponential(Duration::from_millis(50), Duration::from_secs(5));
@@ -46,7 +47,7 @@ impl Actor for ListenerActor {
     ) -> Result<(), ActorProcessingErr> {
         let mut failures = 0;
         loop {
-            let mut listener = match sysdb::listen(&state.sys, CHANNELS).await {
+            let mut listener = match state.sys.listen(CHANNELS).await {
                 Ok(listener) => listener,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot listen for wake-ups; queues keep polling");
@@ -58,8 +59,8 @@ impl Actor for ListenerActor {
             failures = 0;
             wake_all(&state.shared);
             loop {
-                match listener.try_recv().await {
-                    Ok(Some(n)) => route(&state.shared, n.channel(), n.payload()),
+                match listener.next().await {
+                    Ok(Some(n)) => route(&state.shared, &n.channel, &n.payload),
                     // The connection dropped and was re-established: announcements may be lost.
                     Ok(None) => wake_all(&state.shared),
                     Err(e) => {

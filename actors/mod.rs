@@ -1,6 +1,6 @@
 //! The runtime's actors, one file each. They use the core (`crate::*`); the core reaches them
-//! only through message types it defines (`DbRequest`, `QueueRequest`) and the composition root
-//! in `runtime.rs`.
+//! only through message types it defines (`db::Request`, `QueueRequest`) and the composition root
+//! in `launch.rs`.
 
 pub(crate) mod database;
 pub(crate) mod listener;

@@ -19,13 +19,15 @@ use tokio::task::JoinSet;
 use super::restart::Restart;
 use super::workflow::{WorkflowActor, WorkflowArgs};
 use crate::backoff::Backoff;
+use crate::clock::now_ms;
 use crate::dispatch::{Dispatch, OpenSlots, QueueRequest};
 use crate::error::DbError;
 use crate::metrics::{self, QueueMetrics};
+use crate::queue::INTERNAL_QUEUE;
 use crate::queue::{Queue, QueueMessage};
 use crate::shared::SharedRef;
 use crate::start::{self, Target};
-use crate::sysdb::{self, ClaimOutcome, ClaimRequest, Claimed};
+use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
 
 pub(crate) enum QueueMsg {
     Request(QueueRequest),
@@ -391,7 +393,7 @@ impl QueueState {
             executor_id: config.executor_id.clone(),
             app_version: config.app_version.clone(),
             app_name: config.app_name.clone(),
-            now: sysdb::now_ms(),
+            now: now_ms(),
         };
         let (db, myself) = (self.shared.db.clone(), myself.clone());
         self.tasks.spawn(async move {
@@ -466,8 +468,8 @@ impl QueueState {
                     (shared, queue, running),
                     |sys, (shared, queue, running)| async move {
                         let me = shared.config.executor();
-                        let direct = queue == sysdb::INTERNAL_QUEUE;
-                        sysdb::redispatch(&sys, &me, &queue, direct, &running).await
+                        let direct = queue == INTERNAL_QUEUE;
+                        sys.redispatch(&me, &queue, direct, &running).await
                     },
                 )
                 .await;
@@ -548,7 +550,7 @@ impl QueueState {
             let (id, owner) = (d.id.clone(), d.owner.clone());
             let bumped = db
                 .call_with((id, owner), |sys, (id, owner)| async move {
-                    sysdb::bump_attempts(&sys, &id, &owner).await
+                    sys.bump_attempts(&id, &owner).await
                 })
                 .await;
             let msg = match bumped {
@@ -589,7 +591,7 @@ impl QueueState {
             return;
         }
         self.next_due = Some(due_ms);
-        let wait = (due_ms - sysdb::now_ms()).max(0) as u64;
+        let wait = (due_ms - now_ms()).max(0) as u64;
         self.after(myself, Duration::from_millis(wait), QueueMsg::Due);
     }
 

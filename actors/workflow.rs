@@ -17,6 +17,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use crate::clock::now_ms;
 use crate::codec;
 use crate::completion::Finished;
 use crate::context::{Abort, Context, RunInfo};
@@ -26,7 +27,7 @@ use crate::metrics;
 use crate::registry::Outcome;
 use crate::shared::SharedRef;
 use crate::status::Status;
-use crate::sysdb::{self, now_ms, FinishOutcome, FinishWrite};
+use crate::sysdb::{FinishOutcome, FinishWrite};
 
 pub(crate) struct WorkflowArgs {
     pub shared: SharedRef,
@@ -162,10 +163,7 @@ impl Actor for WorkflowActor {
                 state
                     .shared
                     .db
-                    .call_with(
-                        id,
-                        |db, id| async move { sysdb::cancel(&db, &id, true).await },
-                    )
+                    .call_with(id, |db, id| async move { db.cancel(&id, true).await })
                     .await?;
                 ctx.cancel();
             }

@@ -15,7 +15,7 @@ use crate::retention::Retention;
 use crate::runtime::Runtime;
 use crate::schedule::Schedule;
 use crate::shared::Config;
-use crate::sysdb::{self, SysDb};
+use crate::sysdb;
 use crate::workflow::Workflow;
 
 /// Builds and launches a [`Runtime`].
@@ -258,7 +258,7 @@ impl RuntimeBuilder {
             retention: self.retention,
         };
         let sys =
-            SysDb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;
+            sysdb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;
         Runtime::launch(
             config,
             self.registry,
@@ -294,14 +294,10 @@ fn resolve_url(
 /// A stable version id from the registered workflow names (FNV-1a, so it never changes between
 /// builds or toolchains for the same set of workflows).
 fn derive_version(registry: &Registry) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for name in registry.names() {
-        for byte in name.bytes().chain(std::iter::once(b'\n')) {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    format!("{hash:016x}")
+    let names = registry
+        .names()
+        .flat_map(|name| name.bytes().chain([b'\n']));
+    format!("{:016x}", crate::hash::fnv1a(names))
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::actors::restart::RestartPolicy;
 use crate::calls::{self, StreamValue};
+use crate::clock::{millis, now_ms};
 use crate::codec;
 use crate::dispatch;
 use crate::error::{DbError, Error, Result};
@@ -26,7 +27,7 @@ use crate::registry::Registry;
 use crate::shared::{Config, RunState, SharedRef};
 use crate::signals;
 use crate::start::{self, Target, WorkflowOptions};
-use crate::sysdb::{self, MigrationReport, SysDb};
+use crate::sysdb::{self, MigrationReport};
 use crate::workflow::WorkflowRef;
 
 /// Counters of database traffic and supervision.
@@ -108,7 +109,7 @@ impl Client {
             schedule_refresh: Duration::from_secs(10),
             retention: None,
         };
-        let sys = SysDb::connect(url, &config.schema, 4, options.connect_timeout).await?;
+        let sys = sysdb::connect(url, &config.schema, 4, options.connect_timeout).await?;
         let tree = launch::launch(
             config,
             Registry::default(),
@@ -129,9 +130,8 @@ impl Client {
     /// Safe to run concurrently with other migrators.
     pub async fn migrate(url: &str, options: &ClientOptions) -> Result<MigrationReport> {
         let schema = options.schema.as_str();
-        sysdb::validate_schema(schema)?;
-        let db = SysDb::connect(url, schema, 1, options.connect_timeout).await?;
-        let report = sysdb::migrate(&db).await.map_err(|e| Error::Migration {
+        let db = sysdb::connect(url, schema, 1, options.connect_timeout).await?;
+        let report = db.migrate().await.map_err(|e| Error::Migration {
             schema: schema.to_owned(),
             reason: e.to_string(),
         });
@@ -193,9 +193,7 @@ impl Client {
             .db
             .call_with(
                 (id, dest, t, message),
-                |db, (id, dest, t, message)| async move {
-                    sysdb::send(&db, &id, &dest, &t, &message).await
-                },
+                |db, (id, dest, t, message)| async move { db.send(&id, &dest, &t, &message).await },
             )
             .await;
         match sent {
@@ -218,7 +216,7 @@ impl Client {
         timeout: Duration,
     ) -> Result<Option<T>> {
         let shared = self.shared();
-        let until = sysdb::now_ms() + timeout.as_millis().min(i64::MAX as u128 / 2) as i64;
+        let until = now_ms().saturating_add(millis(timeout));
         let check = || calls::read_event(shared, workflow_id, key);
         let key_signal = signals::event_key(workflow_id, key);
         let found = calls::until_found(shared, key_signal, Some(until), None, check).await?;
@@ -265,7 +263,7 @@ impl Client {
         let done = shared
             .db
             .call_with(target, move |db, target| async move {
-                sysdb::cancel(&db, &target, cascade).await
+                db.cancel(&target, cascade).await
             })
             .await?;
         if !done.exists {
@@ -299,7 +297,7 @@ impl Client {
             .shared()
             .db
             .call_with(queue, move |db, queue| async move {
-                sysdb::delete_queue(&db, &queue).await
+                db.delete_queue(&queue).await
             })
             .await?;
         if !deleted {
@@ -315,7 +313,7 @@ impl Client {
             .shared()
             .db
             .call_with(app, move |db, app| async move {
-                sysdb::list_queues(&db, app.as_deref()).await
+                db.list_queues(app.as_deref()).await
             })
             .await?)
     }

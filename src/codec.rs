@@ -8,7 +8,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, PortableError};
-use crate::sysdb::PORTABLE_JSON;
+
+/// The only payload format stead writes and reads (the `serialization` column).
+pub(crate) const PORTABLE_JSON: &str = "portable_json";
 
 /// Wraps a workflow input (JSON text) in DBOS's envelope as the one positional argument.
 pub(crate) fn encode_inputs(input_json: &str) -> String {

@@ -11,9 +11,10 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::Notify;
 
+use crate::clock::now_ms;
 use crate::error::{DbError, Error, Result};
 use crate::shared::SharedRef;
-use crate::sysdb::{now_ms, Op, OpOutcome, OpStep, StepOutcome, StepRow, StepWrite};
+use crate::sysdb::{Op, OpOutcome, OpStep, StepOutcome, StepRow, StepWrite};
 
 /// Why a run stopped without an outcome of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]

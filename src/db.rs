@@ -1,7 +1,7 @@
-//! The core's handle on the database actor: the requests it accepts, and the one place that
-//! retries a call after a transient failure.
+//! The port of the database actor: the core's cloneable handle [`Db`], the requests it sends
+//! ([`Request`]), and the one place that retries a call after a transient failure.
 //!
-//! The core never names the actor's type: it holds a `DerivedActorRef<DbRequest>` that the
+//! The core never names the actor's type: it holds a `DerivedActorRef<Request>` that the
 //! supervisor swaps when it restarts the actor.
 
 use std::future::Future;
@@ -17,32 +17,33 @@ use crate::backoff::Backoff;
 use crate::error::DbError;
 use crate::sysdb::{
     ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, Op, OpOutcome,
-    StartOutcome, StepOutcome, StepRow, StepWrite, SysDb,
+    StartOutcome, StepOutcome, StepRow, StepWrite, Store,
 };
 
 /// Where the actor answers a request.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, DbError>>;
 
-/// A one-off call on the pool; it answers through the reply it captured.
-pub(crate) type PoolCall = Box<dyn FnOnce(SysDb) -> BoxFuture<'static, ()> + Send>;
+/// A one-off call on the store's pool; it answers through the reply it captured.
+pub(crate) type Call = Box<dyn FnOnce(Arc<dyn Store>) -> BoxFuture<'static, ()> + Send>;
 
-/// What the database actor does for the core.
-pub(crate) enum DbRequest {
-    /// Batched: create a workflow row.
-    Start(NewWorkflow, Reply<StartOutcome>),
-    /// Batched: record a step, if the workflow is still ours.
-    Checkpoint(StepWrite, Reply<StepOutcome>),
-    /// Batched: record a workflow's outcome, if it is still ours.
-    Finish(FinishWrite, Reply<FinishOutcome>),
-    /// Batched: read a workflow's recorded steps.
-    LoadSteps(LoadSteps, Reply<Vec<StepRow>>),
-    /// Batched: a durable call whose effect commits with its record (send, receive, event,
-    /// stream write).
-    Op(Op, Reply<OpOutcome>),
-    /// Claim a queue's workflows (on the claim lane's connection, one claim after another).
-    Claim(Box<ClaimRequest>, Reply<ClaimOutcome>),
-    /// A statement that is not batched (status reads, recovery, claims, migrations).
-    Call(PoolCall),
+/// What the database actor does for the core. A request of a lane is shared (`Arc`), so a
+/// retry resends it without copying it.
+pub(crate) enum Request {
+    /// On the start lane: create a workflow row.
+    Start(Arc<NewWorkflow>, Reply<StartOutcome>),
+    /// On the checkpoint lane: record a step, if the workflow is still ours.
+    Checkpoint(Arc<StepWrite>, Reply<StepOutcome>),
+    /// On the finish lane: record a workflow's outcome, if it is still ours.
+    Finish(Arc<FinishWrite>, Reply<FinishOutcome>),
+    /// On the step-load lane: read a workflow's recorded steps.
+    LoadSteps(Arc<LoadSteps>, Reply<Vec<StepRow>>),
+    /// On the ops lane: a durable call whose effect commits with its record (send, receive,
+    /// event, stream write).
+    Op(Arc<Op>, Reply<OpOutcome>),
+    /// On the claim lane: claim a queue's workflows (one claim after another, never batched).
+    Claim(Arc<ClaimRequest>, Reply<ClaimOutcome>),
+    /// A call on the pool, not on a lane (reads, management, recovery, migrations).
+    Call(Call),
     /// Answers once everything received before it is written.
     Flush(oneshot::Sender<()>),
     /// Fault injection for tests: the actor panics, as if its state were poisoned.
@@ -52,7 +53,7 @@ pub(crate) enum DbRequest {
 /// A cloneable handle on whichever database actor is current.
 #[derive(Clone)]
 pub(crate) struct Db {
-    current: Arc<RwLock<Option<DerivedActorRef<DbRequest>>>>,
+    current: Arc<RwLock<Option<DerivedActorRef<Request>>>>,
     closed: Arc<AtomicBool>,
     retry: Backoff,
     give_up_after: Duration,
@@ -70,7 +71,7 @@ impl Db {
     }
 
     /// Points the handle at a (re)started actor, or at none while it restarts.
-    pub(crate) fn set(&self, actor: Option<DerivedActorRef<DbRequest>>) {
+    pub(crate) fn set(&self, actor: Option<DerivedActorRef<Request>>) {
         if let Ok(mut current) = self.current.write() {
             *current = actor;
         }
@@ -82,14 +83,14 @@ impl Db {
         self.set(None);
     }
 
-    fn send(&self, request: DbRequest) -> bool {
+    fn send(&self, request: Request) -> bool {
         let actor = self.current.read().ok().and_then(|a| a.clone());
         actor.is_some_and(|a| a.send_message(request).is_ok())
     }
 
     /// Sends a request built by `make`, retrying transient failures (including the actor being
     /// restarted) with backoff until `give_up_after` has passed.
-    async fn request<T>(&self, make: impl Fn(Reply<T>) -> DbRequest) -> Result<T, DbError> {
+    async fn request<T>(&self, make: impl Fn(Reply<T>) -> Request) -> Result<T, DbError> {
         let began = Instant::now();
         let mut retry = 0;
         loop {
@@ -118,24 +119,28 @@ impl Db {
     }
 
     pub(crate) async fn start(&self, w: NewWorkflow) -> Result<StartOutcome, DbError> {
-        self.request(|r| DbRequest::Start(w.clone(), r)).await
+        let w = Arc::new(w);
+        self.request(|r| Request::Start(w.clone(), r)).await
     }
 
     pub(crate) async fn checkpoint(&self, s: StepWrite) -> Result<StepOutcome, DbError> {
-        self.request(|r| DbRequest::Checkpoint(s.clone(), r)).await
+        let s = Arc::new(s);
+        self.request(|r| Request::Checkpoint(s.clone(), r)).await
     }
 
     pub(crate) async fn finish(&self, f: FinishWrite) -> Result<FinishOutcome, DbError> {
-        self.request(|r| DbRequest::Finish(f.clone(), r)).await
+        let f = Arc::new(f);
+        self.request(|r| Request::Finish(f.clone(), r)).await
     }
 
     pub(crate) async fn op(&self, op: Op) -> Result<OpOutcome, DbError> {
-        self.request(|r| DbRequest::Op(op.clone(), r)).await
+        let op = Arc::new(op);
+        self.request(|r| Request::Op(op.clone(), r)).await
     }
 
     pub(crate) async fn load_steps(&self, id: &str) -> Result<Vec<StepRow>, DbError> {
-        self.request(|r| DbRequest::LoadSteps(LoadSteps(id.to_owned()), r))
-            .await
+        let load = Arc::new(LoadSteps(id.to_owned()));
+        self.request(|r| Request::LoadSteps(load.clone(), r)).await
     }
 
     /// Claims enqueued workflows. Not retried here: a claim that may have committed must be
@@ -145,7 +150,7 @@ impl Db {
             return Err(DbError::Closed);
         }
         let (tx, rx) = oneshot::channel();
-        if !self.send(DbRequest::Claim(Box::new(c), tx)) {
+        if !self.send(Request::Claim(Arc::new(c), tx)) {
             return Err(DbError::Transient(
                 "the database actor is not running".into(),
             ));
@@ -154,19 +159,19 @@ impl Db {
             .unwrap_or_else(|_| Err(DbError::Transient("the database actor stopped".into())))
     }
 
-    /// Runs `f` on the pool through the actor; `f` must be safe to run again after a
+    /// Runs `f` on the store through the actor; `f` must be safe to run again after a
     /// transient failure.
     pub(crate) async fn call<T, F, Fut>(&self, f: F) -> Result<T, DbError>
     where
         T: Send + 'static,
-        F: Fn(SysDb) -> Fut + Clone + Send + Sync + 'static,
+        F: Fn(Arc<dyn Store>) -> Fut + Clone + Send + Sync + 'static,
         Fut: Future<Output = Result<T, DbError>> + Send + 'static,
     {
         self.request(|reply: Reply<T>| {
             let f = f.clone();
-            DbRequest::Call(Box::new(move |db| {
+            Request::Call(Box::new(move |store| {
                 Box::pin(async move {
-                    let _ = reply.send(f(db).await);
+                    let _ = reply.send(f(store).await);
                 })
             }))
         })
@@ -179,21 +184,21 @@ impl Db {
     where
         A: Clone + Send + Sync + 'static,
         T: Send + 'static,
-        F: Fn(SysDb, A) -> Fut + Clone + Send + Sync + 'static,
+        F: Fn(Arc<dyn Store>, A) -> Fut + Clone + Send + Sync + 'static,
         Fut: Future<Output = Result<T, DbError>> + Send + 'static,
     {
-        self.call(move |db| f(db, args.clone())).await
+        self.call(move |store| f(store, args.clone())).await
     }
 
     /// Makes the current actor panic (fault injection for tests).
     pub(crate) fn inject_panic(&self) -> bool {
-        self.send(DbRequest::Panic)
+        self.send(Request::Panic)
     }
 
     /// Waits until everything sent so far is written (used by shutdown).
     pub(crate) async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
-        if self.send(DbRequest::Flush(tx)) {
+        if self.send(Request::Flush(tx)) {
             let _ = rx.await;
         }
     }

@@ -12,13 +12,15 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::client::Client;
+use crate::clock::now_ms;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::metrics;
+use crate::queue::INTERNAL_QUEUE;
 use crate::shared::SharedRef;
 use crate::start;
-use crate::sysdb::{self, Bounce, Bounced, INTERNAL_QUEUE};
+use crate::sysdb::{Bounce, Bounced};
 use crate::workflow::WorkflowRef;
 
 /// Options of a debounced workflow.
@@ -100,7 +102,7 @@ pub(crate) async fn debounce<I: Serialize>(
     }
     let dedup_id = format!("{workflow}-{key}");
     for attempt in 0..ATTEMPTS {
-        let now = sysdb::now_ms();
+        let now = now_ms();
         let bounce = Bounce {
             id: options
                 .id
@@ -119,9 +121,10 @@ pub(crate) async fn debounce<I: Serialize>(
         };
         let outcome = shared
             .db
-            .call_with(bounce, move |db, bounce| async move {
-                sysdb::bounce(&db, &bounce).await
-            })
+            .call_with(
+                bounce,
+                move |db, bounce| async move { db.bounce(&bounce).await },
+            )
             .await?;
         match outcome {
             Bounced::Extended(id) => return Ok(WorkflowHandle::new(id, shared.clone())),

@@ -14,7 +14,7 @@ use crate::completion::Finished;
 use crate::error::{DbError, Error, Result};
 use crate::shared::{RunState, SharedRef};
 use crate::status::{Status, WorkflowStatus};
-use crate::sysdb::{self, StatusRow};
+use crate::sysdb::StatusRow;
 use crate::workflow::{ReadAs, Untyped};
 
 /// How long a handle trusts its local slot before it also checks the database (the workflow may
@@ -120,10 +120,7 @@ impl<O> WorkflowHandle<O> {
         let found = self
             .shared
             .db
-            .call_with(
-                id,
-                move |db, id| async move { sysdb::status(&db, &id).await },
-            )
+            .call_with(id, move |db, id| async move { db.status(&id).await })
             .await
             .map_err(|e| self.db_error(e))?;
         found.ok_or_else(|| Error::NotFound(self.id.clone()))

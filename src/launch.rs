@@ -11,7 +11,7 @@ use dashmap::DashMap;
 use ractor::{Actor, ActorRef, DerivedActorRef};
 use tokio::sync::watch;
 
-use crate::actors::database::{DatabaseActor, DbStats};
+use crate::actors::database::{Database, DbStats};
 use crate::actors::listener::{ListenerActor, ListenerArgs};
 use crate::actors::queue::{QueueActor, QueueArgs, QueueMsg};
 use crate::actors::restart::{Restart, RestartPolicy};
@@ -27,7 +27,7 @@ use crate::queue::{Queue, QueueMessage};
 use crate::registry::Registry;
 use crate::schedule::{self, Schedule};
 use crate::shared::{Config, RunState, Shared, SharedRef};
-use crate::sysdb::{self, SysDb};
+use crate::sysdb::{self, Store};
 
 /// What a running runtime holds on to.
 pub(crate) struct Tree {
@@ -38,7 +38,7 @@ pub(crate) struct Tree {
     /// Runs this process's scheduler enqueued.
     pub fired: Arc<AtomicU64>,
     /// Closed when the runtime stops, which also ends the pool's maintenance task.
-    pub sys: SysDb,
+    pub sys: Arc<dyn Store>,
 }
 
 /// What the builder declared, written at launch.
@@ -52,7 +52,7 @@ pub(crate) async fn launch(
     config: Config,
     registry: Registry,
     part: Part,
-    sys: SysDb,
+    sys: Arc<dyn Store>,
     db_retry_timeout: Duration,
     policy: RestartPolicy,
 ) -> Result<Tree> {
@@ -108,13 +108,13 @@ pub(crate) enum Part {
 impl Tree {
     /// Migrate, declare the builder's queues and schedules, recover, then listen, fire and
     /// start claiming.
-    async fn prepare(&self, sys: &SysDb, declared: Declared) -> Result<()> {
+    async fn prepare(&self, sys: &Arc<dyn Store>, declared: Declared) -> Result<()> {
         let shared = &self.shared;
         sys.lock_for_executor()?;
         let schema = shared.config.schema.clone();
         let migrated = shared
             .db
-            .call(|db| async move { sysdb::migrate(&db).await })
+            .call(|db| async move { db.migrate().await })
             .await
             .map_err(|e| Error::Migration {
                 schema: schema.clone(),
@@ -131,7 +131,7 @@ impl Tree {
         let recovered = shared
             .db
             .call_with(me, move |db, me| async move {
-                sysdb::recover(&db, &me.config.executor()).await
+                db.recover(&me.config.executor()).await
             })
             .await?;
         if recovered > 0 {
@@ -145,7 +145,7 @@ impl Tree {
         shared
             .db
             .call_with((version, app), move |db, (version, app)| async move {
-                sysdb::admin::register(&db, &version, app.as_deref()).await
+                db.register_version(&version, app.as_deref()).await
             })
             .await?;
         // An embedded database has no other writers to hear from: local writes wake locally.
@@ -163,11 +163,11 @@ impl Tree {
     }
 
     /// A client never migrates: it refuses a schema older than it needs.
-    async fn prepare_client(&self, sys: &SysDb) -> Result<()> {
+    async fn prepare_client(&self, sys: &Arc<dyn Store>) -> Result<()> {
         let found = self
             .shared
             .db
-            .call(|db| async move { sysdb::admin::schema_version(&db).await })
+            .call(|db| async move { db.schema_version().await })
             .await?;
         if found.is_none_or(|v| v < sysdb::DBOS_SCHEMA_VERSION) {
             return Err(Error::SchemaTooOld {
@@ -247,14 +247,14 @@ pub(crate) async fn put_queue(
     Ok(shared
         .db
         .call_with((queue, app), move |db, (queue, app)| async move {
-            sysdb::put_queue(&db, &queue, app.as_deref(), replace).await
+            db.put_queue(&queue, app.as_deref(), replace).await
         })
         .await?)
 }
 
 async fn start_supervisor(
     shared: &SharedRef,
-    sys: &SysDb,
+    sys: &Arc<dyn Store>,
     policy: RestartPolicy,
     queues: Option<QueueSet>,
     stats: Arc<DbStats>,
@@ -277,7 +277,7 @@ async fn start_supervisor(
     Ok(supervisor)
 }
 
-fn database_spec(shared: &SharedRef, sys: &SysDb, stats: Arc<DbStats>) -> ChildSpec {
+fn database_spec(shared: &SharedRef, sys: &Arc<dyn Store>, stats: Arc<DbStats>) -> ChildSpec {
     let (db, sys) = (shared.db.clone(), sys.clone());
     ChildSpec {
         name: "database".into(),
@@ -286,8 +286,7 @@ fn database_spec(shared: &SharedRef, sys: &SysDb, stats: Arc<DbStats>) -> ChildS
         spawn: Arc::new(move |sup, _| {
             let (db, sys, stats) = (db.clone(), sys.clone(), stats.clone());
             Box::pin(async move {
-                let (actor, _) =
-                    Actor::spawn_linked(None, DatabaseActor, (sys, stats), sup).await?;
+                let (actor, _) = Actor::spawn_linked(None, Database, (sys, stats), sup).await?;
                 db.set(Some(actor.get_derived()));
                 Ok(actor.get_cell())
             })
@@ -295,7 +294,7 @@ fn database_spec(shared: &SharedRef, sys: &SysDb, stats: Arc<DbStats>) -> ChildS
     }
 }
 
-fn listener_spec(shared: &SharedRef, sys: &SysDb) -> ChildSpec {
+fn listener_spec(shared: &SharedRef, sys: &Arc<dyn Store>) -> ChildSpec {
     let (shared, sys) = (shared.clone(), sys.clone());
     ChildSpec {
         name: "listener".into(),
@@ -364,7 +363,7 @@ fn queue_set(shared: &SharedRef) -> QueueSet {
                 let defs = shared
                     .db
                     .call_with(app, move |db, app| async move {
-                        sysdb::list_queues(&db, app.as_deref()).await
+                        db.list_queues(app.as_deref()).await
                     })
                     .await?;
                 let listen = shared.config.listen_queues.as_ref();

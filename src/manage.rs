@@ -2,7 +2,7 @@
 //! resume, fork, delete, move a delay, and choose the latest application version. The same
 //! operations DBOS's client and CLI offer, over the same rows.
 //!
-//! It runs no workflow code and builds no SQL: statements live in `sysdb::manage`.
+//! It runs no workflow code and builds no SQL: it calls the store (`sysdb::manage`).
 
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -11,14 +11,17 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::client::Client;
+use crate::clock::{millis, now_ms};
 use crate::codec;
+use crate::codec::PORTABLE_JSON;
 use crate::context::{Call, Context};
 use crate::dispatch;
 use crate::error::{Error, PortableError, Result};
 use crate::handle::WorkflowHandle;
+use crate::queue::INTERNAL_QUEUE;
 use crate::start;
 use crate::status::{Status, WorkflowStatus};
-use crate::sysdb::{self, admin, now_ms, AppVersion, ListQuery, ListedRow, StepListing};
+use crate::sysdb::{AppVersion, Fork, ListQuery, ListedRow, StepListing};
 
 /// Which workflows [`Client::list_workflows`] returns. Every filter is optional; results come in
 /// creation order (oldest first unless [`ListWorkflows::newest_first`]).
@@ -151,7 +154,7 @@ pub struct WorkflowInfo {
 
 impl WorkflowInfo {
     fn from_row(row: ListedRow) -> WorkflowInfo {
-        let portable = row.serialization.as_deref() == Some(sysdb::PORTABLE_JSON);
+        let portable = row.serialization.as_deref() == Some(PORTABLE_JSON);
         let json = |text: Option<String>| {
             text.filter(|_| portable)
                 .and_then(|t| serde_json::from_str(&t).ok())
@@ -186,7 +189,7 @@ pub struct StepInfo {
 
 impl From<StepListing> for StepInfo {
     fn from(s: StepListing) -> StepInfo {
-        let portable = s.serialization.as_deref() == Some(sysdb::PORTABLE_JSON);
+        let portable = s.serialization.as_deref() == Some(PORTABLE_JSON);
         StepInfo {
             function_id: s.function_id,
             name: s.name,
@@ -237,8 +240,8 @@ impl ForkOptions {
 
 fn epoch_ms(time: SystemTime) -> i64 {
     match time.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_millis().min(i64::MAX as u128) as i64,
-        Err(e) => -(e.duration().as_millis().min(i64::MAX as u128) as i64),
+        Ok(d) => millis(d),
+        Err(e) => -millis(e.duration()),
     }
 }
 
@@ -251,7 +254,7 @@ impl Client {
             .db
             .call_with(
                 query,
-                |db, query| async move { admin::list(&db, &query).await },
+                |db, query| async move { db.list_workflows(&query).await },
             )
             .await?;
         Ok(rows.into_iter().map(WorkflowInfo::from_row).collect())
@@ -271,7 +274,7 @@ impl Client {
             .shared()
             .db
             .call_with(target, move |db, target| async move {
-                admin::steps(&db, &target).await
+                db.list_steps(&target).await
             })
             .await?;
         Ok(steps.into_iter().map(StepInfo::from).collect())
@@ -288,7 +291,7 @@ impl Client {
         let resumed = shared
             .db
             .call_with(target, move |db, target| async move {
-                admin::resume(&db, &target, sysdb::INTERNAL_QUEUE).await
+                db.resume(&target, INTERNAL_QUEUE).await
             })
             .await?;
         if !resumed.exists {
@@ -298,7 +301,7 @@ impl Client {
             dispatch::cancel_local(shared, id, Some(owner));
         }
         if resumed.requeued {
-            start::wake(shared, sysdb::INTERNAL_QUEUE);
+            start::wake(shared, INTERNAL_QUEUE);
         }
         Ok(self.handle(id))
     }
@@ -336,7 +339,7 @@ impl Client {
         let deleted = shared
             .db
             .call_with(target, move |db, target| async move {
-                admin::delete(&db, &target, cascade).await
+                db.delete_workflow(&target, cascade).await
             })
             .await?;
         if deleted.is_empty() {
@@ -350,13 +353,13 @@ impl Client {
 
     /// Moves the due time of `DELAYED` workflow `id` to `delay` from now.
     pub async fn set_delay(&self, id: &str, delay: Duration) -> Result<()> {
-        let until = now_ms().saturating_add(delay.as_millis().min(i64::MAX as u128 / 2) as i64);
+        let until = now_ms().saturating_add(millis(delay));
         let target = id.to_owned();
         let found = self
             .shared()
             .db
             .call_with(target, move |db, target| async move {
-                admin::set_delay(&db, &target, until).await
+                db.set_delay(&target, until).await
             })
             .await?;
         let Some(found) = found else {
@@ -385,7 +388,7 @@ impl Client {
             .shared()
             .db
             .call_with(app, move |db, app| async move {
-                admin::list_versions(&db, app.as_deref()).await
+                db.list_versions(app.as_deref()).await
             })
             .await?)
     }
@@ -398,7 +401,7 @@ impl Client {
             .shared()
             .db
             .call_with((app, name), move |db, (app, name)| async move {
-                admin::promote(&db, &name, app.as_deref()).await
+                db.promote_version(&name, app.as_deref()).await
             })
             .await?;
         if promoted {
@@ -421,25 +424,19 @@ async fn fork_as(
     let from = i32::try_from(from_step.max(1)).map_err(|_| {
         Error::InvalidArgument(format!("step {from_step} is beyond any workflow's steps"))
     })?;
-    let queue = options
-        .queue
-        .unwrap_or_else(|| sysdb::INTERNAL_QUEUE.to_owned());
-    let (src, new, q, version) = (
-        id.to_owned(),
-        new_id.to_owned(),
-        queue.clone(),
-        options.app_version,
-    );
-    let (exists, _made) = shared
+    let fork = Fork {
+        id: id.to_owned(),
+        new_id: new_id.to_owned(),
+        queue: options.queue.unwrap_or_else(|| INTERNAL_QUEUE.to_owned()),
+        app_version: options.app_version,
+        from_step: from,
+    };
+    let queue = fork.queue.clone();
+    let forked = shared
         .db
-        .call_with(
-            (src, new, q, version),
-            move |db, (src, new, q, version)| async move {
-                admin::fork(&db, &src, &new, &q, version.as_deref(), from).await
-            },
-        )
+        .call_with(fork, |db, fork| async move { db.fork(&fork).await })
         .await?;
-    if !exists {
+    if !forked.exists {
         return Err(Error::NotFound(id.to_owned()));
     }
     start::wake(shared, &queue);
@@ -535,7 +532,7 @@ mod tests {
             error: None,
             serialization: Some(ser.into()),
         };
-        let portable = WorkflowInfo::from_row(row(sysdb::PORTABLE_JSON));
+        let portable = WorkflowInfo::from_row(row(PORTABLE_JSON));
         assert_eq!(portable.input, Some(Value::from(7)));
         assert_eq!(portable.output, Some(Value::from(42)));
         let pickled = WorkflowInfo::from_row(row("py_pickle"));

@@ -2,14 +2,15 @@
 //! how loaded each queue is, and how many workflows completed per time bucket. What the admin
 //! endpoints and the dashboard show; useful on their own for health checks and gauges.
 //!
-//! It only reads, and builds no SQL: statements live in `sysdb::observe`.
+//! It only reads, and builds no SQL: it calls the store (`sysdb::observe`).
 
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::clock::now_ms;
 use crate::error::{Error, Result};
 use crate::queue::Queue;
-use crate::sysdb::{self, now_ms, CompletedBucket};
+use crate::sysdb::CompletedBucket;
 
 /// At most this many buckets per throughput query.
 const MAX_BUCKETS: i64 = 10_000;
@@ -44,7 +45,7 @@ impl Client {
         Ok(self
             .shared()
             .db
-            .call(|db| async move { sysdb::ping(&db).await })
+            .call(|db| async move { db.ping().await })
             .await?)
     }
 
@@ -58,7 +59,7 @@ impl Client {
             .shared()
             .db
             .call_with(names, move |db, names| async move {
-                sysdb::queue_counts(&db, &names).await
+                db.queue_counts(&names).await
             })
             .await?;
         Ok(queues
@@ -87,7 +88,7 @@ impl Client {
         let found = self
             .shared()
             .db
-            .call(move |db| async move { sysdb::completed(&db, since, width, count).await })
+            .call(move |db| async move { db.completed(since, width, count).await })
             .await?;
         Ok(fill_buckets(since, width, count, &found))
     }

@@ -9,7 +9,6 @@ use ractor::RpcReplyPort;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::sysdb::INTERNAL_QUEUE;
 use crate::workflow::WorkflowRef;
 
 /// A queue's definition and limits.
@@ -53,6 +52,10 @@ pub struct QueueLimits {
     #[serde(rename = "polling_interval_ms", serialize_with = "millis")]
     pub polling_interval: Duration,
 }
+
+/// The internal queue: no row in `queues`, no limits; recovery, resume and fork use it, and direct
+/// starts run under its actor.
+pub(crate) const INTERNAL_QUEUE: &str = "_dbos_internal_queue";
 
 /// At most `limit` starts in any trailing `period`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::clock::{millis, now_ms};
 use crate::error::{Error, Result};
 use crate::shared::Shared;
-use crate::sysdb;
 
 /// A retention policy: finished workflows created longer than `older_than` ago, or beyond the
 /// newest `max_rows` finished ones, are deleted with their steps, inputs, outputs, events,
@@ -71,14 +71,13 @@ impl Retention {
 
 /// Collects what `policy` says now; returns how many workflows were deleted.
 pub(crate) async fn collect(shared: &Shared, policy: &Retention) -> Result<u64> {
-    let cutoff = policy.older_than.map(|age| {
-        let age = age.as_millis().min(i64::MAX as u128) as i64;
-        sysdb::now_ms().saturating_sub(age)
-    });
+    let cutoff = policy
+        .older_than
+        .map(|age| now_ms().saturating_sub(millis(age)));
     let keep = policy.max_rows.map(|n| n.min(i64::MAX as u64) as i64);
     let deleted = shared
         .db
-        .call(move |db| async move { sysdb::garbage_collect(&db, cutoff, keep).await })
+        .call(move |db| async move { db.garbage_collect(cutoff, keep).await })
         .await?;
     crate::metrics::workflows_collected(deleted);
     Ok(deleted)

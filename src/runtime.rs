@@ -21,7 +21,7 @@ use crate::queue::QueueMessage;
 use crate::registry::Registry;
 use crate::shared::Config;
 use crate::start::{self, Target, WorkflowOptions};
-use crate::sysdb::SysDb;
+use crate::sysdb::Store;
 use crate::workflow::WorkflowRef;
 
 /// Faults a test can inject (see `Runtime::inject_fault`).
@@ -56,7 +56,7 @@ impl Runtime {
         config: Config,
         registry: Registry,
         declared: Declared,
-        sys: SysDb,
+        sys: Arc<dyn Store>,
         db_retry_timeout: Duration,
         restart: RestartPolicy,
     ) -> Result<Runtime> {

@@ -16,9 +16,10 @@ use crate::client::Client;
 use crate::cron::{self, Timetable};
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
+use crate::queue::INTERNAL_QUEUE;
 use crate::shared::{Shared, SharedRef};
 use crate::start;
-use crate::sysdb::{self, Firings, ScheduleRow, INTERNAL_QUEUE};
+use crate::sysdb::{Firings, ScheduleRow};
 use crate::workflow::WorkflowRef;
 
 /// A cron schedule that enqueues a registered workflow at each firing. The workflow takes a
@@ -216,7 +217,7 @@ async fn validate(shared: &SharedRef, s: &Schedule) -> Result<Timetable> {
         let defs = shared
             .db
             .call_with(app, move |db, app| async move {
-                sysdb::list_queues(&db, app.as_deref()).await
+                db.list_queues(app.as_deref()).await
             })
             .await?;
         if !defs.iter().any(|q| q.name == queue) {
@@ -247,7 +248,7 @@ pub(crate) async fn put(shared: &SharedRef, s: Schedule, replace: bool) -> Resul
     let written = shared
         .db
         .call_with(row, move |db, row| async move {
-            sysdb::put_schedule(&db, &row, replace).await
+            db.put_schedule(&row, replace).await
         })
         .await?;
     if written.is_none() {
@@ -268,7 +269,7 @@ pub(crate) async fn load(shared: &Shared) -> Result<Vec<ScheduleRow>> {
     Ok(shared
         .db
         .call_with(app, move |db, app| async move {
-            sysdb::list_schedules(&db, app.as_deref()).await
+            db.list_schedules(app.as_deref()).await
         })
         .await?)
 }
@@ -301,7 +302,7 @@ pub(crate) async fn set_status(shared: &SharedRef, name: &str, to: ScheduleStatu
     let found = shared
         .db
         .call_with(target, move |db, target| async move {
-            sysdb::set_schedule_status(&db, &target, to.as_str()).await
+            db.set_schedule_status(&target, to.as_str()).await
         })
         .await?;
     if !found {
@@ -317,7 +318,7 @@ pub(crate) async fn delete(shared: &SharedRef, name: &str) -> Result<()> {
     let found = shared
         .db
         .call_with(target, move |db, target| async move {
-            sysdb::delete_schedule(&db, &target).await
+            db.delete_schedule(&target).await
         })
         .await?;
     if !found {
@@ -332,7 +333,7 @@ async fn get(shared: &SharedRef, name: &str) -> Result<ScheduleRow> {
     shared
         .db
         .call_with(target, move |db, target| async move {
-            sysdb::get_schedule(&db, &target).await
+            db.get_schedule(&target).await
         })
         .await?
         .ok_or_else(|| Error::UnknownSchedule(name.to_owned()))
@@ -416,10 +417,7 @@ pub(crate) async fn fire(shared: &SharedRef, f: Firings) -> Result<u64> {
     let queue = f.queue.clone();
     let created = shared
         .db
-        .call_with(
-            f,
-            |db, f| async move { sysdb::fire_schedule(&db, &f).await },
-        )
+        .call_with(f, |db, f| async move { db.fire_schedule(&f).await })
         .await?;
     if created > 0 {
         start::wake(shared, &queue);

@@ -8,14 +8,17 @@ use std::time::Duration;
 
 use ractor::DerivedActorRef;
 
+use crate::clock::now_ms;
 use crate::codec;
+use crate::codec::PORTABLE_JSON;
 use crate::dispatch::{Dispatch, OpenSlots, QueueRequest};
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::metrics;
 use crate::queue::Dedup;
+use crate::queue::INTERNAL_QUEUE;
 use crate::shared::{RunState, SharedRef};
-use crate::sysdb::{self, NewWorkflow, StartOutcome, INTERNAL_QUEUE};
+use crate::sysdb::{self, NewWorkflow, StartOutcome};
 
 /// Options for starting or enqueueing one workflow. Queue-only options (priority,
 /// deduplication, delay, partition key) are refused on a direct start.
@@ -186,7 +189,7 @@ pub(crate) fn begin(
     if reserved.is_some() {
         new.owner = Some(uuid::Uuid::new_v4().to_string());
         // Claimed now, so its clock starts now too.
-        new.deadline = new.deadline.or(new.timeout_ms.map(|t| sysdb::now_ms() + t));
+        new.deadline = new.deadline.or(new.timeout_ms.map(|t| now_ms() + t));
     }
     Ok(Submission {
         shared: shared.clone(),
@@ -299,7 +302,7 @@ fn new_row(
             Some(queue.to_owned())
         }
     };
-    let now = sysdb::now_ms();
+    let now = now_ms();
     let millis = |d: Duration| d.as_millis().min(i64::MAX as u128) as i64;
     let delay_until = options.delay.map(|d| now.saturating_add(millis(d)));
     let timeout_ms = options.timeout.map(millis);
@@ -373,7 +376,7 @@ fn direct(
         owner,
         attempts: 1,
         inputs: Some(inputs),
-        serialization: Some(sysdb::PORTABLE_JSON.into()),
+        serialization: Some(PORTABLE_JSON.into()),
         fresh: true,
         restarts: 0,
         deadline,

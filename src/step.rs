@@ -16,10 +16,11 @@ use serde::Serialize;
 use tracing::Instrument;
 
 use crate::backoff::Backoff;
+use crate::clock::now_ms;
 use crate::codec;
 use crate::context::{Call, Context};
 use crate::error::{Error, Result, StepError};
-use crate::sysdb::{now_ms, StepRow};
+use crate::sysdb::StepRow;
 
 /// The error type a step's closure may fail with: anything convertible to a boxed error.
 pub type BoxError = Box<dyn StdError + Send + Sync>;

@@ -8,8 +8,8 @@ use crate::error::PortableError;
 use crate::manage::{StepInfo, WorkflowInfo};
 use crate::observe::{QueueLoad, ThroughputBucket};
 use crate::queue::QueueLimits;
+use crate::queue::INTERNAL_QUEUE;
 use crate::status::WorkflowStatus;
-use crate::sysdb::INTERNAL_QUEUE;
 
 /// A workflow's status record; with payloads when it is shown on its own.
 #[derive(Debug, Serialize)]

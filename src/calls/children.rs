@@ -9,12 +9,13 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::clock::now_ms;
 use crate::codec;
 use crate::context::{Call, Context};
 use crate::error::{Error, PortableError, Result};
 use crate::start::{self, Target, WorkflowOptions};
 use crate::status::Status;
-use crate::sysdb::{self, now_ms, StatusRow};
+use crate::sysdb::StatusRow;
 use crate::workflow::{ReadAs, Untyped, WorkflowRef};
 
 /// A child workflow started by [`Context::start_child`] or [`Context::enqueue_child`]. `O` is
@@ -216,10 +217,7 @@ impl<O> ChildHandle<O> {
             let id = self.id.clone();
             let row = shared
                 .db
-                .call_with(
-                    id,
-                    move |db, id| async move { sysdb::status(&db, &id).await },
-                )
+                .call_with(id, move |db, id| async move { db.status(&id).await })
                 .await?
                 .ok_or_else(|| Error::NotFound(self.id.clone()))?;
             if row.status.status.is_final() {

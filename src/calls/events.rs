@@ -8,12 +8,13 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::{replayed, until_found};
+use crate::clock::now_ms;
 use crate::codec;
 use crate::context::{Call, Context};
 use crate::error::Result;
 use crate::shared::Shared;
 use crate::signals::event_key;
-use crate::sysdb::{self, now_ms, Op};
+use crate::sysdb::Op;
 
 impl Context {
     /// Sets event `key` of this workflow to `value` (readers see the latest value).
@@ -89,7 +90,7 @@ pub(crate) async fn read_event(shared: &Shared, id: &str, key: &str) -> Result<O
     let found = shared
         .db
         .call_with((id, key), move |db, (id, key)| async move {
-            sysdb::get_event(&db, &id, &key).await
+            db.get_event(&id, &key).await
         })
         .await?;
     match found {

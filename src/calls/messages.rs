@@ -9,11 +9,12 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::{replayed, NULL_TOPIC};
+use crate::clock::now_ms;
 use crate::codec;
 use crate::context::Context;
 use crate::error::{DbError, Error, Result};
 use crate::signals::message_key;
-use crate::sysdb::{now_ms, Op, OpOutcome};
+use crate::sysdb::{Op, OpOutcome};
 
 const POLL_MAX: Duration = Duration::from_secs(1);
 

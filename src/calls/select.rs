@@ -9,10 +9,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::clock::now_ms;
 use crate::codec;
 use crate::context::{Call, Context};
 use crate::error::{Error, Result};
-use crate::sysdb::now_ms;
 
 /// Which call of [`Context::select2`] finished first, with its value.
 #[derive(Debug, Clone, PartialEq, Eq)]

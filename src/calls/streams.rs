@@ -9,12 +9,13 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::until_found;
+use crate::clock::now_ms;
 use crate::codec;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::shared::SharedRef;
 use crate::signals::stream_key;
-use crate::sysdb::{self, now_ms, Op, StreamRow};
+use crate::sysdb::{Op, StreamRow};
 
 /// DBOS's closing sentinel, as stored (portable JSON of the string).
 const CLOSED: &str = "\"__DBOS_STREAM_CLOSED__\"";
@@ -173,7 +174,7 @@ async fn fetch(
     let i = id.to_owned();
     let status = shared
         .db
-        .call_with(i, move |db, i| async move { sysdb::status(&db, &i).await })
+        .call_with(i, move |db, i| async move { db.status(&i).await })
         .await?;
     match status {
         None => Err(Error::NotFound(id.to_owned())),
@@ -189,7 +190,7 @@ async fn page(shared: &SharedRef, id: &str, key: &str, from: i32) -> Result<Vec<
     Ok(shared
         .db
         .call_with((i, k), move |db, (i, k)| async move {
-            sysdb::read_stream(&db, &i, &k, from, PAGE).await
+            db.read_stream(&i, &k, from, PAGE).await
         })
         .await?)
 }

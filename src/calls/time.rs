@@ -8,10 +8,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::replayed;
+use crate::clock::{millis, now_ms};
 use crate::codec;
 use crate::context::{Call, Context};
 use crate::error::Result;
-use crate::sysdb::now_ms;
 
 impl Context {
     /// Sleeps for `duration`, durably: a workflow recovered mid-sleep sleeps only what is left.
@@ -32,7 +32,7 @@ impl Context {
             return Ok((secs * 1000.0).round() as i64);
         }
         let started = now_ms();
-        let until = started.saturating_add(duration.as_millis().min(i64::MAX as u128) as i64);
+        let until = started.saturating_add(millis(duration));
         // DBOS records the wake-up time in epoch seconds, and as the call's completion time.
         let output = codec::encode(&(until as f64 / 1000.0), "a sleep's wake-up time")?;
         let call = Call {

@@ -4,10 +4,10 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::clock::now_ms;
 use crate::context::Context;
 use crate::error::Result;
 use crate::shared::Shared;
-use crate::sysdb::now_ms;
 
 const POLL_FIRST: Duration = Duration::from_millis(50);
 const POLL_MAX: Duration = Duration::from_secs(1);

@@ -1,19 +1,34 @@
-//! Claiming: one round trip takes a batch of a queue's enqueued workflows, sized to the smallest
-//! of the caller's free slots, the queue's global concurrency and its rate limit (and, for a
-//! partitioned queue, each partition's limits), marks them `PENDING` under fresh owner tokens,
-//! and promotes due `DELAYED` rows to `ENQUEUED`.
+//! Claiming: how an executor takes enqueued workflows of a queue to run. Both backends follow
+//! these rules, in this order (the shared suite checks them on each):
 //!
-//! Claims that count a limit shared by every executor run in a transaction that first takes a
-//! per-queue advisory lock, so two executors never count the same free slot; other claims are a
-//! single `FOR UPDATE SKIP LOCKED` statement.
+//! 1. **Budget.** `allowed` = the smallest of the caller's free slots (`limit`, which already
+//!    counts worker concurrency), the queue's global concurrency minus its `PENDING` rows, and
+//!    its rate limit minus the starts of rate-limited runs within the trailing period; never
+//!    below zero. `rate_limited` says the rate limit was smaller than the slots.
+//! 2. **Pick.** `ENQUEUED` rows of the queue in priority order, then `created_at` (FIFO),
+//!    that this executor may run: of its application version, or of none when no newer version
+//!    of its application is registered; of its application name, or of none. On a partitioned
+//!    queue, per partition key, only as many as the partition's concurrency, worker concurrency
+//!    (rows this executor runs) and rate limit leave. At most `allowed` rows.
+//! 3. **Take.** Each picked row becomes `PENDING` under a fresh owner token, this executor and
+//!    version, `started_at = now`, one more recovery attempt, `rate_limited` set when the queue
+//!    or its partitions have a rate limit, and a deadline of `now + timeout` when it has a
+//!    timeout and no deadline yet. A row another executor took meanwhile is skipped.
+//! 4. **Promote.** Every `DELAYED` row of the queue that is due (`delay_until <= now`) becomes
+//!    `ENQUEUED` (`promoted` counts them); a debounced one also releases its deduplication id,
+//!    its debounce key, so a later call starts a new run. Promoted rows are taken by the next
+//!    claim (Postgres's one statement picks from the snapshot before it); the caller claims
+//!    again at once when `promoted > 0`.
+//! 5. **Report.** What was taken (priority, then FIFO order); the earliest future due time of
+//!    the queue's `DELAYED` rows (`next_due`); the `ENQUEUED` rows there were before the claim,
+//!    counted up to `limit + 1` (`seen`); when asked (`with_depth`), the `ENQUEUED` rows left
+//!    after it (`depth`); and, when rate-limited, when the oldest start in the window leaves it
+//!    (`rate_free_at`).
+//!
+//! Counts of shared limits must be exact when several executors claim at once: Postgres takes
+//! a per-queue advisory lock for claims of queues with a shared limit; SQLite's one writer
+//! already excludes every other claim.
 
-use futures::future::BoxFuture;
-use sqlx::postgres::PgConnection;
-use sqlx::{AssertSqlSafe, Row};
-
-use super::rows::AnyRow;
-use super::{BatchWrite, Sql};
-use crate::error::DbError;
 use crate::queue::Queue;
 
 /// A claim of up to `limit` workflows of `queue` for this executor.
@@ -44,27 +59,6 @@ pub(crate) struct Claimed {
     pub deadline: Option<i64>,
 }
 
-impl Claimed {
-    /// Reads the columns of `RETURNING claimed_columns!()` starting at `at`.
-    pub(super) fn from_row(row: &impl AnyRow, at: usize) -> Result<Claimed, sqlx::Error> {
-        Ok(Claimed {
-            id: row.at(at)?,
-            name: row.at::<Option<String>>(at + 1)?.unwrap_or_default(),
-            owner: row.at(at + 2)?,
-            recovery_attempts: row.at::<Option<i64>>(at + 3)?.unwrap_or(0),
-            inputs: row.at(at + 4)?,
-            serialization: row.at(at + 5)?,
-            has_steps: row.at(at + 6)?,
-            deadline: row.at(at + 9)?,
-        })
-    }
-
-    /// The dispatch order key of a row read by `from_row` at `at`: (priority, created_at).
-    pub(super) fn order_key(row: &impl AnyRow, at: usize) -> Result<(i32, i64), sqlx::Error> {
-        Ok((row.at(at + 7)?, row.at(at + 8)?))
-    }
-}
-
 /// What a claim found besides the workflows it took.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ClaimOutcome {
@@ -88,257 +82,16 @@ pub(crate) struct ClaimOutcome {
     pub rate_free_at: Option<i64>,
 }
 
-/// Budget: $4 free slots here, $7 global concurrency, $8/$9 rate limit (count, period ms).
-const BUDGET: &str = r#"
-WITH pending AS (
-    SELECT count(*) AS n FROM {s}.workflow_status WHERE queue_name = $1 AND status = 'PENDING'
-        AND $7::int8 IS NOT NULL
-), recent AS (
-    SELECT count(*) AS n FROM {s}.workflow_status
-    WHERE queue_name = $1 AND rate_limited AND started_at_epoch_ms > $6 - $9::int8
-        AND $8::int8 IS NOT NULL
-), budget AS (
-    SELECT GREATEST(0, LEAST($4::int8,
-               COALESCE($7::int8 - (SELECT n FROM pending), $4::int8))) AS slots,
-           GREATEST(0, COALESCE($8::int8 - (SELECT n FROM recent), $4::int8)) AS rate
-), allowed AS (
-    SELECT LEAST(slots, rate) AS n, rate < slots AS rate_limited FROM budget
-)"#;
-
-/// Candidates of an unpartitioned queue: the oldest enqueued rows by priority.
-const PICK: &str = r#", c AS (
-    SELECT workflow_uuid FROM {s}.workflow_status
-    WHERE queue_name = $1 AND status = 'ENQUEUED'
-      AND (application_version = $2 OR (application_version IS NULL AND NOT EXISTS {NEWER}))
-      AND (application_name = $3 OR application_name IS NULL)
-    ORDER BY priority, created_at
-    LIMIT (SELECT n FROM allowed)
-    FOR UPDATE SKIP LOCKED
-)"#;
-
-/// Candidates of a partitioned queue: per partition key, as many as its limits allow
-/// ($11 concurrency, $12 worker concurrency, $13/$14 rate limit), oldest first.
-const PICK_PARTITIONED: &str = r#", part_pending AS (
-    SELECT queue_partition_key AS k, count(*) AS n,
-           count(*) FILTER (WHERE executor_id = $5) AS mine
-    FROM {s}.workflow_status WHERE queue_name = $1 AND status = 'PENDING' GROUP BY 1
-), part_recent AS (
-    SELECT queue_partition_key AS k, count(*) AS n FROM {s}.workflow_status
-    WHERE queue_name = $1 AND rate_limited AND started_at_epoch_ms > $6 - $14::int8
-        AND $13::int8 IS NOT NULL
-    GROUP BY 1
-), ranked AS (
-    SELECT workflow_uuid, queue_partition_key AS k, priority, created_at,
-           row_number() OVER (PARTITION BY queue_partition_key ORDER BY priority, created_at) AS rn
-    FROM {s}.workflow_status
-    WHERE queue_name = $1 AND status = 'ENQUEUED'
-      AND (application_version = $2 OR (application_version IS NULL AND NOT EXISTS {NEWER}))
-      AND (application_name = $3 OR application_name IS NULL)
-), cand AS (
-    SELECT r.workflow_uuid FROM ranked r
-    LEFT JOIN part_pending p ON p.k = r.k
-    LEFT JOIN part_recent x ON x.k = r.k
-    WHERE r.rn <= COALESCE($11::int8 - COALESCE(p.n, 0), r.rn)
-      AND r.rn <= COALESCE($12::int8 - COALESCE(p.mine, 0), r.rn)
-      AND r.rn <= COALESCE($13::int8 - COALESCE(x.n, 0), r.rn)
-    ORDER BY r.priority, r.created_at
-    LIMIT (SELECT n FROM allowed)
-), c AS (
-    SELECT workflow_uuid FROM {s}.workflow_status
-    WHERE workflow_uuid IN (SELECT workflow_uuid FROM cand) AND status = 'ENQUEUED'
-    FOR UPDATE SKIP LOCKED
-)"#;
-
-/// Takes the candidates; promotes due delayed rows; reports the rest. One row at least (the
-/// report); claimed workflows fill the remaining columns of each row.
-const TAKE: &str = r#", claimed AS (
-    UPDATE {s}.workflow_status w
-    SET status = 'PENDING', owner_xid = gen_random_uuid()::text, executor_id = $5,
-        application_version = $2, started_at_epoch_ms = $6, updated_at = $6,
-        recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1,
-        rate_limited = ($8::int8 IS NOT NULL OR $13::int8 IS NOT NULL),
-        workflow_deadline_epoch_ms = CASE
-            WHEN w.workflow_timeout_ms IS NOT NULL AND w.workflow_deadline_epoch_ms IS NULL
-            THEN $6 + w.workflow_timeout_ms ELSE w.workflow_deadline_epoch_ms END
-    FROM c WHERE w.workflow_uuid = c.workflow_uuid
-    RETURNING w.workflow_uuid, w.name, w.owner_xid, w.recovery_attempts,
-        COALESCE((SELECT i.inputs FROM {s}.workflow_input i
-                  WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
-        w.serialization,
-        EXISTS (SELECT 1 FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid),
-        w.priority, w.created_at, w.workflow_deadline_epoch_ms
-), promoted AS (
-    -- A debounced row releases its debounce key as it leaves DELAYED: later calls start anew.
-    UPDATE {s}.workflow_status SET status = 'ENQUEUED', updated_at = $6,
-        deduplication_id = CASE WHEN is_debounced THEN NULL ELSE deduplication_id END
-    WHERE status = 'DELAYED' AND delay_until_epoch_ms <= $6 AND queue_name = $1
-    RETURNING 1
-)
-SELECT a.n, a.rate_limited, (SELECT count(*) FROM promoted),
-       (SELECT min(delay_until_epoch_ms) FROM {s}.workflow_status
-        WHERE status = 'DELAYED' AND queue_name = $1 AND delay_until_epoch_ms > $6),
-       CASE WHEN $10 THEN (SELECT count(*) FROM {s}.workflow_status
-                           WHERE queue_name = $1 AND status = 'ENQUEUED') END,
-       (SELECT count(*) FROM (SELECT 1 FROM {s}.workflow_status
-                              WHERE queue_name = $1 AND status = 'ENQUEUED'
-                              LIMIT $4::int8 + 1) seen),
-       CASE WHEN a.rate_limited THEN
-           COALESCE((SELECT min(started_at_epoch_ms) FROM {s}.workflow_status
-                     WHERE queue_name = $1 AND rate_limited
-                       AND started_at_epoch_ms > $6 - $9::int8), $6) + $9::int8 END,
-       claimed.*
-FROM allowed a LEFT JOIN claimed ON true
-"#;
-
-/// A version of my application newer than mine ($2): then workflows enqueued without a version
-/// are not mine to run. Uncorrelated, so Postgres evaluates it once per claim.
-const NEWER: &str = "(SELECT 1 FROM {s}.application_versions me \
-    JOIN {s}.application_versions v ON v.application_name IS NOT DISTINCT FROM me.application_name \
-    WHERE me.version_name = $2 AND me.application_name IS NOT DISTINCT FROM $3 \
-      AND v.version_timestamp > me.version_timestamp)";
-
-pub(super) fn claim_sql() -> String {
-    format!("{BUDGET}{PICK}{TAKE}").replace("{NEWER}", NEWER)
-}
-
-pub(super) fn claim_partitioned_sql() -> String {
-    format!("{BUDGET}{PICK_PARTITIONED}{TAKE}").replace("{NEWER}", NEWER)
-}
-
-fn millis(d: std::time::Duration) -> i64 {
-    d.as_millis().min(i64::MAX as u128) as i64
-}
-
-/// A stable 64-bit key for the queue's advisory lock (FNV-1a of schema and name).
-fn lock_key(schema: &str, queue: &str) -> i64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in "stead.claim:"
-        .bytes()
-        .chain(schema.bytes())
-        .chain([b':'])
-        .chain(queue.bytes())
-    {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
+impl ClaimRequest {
+    /// Whether a taken row counts against a rate limit (the queue's or its partitions').
+    pub(crate) fn rate_limited(&self) -> bool {
+        self.queue.rate_limit.is_some() || self.queue.partition_rate_limit.is_some()
     }
-    hash as i64
 }
 
-async fn run_claim(
-    sql: &Sql,
-    conn: &mut PgConnection,
-    r: &ClaimRequest,
-) -> Result<ClaimOutcome, DbError> {
-    let q = &r.queue;
-    let statement = if q.partitioned {
-        &sql.claim_partitioned
-    } else {
-        &sql.claim
-    };
-    let opt = |n: Option<u32>| n.map(i64::from);
-    let rows = sqlx::query(statement.clone())
-        .bind(&q.name)
-        .bind(&r.app_version)
-        .bind(&r.app_name)
-        .bind(r.limit)
-        .bind(&r.executor_id)
-        .bind(r.now)
-        .bind(opt(q.concurrency))
-        .bind(q.rate_limit.map(|l| i64::from(l.limit)))
-        .bind(q.rate_limit.map(|l| millis(l.period)))
-        .bind(r.with_depth)
-        .bind(opt(q.partition_concurrency))
-        .bind(opt(q.partition_worker_concurrency))
-        .bind(q.partition_rate_limit.map(|l| i64::from(l.limit)))
-        .bind(q.partition_rate_limit.map(|l| millis(l.period)))
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut out = ClaimOutcome::default();
-    let mut keyed = Vec::with_capacity(rows.len());
-    for row in &rows {
-        out.allowed = row.try_get(0)?;
-        out.rate_limited = row.try_get(1)?;
-        out.promoted = row.try_get(2)?;
-        out.next_due = row.try_get(3)?;
-        out.depth = row.try_get(4)?;
-        out.seen = row.try_get(5)?;
-        out.rate_free_at = row.try_get(6)?;
-        if row.try_get::<Option<String>, _>(7)?.is_some() {
-            let key = Claimed::order_key(row, 7)?;
-            keyed.push((key, Claimed::from_row(row, 7)?));
-        }
-    }
+/// Orders taken rows by their dispatch key (priority, `created_at`): `UPDATE ... RETURNING` has
+/// no order of its own.
+pub(crate) fn in_dispatch_order(mut keyed: Vec<((i32, i64), Claimed)>) -> Vec<Claimed> {
     keyed.sort_by_key(|(key, _)| *key);
-    out.claimed = keyed.into_iter().map(|(_, c)| c).collect();
-    Ok(out)
-}
-
-/// A claim under the queue's advisory lock, so its counts of shared limits are exact.
-async fn run_locked(
-    sql: &Sql,
-    conn: &mut PgConnection,
-    r: &ClaimRequest,
-) -> Result<ClaimOutcome, DbError> {
-    let key = lock_key(&sql.schema, &r.queue.name);
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "BEGIN; SELECT pg_advisory_xact_lock({key})"
-    )))
-    .execute(&mut *conn)
-    .await?;
-    match run_claim(sql, conn, r).await {
-        Ok(out) => {
-            sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
-            Ok(out)
-        }
-        Err(e) => {
-            // Leave the connection clean for the next flush (a lost one is dropped anyway).
-            let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
-            Err(e)
-        }
-    }
-}
-
-impl BatchWrite for ClaimRequest {
-    type Out = ClaimOutcome;
-    const LANE: &'static str = "claim";
-    /// One claim per flush: a claim commits on its own, so a failure must not be retried as
-    /// part of a batch (its neighbours' rows would be claimed twice).
-    const MAX_BATCH: usize = 1;
-
-    fn execute<'a>(
-        sql: &'a Sql,
-        conn: &'a mut PgConnection,
-        batch: &'a [Self],
-    ) -> BoxFuture<'a, Result<Vec<ClaimOutcome>, DbError>> {
-        Box::pin(async move {
-            let mut outs = Vec::with_capacity(batch.len());
-            for r in batch {
-                outs.push(if r.queue.shared_limits() {
-                    run_locked(sql, conn, r).await?
-                } else {
-                    run_claim(sql, conn, r).await?
-                });
-            }
-            Ok(outs)
-        })
-    }
-
-    fn execute_lite<'a>(
-        tx: &'a mut sqlx::sqlite::SqliteConnection,
-        batch: &'a [Self],
-    ) -> BoxFuture<'a, Result<Vec<ClaimOutcome>, DbError>> {
-        Box::pin(super::sqlite::claim::execute(tx, batch))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lock_keys_differ_by_queue_and_schema_and_are_stable() {
-        assert_eq!(lock_key("dbos", "orders"), lock_key("dbos", "orders"));
-        assert_ne!(lock_key("dbos", "orders"), lock_key("dbos", "mail"));
-        assert_ne!(lock_key("dbos", "orders"), lock_key("tenant", "orders"));
-    }
+    keyed.into_iter().map(|(_, c)| c).collect()
 }

@@ -1,16 +1,6 @@
 //! Workflow outcomes: the final status in `workflow_status` and the payload in
 //! `workflow_output`, applied only while the workflow is `PENDING` under the writer's owner token.
 
-use std::collections::{HashMap, HashSet};
-
-use futures::future::BoxFuture;
-use sqlx::postgres::PgConnection;
-use sqlx::Row;
-
-use super::batch::{BatchWrite, PgQuery};
-use super::{now_ms, Sql};
-use crate::error::DbError;
-
 /// A workflow's final status and payload, valid only while it is `PENDING` under `owner`.
 #[derive(Debug, Clone)]
 pub(crate) struct FinishWrite {
@@ -33,134 +23,9 @@ pub(crate) enum FinishOutcome {
     NotOwner,
 }
 
-/// The finish statement: the update and payload insert, and the workflows it changed.
-pub(super) fn statement() -> String {
-    format!("WITH {}\nSELECT workflow_uuid FROM f_upd", cte(1))
-}
-
-/// The update and payload insert as CTEs `f_upd`/`f_out`; parameters start at `${p}` (five
-/// arrays, then the time).
-fn cte(p: usize) -> String {
-    let a = |i: usize| format!("${}", p + i);
-    format!(
-        r#"fr AS (
-    SELECT * FROM UNNEST({}::text[], {}::text[], {}::text[], {}::text[], {}::text[])
-        AS r(id, owner, status, output, error)
-), f_upd AS (
-    UPDATE {{s}}.workflow_status w
-    SET status = r.status, owner_xid = NULL, deduplication_id = NULL,
-        completed_at = {now}, updated_at = {now}
-    FROM fr r
-    -- Not `status = 'PENDING'`: that would let the partial index of PENDING rows drive the
-    -- join, a scan of every running workflow per batch. This form leaves only the primary key.
-    WHERE w.workflow_uuid = r.id AND w.status IS NOT DISTINCT FROM 'PENDING'
-      AND w.owner_xid = r.owner
-    RETURNING w.workflow_uuid
-), f_out AS (
-    INSERT INTO {{s}}.workflow_output (workflow_uuid, output, error, retention_timestamp)
-    SELECT r.id, r.output, r.error, {now} FROM fr r JOIN f_upd ON f_upd.workflow_uuid = r.id
-    WHERE r.status <> 'MAX_RECOVERY_ATTEMPTS_EXCEEDED'
-    ON CONFLICT (workflow_uuid) DO UPDATE SET output = EXCLUDED.output, error = EXCLUDED.error
-)"#,
-        a(0),
-        a(1),
-        a(2),
-        a(3),
-        a(4),
-        now = format!("{}::int8", a(5))
-    )
-}
-
-/// Binds the five arrays and the time of `cte`.
-fn bind<'q>(q: PgQuery<'q>, batch: &[&'q FinishWrite], now: i64) -> PgQuery<'q> {
-    q.bind(
-        batch
-            .iter()
-            .map(|f| f.workflow_id.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(batch.iter().map(|f| f.owner.as_str()).collect::<Vec<_>>())
-    .bind(batch.iter().map(|f| f.status).collect::<Vec<_>>())
-    .bind(
-        batch
-            .iter()
-            .map(|f| f.output.as_deref())
-            .collect::<Vec<_>>(),
-    )
-    .bind(batch.iter().map(|f| f.error.as_deref()).collect::<Vec<_>>())
-    .bind(now)
-}
-
-pub(super) const CLASSIFY: &str = r#"
-SELECT workflow_uuid, status FROM {s}.workflow_status WHERE workflow_uuid = ANY($1::text[])
-"#;
-
-impl BatchWrite for FinishWrite {
-    type Out = FinishOutcome;
-    const LANE: &'static str = "finish";
-
-    fn execute<'a>(
-        sql: &'a Sql,
-        conn: &'a mut PgConnection,
-        batch: &'a [Self],
-    ) -> BoxFuture<'a, Result<Vec<FinishOutcome>, DbError>> {
-        Box::pin(async move {
-            let batch: Vec<&FinishWrite> = batch.iter().collect();
-            let query = bind(sqlx::query(sql.finish.clone()), &batch, now_ms());
-            let updated: HashSet<String> = query
-                .fetch_all(&mut *conn)
-                .await?
-                .iter()
-                .map(|row| row.try_get(0))
-                .collect::<Result<_, _>>()?;
-            outcomes(sql, conn, &batch, &updated).await
-        })
+impl FinishWrite {
+    /// Whether the outcome has a payload row (a workflow parked for too many attempts has none).
+    pub(crate) fn has_output(&self) -> bool {
+        self.status != "MAX_RECOVERY_ATTEMPTS_EXCEEDED"
     }
-
-    fn execute_lite<'a>(
-        tx: &'a mut sqlx::sqlite::SqliteConnection,
-        batch: &'a [Self],
-    ) -> BoxFuture<'a, Result<Vec<FinishOutcome>, DbError>> {
-        Box::pin(super::sqlite::finish::execute(tx, batch))
-    }
-}
-
-/// Outcomes of `batch` given the workflows the update changed; the rare others are classified
-/// with one more statement.
-async fn outcomes(
-    sql: &Sql,
-    conn: &mut PgConnection,
-    batch: &[&FinishWrite],
-    updated: &HashSet<String>,
-) -> Result<Vec<FinishOutcome>, DbError> {
-    let missing: Vec<&str> = batch
-        .iter()
-        .map(|f| f.workflow_id.as_str())
-        .filter(|id| !updated.contains(*id))
-        .collect();
-    if missing.is_empty() {
-        return Ok(vec![FinishOutcome::Finished; batch.len()]);
-    }
-    let status: HashMap<String, Option<String>> = sqlx::query(sql.classify_finish.clone())
-        .bind(&missing)
-        .fetch_all(&mut *conn)
-        .await?
-        .into_iter()
-        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-        .collect::<Result<_, sqlx::Error>>()?;
-    Ok(batch
-        .iter()
-        .map(|f| {
-            if updated.contains(&f.workflow_id) {
-                return FinishOutcome::Finished;
-            }
-            match status.get(&f.workflow_id).cloned().flatten().as_deref() {
-                Some("CANCELLED") => FinishOutcome::Cancelled,
-                // Already final with no owner: an earlier attempt of this write landed before
-                // the connection dropped.
-                Some(s) if s == f.status => FinishOutcome::Finished,
-                _ => FinishOutcome::NotOwner,
-            }
-        })
-        .collect())
 }

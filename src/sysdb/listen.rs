@@ -1,18 +1,28 @@
-//! LISTEN: the connection on which an executor hears enqueues (and, later, messages and events)
-//! announced by other processes.
+//! Hearing other processes: the announcements (enqueues, cancels, messages, events, stream
+//! writes) an executor wakes its actors for. Only a shared database announces anything; an
+//! embedded one refuses to listen.
 
-use sqlx::postgres::PgListener;
+use async_trait::async_trait;
 
-use super::SysDb;
 use crate::error::DbError;
 
-/// A listening connection on `channels`. It reconnects by itself after a loss; the caller is
-/// told (its `try_recv` yields `None`) so it can assume it missed announcements.
-pub(crate) async fn listen(db: &SysDb, channels: &[&str]) -> Result<PgListener, DbError> {
-    let super::Backend::Postgres { pool, .. } = &db.backend else {
-        return Err(DbError::Query("an embedded database has no LISTEN".into()));
-    };
-    let mut listener = PgListener::connect_with(pool).await?;
-    listener.listen_all(channels.iter().copied()).await?;
-    Ok(listener)
+/// One announcement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Notification {
+    pub channel: String,
+    pub payload: String,
+}
+
+/// A listening connection.
+#[async_trait]
+pub(crate) trait Listener: Send {
+    /// The next announcement. `Ok(None)`: the connection was lost and re-established, so
+    /// announcements may have been missed. An error: the connection is gone.
+    async fn next(&mut self) -> Result<Option<Notification>, DbError>;
+}
+
+#[async_trait]
+pub(crate) trait Listen: Send + Sync {
+    /// A connection listening on `channels`.
+    async fn listen(&self, channels: &[&str]) -> Result<Box<dyn Listener>, DbError>;
 }

@@ -1,23 +1,16 @@
-//! Schema migration: brings a schema to the DBOS Transact 3.4 system-database layout.
+//! The schema: bringing a system database to the DBOS Transact 3.4 layout, and reading the
+//! version it is at (a client checks it before it trusts a database).
 //!
-//! Owns `migrations/postgres/0001_dbos_3_4.sql` and the `dbos_migrations` row. It must never
-//! touch a schema that is already at or above DBOS's version (DBOS, or a newer stead, owns
-//! it then), never record a version other than [`DBOS_SCHEMA_VERSION`], and never run
-//! without DBOS's migration lock, so that stead and DBOS processes can start side by side.
+//! A migration must never touch a schema already at or above DBOS's version (DBOS, or a newer
+//! stead, owns it then), never record a version other than [`DBOS_SCHEMA_VERSION`], and never
+//! half-migrate: it is one transaction.
 
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use async_trait::async_trait;
 
-use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
 
 /// The `dbos_migrations.version` of DBOS Transact 3.4's schema.
 pub(crate) const DBOS_SCHEMA_VERSION: i64 = 125;
-
-/// The advisory-lock key DBOS takes around its migrations.
-const MIGRATION_LOCK: i64 = 1_234_567_890;
-
-/// The schema template; `{s}` stands for the quoted schema name.
-const SCRIPT: &str = include_str!("../../migrations/postgres/0001_dbos_3_4.sql");
 
 /// What a migration run found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,211 +24,12 @@ pub struct MigrationReport {
     pub applied: bool,
 }
 
-/// Brings `schema` to the DBOS 3.4 layout under DBOS's advisory lock. `schema` is already
-/// validated as a plain identifier by the caller.
-///
-/// The lock is a session lock: it is released before returning, on error too. A caller that
-/// cancels this future should drop the connection, which releases it as well.
-pub(crate) async fn migrate(db: &SysDb) -> Result<MigrationReport, DbError> {
-    match &db.backend {
-        Backend::Postgres { pool, .. } => {
-            let mut conn = pool.acquire().await?;
-            migrate_pg(&mut conn, &db.sql.schema).await
-        }
-        Backend::Sqlite(lite) => sqlite::migrate::migrate(lite).await,
-    }
-}
+#[async_trait]
+pub(crate) trait Schema: Send + Sync {
+    /// Brings the schema to the DBOS 3.4 layout; safe to run concurrently with other migrators
+    /// (stead's or DBOS's).
+    async fn migrate(&self) -> Result<MigrationReport, DbError>;
 
-async fn migrate_pg(conn: &mut PgConnection, schema: &str) -> Result<MigrationReport, DbError> {
-    sqlx::query("SELECT pg_advisory_lock($1)")
-        .bind(MIGRATION_LOCK)
-        .execute(&mut *conn)
-        .await?;
-    let outcome = migrate_locked(conn, schema).await;
-    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
-        .bind(MIGRATION_LOCK)
-        .execute(&mut *conn)
-        .await;
-    // The migration's own error says more than a failed unlock after it.
-    let report = outcome?;
-    unlocked?;
-    Ok(report)
-}
-
-async fn migrate_locked(conn: &mut PgConnection, schema: &str) -> Result<MigrationReport, DbError> {
-    let quoted = format!("\"{schema}\"");
-    let found_version = read_version(conn, schema, &quoted).await?;
-    if let Some(found) = found_version.filter(|v| *v >= DBOS_SCHEMA_VERSION) {
-        return Ok(MigrationReport {
-            schema: schema.to_owned(),
-            found_version,
-            version: found,
-            applied: false,
-        });
-    }
-
-    // One transaction: a failure leaves the database as it was, never half-migrated.
-    let mut tx = conn.begin().await?;
-    let result = async {
-        sqlx::raw_sql(AssertSqlSafe(SCRIPT.replace("{s}", &quoted)))
-            .execute(&mut *tx)
-            .await?;
-        sqlx::raw_sql(AssertSqlSafe(format!(
-            "CREATE TABLE IF NOT EXISTS {quoted}.dbos_migrations \
-                 (version bigint NOT NULL PRIMARY KEY);
-             DELETE FROM {quoted}.dbos_migrations;
-             INSERT INTO {quoted}.dbos_migrations (version) VALUES ({DBOS_SCHEMA_VERSION});"
-        )))
-        .execute(&mut *tx)
-        .await?;
-        Ok::<(), sqlx::Error>(())
-    }
-    .await;
-    match result {
-        Ok(()) => tx.commit().await?,
-        Err(e) => {
-            // Roll back now so the unlock that follows does not run inside the failed
-            // transaction; the original error is the one worth reporting.
-            let _ = tx.rollback().await;
-            return Err(e.into());
-        }
-    }
-    Ok(MigrationReport {
-        schema: schema.to_owned(),
-        found_version,
-        version: DBOS_SCHEMA_VERSION,
-        applied: true,
-    })
-}
-
-/// The recorded version, or None when the schema or its `dbos_migrations` table is missing
-/// or empty (DBOS reads all three as "nothing applied").
-async fn read_version(
-    conn: &mut PgConnection,
-    schema: &str,
-    quoted: &str,
-) -> Result<Option<i64>, DbError> {
-    let exists: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables \
-         WHERE schemaname = $1 AND tablename = 'dbos_migrations')",
-    )
-    .bind(schema)
-    .fetch_one(&mut *conn)
-    .await?;
-    if !exists {
-        return Ok(None);
-    }
-    let version: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
-        "SELECT max(version) FROM {quoted}.dbos_migrations"
-    )))
-    .fetch_one(&mut *conn)
-    .await?;
-    Ok(version)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use sqlx::Executor;
-
-    fn server_url() -> String {
-        std::env::var("STEAD_TEST_PG")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
-    }
-
-    /// A throwaway database, dropped with this value (also when the test panics).
-    struct ScratchDb {
-        name: String,
-        url: String,
-    }
-
-    impl ScratchDb {
-        async fn new() -> ScratchDb {
-            let name = format!("stead_u_{}", uuid::Uuid::new_v4().simple());
-            let mut admin = PgConnection::connect(&format!("{}/postgres", server_url()))
-                .await
-                .unwrap();
-            admin
-                .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                .await
-                .unwrap();
-            let url = format!("{}/{name}", server_url());
-            ScratchDb { name, url }
-        }
-    }
-
-    impl Drop for ScratchDb {
-        fn drop(&mut self) {
-            let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-            // Drop runs inside the test's runtime; finish on a thread with its own.
-            let _ = std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                rt.block_on(async {
-                    let admin = PgConnection::connect(&format!("{}/postgres", server_url()));
-                    if let Ok(mut admin) = admin.await {
-                        let _ = admin.execute(AssertSqlSafe(sql)).await;
-                    }
-                });
-            })
-            .join();
-        }
-    }
-
-    /// Whether another session could take the migration lock right now.
-    async fn lock_is_free(url: &str) -> bool {
-        let mut other = PgConnection::connect(url).await.unwrap();
-        let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-            .bind(MIGRATION_LOCK)
-            .fetch_one(&mut other)
-            .await
-            .unwrap();
-        if got {
-            sqlx::query("SELECT pg_advisory_unlock($1)")
-                .bind(MIGRATION_LOCK)
-                .execute(&mut other)
-                .await
-                .unwrap();
-        }
-        other.close().await.unwrap();
-        got
-    }
-
-    // The lock outlives a failed migration only if `migrate` forgets to release it; the
-    // integration tests cannot see that because their connection closes right after.
-    #[tokio::test]
-    async fn lock_is_released_after_success_and_after_failure() {
-        let db = ScratchDb::new().await;
-        let url = db.url.clone();
-        let mut conn = PgConnection::connect(&url).await.unwrap();
-
-        // A view where the last table must go makes the script fail after creating the others.
-        conn.execute("CREATE SCHEMA broken; CREATE VIEW broken.workflow_output AS SELECT 1 AS x")
-            .await
-            .unwrap();
-        let err = migrate_pg(&mut conn, "broken").await.unwrap_err();
-        assert!(matches!(err, DbError::Query(_)), "{err:?}");
-        assert!(
-            lock_is_free(&url).await,
-            "lock still held after a failed migration"
-        );
-        // The failed transaction was rolled back: nothing was created, the session is usable.
-        let tables: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM pg_tables WHERE schemaname = 'broken'")
-                .fetch_one(&mut conn)
-                .await
-                .unwrap();
-        assert_eq!(tables, 0);
-
-        let report = migrate_pg(&mut conn, "dbos").await.unwrap();
-        assert!(report.applied);
-        assert!(
-            lock_is_free(&url).await,
-            "lock still held after a migration"
-        );
-
-        conn.close().await.unwrap();
-    }
+    /// `dbos_migrations`' version; `None` when the table does not exist.
+    async fn schema_version(&self) -> Result<Option<i64>, DbError>;
 }

@@ -1,90 +1,26 @@
-//! Garbage collection of finished workflows: deletes workflows that finished (`SUCCESS`,
-//! `ERROR`, `CANCELLED`, `MAX_RECOVERY_ATTEMPTS_EXCEEDED`) and were created before a cut-off or
-//! fall beyond the newest N finished ones, with their steps, inputs and outputs (those tables
-//! have no foreign key; events, streams and messages cascade from `workflow_status`).
+//! Garbage collection of finished workflows.
 //!
 //! It must never delete a workflow that may still run: `PENDING`, `ENQUEUED` and `DELAYED` rows
-//! are never selected. Deletes go in batches, each its own statement and commit, so a large
-//! collection holds no long transaction and executors collecting at once split the work
-//! (`SKIP LOCKED`).
+//! are never selected. Deletes go in batches, each its own commit, so a large collection holds
+//! no long transaction.
 
-use sqlx::PgPool;
+use async_trait::async_trait;
 
-use super::Sql;
-use super::{sqlite, Backend, SysDb};
 use crate::error::DbError;
 
-/// Rows deleted per statement.
-const BATCH: i64 = 10_000;
+/// Rows deleted per batch.
+pub(crate) const COLLECT_BATCH: i64 = 10_000;
 
-/// One batch: victims are finished rows created before $1, or outside the newest $2 finished
-/// rows (by `created_at`, then id, so the cap keeps exactly $2); at most $3 of them.
-pub(super) const COLLECT: &str = r#"
-WITH keep AS (
-    SELECT workflow_uuid FROM {s}.workflow_status
-    WHERE $2::int8 IS NOT NULL
-      AND status IN ('SUCCESS', 'ERROR', 'CANCELLED', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED')
-    ORDER BY created_at DESC, workflow_uuid DESC
-    LIMIT $2::int8
-), victims AS (
-    SELECT w.workflow_uuid FROM {s}.workflow_status w
-    WHERE w.status IN ('SUCCESS', 'ERROR', 'CANCELLED', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED')
-      AND (($1::int8 IS NOT NULL AND w.created_at < $1::int8)
-           OR ($2::int8 IS NOT NULL
-               AND NOT EXISTS (SELECT 1 FROM keep k WHERE k.workflow_uuid = w.workflow_uuid)))
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED
-), d_steps AS (
-    DELETE FROM {s}.operation_outputs o USING victims v WHERE o.workflow_uuid = v.workflow_uuid
-), d_input AS (
-    DELETE FROM {s}.workflow_input i USING victims v WHERE i.workflow_uuid = v.workflow_uuid
-), d_output AS (
-    DELETE FROM {s}.workflow_output o USING victims v WHERE o.workflow_uuid = v.workflow_uuid
-), d_status AS (
-    DELETE FROM {s}.workflow_status w USING victims v WHERE w.workflow_uuid = v.workflow_uuid
-    RETURNING 1
-)
-SELECT count(*) FROM d_status
-"#;
-
-/// Deletes finished workflows created before `older_than_ms` (epoch ms) or beyond the newest
-/// `keep_newest` finished ones; with neither, deletes nothing. Returns how many it deleted.
-pub(crate) async fn garbage_collect(
-    db: &SysDb,
-    older_than_ms: Option<i64>,
-    keep_newest: Option<i64>,
-) -> Result<u64, DbError> {
-    match &db.backend {
-        Backend::Postgres { pool, .. } => {
-            garbage_collect_pg(pool, &db.sql, older_than_ms, keep_newest).await
-        }
-        Backend::Sqlite(lite) => {
-            sqlite::retention::garbage_collect(lite, older_than_ms, keep_newest).await
-        }
-    }
-}
-
-async fn garbage_collect_pg(
-    pool: &PgPool,
-    sql: &Sql,
-    older_than_ms: Option<i64>,
-    keep_newest: Option<i64>,
-) -> Result<u64, DbError> {
-    if older_than_ms.is_none() && keep_newest.is_none() {
-        return Ok(0);
-    }
-    let keep = keep_newest.map(|n| n.max(0));
-    let mut total = 0u64;
-    loop {
-        let deleted: i64 = sqlx::query_scalar(sql.collect.clone())
-            .bind(older_than_ms)
-            .bind(keep)
-            .bind(BATCH)
-            .fetch_one(pool)
-            .await?;
-        total += deleted.max(0) as u64;
-        if deleted < BATCH {
-            return Ok(total);
-        }
-    }
+#[async_trait]
+pub(crate) trait Collect: Send + Sync {
+    /// Deletes workflows that finished (`SUCCESS`, `ERROR`, `CANCELLED`,
+    /// `MAX_RECOVERY_ATTEMPTS_EXCEEDED`) and were created before `older_than_ms` (epoch ms) or
+    /// fall beyond the newest `keep_newest` finished ones (by `created_at`, then id), with their
+    /// steps, inputs and outputs; events, streams and messages cascade. With neither bound it
+    /// deletes nothing. Returns how many workflows it deleted.
+    async fn garbage_collect(
+        &self,
+        older_than_ms: Option<i64>,
+        keep_newest: Option<i64>,
+    ) -> Result<u64, DbError>;
 }

@@ -1,9 +1,23 @@
 //! Rows and parameters of either backend: a row shape both backends return is decoded in one
-//! place, and a parameter list both backends take is bound in one place.
+//! place, beside the column list it reads, and a parameter list both backends take is bound in
+//! one place. Both backends use it; it imports neither.
+
+use std::time::Duration;
 
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Decode, Encode, Postgres, Row, Sqlite, Type};
+
+use super::claim::Claimed;
+use super::manage::{Delayed, ListQuery, ListedRow, StepListing};
+use super::observe::{CompletedBucket, QueueCounts};
+use super::reads::{StatusRow, StepRow, StreamRow};
+use super::schedules::ScheduleRow;
+use super::versions::AppVersion;
+use crate::clock::now_ms;
+use crate::error::DbError;
+use crate::queue::{Queue, RateLimit};
+use crate::status::{Status, WorkflowStatus};
 
 /// A value both drivers decode.
 pub(crate) trait Value:
@@ -69,3 +83,298 @@ macro_rules! bind_for {
 }
 
 bind_for!(Postgres, Sqlite);
+
+// Decoders and binders both backends use, each beside the column list it reads or writes.
+
+/// The status columns of `workflow_status w`, in the order [`status_from_row`] reads them.
+pub(super) const STATUS_COLUMNS: &str = "w.workflow_uuid, w.status, w.name, w.executor_id, \
+    w.application_version, w.application_name, w.queue_name, w.recovery_attempts, w.created_at, \
+    w.updated_at, w.started_at_epoch_ms, w.completed_at, w.parent_workflow_id, w.forked_from, \
+    w.workflow_timeout_ms, w.workflow_deadline_epoch_ms, w.priority, w.deduplication_id, \
+    w.queue_partition_key, w.delay_until_epoch_ms";
+
+/// A status record, columns in [`STATUS_COLUMNS`] order.
+pub(super) fn status_from_row(row: &impl AnyRow) -> Result<WorkflowStatus, DbError> {
+    let id: String = row.at(0)?;
+    let text: Option<String> = row.at(1)?;
+    let status = text
+        .as_deref()
+        .and_then(Status::parse)
+        .ok_or_else(|| DbError::Query(format!("workflow {id} has unknown status {text:?}")))?;
+    Ok(WorkflowStatus {
+        id,
+        status,
+        name: row.at::<Option<String>>(2)?.unwrap_or_default(),
+        executor_id: row.at(3)?,
+        app_version: row.at(4)?,
+        app_name: row.at(5)?,
+        queue_name: row.at(6)?,
+        recovery_attempts: row.at::<Option<i64>>(7)?.unwrap_or(0),
+        created_at_ms: row.at(8)?,
+        updated_at_ms: row.at(9)?,
+        started_at_ms: row.at(10)?,
+        completed_at_ms: row.at(11)?,
+        parent_workflow_id: row.at(12)?,
+        forked_from: row.at(13)?,
+        timeout_ms: row.at(14)?,
+        deadline_ms: row.at(15)?,
+        priority: row.at(16)?,
+        deduplication_id: row.at(17)?,
+        partition_key: row.at(18)?,
+        delay_until_ms: row.at(19)?,
+    })
+}
+
+impl StatusRow {
+    /// The status, then serialization, output, error.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<StatusRow, DbError> {
+        Ok(StatusRow {
+            status: status_from_row(row)?,
+            serialization: row.at(20)?,
+            output: row.at(21)?,
+            error: row.at(22)?,
+        })
+    }
+}
+
+impl ListedRow {
+    /// The status, then serialization and payloads (inputs, output, error).
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<ListedRow, DbError> {
+        Ok(ListedRow {
+            status: status_from_row(row)?,
+            serialization: row.at(20)?,
+            inputs: row.at(21)?,
+            output: row.at(22)?,
+            error: row.at(23)?,
+        })
+    }
+}
+
+/// Binds a listing's filters after its ids and statuses (parameters 3 to 15).
+pub(super) fn bind_filters<'q, B: Bind<'q>>(b: B, q: &'q ListQuery) -> B {
+    b.arg(&q.name)
+        .arg(&q.queue)
+        .arg(&q.app_version)
+        .arg(&q.app_name)
+        .arg(q.created_from)
+        .arg(q.created_until)
+        .arg(&q.parent)
+        .arg(&q.forked_from)
+        .arg(&q.executor)
+        .arg(q.payloads)
+        .arg(q.queued_only)
+        .arg(q.limit)
+        .arg(q.offset)
+}
+
+impl StepRow {
+    /// Workflow id, function id, name, output, error, child id, serialization.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<StepRow, sqlx::Error> {
+        Ok(StepRow {
+            workflow_id: row.at(0)?,
+            function_id: row.at::<i32>(1)? as u32,
+            name: row.at(2)?,
+            output: row.at(3)?,
+            error: row.at(4)?,
+            child_workflow_id: row.at(5)?,
+            serialization: row.at(6)?,
+        })
+    }
+}
+
+impl StepListing {
+    /// Function id, name, output, error, child id, started, completed, serialization.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<StepListing, sqlx::Error> {
+        Ok(StepListing {
+            function_id: row.at(0)?,
+            name: row.at(1)?,
+            output: row.at(2)?,
+            error: row.at(3)?,
+            child_workflow_id: row.at(4)?,
+            started_at: row.at(5)?,
+            completed_at: row.at(6)?,
+            serialization: row.at(7)?,
+        })
+    }
+}
+
+impl StreamRow {
+    /// Offset, value, serialization.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<StreamRow, sqlx::Error> {
+        Ok(StreamRow {
+            offset: row.at(0)?,
+            value: row.at(1)?,
+            serialization: row.at(2)?,
+        })
+    }
+}
+
+impl Claimed {
+    /// A taken row with its dispatch key (priority, `created_at`), from column `at` on: id,
+    /// name, owner, attempts, inputs, serialization, has steps, priority, created, deadline.
+    pub(super) fn keyed_from_row(
+        row: &impl AnyRow,
+        at: usize,
+    ) -> Result<((i32, i64), Claimed), sqlx::Error> {
+        let claimed = Claimed {
+            id: row.at(at)?,
+            name: row.at::<Option<String>>(at + 1)?.unwrap_or_default(),
+            owner: row.at(at + 2)?,
+            recovery_attempts: row.at::<Option<i64>>(at + 3)?.unwrap_or(0),
+            inputs: row.at(at + 4)?,
+            serialization: row.at(at + 5)?,
+            has_steps: row.at(at + 6)?,
+            deadline: row.at(at + 9)?,
+        };
+        Ok(((row.at(at + 7)?, row.at(at + 8)?), claimed))
+    }
+}
+
+impl Delayed {
+    /// Status and queue.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<Delayed, sqlx::Error> {
+        Ok(Delayed {
+            status: row.at(0)?,
+            queue: row.at(1)?,
+        })
+    }
+}
+
+/// An `application_versions` row: name, application, timestamp, created.
+pub(super) fn version_from_row(row: &impl AnyRow) -> Result<AppVersion, sqlx::Error> {
+    Ok(AppVersion {
+        name: row.at(0)?,
+        app_name: row.at(1)?,
+        timestamp_ms: row.at(2)?,
+        created_at_ms: row.at(3)?,
+    })
+}
+
+/// The columns of `queues` in [`Queue`] order, as [`bind_queue`] and [`queue_from_row`] use them.
+pub(super) const QUEUE_COLUMNS: &str = "name, concurrency, worker_concurrency, rate_limit_max, \
+    rate_limit_period_sec, priority_enabled, partition_queue, polling_interval_sec, \
+    partition_concurrency, partition_worker_concurrency, partition_rate_limit_max, \
+    partition_rate_limit_period_sec";
+
+/// Binds a definition's [`QUEUE_COLUMNS`], its application and the time (parameters 1 to 14).
+pub(super) fn bind_queue<'q, B: Bind<'q>>(b: B, q: &'q Queue, app: Option<&'q str>) -> B {
+    let n = |v: Option<u32>| v.map(|v| v.min(i32::MAX as u32) as i32);
+    let secs = |d: Duration| d.as_secs_f64();
+    b.arg(&q.name)
+        .arg(n(q.concurrency))
+        .arg(n(q.worker_concurrency))
+        .arg(n(q.rate_limit.map(|r| r.limit)))
+        .arg(q.rate_limit.map(|r| secs(r.period)))
+        .arg(q.priority_enabled)
+        .arg(q.partitioned)
+        .arg(secs(q.polling_interval))
+        .arg(n(q.partition_concurrency))
+        .arg(n(q.partition_worker_concurrency))
+        .arg(n(q.partition_rate_limit.map(|r| r.limit)))
+        .arg(q.partition_rate_limit.map(|r| secs(r.period)))
+        .arg(app)
+        .arg(now_ms())
+}
+
+/// A `queues` row, columns in [`QUEUE_COLUMNS`] order.
+pub(super) fn queue_from_row(row: &impl AnyRow) -> Result<Queue, sqlx::Error> {
+    let count = |i: usize| -> Result<Option<u32>, sqlx::Error> {
+        Ok(row.at::<Option<i32>>(i)?.map(|n| n.max(0) as u32))
+    };
+    let rate = |i: usize| -> Result<Option<RateLimit>, sqlx::Error> {
+        let limit: Option<i32> = row.at(i)?;
+        let period: Option<f64> = row.at(i + 1)?;
+        Ok(match (limit, period) {
+            (Some(limit), Some(period)) if limit > 0 && period > 0.0 => Some(RateLimit {
+                limit: limit as u32,
+                period: Duration::from_secs_f64(period),
+            }),
+            _ => None,
+        })
+    };
+    let poll: f64 = row.at(7)?;
+    Ok(Queue {
+        name: row.at(0)?,
+        concurrency: count(1)?,
+        worker_concurrency: count(2)?,
+        rate_limit: rate(3)?,
+        priority_enabled: row.at(5)?,
+        partitioned: row.at(6)?,
+        polling_interval: Duration::from_secs_f64(if poll > 0.0 { poll } else { 1.0 }),
+        partition_concurrency: count(8)?,
+        partition_worker_concurrency: count(9)?,
+        partition_rate_limit: rate(10)?,
+    })
+}
+
+/// The columns of `workflow_schedules` in [`ScheduleRow`] order.
+pub(super) const SCHEDULE_COLUMNS: &str =
+    "schedule_id, schedule_name, workflow_name, workflow_class_name, schedule, \
+    status, context, last_fired_at, automatic_backfill, cron_timezone, queue_name, \
+    application_name";
+
+/// Binds a schedule's [`SCHEDULE_COLUMNS`] (parameters 1 to 12).
+pub(super) fn bind_schedule<'q, B: Bind<'q>>(b: B, s: &'q ScheduleRow) -> B {
+    b.arg(&s.id)
+        .arg(&s.name)
+        .arg(&s.workflow)
+        .arg(&s.class_name)
+        .arg(&s.cron)
+        .arg(&s.status)
+        .arg(&s.context)
+        .arg(&s.last_fired_at)
+        .arg(s.automatic_backfill)
+        .arg(&s.timezone)
+        .arg(&s.queue)
+        .arg(&s.app_name)
+}
+
+impl ScheduleRow {
+    /// A `workflow_schedules` row, columns in [`SCHEDULE_COLUMNS`] order.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<ScheduleRow, sqlx::Error> {
+        Ok(ScheduleRow {
+            id: row.at(0)?,
+            name: row.at(1)?,
+            workflow: row.at(2)?,
+            class_name: row.at(3)?,
+            cron: row.at(4)?,
+            status: row.at(5)?,
+            context: row.at(6)?,
+            last_fired_at: row.at(7)?,
+            automatic_backfill: row.at(8)?,
+            timezone: row.at(9)?,
+            queue: row.at(10)?,
+            app_name: row.at(11)?,
+        })
+    }
+}
+
+impl QueueCounts {
+    /// Queue, enqueued, pending.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<QueueCounts, sqlx::Error> {
+        Ok(QueueCounts {
+            queue: row.at(0)?,
+            enqueued: row.at(1)?,
+            pending: row.at(2)?,
+        })
+    }
+}
+
+impl CompletedBucket {
+    /// Bucket index, successes, failures.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<CompletedBucket, sqlx::Error> {
+        Ok(CompletedBucket {
+            index: row.at(0)?,
+            succeeded: row.at(1)?,
+            failed: row.at(2)?,
+        })
+    }
+}
+
+/// Decodes every row with `f`.
+pub(super) fn all<R, T, E>(rows: &[R], f: impl Fn(&R) -> Result<T, E>) -> Result<Vec<T>, DbError>
+where
+    DbError: From<E>,
+{
+    rows.iter().map(|r| f(r).map_err(DbError::from)).collect()
+}

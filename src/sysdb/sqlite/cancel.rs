@@ -1,12 +1,13 @@
 //! Cancellation on SQLite: marks a workflow (and, when asked, its descendants) `CANCELLED` in
 //! one statement. No NOTIFY: the caller stops the cancelled workflows this process runs.
 
+use async_trait::async_trait;
 use sqlx::Row;
 
-use super::Lite;
+use super::Sqlite;
+use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::cancel::Cancelled;
-use crate::sysdb::now_ms;
+use crate::sysdb::cancel::{Cancelled, Cancels};
 
 const CANCEL: &str = r#"
 WITH RECURSIVE tree(id) AS (
@@ -23,26 +24,28 @@ WHERE workflow_uuid IN (SELECT id FROM tree)
 RETURNING workflow_uuid
 "#;
 
-/// Cancels `id`, and every descendant when `cascade`.
-pub(crate) async fn cancel(lite: &Lite, id: &str, cascade: bool) -> Result<Cancelled, DbError> {
-    let mut tx = lite.write().await?;
-    let exists = sqlx::query("SELECT 1 FROM workflow_status WHERE workflow_uuid = ?1")
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .is_some();
-    let rows = sqlx::query(CANCEL)
-        .bind(id)
-        .bind(cascade)
-        .bind(now_ms())
-        .fetch_all(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(Cancelled {
-        exists,
-        ids: rows
-            .iter()
-            .map(|r| r.try_get(0))
-            .collect::<Result<_, _>>()?,
-    })
+#[async_trait]
+impl Cancels for Sqlite {
+    async fn cancel(&self, id: &str, cascade: bool) -> Result<Cancelled, DbError> {
+        let mut tx = self.write().await?;
+        let exists = sqlx::query("SELECT 1 FROM workflow_status WHERE workflow_uuid = ?1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        let rows = sqlx::query(CANCEL)
+            .bind(id)
+            .bind(cascade)
+            .bind(now_ms())
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Cancelled {
+            exists,
+            ids: rows
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<Result<_, _>>()?,
+        })
+    }
 }

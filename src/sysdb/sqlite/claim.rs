@@ -1,11 +1,14 @@
-//! Claiming on SQLite. The flush's write transaction already excludes every other writer, so
-//! the counts of shared limits are exact without a lock of their own, and the claim can be done
-//! step by step: promote due delayed rows, size the budget, pick, take.
+//! Claiming on SQLite, by the rules in `sysdb::claim`. The flush's write transaction already
+//! excludes every other writer, so the counts of shared limits are exact without a lock of
+//! their own, and the claim can be done step by step: promote due delayed rows, size the
+//! budget, pick, take, report, promote.
 
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::{AssertSqlSafe, Row};
 
+use crate::clock::millis;
 use crate::error::DbError;
+use crate::sysdb::claim::in_dispatch_order;
 use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
 
 /// Workflows enqueued without a version are run only by the latest version of the app.
@@ -16,52 +19,21 @@ const VERSION_FILTER: &str = "(application_version = ?2 OR (application_version 
           AND v.version_timestamp > me.version_timestamp))) \
     AND (application_name = ?3 OR application_name IS NULL)";
 
-/// The columns a taken workflow reports, in the order `Claimed::from_row` reads them.
-pub(crate) const CLAIMED_COLUMNS: &str = "w.workflow_uuid, w.name, w.owner_xid, \
+/// The columns a taken workflow reports, in the order `Claimed::keyed_from_row` reads them.
+const CLAIMED_COLUMNS: &str = "w.workflow_uuid, w.name, w.owner_xid, \
     w.recovery_attempts, COALESCE((SELECT i.inputs FROM workflow_input i \
         WHERE i.workflow_uuid = w.workflow_uuid), w.inputs), \
     w.serialization, EXISTS (SELECT 1 FROM operation_outputs o \
         WHERE o.workflow_uuid = w.workflow_uuid), \
     w.priority, w.created_at, w.workflow_deadline_epoch_ms";
 
-/// A taken workflow with its dispatch order key (priority, created_at).
-pub(crate) fn claimed_from_row(row: &SqliteRow) -> Result<(i32, i64, Claimed), sqlx::Error> {
-    let (priority, created) = Claimed::order_key(row, 0)?;
-    Ok((priority, created, Claimed::from_row(row, 0)?))
-}
-
-fn millis(d: std::time::Duration) -> i64 {
-    d.as_millis().min(i64::MAX as u128) as i64
-}
-
-pub(crate) async fn execute(
+/// Claims by `r` inside the flush's write transaction.
+pub(super) async fn run(
     tx: &mut SqliteConnection,
-    batch: &[ClaimRequest],
-) -> Result<Vec<ClaimOutcome>, DbError> {
-    let mut outs = Vec::with_capacity(batch.len());
-    for r in batch {
-        outs.push(claim(tx, r).await?);
-    }
-    Ok(outs)
-}
-
-async fn claim(tx: &mut SqliteConnection, r: &ClaimRequest) -> Result<ClaimOutcome, DbError> {
+    r: &ClaimRequest,
+) -> Result<ClaimOutcome, DbError> {
     let q = &r.queue;
-    // A debounced row releases its debounce key as it leaves DELAYED: later calls start anew.
-    let promoted = sqlx::query(
-        "UPDATE workflow_status SET status = 'ENQUEUED', updated_at = ?2, \
-             deduplication_id = CASE WHEN is_debounced THEN NULL ELSE deduplication_id END \
-         WHERE status = 'DELAYED' AND delay_until_epoch_ms <= ?2 AND queue_name = ?1",
-    )
-    .bind(&q.name)
-    .bind(r.now)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected() as i64;
-    let mut out = ClaimOutcome {
-        promoted,
-        ..ClaimOutcome::default()
-    };
+    let mut out = ClaimOutcome::default();
 
     // The shared limits: running workflows of the queue, and starts within the rate window.
     let (mut slots, mut rate) = (r.limit, r.limit);
@@ -92,13 +64,31 @@ async fn claim(tx: &mut SqliteConnection, r: &ClaimRequest) -> Result<ClaimOutco
     let mut keyed = Vec::with_capacity(ids.len());
     for id in ids {
         if let Some(row) = take(tx, r, &id).await? {
-            keyed.push(claimed_from_row(&row)?);
+            keyed.push(Claimed::keyed_from_row(&row, 0)?);
         }
     }
-    keyed.sort_by_key(|(priority, created, _)| (*priority, *created));
-    out.claimed = keyed.into_iter().map(|(_, _, c)| c).collect();
+    out.claimed = in_dispatch_order(keyed);
     report(tx, r, window_start, &mut out).await?;
+    // Last, as Postgres's one statement does: rows promoted now are taken by the next claim.
+    out.promoted = promote(tx, r).await?;
+    out.depth = out.depth.map(|left| left + out.promoted);
     Ok(out)
+}
+
+/// Moves the queue's due `DELAYED` rows to `ENQUEUED`. A debounced row releases its debounce
+/// key as it leaves `DELAYED`: later calls start anew.
+async fn promote(tx: &mut SqliteConnection, r: &ClaimRequest) -> Result<i64, DbError> {
+    let promoted = sqlx::query(
+        "UPDATE workflow_status SET status = 'ENQUEUED', updated_at = ?2, \
+             deduplication_id = CASE WHEN is_debounced THEN NULL ELSE deduplication_id END \
+         WHERE status = 'DELAYED' AND delay_until_epoch_ms <= ?2 AND queue_name = ?1",
+    )
+    .bind(&r.queue.name)
+    .bind(r.now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    Ok(promoted as i64)
 }
 
 /// The ids to take, oldest first by priority; for a partitioned queue, per partition key as
@@ -171,8 +161,6 @@ async fn take(
     r: &ClaimRequest,
     id: &str,
 ) -> Result<Option<SqliteRow>, DbError> {
-    let q = &r.queue;
-    let rate_limited = q.rate_limit.is_some() || q.partition_rate_limit.is_some();
     let taken = sqlx::query(
         "UPDATE workflow_status \
          SET status = 'PENDING', owner_xid = ?2, executor_id = ?3, application_version = ?4, \
@@ -188,7 +176,7 @@ async fn take(
     .bind(&r.executor_id)
     .bind(&r.app_version)
     .bind(r.now)
-    .bind(rate_limited)
+    .bind(r.rate_limited())
     .execute(&mut *tx)
     .await?
     .rows_affected()
@@ -201,7 +189,7 @@ async fn take(
 
 /// What a taken workflow reports (read after the update: SQLite's `RETURNING` cannot name the
 /// table through an alias, which the correlated subqueries need).
-pub(crate) async fn claimed_row(tx: &mut SqliteConnection, id: &str) -> Result<SqliteRow, DbError> {
+pub(super) async fn claimed_row(tx: &mut SqliteConnection, id: &str) -> Result<SqliteRow, DbError> {
     let sql = format!("SELECT {CLAIMED_COLUMNS} FROM workflow_status w WHERE w.workflow_uuid = ?1");
     Ok(sqlx::query(AssertSqlSafe(sql))
         .bind(id)

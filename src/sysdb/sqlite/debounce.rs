@@ -3,12 +3,15 @@
 //! when none holds it, create one. The one writer orders concurrent callers; the unique index on
 //! `(queue_name, deduplication_id)` still decides between the key and the chosen id.
 
+use async_trait::async_trait;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
-use super::Lite;
+use super::Sqlite;
+use crate::codec::PORTABLE_JSON;
 use crate::error::DbError;
-use crate::sysdb::{Bounce, Bounced, PORTABLE_JSON};
+use crate::sysdb::debounce::Debounce;
+use crate::sysdb::{Bounce, Bounced};
 
 const BOUNCE: &str = r#"
 UPDATE workflow_status
@@ -43,12 +46,14 @@ const REPLACE_INPUT: &str = "INSERT INTO workflow_input (workflow_uuid, inputs, 
 const NEW_INPUT: &str = "INSERT INTO workflow_input (workflow_uuid, inputs, retention_timestamp) \
     VALUES (?1, ?2, ?3) ON CONFLICT (workflow_uuid) DO NOTHING";
 
-/// Runs one debounce call.
-pub(crate) async fn bounce(lite: &Lite, b: &Bounce) -> Result<Bounced, DbError> {
-    let mut tx = lite.write().await?;
-    let out = bounce_in(&mut tx, b).await?;
-    tx.commit().await?;
-    Ok(out)
+#[async_trait]
+impl Debounce for Sqlite {
+    async fn bounce(&self, b: &Bounce) -> Result<Bounced, DbError> {
+        let mut tx = self.write().await?;
+        let out = bounce_in(&mut tx, b).await?;
+        tx.commit().await?;
+        Ok(out)
+    }
 }
 
 async fn bounce_in(tx: &mut SqliteConnection, b: &Bounce) -> Result<Bounced, DbError> {

@@ -1,96 +1,99 @@
 //! Dispatch outside claims on SQLite: recovery, taking back a crashed queue actor's workflows,
 //! and counting crash restarts.
 
+use async_trait::async_trait;
 use sqlx::Row;
 
-use super::claim::{claimed_from_row, claimed_row};
-use super::{json_list, Lite};
+use super::claim::claimed_row;
+use super::{json_list, Sqlite};
+use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::{now_ms, Claimed, Executor, INTERNAL_QUEUE};
+use crate::queue::INTERNAL_QUEUE;
+use crate::sysdb::claim::in_dispatch_order;
+use crate::sysdb::dispatch::{Dispatch, Executor};
+use crate::sysdb::Claimed;
 
-/// Puts this executor's `PENDING` workflows back on their queue.
-pub(crate) async fn recover(lite: &Lite, me: &Executor<'_>) -> Result<u64, DbError> {
-    let mut tx = lite.write().await?;
-    let done = sqlx::query(
-        "UPDATE workflow_status \
-         SET status = 'ENQUEUED', queue_name = COALESCE(queue_name, ?4), owner_xid = NULL, \
-             updated_at = ?5 \
-         WHERE status = 'PENDING' AND executor_id = ?1 AND application_version = ?2 \
-           AND (application_name = ?3 OR application_name IS NULL)",
-    )
-    .bind(me.executor_id)
-    .bind(me.app_version)
-    .bind(me.app_name)
-    .bind(INTERNAL_QUEUE)
-    .bind(now_ms())
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(done.rows_affected())
-}
-
-/// Takes back the `PENDING` workflows of `queue` this executor owns but runs no actor for.
-pub(crate) async fn redispatch(
-    lite: &Lite,
-    me: &Executor<'_>,
-    queue: &str,
-    with_direct: bool,
-    running: &[String],
-) -> Result<Vec<Claimed>, DbError> {
-    let mut tx = lite.write().await?;
-    let ids: Vec<String> = sqlx::query_scalar(
-        "SELECT workflow_uuid FROM workflow_status \
-         WHERE status = 'PENDING' AND executor_id = ?1 AND application_version = ?2 \
-           AND (queue_name = ?3 OR (?4 AND queue_name IS NULL)) \
-           AND workflow_uuid NOT IN (SELECT value FROM json_each(?5))",
-    )
-    .bind(me.executor_id)
-    .bind(me.app_version)
-    .bind(queue)
-    .bind(with_direct)
-    .bind(json_list(running))
-    .fetch_all(&mut *tx)
-    .await?;
-    let mut keyed = Vec::with_capacity(ids.len());
-    for id in ids {
-        sqlx::query(
-            "UPDATE workflow_status SET owner_xid = ?2, updated_at = ?3, \
-                 recovery_attempts = COALESCE(recovery_attempts, 0) + 1 \
-             WHERE workflow_uuid = ?1",
+#[async_trait]
+impl Dispatch for Sqlite {
+    async fn recover(&self, me: &Executor<'_>) -> Result<u64, DbError> {
+        let mut tx = self.write().await?;
+        let done = sqlx::query(
+            "UPDATE workflow_status \
+             SET status = 'ENQUEUED', queue_name = COALESCE(queue_name, ?4), owner_xid = NULL, \
+                 updated_at = ?5 \
+             WHERE status = 'PENDING' AND executor_id = ?1 AND application_version = ?2 \
+               AND (application_name = ?3 OR application_name IS NULL)",
         )
-        .bind(&id)
-        .bind(uuid::Uuid::new_v4().to_string())
+        .bind(me.executor_id)
+        .bind(me.app_version)
+        .bind(me.app_name)
+        .bind(INTERNAL_QUEUE)
         .bind(now_ms())
         .execute(&mut *tx)
         .await?;
-        keyed.push(claimed_from_row(&claimed_row(&mut tx, &id).await?)?);
+        tx.commit().await?;
+        Ok(done.rows_affected())
     }
-    tx.commit().await?;
-    keyed.sort_by_key(|(priority, created, _)| (*priority, *created));
-    Ok(keyed.into_iter().map(|(_, _, c)| c).collect())
-}
 
-/// Counts a crash restart of a running workflow; `None` when it is no longer ours.
-pub(crate) async fn bump_attempts(
-    lite: &Lite,
-    id: &str,
-    owner: &str,
-) -> Result<Option<i64>, DbError> {
-    let mut tx = lite.write().await?;
-    let row = sqlx::query(
-        "UPDATE workflow_status \
-         SET recovery_attempts = COALESCE(recovery_attempts, 0) + 1, updated_at = ?3 \
-         WHERE workflow_uuid = ?1 AND status = 'PENDING' AND owner_xid = ?2 \
-         RETURNING recovery_attempts",
-    )
-    .bind(id)
-    .bind(owner)
-    .bind(now_ms())
-    .fetch_optional(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(match row {
-        Some(row) => row.try_get(0)?,
-        None => None,
-    })
+    async fn redispatch(
+        &self,
+        me: &Executor<'_>,
+        queue: &str,
+        with_direct: bool,
+        running: &[String],
+    ) -> Result<Vec<Claimed>, DbError> {
+        let mut tx = self.write().await?;
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT workflow_uuid FROM workflow_status \
+             WHERE status = 'PENDING' AND executor_id = ?1 AND application_version = ?2 \
+               AND (queue_name = ?3 OR (?4 AND queue_name IS NULL)) \
+               AND workflow_uuid NOT IN (SELECT value FROM json_each(?5))",
+        )
+        .bind(me.executor_id)
+        .bind(me.app_version)
+        .bind(queue)
+        .bind(with_direct)
+        .bind(json_list(running))
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut keyed = Vec::with_capacity(ids.len());
+        for id in ids {
+            sqlx::query(
+                "UPDATE workflow_status SET owner_xid = ?2, updated_at = ?3, \
+                     recovery_attempts = COALESCE(recovery_attempts, 0) + 1 \
+                 WHERE workflow_uuid = ?1",
+            )
+            .bind(&id)
+            .bind(uuid::Uuid::new_v4().to_string())
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+            keyed.push(Claimed::keyed_from_row(
+                &claimed_row(&mut tx, &id).await?,
+                0,
+            )?);
+        }
+        tx.commit().await?;
+        Ok(in_dispatch_order(keyed))
+    }
+
+    async fn bump_attempts(&self, id: &str, owner: &str) -> Result<Option<i64>, DbError> {
+        let mut tx = self.write().await?;
+        let row = sqlx::query(
+            "UPDATE workflow_status \
+             SET recovery_attempts = COALESCE(recovery_attempts, 0) + 1, updated_at = ?3 \
+             WHERE workflow_uuid = ?1 AND status = 'PENDING' AND owner_xid = ?2 \
+             RETURNING recovery_attempts",
+        )
+        .bind(id)
+        .bind(owner)
+        .bind(now_ms())
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(match row {
+            Some(row) => row.try_get(0)?,
+            None => None,
+        })
+    }
 }

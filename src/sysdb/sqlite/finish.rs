@@ -3,12 +3,14 @@
 
 use sqlx::sqlite::SqliteConnection;
 
+use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::{now_ms, FinishOutcome, FinishWrite};
+use crate::sysdb::{FinishOutcome, FinishWrite};
 
-pub(crate) async fn execute(
+/// Finishes the batch; one outcome per request, in order.
+pub(super) async fn run(
     tx: &mut SqliteConnection,
-    batch: &[FinishWrite],
+    batch: &[&FinishWrite],
 ) -> Result<Vec<FinishOutcome>, DbError> {
     let mut outcomes = Vec::with_capacity(batch.len());
     for f in batch {
@@ -33,7 +35,7 @@ async fn finish_one(tx: &mut SqliteConnection, f: &FinishWrite) -> Result<Finish
     .rows_affected()
         == 1;
     if updated {
-        if f.status != "MAX_RECOVERY_ATTEMPTS_EXCEEDED" {
+        if f.has_output() {
             sqlx::query(
                 "INSERT INTO workflow_output (workflow_uuid, output, error, retention_timestamp) \
                  VALUES (?1, ?2, ?3, ?4) ON CONFLICT (workflow_uuid) \

@@ -1,19 +1,171 @@
-//! Management statements on SQLite: listing workflows and their steps, resuming, forking,
-//! deleting and changing a delay. Each mirrors its Postgres twin in `sysdb::manage`; what
-//! Postgres does in one statement with data-modifying CTEs is one write transaction here.
-//! Wake-ups are the caller's (no NOTIFY): these functions never signal anything.
+//! Management on SQLite: listing workflows and their steps, resuming, forking, deleting and
+//! changing a delay, each one write transaction. Wake-ups are the caller's (no NOTIFY): these
+//! functions never signal anything.
 
+use async_trait::async_trait;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{json_list, Lite};
+use super::{json_list, Sqlite};
+use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::manage::{bind_filters, step_listing, Delayed, Resumed};
-use crate::sysdb::reads::STATUS_COLUMNS;
-use crate::sysdb::{now_ms, ListQuery, ListedRow, StepListing};
+use crate::sysdb::manage::{Fork, Forked, Manage};
+use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};
+use crate::sysdb::{Delayed, ListQuery, ListedRow, Resumed, StepListing};
 
-/// `sysdb::manage::list_sql` in SQLite: JSON arrays for the id and status lists, and a negative
-/// limit (no bound) for a missing one.
+#[async_trait]
+impl Manage for Sqlite {
+    async fn list_workflows(&self, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
+        // The ids and statuses are lists: JSON arrays here, arrays on Postgres.
+        let query = sqlx::query(AssertSqlSafe(list_sql(q.newest_first)))
+            .bind(q.ids.as_deref().map(json_list))
+            .bind(q.statuses.as_deref().map(json_list));
+        let rows = bind_filters(query, q).fetch_all(self.reader()).await?;
+        rows.iter().map(ListedRow::from_row).collect()
+    }
+
+    async fn list_steps(&self, id: &str) -> Result<Vec<StepListing>, DbError> {
+        let rows = sqlx::query(
+            "SELECT function_id, function_name, output, error, child_workflow_id, \
+                 started_at_epoch_ms, completed_at_epoch_ms, serialization \
+             FROM operation_outputs WHERE workflow_uuid = ?1 ORDER BY function_id",
+        )
+        .bind(id)
+        .fetch_all(self.reader())
+        .await?;
+        all(&rows, StepListing::from_row)
+    }
+
+    async fn resume(&self, id: &str, queue: &str) -> Result<Resumed, DbError> {
+        let mut tx = self.write().await?;
+        let Some(old) =
+            sqlx::query("SELECT owner_xid FROM workflow_status WHERE workflow_uuid = ?1")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?
+        else {
+            return Ok(Resumed {
+                exists: false,
+                requeued: false,
+                previous_owner: None,
+            });
+        };
+        let requeued = sqlx::query(
+            "UPDATE workflow_status \
+             SET status = 'ENQUEUED', owner_xid = NULL, queue_name = ?2, recovery_attempts = 0, \
+                 workflow_deadline_epoch_ms = NULL, deduplication_id = NULL, \
+                 started_at_epoch_ms = NULL, completed_at = NULL, updated_at = ?3 \
+             WHERE workflow_uuid = ?1 AND status NOT IN ('SUCCESS', 'ERROR')",
+        )
+        .bind(id)
+        .bind(queue)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            > 0;
+        tx.commit().await?;
+        Ok(Resumed {
+            exists: true,
+            requeued,
+            previous_owner: old.try_get(0)?,
+        })
+    }
+
+    async fn fork(&self, f: &Fork) -> Result<Forked, DbError> {
+        let (id, new_id, from_step) = (f.id.as_str(), f.new_id.as_str(), f.from_step);
+        let mut tx = self.write().await?;
+        let exists = sqlx::query("SELECT 1 FROM workflow_status WHERE workflow_uuid = ?1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        let made = exists
+            && sqlx::query(
+                "INSERT INTO workflow_status (
+                    workflow_uuid, status, name, class_name, config_name, queue_name,
+                    application_version, application_name, authenticated_user, assumed_role,
+                    authenticated_roles, serialization, forked_from, recovery_attempts, priority,
+                    created_at, updated_at, workflow_timeout_ms, inputs)
+                 SELECT ?2, 'ENQUEUED', name, class_name, config_name, ?3,
+                    COALESCE(?4, application_version), application_name, authenticated_user,
+                    assumed_role, authenticated_roles, serialization, ?1, 0, 0, ?5, ?5,
+                    workflow_timeout_ms, inputs
+                 FROM workflow_status WHERE workflow_uuid = ?1
+                 ON CONFLICT (workflow_uuid) DO NOTHING",
+            )
+            .bind(id)
+            .bind(new_id)
+            .bind(&f.queue)
+            .bind(&f.app_version)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                > 0;
+        if made {
+            copy_history(&mut tx, id, new_id, from_step).await?;
+        }
+        tx.commit().await?;
+        Ok(Forked { exists, made })
+    }
+
+    async fn delete_workflow(&self, id: &str, cascade: bool) -> Result<Vec<String>, DbError> {
+        let mut tx = self.write().await?;
+        let tree: Vec<String> = sqlx::query_scalar(
+            "WITH RECURSIVE tree(id) AS ( \
+                 SELECT ?1 \
+                 UNION \
+                 SELECT w.workflow_uuid FROM workflow_status w JOIN tree t \
+                     ON w.parent_workflow_id = t.id WHERE ?2) \
+             SELECT id FROM tree",
+        )
+        .bind(id)
+        .bind(cascade)
+        .fetch_all(&mut *tx)
+        .await?;
+        let tree = json_list(&tree);
+        for table in ["operation_outputs", "workflow_input", "workflow_output"] {
+            sqlx::query(AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE workflow_uuid IN (SELECT value FROM json_each(?1))"
+            )))
+            .bind(&tree)
+            .execute(&mut *tx)
+            .await?;
+        }
+        let gone: Vec<String> = sqlx::query_scalar(
+            "DELETE FROM workflow_status WHERE workflow_uuid IN (SELECT value FROM json_each(?1)) \
+             RETURNING workflow_uuid",
+        )
+        .bind(&tree)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(gone)
+    }
+
+    async fn set_delay(&self, id: &str, until: i64) -> Result<Option<Delayed>, DbError> {
+        let mut tx = self.write().await?;
+        sqlx::query(
+            "UPDATE workflow_status SET delay_until_epoch_ms = ?2, updated_at = ?3 \
+             WHERE workflow_uuid = ?1 AND status = 'DELAYED'",
+        )
+        .bind(id)
+        .bind(until)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        let row =
+            sqlx::query("SELECT status, queue_name FROM workflow_status WHERE workflow_uuid = ?1")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        tx.commit().await?;
+        Ok(row.as_ref().map(Delayed::from_row).transpose()?)
+    }
+}
+
+/// JSON arrays for the id and status lists, and a negative limit (no bound) for a missing one.
 fn list_sql(newest_first: bool) -> String {
     let order = if newest_first { "DESC" } else { "ASC" };
     format!(
@@ -40,112 +192,6 @@ fn list_sql(newest_first: bool) -> String {
          ORDER BY w.created_at {order}, w.workflow_uuid {order} \
          LIMIT COALESCE(?14, -1) OFFSET ?15"
     )
-}
-
-/// Workflows matching `q`; see `sysdb::manage::list`.
-pub(crate) async fn list(lite: &Lite, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
-    // The ids and statuses are lists: JSON arrays here, arrays on Postgres.
-    let query = sqlx::query(AssertSqlSafe(list_sql(q.newest_first)))
-        .bind(q.ids.as_deref().map(json_list))
-        .bind(q.statuses.as_deref().map(json_list));
-    let rows = bind_filters(query, q).fetch_all(lite.reader()).await?;
-    rows.iter().map(ListedRow::from_row).collect()
-}
-
-/// The recorded calls of workflow `id`, in order.
-pub(crate) async fn steps(lite: &Lite, id: &str) -> Result<Vec<StepListing>, DbError> {
-    let rows = sqlx::query(
-        "SELECT function_id, function_name, output, error, child_workflow_id, \
-             started_at_epoch_ms, completed_at_epoch_ms, serialization \
-         FROM operation_outputs WHERE workflow_uuid = ?1 ORDER BY function_id",
-    )
-    .bind(id)
-    .fetch_all(lite.reader())
-    .await?;
-    Ok(rows.iter().map(step_listing).collect::<Result<_, _>>()?)
-}
-
-/// Puts `id` back on `queue` unless it finished; reports the owner it took it from (the
-/// caller stops that execution and wakes the queue, as the Postgres NOTIFYs do).
-pub(crate) async fn resume(lite: &Lite, id: &str, queue: &str) -> Result<Resumed, DbError> {
-    let mut tx = lite.write().await?;
-    let Some(old) = sqlx::query("SELECT owner_xid FROM workflow_status WHERE workflow_uuid = ?1")
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-    else {
-        return Ok(Resumed {
-            exists: false,
-            requeued: false,
-            previous_owner: None,
-        });
-    };
-    let requeued = sqlx::query(
-        "UPDATE workflow_status \
-         SET status = 'ENQUEUED', owner_xid = NULL, queue_name = ?2, recovery_attempts = 0, \
-             workflow_deadline_epoch_ms = NULL, deduplication_id = NULL, \
-             started_at_epoch_ms = NULL, completed_at = NULL, updated_at = ?3 \
-         WHERE workflow_uuid = ?1 AND status NOT IN ('SUCCESS', 'ERROR')",
-    )
-    .bind(id)
-    .bind(queue)
-    .bind(now_ms())
-    .execute(&mut *tx)
-    .await?
-    .rows_affected()
-        > 0;
-    tx.commit().await?;
-    Ok(Resumed {
-        exists: true,
-        requeued,
-        previous_owner: old.try_get(0)?,
-    })
-}
-
-/// Copies `id` as `new_id` on `queue` with its calls before `from_step`; see
-/// `sysdb::manage::fork`. Returns whether the original exists and whether the copy was made.
-pub(crate) async fn fork(
-    lite: &Lite,
-    id: &str,
-    new_id: &str,
-    queue: &str,
-    app_version: Option<&str>,
-    from_step: i32,
-) -> Result<(bool, bool), DbError> {
-    let mut tx = lite.write().await?;
-    let exists = sqlx::query("SELECT 1 FROM workflow_status WHERE workflow_uuid = ?1")
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .is_some();
-    let made = exists
-        && sqlx::query(
-            "INSERT INTO workflow_status (
-                workflow_uuid, status, name, class_name, config_name, queue_name,
-                application_version, application_name, authenticated_user, assumed_role,
-                authenticated_roles, serialization, forked_from, recovery_attempts, priority,
-                created_at, updated_at, workflow_timeout_ms, inputs)
-             SELECT ?2, 'ENQUEUED', name, class_name, config_name, ?3,
-                COALESCE(?4, application_version), application_name, authenticated_user,
-                assumed_role, authenticated_roles, serialization, ?1, 0, 0, ?5, ?5,
-                workflow_timeout_ms, inputs
-             FROM workflow_status WHERE workflow_uuid = ?1
-             ON CONFLICT (workflow_uuid) DO NOTHING",
-        )
-        .bind(id)
-        .bind(new_id)
-        .bind(queue)
-        .bind(app_version)
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            > 0;
-    if made {
-        copy_history(&mut tx, id, new_id, from_step).await?;
-    }
-    tx.commit().await?;
-    Ok((exists, made))
 }
 
 /// The fork's copies: input, the calls before `from_step`, the events they set (the latest
@@ -198,68 +244,4 @@ async fn copy_history(
         .execute(&mut *tx)
         .await?;
     Ok(())
-}
-
-/// Deletes `id` (and its descendants when `cascade`) with every row that belongs to it;
-/// returns the ids deleted. Steps, inputs and outputs have no foreign key in this layout.
-pub(crate) async fn delete(lite: &Lite, id: &str, cascade: bool) -> Result<Vec<String>, DbError> {
-    let mut tx = lite.write().await?;
-    let tree: Vec<String> = sqlx::query_scalar(
-        "WITH RECURSIVE tree(id) AS ( \
-             SELECT ?1 \
-             UNION \
-             SELECT w.workflow_uuid FROM workflow_status w JOIN tree t \
-                 ON w.parent_workflow_id = t.id WHERE ?2) \
-         SELECT id FROM tree",
-    )
-    .bind(id)
-    .bind(cascade)
-    .fetch_all(&mut *tx)
-    .await?;
-    let tree = json_list(&tree);
-    for table in ["operation_outputs", "workflow_input", "workflow_output"] {
-        sqlx::query(AssertSqlSafe(format!(
-            "DELETE FROM {table} WHERE workflow_uuid IN (SELECT value FROM json_each(?1))"
-        )))
-        .bind(&tree)
-        .execute(&mut *tx)
-        .await?;
-    }
-    let gone: Vec<String> = sqlx::query_scalar(
-        "DELETE FROM workflow_status WHERE workflow_uuid IN (SELECT value FROM json_each(?1)) \
-         RETURNING workflow_uuid",
-    )
-    .bind(&tree)
-    .fetch_all(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(gone)
-}
-
-/// Moves a `DELAYED` workflow's due time; returns its status (`None`: no such workflow).
-pub(crate) async fn set_delay(
-    lite: &Lite,
-    id: &str,
-    until: i64,
-) -> Result<Option<Delayed>, DbError> {
-    let mut tx = lite.write().await?;
-    sqlx::query(
-        "UPDATE workflow_status SET delay_until_epoch_ms = ?2, updated_at = ?3 \
-         WHERE workflow_uuid = ?1 AND status = 'DELAYED'",
-    )
-    .bind(id)
-    .bind(until)
-    .bind(now_ms())
-    .execute(&mut *tx)
-    .await?;
-    let row =
-        sqlx::query("SELECT status, queue_name FROM workflow_status WHERE workflow_uuid = ?1")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-    tx.commit().await?;
-    Ok(match row {
-        Some(row) => Some(Delayed::from_row(&row)?),
-        None => None,
-    })
 }

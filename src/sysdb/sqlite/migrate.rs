@@ -5,57 +5,78 @@
 //! older SQLite history is refused with a message to run `dbos migrate` on it: DBOS's
 //! step-by-step history is its own, and stead never half-migrates a file.
 
+use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::Lite;
+use super::Sqlite;
 use crate::error::DbError;
-use crate::sysdb::{MigrationReport, DBOS_SCHEMA_VERSION};
+use crate::sysdb::migrate::{MigrationReport, Schema, DBOS_SCHEMA_VERSION};
 
 const SCRIPT: &str = include_str!("../../../migrations/sqlite/0001_dbos_3_4.sql");
 
-/// Brings the file to the DBOS 3.4 layout; the write lock serialises concurrent migrators.
-pub(crate) async fn migrate(lite: &Lite) -> Result<MigrationReport, DbError> {
-    let mut tx = lite.write().await?;
-    let has_table = sqlx::query(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dbos_migrations'",
-    )
-    .fetch_optional(&mut *tx)
-    .await?
-    .is_some();
-    let found_version: Option<i64> = if has_table {
-        sqlx::query("SELECT max(version) FROM dbos_migrations")
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get(0)?
-    } else {
-        None
-    };
-    let report = |version, applied| MigrationReport {
-        schema: "main".to_owned(),
-        found_version,
-        version,
-        applied,
-    };
-    match found_version {
-        Some(v) if v >= DBOS_SCHEMA_VERSION => return Ok(report(v, false)),
-        Some(v) if v > 0 => {
-            return Err(DbError::Query(format!(
-                "this SQLite system database is at DBOS migration {v}, older than DBOS 3.4 \
-                 ({DBOS_SCHEMA_VERSION}); run `dbos migrate` (DBOS 3.4) on it first"
-            )))
+#[async_trait]
+impl Schema for Sqlite {
+    /// The write lock serialises concurrent migrators.
+    async fn migrate(&self) -> Result<MigrationReport, DbError> {
+        let mut tx = self.write().await?;
+        let has_table = sqlx::query(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dbos_migrations'",
+        )
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
+        let found_version: Option<i64> = if has_table {
+            sqlx::query("SELECT max(version) FROM dbos_migrations")
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get(0)?
+        } else {
+            None
+        };
+        let report = |version, applied| MigrationReport {
+            schema: "main".to_owned(),
+            found_version,
+            version,
+            applied,
+        };
+        match found_version {
+            Some(v) if v >= DBOS_SCHEMA_VERSION => return Ok(report(v, false)),
+            Some(v) if v > 0 => {
+                return Err(DbError::Query(format!(
+                    "this SQLite system database is at DBOS migration {v}, older than DBOS 3.4 \
+                     ({DBOS_SCHEMA_VERSION}); run `dbos migrate` (DBOS 3.4) on it first"
+                )))
+            }
+            _ => {}
         }
-        _ => {}
-    }
-    sqlx::raw_sql(AssertSqlSafe(SCRIPT))
+        sqlx::raw_sql(AssertSqlSafe(SCRIPT))
+            .execute(&mut *tx)
+            .await?;
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "CREATE TABLE IF NOT EXISTS dbos_migrations (version INTEGER NOT NULL PRIMARY KEY);
+             DELETE FROM dbos_migrations;
+             INSERT INTO dbos_migrations (version) VALUES ({DBOS_SCHEMA_VERSION});"
+        )))
         .execute(&mut *tx)
         .await?;
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "CREATE TABLE IF NOT EXISTS dbos_migrations (version INTEGER NOT NULL PRIMARY KEY);
-         DELETE FROM dbos_migrations;
-         INSERT INTO dbos_migrations (version) VALUES ({DBOS_SCHEMA_VERSION});"
-    )))
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(report(DBOS_SCHEMA_VERSION, true))
+        tx.commit().await?;
+        Ok(report(DBOS_SCHEMA_VERSION, true))
+    }
+
+    async fn schema_version(&self) -> Result<Option<i64>, DbError> {
+        let has_table = sqlx::query(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dbos_migrations'",
+        )
+        .fetch_optional(self.reader())
+        .await?
+        .is_some();
+        if !has_table {
+            return Ok(None);
+        }
+        Ok(
+            sqlx::query_scalar("SELECT max(version) FROM dbos_migrations")
+                .fetch_one(self.reader())
+                .await?,
+        )
+    }
 }

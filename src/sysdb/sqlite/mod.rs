@@ -1,27 +1,31 @@
-//! The embedded backend: the system database in one SQLite file, in DBOS 3.4's SQLite layout.
+//! The embedded implementation of the store: the system database in one SQLite file, in DBOS
+//! 3.4's SQLite layout.
 //!
-//! Owns the file's connections and every SQLite statement (the submodules mirror the Postgres
-//! modules of `sysdb`, one per concept). One connection writes and the database actor's lanes
-//! take turns on it, each flush one `BEGIN IMMEDIATE` transaction; a small pool reads beside it
-//! (WAL). It must never be opened by two executors at once: an executor holds an exclusive lock
-//! on `<file>.lock` for its lifetime.
+//! Owns the file's connections and every SQLite statement, one file per concept. One
+//! connection writes and the database actor's lanes take turns on it ([`session`]: each flush
+//! one `BEGIN IMMEDIATE` transaction); a small pool reads beside it (WAL). What Postgres does in
+//! one statement with data-modifying CTEs is a few statements in one write transaction here.
+//! No NOTIFY: the callers wake this process's waiters themselves. It must never be opened by two
+//! executors at once: an executor holds an exclusive lock on `<file>.lock` for its lifetime.
 
-pub(crate) mod cancel;
-pub(crate) mod claim;
-pub(crate) mod debounce;
-pub(crate) mod dispatch;
-pub(crate) mod finish;
-pub(crate) mod manage;
-pub(crate) mod migrate;
-pub(crate) mod observe;
-pub(crate) mod ops;
-pub(crate) mod queues;
-pub(crate) mod reads;
-pub(crate) mod retention;
-pub(crate) mod schedules;
-pub(crate) mod start;
-pub(crate) mod steps;
-pub(crate) mod versions;
+mod cancel;
+mod claim;
+mod debounce;
+mod dispatch;
+mod finish;
+mod listen;
+mod manage;
+mod migrate;
+mod observe;
+mod ops;
+mod queues;
+mod reads;
+mod retention;
+mod schedules;
+mod session;
+mod start;
+mod steps;
+mod versions;
 
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
@@ -32,7 +36,7 @@ use std::time::Duration;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Sqlite, Transaction};
+use sqlx::Transaction;
 
 use crate::error::{DbError, Error};
 
@@ -49,9 +53,9 @@ pub(crate) fn default_url(app: Option<&str>) -> String {
     format!("sqlite://{}.sqlite", app.unwrap_or("stead"))
 }
 
-/// An open SQLite system database.
+/// An open SQLite system database. Clones share the connections.
 #[derive(Clone)]
-pub(crate) struct Lite {
+pub(crate) struct Sqlite {
     writer: SqlitePool,
     reader: SqlitePool,
     path: PathBuf,
@@ -59,9 +63,9 @@ pub(crate) struct Lite {
     lock: Arc<Mutex<Option<File>>>,
 }
 
-impl Lite {
+impl Sqlite {
     /// Opens (creating if missing) the file named by `url`.
-    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Lite, Error> {
+    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Sqlite, Error> {
         let base = SqliteConnectOptions::from_str(url)
             .map_err(|e| Error::InvalidUrl {
                 url: url.to_owned(),
@@ -93,7 +97,7 @@ impl Lite {
             .connect_with(base.read_only(true))
             .await
             .map_err(connect_err)?;
-        Ok(Lite {
+        Ok(Sqlite {
             writer,
             reader,
             path,
@@ -102,17 +106,17 @@ impl Lite {
     }
 
     /// Begins a write transaction on the one writer connection.
-    pub(crate) async fn write(&self) -> Result<Transaction<'static, Sqlite>, DbError> {
+    async fn write(&self) -> Result<Transaction<'static, sqlx::Sqlite>, DbError> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 
     /// The pool for reads, which never wait for the writer.
-    pub(crate) fn reader(&self) -> &SqlitePool {
+    fn reader(&self) -> &SqlitePool {
         &self.reader
     }
 
     /// Takes the executor's exclusive lock on the file, failing when another process holds it.
-    pub(crate) fn lock_for_executor(&self) -> Result<(), Error> {
+    fn lock_file(&self) -> Result<(), Error> {
         let lock_path = lock_path(&self.path);
         let in_use = |reason: String| {
             Error::Config(format!(
@@ -140,18 +144,6 @@ impl Lite {
         Ok(())
     }
 
-    pub(crate) async fn close(&self) {
-        self.writer.close().await;
-        self.reader.close().await;
-        self.release();
-    }
-
-    pub(crate) fn close_now(&self) {
-        drop(self.writer.close());
-        drop(self.reader.close());
-        self.release();
-    }
-
     fn release(&self) {
         if let Ok(mut held) = self.lock.lock() {
             held.take();
@@ -166,7 +158,7 @@ fn lock_path(db: &Path) -> PathBuf {
 }
 
 /// A JSON array of `items`, for `json_each(?)`: SQLite's stand-in for Postgres arrays.
-pub(crate) fn json_list<S: AsRef<str>>(items: &[S]) -> String {
+fn json_list<S: AsRef<str>>(items: &[S]) -> String {
     serde_json::Value::from(
         items
             .iter()

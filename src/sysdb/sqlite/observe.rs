@@ -1,49 +1,54 @@
 //! Observation reads on SQLite: the load of each queue and completions per time bucket.
 
-use super::{json_list, Lite};
+use async_trait::async_trait;
+
+use super::{json_list, Sqlite};
 use crate::error::DbError;
-use sqlx::AssertSqlSafe;
+use crate::sysdb::observe::Observe;
+use crate::sysdb::rows::all;
+use crate::sysdb::{CompletedBucket, QueueCounts};
 
-use crate::sysdb::observe::{CompletedBucket, QueueCounts, THROUGHPUT};
+#[async_trait]
+impl Observe for Sqlite {
+    async fn ping(&self) -> Result<(), DbError> {
+        sqlx::query("SELECT 1").execute(self.reader()).await?;
+        Ok(())
+    }
 
-/// The counts of the queues named; queues with nothing waiting or running are absent.
-pub(crate) async fn queue_counts(
-    lite: &Lite,
-    queues: &[String],
-) -> Result<Vec<QueueCounts>, DbError> {
-    let rows = sqlx::query(
-        "SELECT queue_name, count(*) FILTER (WHERE status = 'ENQUEUED'), \
-                count(*) FILTER (WHERE status = 'PENDING') \
-         FROM workflow_status \
-         WHERE queue_name IN (SELECT value FROM json_each(?1)) \
-           AND status IN ('ENQUEUED', 'PENDING') \
-         GROUP BY queue_name",
-    )
-    .bind(json_list(queues))
-    .fetch_all(lite.reader())
-    .await?;
-    Ok(rows
-        .iter()
-        .map(QueueCounts::from_row)
-        .collect::<Result<_, _>>()?)
-}
+    async fn queue_counts(&self, queues: &[String]) -> Result<Vec<QueueCounts>, DbError> {
+        let rows = sqlx::query(
+            "SELECT queue_name, count(*) FILTER (WHERE status = 'ENQUEUED'), \
+                    count(*) FILTER (WHERE status = 'PENDING') \
+             FROM workflow_status \
+             WHERE queue_name IN (SELECT value FROM json_each(?1)) \
+               AND status IN ('ENQUEUED', 'PENDING') \
+             GROUP BY queue_name",
+        )
+        .bind(json_list(queues))
+        .fetch_all(self.reader())
+        .await?;
+        all(&rows, QueueCounts::from_row)
+    }
 
-/// Completions in `buckets` buckets of `bucket_ms` from `since_ms`; empty buckets are absent.
-pub(crate) async fn completed(
-    lite: &Lite,
-    since_ms: i64,
-    bucket_ms: i64,
-    buckets: i64,
-) -> Result<Vec<CompletedBucket>, DbError> {
-    // Postgres's statement, unqualified: its `$n` parameters first appear in order.
-    let rows = sqlx::query(AssertSqlSafe(THROUGHPUT.replace("{s}.", "")))
+    async fn completed(
+        &self,
+        since_ms: i64,
+        bucket_ms: i64,
+        buckets: i64,
+    ) -> Result<Vec<CompletedBucket>, DbError> {
+        let rows = sqlx::query(
+            "SELECT (completed_at - ?1) / ?2 AS bucket, \
+                    count(*) FILTER (WHERE status = 'SUCCESS'), \
+                    count(*) FILTER (WHERE status <> 'SUCCESS') \
+             FROM workflow_status \
+             WHERE completed_at IS NOT NULL AND completed_at >= ?1 AND completed_at < ?1 + ?2 * ?3 \
+             GROUP BY 1 ORDER BY 1",
+        )
         .bind(since_ms)
         .bind(bucket_ms)
         .bind(buckets)
-        .fetch_all(lite.reader())
+        .fetch_all(self.reader())
         .await?;
-    Ok(rows
-        .iter()
-        .map(CompletedBucket::from_row)
-        .collect::<Result<_, _>>()?)
+        all(&rows, CompletedBucket::from_row)
+    }
 }

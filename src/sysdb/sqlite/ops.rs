@@ -5,14 +5,17 @@
 //!
 //! No NOTIFY: the callers wake this process's waiters themselves after the write.
 
+use async_trait::async_trait;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
 use super::steps::classify;
-use super::Lite;
+use super::Sqlite;
+use crate::clock::now_ms;
+use crate::codec::PORTABLE_JSON;
 use crate::error::DbError;
-use crate::sysdb::start::next_created_at;
-use crate::sysdb::{now_ms, Op, OpOutcome, OpStep, StepOutcome, PORTABLE_JSON};
+use crate::sysdb::ops::Messages;
+use crate::sysdb::{next_created_at, Op, OpOutcome, OpStep};
 
 /// Records call `function_id` with `output`, when the workflow is ours and the call has no row.
 const RECORD: &str = "INSERT INTO operation_outputs (workflow_uuid, function_id, function_name, \
@@ -28,18 +31,20 @@ const SEND: &str = "INSERT INTO notifications \
     (message_uuid, destination_uuid, topic, message, serialization, created_at_epoch_ms) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (message_uuid) DO NOTHING";
 
-/// Sends a message from outside a workflow; `message_id` makes a resend a no-op.
-pub(crate) async fn send(
-    lite: &Lite,
-    message_id: &str,
-    destination: &str,
-    topic: &str,
-    message: &str,
-) -> Result<(), DbError> {
-    let mut tx = lite.write().await?;
-    insert_message(&mut tx, message_id, destination, topic, message).await?;
-    tx.commit().await?;
-    Ok(())
+#[async_trait]
+impl Messages for Sqlite {
+    async fn send(
+        &self,
+        message_id: &str,
+        destination: &str,
+        topic: &str,
+        message: &str,
+    ) -> Result<(), DbError> {
+        let mut tx = self.write().await?;
+        insert_message(&mut tx, message_id, destination, topic, message).await?;
+        tx.commit().await?;
+        Ok(())
+    }
 }
 
 /// The message row; a missing destination fails with `MissingReference`, as the foreign key
@@ -74,9 +79,10 @@ async fn insert_message(
     Ok(())
 }
 
-pub(crate) async fn execute(
+/// Runs the batch's ops one after another; one outcome per op, in order.
+pub(super) async fn run_all(
     tx: &mut SqliteConnection,
-    batch: &[Op],
+    batch: &[&Op],
 ) -> Result<Vec<OpOutcome>, DbError> {
     let mut outcomes = Vec::with_capacity(batch.len());
     for op in batch {
@@ -105,7 +111,7 @@ async fn run(tx: &mut SqliteConnection, op: &Op) -> Result<OpOutcome, DbError> {
             message,
             ..
         } => {
-            let id = format!("{}-{}", step.workflow_id, step.function_id);
+            let id = Op::message_id(step);
             insert_message(tx, &id, destination, topic, message).await?;
         }
         Op::SetEvent { key, value, .. } => set_event(tx, step, key, value).await?,
@@ -148,15 +154,8 @@ async fn unwritten(
     step: &OpStep,
     name: &str,
 ) -> Result<OpOutcome, DbError> {
-    Ok(
-        match classify(tx, &step.workflow_id, step.function_id, name).await? {
-            StepOutcome::AlreadyRecorded { output, error } => {
-                OpOutcome::AlreadyRecorded { output, error }
-            }
-            StepOutcome::Cancelled => OpOutcome::Cancelled,
-            StepOutcome::Recorded | StepOutcome::NotOwner => OpOutcome::NotOwner,
-        },
-    )
+    let found = classify(tx, &step.workflow_id, step.function_id, name).await?;
+    Ok(found.into())
 }
 
 /// Takes the oldest unconsumed message of `topic` and records it; with none, records `null`

@@ -1,69 +1,71 @@
 //! The `queues` table on SQLite.
 
+use async_trait::async_trait;
 use sqlx::AssertSqlSafe;
 
-use super::Lite;
+use super::Sqlite;
 use crate::error::DbError;
 use crate::queue::Queue;
-use crate::sysdb::queues::{bind_queue, row_to_queue, COLUMNS};
+use crate::sysdb::queues::Queues;
+use crate::sysdb::rows::{all, bind_queue, queue_from_row, QUEUE_COLUMNS};
 
-/// The queues of this application (rows of its name, and rows of none).
-pub(crate) async fn list(lite: &Lite, app: Option<&str>) -> Result<Vec<Queue>, DbError> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM queues \
-         WHERE application_name = ?1 OR application_name IS NULL ORDER BY name"
-    );
-    let rows = sqlx::query(AssertSqlSafe(sql))
-        .bind(app)
-        .fetch_all(lite.reader())
-        .await?;
-    Ok(rows.iter().map(row_to_queue).collect::<Result<_, _>>()?)
-}
-
-/// Writes a queue's definition; see `sysdb::queues::put`.
-pub(crate) async fn put(
-    lite: &Lite,
-    q: &Queue,
-    app: Option<&str>,
-    replace: bool,
-) -> Result<Option<bool>, DbError> {
-    let mut tx = lite.write().await?;
-    let exists = sqlx::query("SELECT 1 FROM queues WHERE name = ?1")
-        .bind(&q.name)
-        .fetch_optional(&mut *tx)
-        .await?
-        .is_some();
-    if exists && !replace {
-        return Ok(None);
+#[async_trait]
+impl Queues for Sqlite {
+    async fn list_queues(&self, app: Option<&str>) -> Result<Vec<Queue>, DbError> {
+        let sql = format!(
+            "SELECT {QUEUE_COLUMNS} FROM queues \
+             WHERE application_name = ?1 OR application_name IS NULL ORDER BY name"
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(app)
+            .fetch_all(self.reader())
+            .await?;
+        all(&rows, queue_from_row)
     }
-    let sql = if exists {
-        "UPDATE queues SET concurrency = ?2, worker_concurrency = ?3, rate_limit_max = ?4, \
-           rate_limit_period_sec = ?5, priority_enabled = ?6, partition_queue = ?7, \
-           polling_interval_sec = ?8, partition_concurrency = ?9, \
-           partition_worker_concurrency = ?10, partition_rate_limit_max = ?11, \
-           partition_rate_limit_period_sec = ?12, application_name = ?13, updated_at = ?14 \
-         WHERE name = ?1"
-            .to_owned()
-    } else {
-        format!(
-            "INSERT INTO queues ({COLUMNS}, application_name, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14)"
-        )
-    };
-    bind_queue(sqlx::query(AssertSqlSafe(sql)), q, app)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(Some(!exists))
-}
 
-/// Deletes a queue's definition; false when there was none.
-pub(crate) async fn delete(lite: &Lite, name: &str) -> Result<bool, DbError> {
-    let mut tx = lite.write().await?;
-    let done = sqlx::query("DELETE FROM queues WHERE name = ?1")
-        .bind(name)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(done.rows_affected() > 0)
+    async fn put_queue(
+        &self,
+        q: &Queue,
+        app: Option<&str>,
+        replace: bool,
+    ) -> Result<Option<bool>, DbError> {
+        let mut tx = self.write().await?;
+        let exists = sqlx::query("SELECT 1 FROM queues WHERE name = ?1")
+            .bind(&q.name)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        if exists && !replace {
+            return Ok(None);
+        }
+        let sql = if exists {
+            "UPDATE queues SET concurrency = ?2, worker_concurrency = ?3, rate_limit_max = ?4, \
+               rate_limit_period_sec = ?5, priority_enabled = ?6, partition_queue = ?7, \
+               polling_interval_sec = ?8, partition_concurrency = ?9, \
+               partition_worker_concurrency = ?10, partition_rate_limit_max = ?11, \
+               partition_rate_limit_period_sec = ?12, application_name = ?13, updated_at = ?14 \
+             WHERE name = ?1"
+                .to_owned()
+        } else {
+            format!(
+                "INSERT INTO queues ({QUEUE_COLUMNS}, application_name, created_at, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14)"
+            )
+        };
+        bind_queue(sqlx::query(AssertSqlSafe(sql)), q, app)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(!exists))
+    }
+
+    async fn delete_queue(&self, name: &str) -> Result<bool, DbError> {
+        let mut tx = self.write().await?;
+        let done = sqlx::query("DELETE FROM queues WHERE name = ?1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
 }

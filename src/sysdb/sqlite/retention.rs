@@ -3,11 +3,50 @@
 //! events, streams and messages cascade). Never selects `PENDING`, `ENQUEUED` or `DELAYED` rows.
 //! Each batch is its own write transaction, so a large collection never holds the writer long.
 
-use super::{json_list, Lite};
-use crate::error::DbError;
+use async_trait::async_trait;
 
-/// Rows deleted per transaction.
-const BATCH: i64 = 10_000;
+use super::{json_list, Sqlite};
+use crate::error::DbError;
+use crate::sysdb::retention::{Collect, COLLECT_BATCH as BATCH};
+
+#[async_trait]
+impl Collect for Sqlite {
+    async fn garbage_collect(
+        &self,
+        older_than_ms: Option<i64>,
+        keep_newest: Option<i64>,
+    ) -> Result<u64, DbError> {
+        if older_than_ms.is_none() && keep_newest.is_none() {
+            return Ok(0);
+        }
+        let keep = keep_newest.map(|n| n.max(0));
+        let mut total = 0u64;
+        loop {
+            let mut tx = self.write().await?;
+            let victims: Vec<String> = sqlx::query_scalar(VICTIMS)
+                .bind(older_than_ms)
+                .bind(keep)
+                .bind(BATCH)
+                .fetch_all(&mut *tx)
+                .await?;
+            let ids = json_list(&victims);
+            for table in TABLES {
+                let delete = format!(
+                    "DELETE FROM {table} WHERE workflow_uuid IN (SELECT value FROM json_each(?1))"
+                );
+                sqlx::query(sqlx::AssertSqlSafe(delete))
+                    .bind(&ids)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            total += victims.len() as u64;
+            if (victims.len() as i64) < BATCH {
+                return Ok(total);
+            }
+        }
+    }
+}
 
 /// Victims: finished rows created before ?1, or outside the newest ?2 finished rows (by
 /// `created_at`, then id, so the cap keeps exactly ?2); at most ?3 of them.
@@ -30,41 +69,3 @@ const TABLES: [&str; 4] = [
     "workflow_output",
     "workflow_status",
 ];
-
-/// Deletes finished workflows created before `older_than_ms` (epoch ms) or beyond the newest
-/// `keep_newest` finished ones; with neither, deletes nothing. Returns how many it deleted.
-pub(crate) async fn garbage_collect(
-    lite: &Lite,
-    older_than_ms: Option<i64>,
-    keep_newest: Option<i64>,
-) -> Result<u64, DbError> {
-    if older_than_ms.is_none() && keep_newest.is_none() {
-        return Ok(0);
-    }
-    let keep = keep_newest.map(|n| n.max(0));
-    let mut total = 0u64;
-    loop {
-        let mut tx = lite.write().await?;
-        let victims: Vec<String> = sqlx::query_scalar(VICTIMS)
-            .bind(older_than_ms)
-            .bind(keep)
-            .bind(BATCH)
-            .fetch_all(&mut *tx)
-            .await?;
-        let ids = json_list(&victims);
-        for table in TABLES {
-            let delete = format!(
-                "DELETE FROM {table} WHERE workflow_uuid IN (SELECT value FROM json_each(?1))"
-            );
-            sqlx::query(sqlx::AssertSqlSafe(delete))
-                .bind(&ids)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        total += victims.len() as u64;
-        if (victims.len() as i64) < BATCH {
-            return Ok(total);
-        }
-    }
-}

@@ -1,141 +1,138 @@
-//! The `workflow_schedules` table and the firing statement on SQLite; each mirrors its Postgres
-//! twin in `sysdb::schedules`. Firing is one write transaction: runs that exist already are
+//! The `workflow_schedules` table and the firing statement on SQLite. Firing is one write transaction: runs that exist already are
 //! left alone, so a firing is never enqueued twice. Waking the queue is the caller's.
 
+use async_trait::async_trait;
 use sqlx::AssertSqlSafe;
 
-use super::Lite;
+use super::Sqlite;
+use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::schedules::{bind_schedule, row_to_schedule, COLUMNS};
-use crate::sysdb::{now_ms, Firings, ScheduleRow};
+use crate::sysdb::rows::{all, bind_schedule, SCHEDULE_COLUMNS};
+use crate::sysdb::schedules::Schedules;
+use crate::sysdb::{Firings, ScheduleRow};
 
-/// The schedules of this application (rows of its name, and rows of none).
-pub(crate) async fn list(lite: &Lite, app: Option<&str>) -> Result<Vec<ScheduleRow>, DbError> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM workflow_schedules \
-         WHERE application_name = ?1 OR application_name IS NULL ORDER BY schedule_name"
-    );
-    let rows = sqlx::query(AssertSqlSafe(sql))
-        .bind(app)
-        .fetch_all(lite.reader())
-        .await?;
-    Ok(rows.iter().map(row_to_schedule).collect::<Result<_, _>>()?)
-}
-
-/// The schedule named `name`, if any.
-pub(crate) async fn get(lite: &Lite, name: &str) -> Result<Option<ScheduleRow>, DbError> {
-    let sql = format!("SELECT {COLUMNS} FROM workflow_schedules WHERE schedule_name = ?1");
-    let row = sqlx::query(AssertSqlSafe(sql))
-        .bind(name)
-        .fetch_optional(lite.reader())
-        .await?;
-    Ok(row.as_ref().map(row_to_schedule).transpose()?)
-}
-
-/// Writes a schedule; see `sysdb::schedules::put` (`None`: it existed and was left alone).
-pub(crate) async fn put(
-    lite: &Lite,
-    s: &ScheduleRow,
-    replace: bool,
-) -> Result<Option<bool>, DbError> {
-    let mut tx = lite.write().await?;
-    let exists = sqlx::query("SELECT 1 FROM workflow_schedules WHERE schedule_name = ?1")
-        .bind(&s.name)
-        .fetch_optional(&mut *tx)
-        .await?
-        .is_some();
-    let sql = format!(
-        "INSERT INTO workflow_schedules AS w ({COLUMNS}) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
-         ON CONFLICT (schedule_name) DO UPDATE SET workflow_name = excluded.workflow_name, \
-           workflow_class_name = excluded.workflow_class_name, schedule = excluded.schedule, \
-           context = excluded.context, automatic_backfill = excluded.automatic_backfill, \
-           cron_timezone = excluded.cron_timezone, queue_name = excluded.queue_name, \
-           application_name = COALESCE(w.application_name, excluded.application_name) \
-         WHERE ?13"
-    );
-    let written = bind_schedule(sqlx::query(AssertSqlSafe(sql)), s)
-        .bind(replace)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-        > 0;
-    tx.commit().await?;
-    Ok(written.then_some(!exists))
-}
-
-/// Sets a schedule's status; false when there is no such schedule.
-pub(crate) async fn set_status(lite: &Lite, name: &str, status: &str) -> Result<bool, DbError> {
-    let mut tx = lite.write().await?;
-    let done = sqlx::query("UPDATE workflow_schedules SET status = ?2 WHERE schedule_name = ?1")
-        .bind(name)
-        .bind(status)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(done.rows_affected() > 0)
-}
-
-/// Deletes a schedule; false when there was none. Runs it already enqueued stay.
-pub(crate) async fn delete(lite: &Lite, name: &str) -> Result<bool, DbError> {
-    let mut tx = lite.write().await?;
-    let done = sqlx::query("DELETE FROM workflow_schedules WHERE schedule_name = ?1")
-        .bind(name)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(done.rows_affected() > 0)
-}
-
-/// Enqueues `f`'s runs that do not exist yet (consecutive `created_at` values keep a
-/// backfill's firings in order) and records the schedule's last firing; returns how many it
-/// created.
-pub(crate) async fn fire(lite: &Lite, f: &Firings) -> Result<u64, DbError> {
-    let mut tx = lite.write().await?;
-    let now = now_ms();
-    let mut created = 0;
-    for (n, (id, inputs)) in (0i64..).zip(&f.runs) {
-        let inserted = sqlx::query(
-            "INSERT INTO workflow_status (
-                workflow_uuid, status, name, class_name, queue_name, application_version,
-                application_name, schedule_name, serialization, created_at, updated_at,
-                recovery_attempts, priority)
-             VALUES (?1, 'ENQUEUED', ?2, ?3, ?4, ?5, ?6, ?7, 'portable_json', ?8, ?8, 0, 0)
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(id)
-        .bind(&f.workflow)
-        .bind(&f.class_name)
-        .bind(&f.queue)
-        .bind(&f.app_version)
-        .bind(&f.app_name)
-        .bind(&f.schedule)
-        .bind(now + n)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-            > 0;
-        if !inserted {
-            continue;
-        }
-        created += 1;
-        sqlx::query(
-            "INSERT INTO workflow_input (workflow_uuid, inputs, retention_timestamp) \
-             VALUES (?1, ?2, ?3) ON CONFLICT (workflow_uuid) DO NOTHING",
-        )
-        .bind(id)
-        .bind(inputs)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+#[async_trait]
+impl Schedules for Sqlite {
+    async fn list_schedules(&self, app: Option<&str>) -> Result<Vec<ScheduleRow>, DbError> {
+        let sql = format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM workflow_schedules \
+             WHERE application_name = ?1 OR application_name IS NULL ORDER BY schedule_name"
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(app)
+            .fetch_all(self.reader())
+            .await?;
+        all(&rows, ScheduleRow::from_row)
     }
-    if let Some(fired) = &f.last_fired_at {
-        sqlx::query("UPDATE workflow_schedules SET last_fired_at = ?2 WHERE schedule_name = ?1")
+
+    async fn get_schedule(&self, name: &str) -> Result<Option<ScheduleRow>, DbError> {
+        let sql =
+            format!("SELECT {SCHEDULE_COLUMNS} FROM workflow_schedules WHERE schedule_name = ?1");
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(name)
+            .fetch_optional(self.reader())
+            .await?;
+        Ok(row.as_ref().map(ScheduleRow::from_row).transpose()?)
+    }
+
+    async fn put_schedule(&self, s: &ScheduleRow, replace: bool) -> Result<Option<bool>, DbError> {
+        let mut tx = self.write().await?;
+        let exists = sqlx::query("SELECT 1 FROM workflow_schedules WHERE schedule_name = ?1")
+            .bind(&s.name)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        let sql = format!(
+            "INSERT INTO workflow_schedules AS w ({SCHEDULE_COLUMNS}) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+             ON CONFLICT (schedule_name) DO UPDATE SET workflow_name = excluded.workflow_name, \
+               workflow_class_name = excluded.workflow_class_name, schedule = excluded.schedule, \
+               context = excluded.context, automatic_backfill = excluded.automatic_backfill, \
+               cron_timezone = excluded.cron_timezone, queue_name = excluded.queue_name, \
+               application_name = COALESCE(w.application_name, excluded.application_name) \
+             WHERE ?13"
+        );
+        let written = bind_schedule(sqlx::query(AssertSqlSafe(sql)), s)
+            .bind(replace)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+            > 0;
+        tx.commit().await?;
+        Ok(written.then_some(!exists))
+    }
+
+    async fn set_schedule_status(&self, name: &str, status: &str) -> Result<bool, DbError> {
+        let mut tx = self.write().await?;
+        let done =
+            sqlx::query("UPDATE workflow_schedules SET status = ?2 WHERE schedule_name = ?1")
+                .bind(name)
+                .bind(status)
+                .execute(&mut *tx)
+                .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool, DbError> {
+        let mut tx = self.write().await?;
+        let done = sqlx::query("DELETE FROM workflow_schedules WHERE schedule_name = ?1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn fire_schedule(&self, f: &Firings) -> Result<u64, DbError> {
+        let mut tx = self.write().await?;
+        let now = now_ms();
+        let mut created = 0;
+        for (n, (id, inputs)) in (0i64..).zip(&f.runs) {
+            let inserted = sqlx::query(
+                "INSERT INTO workflow_status (
+                    workflow_uuid, status, name, class_name, queue_name, application_version,
+                    application_name, schedule_name, serialization, created_at, updated_at,
+                    recovery_attempts, priority)
+                 VALUES (?1, 'ENQUEUED', ?2, ?3, ?4, ?5, ?6, ?7, 'portable_json', ?8, ?8, 0, 0)
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(id)
+            .bind(&f.workflow)
+            .bind(&f.class_name)
+            .bind(&f.queue)
+            .bind(&f.app_version)
+            .bind(&f.app_name)
+            .bind(&f.schedule)
+            .bind(now + n)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                > 0;
+            if !inserted {
+                continue;
+            }
+            created += 1;
+            sqlx::query(
+                "INSERT INTO workflow_input (workflow_uuid, inputs, retention_timestamp) \
+                 VALUES (?1, ?2, ?3) ON CONFLICT (workflow_uuid) DO NOTHING",
+            )
+            .bind(id)
+            .bind(inputs)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some(fired) = &f.last_fired_at {
+            sqlx::query(
+                "UPDATE workflow_schedules SET last_fired_at = ?2 WHERE schedule_name = ?1",
+            )
             .bind(&f.schedule)
             .bind(fired)
             .execute(&mut *tx)
             .await?;
+        }
+        tx.commit().await?;
+        Ok(created)
     }
-    tx.commit().await?;
-    Ok(created)
 }

@@ -4,8 +4,9 @@
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
+use crate::codec::PORTABLE_JSON;
 use crate::error::DbError;
-use crate::sysdb::{NewWorkflow, StartOutcome, PORTABLE_JSON};
+use crate::sysdb::{NewWorkflow, StartOutcome};
 
 const INSERT: &str = r#"
 INSERT INTO workflow_status (
@@ -19,9 +20,10 @@ VALUES (?1, ?2, ?3, ?4, CASE WHEN ?4 IS NOT NULL THEN ?5 END, ?6, ?7, ?8, ?9, ?1
 ON CONFLICT DO NOTHING
 "#;
 
-pub(crate) async fn execute(
+/// Creates the batch's rows; one outcome per request, in order.
+pub(super) async fn run(
     tx: &mut SqliteConnection,
-    batch: &[NewWorkflow],
+    batch: &[&NewWorkflow],
 ) -> Result<Vec<StartOutcome>, DbError> {
     let mut outcomes = Vec::with_capacity(batch.len());
     for w in batch {

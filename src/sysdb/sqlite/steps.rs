@@ -4,8 +4,10 @@
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
+use crate::codec::PORTABLE_JSON;
 use crate::error::DbError;
-use crate::sysdb::{LoadSteps, StepOutcome, StepRow, StepWrite, PORTABLE_JSON};
+use crate::sysdb::rows::all;
+use crate::sysdb::{StepOutcome, StepRow, StepWrite};
 
 const RECORD: &str = r#"
 INSERT INTO operation_outputs (
@@ -18,9 +20,10 @@ WHERE w.workflow_uuid = ?1 AND w.status = 'PENDING' AND w.owner_xid = ?11
 ON CONFLICT (workflow_uuid, function_id) DO NOTHING
 "#;
 
-pub(crate) async fn execute(
+/// Records the batch; one outcome per request, in order.
+pub(super) async fn record(
     tx: &mut SqliteConnection,
-    batch: &[StepWrite],
+    batch: &[&StepWrite],
 ) -> Result<Vec<StepOutcome>, DbError> {
     let mut outcomes = Vec::with_capacity(batch.len());
     for s in batch {
@@ -50,7 +53,7 @@ pub(crate) async fn execute(
 }
 
 /// Why the call `function_id` of `workflow_id` (named `name`) was not written.
-pub(crate) async fn classify(
+pub(super) async fn classify(
     tx: &mut SqliteConnection,
     workflow_id: &str,
     function_id: u32,
@@ -84,7 +87,7 @@ pub(crate) async fn classify(
 }
 
 /// The recorded steps of one workflow, in call order.
-pub(crate) async fn load(conn: &mut SqliteConnection, id: &str) -> Result<Vec<StepRow>, DbError> {
+async fn load(conn: &mut SqliteConnection, id: &str) -> Result<Vec<StepRow>, DbError> {
     let rows = sqlx::query(
         "SELECT workflow_uuid, function_id, function_name, output, error, child_workflow_id, \
              serialization \
@@ -93,19 +96,17 @@ pub(crate) async fn load(conn: &mut SqliteConnection, id: &str) -> Result<Vec<St
     .bind(id)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(rows
-        .iter()
-        .map(StepRow::from_row)
-        .collect::<Result<_, _>>()?)
+    all(&rows, StepRow::from_row)
 }
 
-pub(crate) async fn execute_load(
+/// The recorded steps of each workflow in `ids`.
+pub(super) async fn load_all(
     tx: &mut SqliteConnection,
-    batch: &[LoadSteps],
+    ids: &[&str],
 ) -> Result<Vec<Vec<StepRow>>, DbError> {
-    let mut out = Vec::with_capacity(batch.len());
-    for l in batch {
-        out.push(load(tx, &l.0).await?);
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        out.push(load(tx, id).await?);
     }
     Ok(out)
 }

@@ -1,0 +1,246 @@
+//! Claiming on Postgres: one statement takes a batch of a queue's enqueued workflows by the
+//! rules in `sysdb::claim` (budget, pick, take, promote, report as CTEs: one round trip).
+//!
+//! A claim that counts a limit shared by every executor runs in a transaction that first takes
+//! a per-queue advisory lock, so two executors never count the same free slot; other claims are
+//! the single `FOR UPDATE SKIP LOCKED` statement.
+
+use std::sync::LazyLock;
+
+use sqlx::postgres::PgConnection;
+use sqlx::{AssertSqlSafe, Row};
+
+use super::sql::Sql;
+use crate::clock::millis;
+use crate::error::DbError;
+use crate::sysdb::claim::in_dispatch_order;
+use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
+
+/// Built once per process; `Sql::get` splices the schema in.
+static CLAIM_PARTITIONED: LazyLock<String> = LazyLock::new(claim_partitioned_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static CLAIM: LazyLock<String> = LazyLock::new(claim_sql);
+
+/// Budget: $4 free slots here, $7 global concurrency, $8/$9 rate limit (count, period ms).
+const BUDGET: &str = r#"
+WITH pending AS (
+    SELECT count(*) AS n FROM {s}.workflow_status WHERE queue_name = $1 AND status = 'PENDING'
+        AND $7::int8 IS NOT NULL
+), recent AS (
+    SELECT count(*) AS n FROM {s}.workflow_status
+    WHERE queue_name = $1 AND rate_limited AND started_at_epoch_ms > $6 - $9::int8
+        AND $8::int8 IS NOT NULL
+), budget AS (
+    SELECT GREATEST(0, LEAST($4::int8,
+               COALESCE($7::int8 - (SELECT n FROM pending), $4::int8))) AS slots,
+           GREATEST(0, COALESCE($8::int8 - (SELECT n FROM recent), $4::int8)) AS rate
+), allowed AS (
+    SELECT LEAST(slots, rate) AS n, rate < slots AS rate_limited FROM budget
+)"#;
+
+/// Candidates of an unpartitioned queue: the oldest enqueued rows by priority.
+const PICK: &str = r#", c AS (
+    SELECT workflow_uuid FROM {s}.workflow_status
+    WHERE queue_name = $1 AND status = 'ENQUEUED'
+      AND (application_version = $2 OR (application_version IS NULL AND NOT EXISTS {NEWER}))
+      AND (application_name = $3 OR application_name IS NULL)
+    ORDER BY priority, created_at
+    LIMIT (SELECT n FROM allowed)
+    FOR UPDATE SKIP LOCKED
+)"#;
+
+/// Candidates of a partitioned queue: per partition key, as many as its limits allow
+/// ($11 concurrency, $12 worker concurrency, $13/$14 rate limit), oldest first.
+const PICK_PARTITIONED: &str = r#", part_pending AS (
+    SELECT queue_partition_key AS k, count(*) AS n,
+           count(*) FILTER (WHERE executor_id = $5) AS mine
+    FROM {s}.workflow_status WHERE queue_name = $1 AND status = 'PENDING' GROUP BY 1
+), part_recent AS (
+    SELECT queue_partition_key AS k, count(*) AS n FROM {s}.workflow_status
+    WHERE queue_name = $1 AND rate_limited AND started_at_epoch_ms > $6 - $14::int8
+        AND $13::int8 IS NOT NULL
+    GROUP BY 1
+), ranked AS (
+    SELECT workflow_uuid, queue_partition_key AS k, priority, created_at,
+           row_number() OVER (PARTITION BY queue_partition_key ORDER BY priority, created_at) AS rn
+    FROM {s}.workflow_status
+    WHERE queue_name = $1 AND status = 'ENQUEUED'
+      AND (application_version = $2 OR (application_version IS NULL AND NOT EXISTS {NEWER}))
+      AND (application_name = $3 OR application_name IS NULL)
+), cand AS (
+    SELECT r.workflow_uuid FROM ranked r
+    LEFT JOIN part_pending p ON p.k = r.k
+    LEFT JOIN part_recent x ON x.k = r.k
+    WHERE r.rn <= COALESCE($11::int8 - COALESCE(p.n, 0), r.rn)
+      AND r.rn <= COALESCE($12::int8 - COALESCE(p.mine, 0), r.rn)
+      AND r.rn <= COALESCE($13::int8 - COALESCE(x.n, 0), r.rn)
+    ORDER BY r.priority, r.created_at
+    LIMIT (SELECT n FROM allowed)
+), c AS (
+    SELECT workflow_uuid FROM {s}.workflow_status
+    WHERE workflow_uuid IN (SELECT workflow_uuid FROM cand) AND status = 'ENQUEUED'
+    FOR UPDATE SKIP LOCKED
+)"#;
+
+/// Takes the candidates; promotes due delayed rows; reports the rest. One row at least (the
+/// report); claimed workflows fill the remaining columns of each row.
+const TAKE: &str = r#", claimed AS (
+    UPDATE {s}.workflow_status w
+    SET status = 'PENDING', owner_xid = gen_random_uuid()::text, executor_id = $5,
+        application_version = $2, started_at_epoch_ms = $6, updated_at = $6,
+        recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1,
+        rate_limited = ($8::int8 IS NOT NULL OR $13::int8 IS NOT NULL),
+        workflow_deadline_epoch_ms = CASE
+            WHEN w.workflow_timeout_ms IS NOT NULL AND w.workflow_deadline_epoch_ms IS NULL
+            THEN $6 + w.workflow_timeout_ms ELSE w.workflow_deadline_epoch_ms END
+    FROM c WHERE w.workflow_uuid = c.workflow_uuid
+    RETURNING w.workflow_uuid, w.name, w.owner_xid, w.recovery_attempts,
+        COALESCE((SELECT i.inputs FROM {s}.workflow_input i
+                  WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
+        w.serialization,
+        EXISTS (SELECT 1 FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid),
+        w.priority, w.created_at, w.workflow_deadline_epoch_ms
+), promoted AS (
+    -- A debounced row releases its debounce key as it leaves DELAYED: later calls start anew.
+    UPDATE {s}.workflow_status SET status = 'ENQUEUED', updated_at = $6,
+        deduplication_id = CASE WHEN is_debounced THEN NULL ELSE deduplication_id END
+    WHERE status = 'DELAYED' AND delay_until_epoch_ms <= $6 AND queue_name = $1
+    RETURNING 1
+)
+SELECT a.n, a.rate_limited, (SELECT count(*) FROM promoted),
+       (SELECT min(delay_until_epoch_ms) FROM {s}.workflow_status
+        WHERE status = 'DELAYED' AND queue_name = $1 AND delay_until_epoch_ms > $6),
+       -- The statement's snapshot predates its own updates: count what they leave.
+       CASE WHEN $10 THEN (SELECT count(*) FROM {s}.workflow_status
+                           WHERE queue_name = $1 AND status = 'ENQUEUED')
+                          - (SELECT count(*) FROM claimed)
+                          + (SELECT count(*) FROM promoted) END,
+       (SELECT count(*) FROM (SELECT 1 FROM {s}.workflow_status
+                              WHERE queue_name = $1 AND status = 'ENQUEUED'
+                              LIMIT $4::int8 + 1) seen),
+       CASE WHEN a.rate_limited THEN
+           COALESCE((SELECT min(started_at_epoch_ms) FROM {s}.workflow_status
+                     WHERE queue_name = $1 AND rate_limited
+                       AND started_at_epoch_ms > $6 - $9::int8), $6) + $9::int8 END,
+       claimed.*
+FROM allowed a LEFT JOIN claimed ON true
+"#;
+
+/// A version of my application newer than mine ($2): then workflows enqueued without a version
+/// are not mine to run. Uncorrelated, so Postgres evaluates it once per claim.
+const NEWER: &str = "(SELECT 1 FROM {s}.application_versions me \
+    JOIN {s}.application_versions v ON v.application_name IS NOT DISTINCT FROM me.application_name \
+    WHERE me.version_name = $2 AND me.application_name IS NOT DISTINCT FROM $3 \
+      AND v.version_timestamp > me.version_timestamp)";
+
+fn claim_sql() -> String {
+    format!("{BUDGET}{PICK}{TAKE}").replace("{NEWER}", NEWER)
+}
+
+fn claim_partitioned_sql() -> String {
+    format!("{BUDGET}{PICK_PARTITIONED}{TAKE}").replace("{NEWER}", NEWER)
+}
+
+/// A stable 64-bit key for the queue's advisory lock (FNV-1a of schema and name).
+fn lock_key(schema: &str, queue: &str) -> i64 {
+    let key = format!("stead.claim:{schema}:{queue}");
+    crate::hash::fnv1a(key.bytes()) as i64
+}
+
+async fn run_claim(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    r: &ClaimRequest,
+) -> Result<ClaimOutcome, DbError> {
+    let q = &r.queue;
+    let statement = if q.partitioned {
+        sql.get(&CLAIM_PARTITIONED)
+    } else {
+        sql.get(&CLAIM)
+    };
+    let opt = |n: Option<u32>| n.map(i64::from);
+    let rows = sqlx::query(statement.clone())
+        .bind(&q.name)
+        .bind(&r.app_version)
+        .bind(&r.app_name)
+        .bind(r.limit)
+        .bind(&r.executor_id)
+        .bind(r.now)
+        .bind(opt(q.concurrency))
+        .bind(q.rate_limit.map(|l| i64::from(l.limit)))
+        .bind(q.rate_limit.map(|l| millis(l.period)))
+        .bind(r.with_depth)
+        .bind(opt(q.partition_concurrency))
+        .bind(opt(q.partition_worker_concurrency))
+        .bind(q.partition_rate_limit.map(|l| i64::from(l.limit)))
+        .bind(q.partition_rate_limit.map(|l| millis(l.period)))
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut out = ClaimOutcome::default();
+    let mut keyed = Vec::with_capacity(rows.len());
+    for row in &rows {
+        out.allowed = row.try_get(0)?;
+        out.rate_limited = row.try_get(1)?;
+        out.promoted = row.try_get(2)?;
+        out.next_due = row.try_get(3)?;
+        out.depth = row.try_get(4)?;
+        out.seen = row.try_get(5)?;
+        out.rate_free_at = row.try_get(6)?;
+        if row.try_get::<Option<String>, _>(7)?.is_some() {
+            keyed.push(Claimed::keyed_from_row(row, 7)?);
+        }
+    }
+    out.claimed = in_dispatch_order(keyed);
+    Ok(out)
+}
+
+/// A claim under the queue's advisory lock, so its counts of shared limits are exact.
+async fn run_locked(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    r: &ClaimRequest,
+) -> Result<ClaimOutcome, DbError> {
+    let key = lock_key(&sql.schema, &r.queue.name);
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "BEGIN; SELECT pg_advisory_xact_lock({key})"
+    )))
+    .execute(&mut *conn)
+    .await?;
+    match run_claim(sql, conn, r).await {
+        Ok(out) => {
+            sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
+            Ok(out)
+        }
+        Err(e) => {
+            // Leave the connection clean for the next flush (a lost one is dropped anyway).
+            let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
+            Err(e)
+        }
+    }
+}
+
+/// Claims by `r`: under the queue's advisory lock when it counts a shared limit.
+pub(super) async fn run(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    r: &ClaimRequest,
+) -> Result<ClaimOutcome, DbError> {
+    if r.queue.shared_limits() {
+        run_locked(sql, conn, r).await
+    } else {
+        run_claim(sql, conn, r).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_keys_differ_by_queue_and_schema_and_are_stable() {
+        assert_eq!(lock_key("dbos", "orders"), lock_key("dbos", "orders"));
+        assert_ne!(lock_key("dbos", "orders"), lock_key("dbos", "mail"));
+        assert_ne!(lock_key("dbos", "orders"), lock_key("tenant", "orders"));
+    }
+}

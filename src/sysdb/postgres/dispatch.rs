@@ -1,0 +1,88 @@
+//! Dispatch outside claims on Postgres: recovery, taking back a crashed queue actor's
+//! workflows, and counting crash restarts.
+
+use async_trait::async_trait;
+
+use super::Postgres;
+use crate::clock::now_ms;
+use crate::error::DbError;
+use crate::queue::INTERNAL_QUEUE;
+use crate::sysdb::claim::in_dispatch_order;
+use crate::sysdb::dispatch::{Dispatch, Executor};
+use crate::sysdb::rows::all;
+use crate::sysdb::Claimed;
+
+const RECOVER: &str = r#"
+UPDATE {s}.workflow_status
+SET status = 'ENQUEUED', queue_name = COALESCE(queue_name, $4), owner_xid = NULL, updated_at = $5
+WHERE status = 'PENDING' AND executor_id = $1 AND application_version = $2
+  AND (application_name = $3 OR application_name IS NULL)
+"#;
+
+const REDISPATCH: &str = r#"
+UPDATE {s}.workflow_status w
+SET owner_xid = gen_random_uuid()::text, updated_at = $5,
+    recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1
+WHERE w.status = 'PENDING' AND w.executor_id = $1 AND w.application_version = $2
+  AND (w.queue_name = $3 OR ($4 AND w.queue_name IS NULL))
+  AND NOT (w.workflow_uuid = ANY($6::text[]))
+RETURNING w.workflow_uuid, w.name, w.owner_xid, w.recovery_attempts,
+    COALESCE((SELECT i.inputs FROM {s}.workflow_input i
+              WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
+    w.serialization,
+    EXISTS (SELECT 1 FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid),
+    w.priority, w.created_at, w.workflow_deadline_epoch_ms
+"#;
+
+const BUMP_ATTEMPTS: &str = r#"
+UPDATE {s}.workflow_status
+SET recovery_attempts = COALESCE(recovery_attempts, 0) + 1, updated_at = $3
+WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
+RETURNING recovery_attempts
+"#;
+
+#[async_trait]
+impl Dispatch for Postgres {
+    async fn recover(&self, me: &Executor<'_>) -> Result<u64, DbError> {
+        let done = sqlx::query(self.sql.get(RECOVER))
+            .bind(me.executor_id)
+            .bind(me.app_version)
+            .bind(me.app_name)
+            .bind(INTERNAL_QUEUE)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn redispatch(
+        &self,
+        me: &Executor<'_>,
+        queue: &str,
+        with_direct: bool,
+        running: &[String],
+    ) -> Result<Vec<Claimed>, DbError> {
+        let rows = sqlx::query(self.sql.get(REDISPATCH))
+            .bind(me.executor_id)
+            .bind(me.app_version)
+            .bind(queue)
+            .bind(with_direct)
+            .bind(now_ms())
+            .bind(running)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(in_dispatch_order(all(&rows, |r| {
+            Claimed::keyed_from_row(r, 0)
+        })?))
+    }
+
+    async fn bump_attempts(&self, id: &str, owner: &str) -> Result<Option<i64>, DbError> {
+        Ok(sqlx::query_scalar(self.sql.get(BUMP_ATTEMPTS))
+            .bind(id)
+            .bind(owner)
+            .bind(now_ms())
+            .fetch_optional(&self.pool)
+            .await?
+            .flatten())
+    }
+}

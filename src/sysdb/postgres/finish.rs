@@ -1,0 +1,135 @@
+//! Workflow outcomes on Postgres: the batch in one statement that updates each status row still
+//! `PENDING` under the writer's owner token and writes its payload; the others are classified
+//! with one more statement.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
+
+use sqlx::postgres::PgConnection;
+use sqlx::Row;
+
+use super::sql::{PgQuery, Sql};
+use crate::clock::now_ms;
+use crate::error::DbError;
+use crate::sysdb::{FinishOutcome, FinishWrite};
+
+/// Built once per process; `Sql::get` splices the schema in.
+static STATEMENT: LazyLock<String> = LazyLock::new(statement);
+
+/// The finish statement: the update and payload insert, and the workflows it changed.
+fn statement() -> String {
+    format!("WITH {}\nSELECT workflow_uuid FROM f_upd", cte(1))
+}
+
+/// The update and payload insert as CTEs `f_upd`/`f_out`; parameters start at `${p}` (five
+/// arrays, then the time).
+fn cte(p: usize) -> String {
+    let a = |i: usize| format!("${}", p + i);
+    format!(
+        r#"fr AS (
+    SELECT * FROM UNNEST({}::text[], {}::text[], {}::text[], {}::text[], {}::text[])
+        AS r(id, owner, status, output, error)
+), f_upd AS (
+    UPDATE {{s}}.workflow_status w
+    SET status = r.status, owner_xid = NULL, deduplication_id = NULL,
+        completed_at = {now}, updated_at = {now}
+    FROM fr r
+    -- Not `status = 'PENDING'`: that would let the partial index of PENDING rows drive the
+    -- join, a scan of every running workflow per batch. This form leaves only the primary key.
+    WHERE w.workflow_uuid = r.id AND w.status IS NOT DISTINCT FROM 'PENDING'
+      AND w.owner_xid = r.owner
+    RETURNING w.workflow_uuid
+), f_out AS (
+    INSERT INTO {{s}}.workflow_output (workflow_uuid, output, error, retention_timestamp)
+    SELECT r.id, r.output, r.error, {now} FROM fr r JOIN f_upd ON f_upd.workflow_uuid = r.id
+    WHERE r.status <> 'MAX_RECOVERY_ATTEMPTS_EXCEEDED'
+    ON CONFLICT (workflow_uuid) DO UPDATE SET output = EXCLUDED.output, error = EXCLUDED.error
+)"#,
+        a(0),
+        a(1),
+        a(2),
+        a(3),
+        a(4),
+        now = format!("{}::int8", a(5))
+    )
+}
+
+/// Binds the five arrays and the time of `cte`.
+fn bind<'q>(q: PgQuery<'q>, batch: &[&'q FinishWrite], now: i64) -> PgQuery<'q> {
+    q.bind(
+        batch
+            .iter()
+            .map(|f| f.workflow_id.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(batch.iter().map(|f| f.owner.as_str()).collect::<Vec<_>>())
+    .bind(batch.iter().map(|f| f.status).collect::<Vec<_>>())
+    .bind(
+        batch
+            .iter()
+            .map(|f| f.output.as_deref())
+            .collect::<Vec<_>>(),
+    )
+    .bind(batch.iter().map(|f| f.error.as_deref()).collect::<Vec<_>>())
+    .bind(now)
+}
+
+const CLASSIFY: &str = r#"
+SELECT workflow_uuid, status FROM {s}.workflow_status WHERE workflow_uuid = ANY($1::text[])
+"#;
+
+/// Finishes the batch; one outcome per request, in order.
+pub(super) async fn run(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    batch: &[&FinishWrite],
+) -> Result<Vec<FinishOutcome>, DbError> {
+    let query = bind(sqlx::query(sql.get(&STATEMENT)), batch, now_ms());
+    let updated: HashSet<String> = query
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|row| row.try_get(0))
+        .collect::<Result<_, _>>()?;
+    outcomes(sql, conn, batch, &updated).await
+}
+
+/// Outcomes of `batch` given the workflows the update changed; the rare others are classified
+/// with one more statement.
+async fn outcomes(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    batch: &[&FinishWrite],
+    updated: &HashSet<String>,
+) -> Result<Vec<FinishOutcome>, DbError> {
+    let missing: Vec<&str> = batch
+        .iter()
+        .map(|f| f.workflow_id.as_str())
+        .filter(|id| !updated.contains(*id))
+        .collect();
+    if missing.is_empty() {
+        return Ok(vec![FinishOutcome::Finished; batch.len()]);
+    }
+    let status: HashMap<String, Option<String>> = sqlx::query(sql.get(CLASSIFY))
+        .bind(&missing)
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+        .collect::<Result<_, sqlx::Error>>()?;
+    Ok(batch
+        .iter()
+        .map(|f| {
+            if updated.contains(&f.workflow_id) {
+                return FinishOutcome::Finished;
+            }
+            match status.get(&f.workflow_id).cloned().flatten().as_deref() {
+                Some("CANCELLED") => FinishOutcome::Cancelled,
+                // Already final with no owner: an earlier attempt of this write landed before
+                // the connection dropped.
+                Some(s) if s == f.status => FinishOutcome::Finished,
+                _ => FinishOutcome::NotOwner,
+            }
+        })
+        .collect())
+}

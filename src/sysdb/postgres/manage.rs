@@ -1,0 +1,233 @@
+//! Management on Postgres: listing workflows and their steps, and resuming, forking, deleting
+//! and changing a delay, each one statement (announcing requeued work on
+//! `stead_queue_channel`, and a takeover on `stead_cancel_channel`).
+
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use sqlx::Row;
+
+use super::Postgres;
+use crate::clock::now_ms;
+use crate::error::DbError;
+use crate::sysdb::manage::{Fork, Forked, Manage};
+use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};
+use crate::sysdb::{Delayed, ListQuery, ListedRow, Resumed, StepListing};
+
+/// Built once per process; `Sql::get` splices the schema in.
+static LIST_DESC: LazyLock<String> = LazyLock::new(|| list_sql(true));
+
+/// Built once per process; `Sql::get` splices the schema in.
+static LIST_ASC: LazyLock<String> = LazyLock::new(|| list_sql(false));
+
+fn list_sql(newest_first: bool) -> String {
+    let order = if newest_first { "DESC" } else { "ASC" };
+    format!(
+        "SELECT {STATUS_COLUMNS}, w.serialization, \
+           CASE WHEN $12 THEN COALESCE(i.inputs, w.inputs) END, \
+           CASE WHEN $12 THEN COALESCE(o.output, w.output) END, \
+           CASE WHEN $12 THEN COALESCE(o.error, w.error) END \
+         FROM {{s}}.workflow_status w \
+         LEFT JOIN {{s}}.workflow_input i ON $12 AND i.workflow_uuid = w.workflow_uuid \
+         LEFT JOIN {{s}}.workflow_output o ON $12 AND o.workflow_uuid = w.workflow_uuid \
+         WHERE ($1::text[] IS NULL OR w.workflow_uuid = ANY($1)) \
+           AND ($2::text[] IS NULL OR w.status = ANY($2)) \
+           AND ($3::text IS NULL OR w.name = $3) \
+           AND ($4::text IS NULL OR w.queue_name = $4) \
+           AND ($5::text IS NULL OR w.application_version = $5) \
+           AND ($6::text IS NULL OR w.application_name = $6) \
+           AND ($7::int8 IS NULL OR w.created_at >= $7) \
+           AND ($8::int8 IS NULL OR w.created_at < $8) \
+           AND ($9::text IS NULL OR w.parent_workflow_id = $9) \
+           AND ($10::text IS NULL OR w.forked_from = $10) \
+           AND ($11::text IS NULL OR w.executor_id = $11) \
+           AND (NOT $13 OR (w.queue_name IS NOT NULL \
+                AND w.status IN ('ENQUEUED', 'PENDING', 'DELAYED'))) \
+         ORDER BY w.created_at {order}, w.workflow_uuid {order} \
+         LIMIT $14 OFFSET $15"
+    )
+}
+
+const STEPS: &str = "SELECT function_id, function_name, output, error, \
+    child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, serialization \
+    FROM {s}.operation_outputs WHERE workflow_uuid = $1 ORDER BY function_id";
+
+/// Puts workflow `id` back on `queue` from its last checkpoint, whatever its state (unless it
+/// finished), and announces the takeover so the execution that owned it stops.
+const RESUME: &str = r#"
+WITH old AS (
+    SELECT workflow_uuid, owner_xid, status FROM {s}.workflow_status
+    WHERE workflow_uuid = $1 FOR UPDATE
+), upd AS (
+    UPDATE {s}.workflow_status w
+    SET status = 'ENQUEUED', owner_xid = NULL, queue_name = $2, recovery_attempts = 0,
+        workflow_deadline_epoch_ms = NULL, deduplication_id = NULL, started_at_epoch_ms = NULL,
+        completed_at = NULL, updated_at = $3
+    FROM old
+    WHERE w.workflow_uuid = old.workflow_uuid AND old.status NOT IN ('SUCCESS', 'ERROR')
+    RETURNING w.workflow_uuid
+), taken AS (
+    SELECT pg_notify('stead_cancel_channel', old.workflow_uuid || '::' || old.owner_xid)
+    FROM old JOIN upd ON upd.workflow_uuid = old.workflow_uuid WHERE old.owner_xid IS NOT NULL
+), wake AS (
+    SELECT pg_notify('stead_queue_channel', $2) FROM upd
+)
+SELECT (SELECT count(*) FROM old), (SELECT count(*) FROM upd), (SELECT owner_xid FROM old),
+       (SELECT count(*) FROM taken), (SELECT count(*) FROM wake)
+"#;
+
+/// A copy of workflow `$1` as `$2`, enqueued on `$3` (app version `$4`, or the original's),
+/// with the original's recorded calls before `$5`, so it replays them and runs the rest.
+const FORK: &str = r#"
+WITH src AS (
+    SELECT * FROM {s}.workflow_status WHERE workflow_uuid = $1
+), made AS (
+    INSERT INTO {s}.workflow_status (
+        workflow_uuid, status, name, class_name, config_name, queue_name, application_version,
+        application_name, authenticated_user, assumed_role, authenticated_roles, serialization,
+        forked_from, recovery_attempts, priority, created_at, updated_at, workflow_timeout_ms,
+        inputs)
+    SELECT $2, 'ENQUEUED', name, class_name, config_name, $3, COALESCE($4, application_version),
+        application_name, authenticated_user, assumed_role, authenticated_roles, serialization,
+        $1, 0, 0, $6, $6, workflow_timeout_ms, inputs
+    FROM src
+    ON CONFLICT (workflow_uuid) DO NOTHING
+    RETURNING workflow_uuid
+), input AS (
+    INSERT INTO {s}.workflow_input (workflow_uuid, inputs)
+    SELECT $2, i.inputs FROM {s}.workflow_input i JOIN made ON true WHERE i.workflow_uuid = $1
+), calls AS (
+    INSERT INTO {s}.operation_outputs (workflow_uuid, function_id, function_name, output, error,
+        child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, serialization,
+        application_name)
+    SELECT $2, o.function_id, o.function_name, o.output, o.error, o.child_workflow_id,
+        o.started_at_epoch_ms, o.completed_at_epoch_ms, o.serialization, o.application_name
+    FROM {s}.operation_outputs o JOIN made ON true
+    WHERE o.workflow_uuid = $1 AND o.function_id < $5
+), history AS (
+    INSERT INTO {s}.workflow_events_history (workflow_uuid, function_id, key, value, serialization)
+    SELECT $2, h.function_id, h.key, h.value, h.serialization
+    FROM {s}.workflow_events_history h JOIN made ON true
+    WHERE h.workflow_uuid = $1 AND h.function_id < $5
+), events AS (
+    INSERT INTO {s}.workflow_events (workflow_uuid, key, value, serialization)
+    SELECT DISTINCT ON (h.key) $2, h.key, h.value, h.serialization
+    FROM {s}.workflow_events_history h JOIN made ON true
+    WHERE h.workflow_uuid = $1 AND h.function_id < $5
+    ORDER BY h.key, h.function_id DESC
+), stream AS (
+    INSERT INTO {s}.streams (workflow_uuid, key, value, "offset", function_id, serialization)
+    SELECT $2, s.key, s.value, s."offset", s.function_id, s.serialization
+    FROM {s}.streams s JOIN made ON true
+    WHERE s.workflow_uuid = $1 AND s.function_id < $5
+), mark AS (
+    UPDATE {s}.workflow_status SET was_forked_from = true
+    WHERE workflow_uuid = $1 AND EXISTS (SELECT 1 FROM made)
+), wake AS (
+    SELECT pg_notify('stead_queue_channel', $3) FROM made
+)
+SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM made), (SELECT count(*) FROM wake)
+"#;
+
+/// Deletes workflow `$1` (and its descendants when `$2`) with every row that belongs to it.
+const DELETE: &str = r#"
+WITH RECURSIVE tree AS (
+    SELECT $1::text AS id
+    UNION
+    SELECT w.workflow_uuid FROM {s}.workflow_status w JOIN tree t ON w.parent_workflow_id = t.id
+    WHERE $2
+), calls AS (
+    DELETE FROM {s}.operation_outputs WHERE workflow_uuid IN (SELECT id FROM tree)
+), inputs AS (
+    DELETE FROM {s}.workflow_input WHERE workflow_uuid IN (SELECT id FROM tree)
+), outputs AS (
+    DELETE FROM {s}.workflow_output WHERE workflow_uuid IN (SELECT id FROM tree)
+), gone AS (
+    DELETE FROM {s}.workflow_status WHERE workflow_uuid IN (SELECT id FROM tree)
+    RETURNING workflow_uuid
+)
+SELECT workflow_uuid FROM gone
+"#;
+
+const SET_DELAY: &str = r#"
+WITH upd AS (
+    UPDATE {s}.workflow_status SET delay_until_epoch_ms = $2, updated_at = $3
+    WHERE workflow_uuid = $1 AND status = 'DELAYED' RETURNING queue_name
+), wake AS (
+    SELECT pg_notify('stead_queue_channel', queue_name) FROM upd WHERE queue_name IS NOT NULL
+)
+SELECT w.status, w.queue_name, (SELECT count(*) FROM wake)
+FROM {s}.workflow_status w WHERE w.workflow_uuid = $1
+"#;
+
+#[async_trait]
+impl Manage for Postgres {
+    async fn list_workflows(&self, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
+        let statement = if q.newest_first {
+            self.sql.get(&LIST_DESC)
+        } else {
+            self.sql.get(&LIST_ASC)
+        };
+        let query = sqlx::query(statement.clone())
+            .bind(&q.ids)
+            .bind(&q.statuses);
+        let rows = bind_filters(query, q).fetch_all(&self.pool).await?;
+        rows.iter().map(ListedRow::from_row).collect()
+    }
+
+    async fn list_steps(&self, id: &str) -> Result<Vec<StepListing>, DbError> {
+        let rows = sqlx::query(self.sql.get(STEPS))
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?;
+        all(&rows, StepListing::from_row)
+    }
+
+    async fn resume(&self, id: &str, queue: &str) -> Result<Resumed, DbError> {
+        let row = sqlx::query(self.sql.get(RESUME))
+            .bind(id)
+            .bind(queue)
+            .bind(now_ms())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(Resumed {
+            exists: row.try_get::<i64, _>(0)? > 0,
+            requeued: row.try_get::<i64, _>(1)? > 0,
+            previous_owner: row.try_get(2)?,
+        })
+    }
+
+    async fn fork(&self, f: &Fork) -> Result<Forked, DbError> {
+        let row = sqlx::query(self.sql.get(FORK))
+            .bind(&f.id)
+            .bind(&f.new_id)
+            .bind(&f.queue)
+            .bind(&f.app_version)
+            .bind(f.from_step)
+            .bind(now_ms())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(Forked {
+            exists: row.try_get::<i64, _>(0)? > 0,
+            made: row.try_get::<i64, _>(1)? > 0,
+        })
+    }
+
+    async fn delete_workflow(&self, id: &str, cascade: bool) -> Result<Vec<String>, DbError> {
+        Ok(sqlx::query_scalar(self.sql.get(DELETE))
+            .bind(id)
+            .bind(cascade)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    async fn set_delay(&self, id: &str, until: i64) -> Result<Option<Delayed>, DbError> {
+        let row = sqlx::query(self.sql.get(SET_DELAY))
+            .bind(id)
+            .bind(until)
+            .bind(now_ms())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(Delayed::from_row).transpose()?)
+    }
+}

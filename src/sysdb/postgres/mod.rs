@@ -1,0 +1,105 @@
+//! The Postgres implementation of the store: a pool for the [`Store`] calls, dedicated
+//! connections for the database actor's lanes ([`Session`]), and every Postgres statement, one
+//! file per concept, each owning its statements (spliced with the schema by the private `Sql`).
+//!
+//! The hot path is one statement per flush (arrays expanded with `UNNEST`, data-modifying CTEs,
+//! announcements with `pg_notify` in the same statement); it must stay so.
+
+mod cancel;
+mod claim;
+mod debounce;
+mod dispatch;
+mod finish;
+mod listen;
+mod manage;
+mod migrate;
+mod observe;
+mod ops;
+mod queues;
+mod reads;
+mod retention;
+mod schedules;
+mod session;
+mod sql;
+mod start;
+mod steps;
+mod versions;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::ConnectOptions;
+
+use super::redact_url;
+use crate::error::Error;
+use sql::Sql;
+
+/// A Postgres system database.
+pub(crate) struct Postgres {
+    pool: PgPool,
+    /// Opens the lanes' dedicated connections.
+    connect: PgConnectOptions,
+    sql: Arc<Sql>,
+}
+
+impl Postgres {
+    /// Connects a pool of `pool_size` to `url`, for `schema` (a validated identifier).
+    pub(crate) async fn connect(
+        url: &str,
+        schema: &str,
+        pool_size: u32,
+        connect_timeout: Duration,
+    ) -> Result<Postgres, Error> {
+        let connect = connect_options(url)?;
+        // No health ping on acquire: a dead connection fails its statement with a transient
+        // error and the caller retries, which costs less than a round trip on every acquire.
+        let pool = PgPoolOptions::new()
+            .max_connections(pool_size.max(1))
+            .min_connections(0)
+            .acquire_timeout(connect_timeout)
+            .test_before_acquire(false)
+            .connect_with(connect.clone())
+            .await;
+        let pool = match pool {
+            Ok(pool) => pool,
+            Err(e) => {
+                let reason = failure_reason(&connect, e, connect_timeout).await;
+                return Err(Error::Connect {
+                    url: redact_url(url),
+                    reason,
+                });
+            }
+        };
+        Ok(Postgres {
+            pool,
+            connect,
+            sql: Arc::new(Sql::new(schema)),
+        })
+    }
+}
+
+/// Parses `url` into stead's connection settings; the error names the URL, password redacted.
+fn connect_options(url: &str) -> Result<PgConnectOptions, Error> {
+    Ok(PgConnectOptions::from_str(url)
+        .map_err(|e| Error::InvalidUrl {
+            url: redact_url(url),
+            reason: e.to_string(),
+        })?
+        .application_name("stead")
+        .disable_statement_logging())
+}
+
+/// Why a pool could not connect. The pool retries until its timeout and then reports only
+/// that it timed out; one more attempt recovers the cause (refused, unknown host, bad password).
+async fn failure_reason(options: &PgConnectOptions, e: sqlx::Error, waited: Duration) -> String {
+    if !matches!(e, sqlx::Error::PoolTimedOut) {
+        return e.to_string();
+    }
+    let attempt = tokio::time::timeout(Duration::from_secs(2), options.connect()).await;
+    match attempt {
+        Ok(Err(cause)) => format!("{cause} (retried for {waited:?})"),
+        _ => format!("no connection within {waited:?}"),
+    }
+}

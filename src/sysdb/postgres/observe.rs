@@ -1,0 +1,63 @@
+//! Observation reads on Postgres, each driven by a partial index.
+
+use async_trait::async_trait;
+
+use super::Postgres;
+use crate::error::DbError;
+use crate::sysdb::observe::Observe;
+use crate::sysdb::rows::all;
+use crate::sysdb::{CompletedBucket, QueueCounts};
+
+/// Waiting (`ENQUEUED`) and running (`PENDING`) workflows of each queue in `$1`; served by the
+/// in-flight index on (queue, status).
+const QUEUE_COUNTS: &str = r#"
+SELECT queue_name,
+       count(*) FILTER (WHERE status = 'ENQUEUED'),
+       count(*) FILTER (WHERE status = 'PENDING')
+FROM {s}.workflow_status
+WHERE queue_name = ANY($1::text[]) AND status IN ('ENQUEUED', 'PENDING')
+GROUP BY queue_name
+"#;
+
+/// Workflows that completed in `[$1, $1 + $2 * $3)`, per bucket of `$2` ms (bucket index,
+/// successes, errors); served by the partial index on `completed_at`.
+const THROUGHPUT: &str = r#"
+SELECT (completed_at - $1) / $2 AS bucket,
+       count(*) FILTER (WHERE status = 'SUCCESS'),
+       count(*) FILTER (WHERE status <> 'SUCCESS')
+FROM {s}.workflow_status
+WHERE completed_at IS NOT NULL AND completed_at >= $1 AND completed_at < $1 + $2 * $3
+GROUP BY 1
+ORDER BY 1
+"#;
+
+#[async_trait]
+impl Observe for Postgres {
+    async fn ping(&self) -> Result<(), DbError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn queue_counts(&self, queues: &[String]) -> Result<Vec<QueueCounts>, DbError> {
+        let rows = sqlx::query(self.sql.get(QUEUE_COUNTS))
+            .bind(queues)
+            .fetch_all(&self.pool)
+            .await?;
+        all(&rows, QueueCounts::from_row)
+    }
+
+    async fn completed(
+        &self,
+        since_ms: i64,
+        bucket_ms: i64,
+        buckets: i64,
+    ) -> Result<Vec<CompletedBucket>, DbError> {
+        let rows = sqlx::query(self.sql.get(THROUGHPUT))
+            .bind(since_ms)
+            .bind(bucket_ms)
+            .bind(buckets)
+            .fetch_all(&self.pool)
+            .await?;
+        all(&rows, CompletedBucket::from_row)
+    }
+}

@@ -1,0 +1,190 @@
+//! Durable calls with an effect on Postgres: each is one statement that writes the effect only
+//! when it also writes the call's row (and only while the workflow is `PENDING` under the
+//! caller's owner token), and announces it on DBOS's channels. A flush's ops run one after
+//! another on the lane's connection.
+
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use sqlx::postgres::PgConnection;
+use sqlx::Row;
+
+use super::sql::Sql;
+use super::steps::classify_one;
+use super::Postgres;
+use crate::clock::now_ms;
+use crate::error::DbError;
+use crate::sysdb::ops::Messages;
+use crate::sysdb::{Op, OpOutcome};
+
+/// Built once per process; `Sql::get` splices the schema in.
+static OP_WRITE_STREAM: LazyLock<String> = LazyLock::new(write_stream_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static OP_SET_EVENT: LazyLock<String> = LazyLock::new(set_event_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static OP_RECV: LazyLock<String> = LazyLock::new(recv_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static OP_SEND: LazyLock<String> = LazyLock::new(send_sql);
+
+const OWN: &str = "own AS (SELECT 1 FROM {s}.workflow_status \
+    WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2)";
+
+/// Records the call ($1 workflow, $3 function id, $4/$5 started/completed, $6 app) as `name`
+/// with `output`, when the workflow is ours and the call has no row yet.
+fn record(name: &str, output: &str, serialization: &str, condition: &str) -> String {
+    format!(
+        "step AS (INSERT INTO {{s}}.operation_outputs (workflow_uuid, function_id, function_name, \
+         output, serialization, started_at_epoch_ms, completed_at_epoch_ms, application_name) \
+         SELECT $1, $3, {name}, {output}, {serialization}, $4, $5, $6 \
+         WHERE EXISTS (SELECT 1 FROM own){condition} \
+         ON CONFLICT (workflow_uuid, function_id) DO NOTHING RETURNING output, serialization)"
+    )
+}
+
+fn send_sql() -> String {
+    format!(
+        "WITH {OWN}, {}, msg AS (INSERT INTO {{s}}.notifications \
+         (message_uuid, destination_uuid, topic, message, serialization) \
+         SELECT $7, $8, $9, $10, 'portable_json' WHERE EXISTS (SELECT 1 FROM step) \
+         ON CONFLICT (message_uuid) DO NOTHING RETURNING 1) \
+         SELECT (SELECT count(*) FROM step), NULL::text, NULL::text, \
+                EXISTS (SELECT 1 FROM own), (SELECT count(*) FROM msg)",
+        record("'DBOS.send'", "'null'", "'portable_json'", "")
+    )
+}
+
+fn recv_sql() -> String {
+    format!(
+        "WITH {OWN}, done AS (SELECT 1 FROM {{s}}.operation_outputs \
+           WHERE workflow_uuid = $1 AND function_id = $3), \
+         m AS (SELECT message_uuid FROM {{s}}.notifications \
+           WHERE destination_uuid = $1 AND topic = $7 AND NOT consumed \
+             AND EXISTS (SELECT 1 FROM own) AND NOT EXISTS (SELECT 1 FROM done) \
+           ORDER BY created_at_epoch_ms, message_uuid LIMIT 1 FOR UPDATE SKIP LOCKED), \
+         taken AS (UPDATE {{s}}.notifications n SET consumed = true, consumed_by_function_id = $3 \
+           FROM m WHERE n.message_uuid = m.message_uuid RETURNING n.message, n.serialization), \
+         {} \
+         SELECT (SELECT count(*) FROM step), (SELECT output FROM step), \
+                (SELECT serialization FROM step), EXISTS (SELECT 1 FROM own), \
+                (SELECT count(*) FROM done)",
+        record(
+            "'DBOS.recv'",
+            "COALESCE((SELECT message FROM taken), 'null')",
+            "COALESCE((SELECT serialization FROM taken), 'portable_json')",
+            " AND (EXISTS (SELECT 1 FROM taken) OR $8)"
+        )
+    )
+}
+
+fn set_event_sql() -> String {
+    format!(
+        "WITH {OWN}, {}, \
+         ev AS (INSERT INTO {{s}}.workflow_events (workflow_uuid, key, value, serialization) \
+           SELECT $1, $7, $8, 'portable_json' WHERE EXISTS (SELECT 1 FROM step) \
+           ON CONFLICT (workflow_uuid, key) \
+           DO UPDATE SET value = EXCLUDED.value, serialization = EXCLUDED.serialization \
+           RETURNING 1), \
+         hist AS (INSERT INTO {{s}}.workflow_events_history \
+           (workflow_uuid, function_id, key, value, serialization) \
+           SELECT $1, $3, $7, $8, 'portable_json' WHERE EXISTS (SELECT 1 FROM step) \
+           ON CONFLICT (workflow_uuid, function_id, key) DO NOTHING RETURNING 1), \
+         note AS (SELECT pg_notify('dbos_workflow_events_channel', $1 || '::' || $7) \
+           WHERE EXISTS (SELECT 1 FROM ev)) \
+         SELECT (SELECT count(*) FROM step), NULL::text, NULL::text, \
+                EXISTS (SELECT 1 FROM own), (SELECT count(*) FROM note)",
+        record("'DBOS.setEvent'", "'null'", "'portable_json'", "")
+    )
+}
+
+fn write_stream_sql() -> String {
+    format!(
+        "WITH {OWN}, {}, \
+         ins AS (INSERT INTO {{s}}.streams \
+           (workflow_uuid, key, value, \"offset\", function_id, serialization) \
+           SELECT $1, $7, $8, COALESCE((SELECT max(\"offset\") + 1 FROM {{s}}.streams \
+             WHERE workflow_uuid = $1 AND key = $7), 0), $3, 'portable_json' \
+           WHERE EXISTS (SELECT 1 FROM step) RETURNING 1), \
+         note AS (SELECT pg_notify('dbos_streams_channel', $1 || '::' || $7) \
+           WHERE EXISTS (SELECT 1 FROM ins)) \
+         SELECT (SELECT count(*) FROM step), NULL::text, NULL::text, \
+                EXISTS (SELECT 1 FROM own), (SELECT count(*) FROM note)",
+        record("$9", "'null'", "'portable_json'", "")
+    )
+}
+
+/// Runs one op: the effect and its record in one statement.
+pub(super) async fn run(sql: &Sql, conn: &mut PgConnection, op: &Op) -> Result<OpOutcome, DbError> {
+    let s = op.step();
+    let statement = match op {
+        Op::Send { .. } => sql.get(&OP_SEND),
+        Op::Recv { .. } => sql.get(&OP_RECV),
+        Op::SetEvent { .. } => sql.get(&OP_SET_EVENT),
+        Op::WriteStream { .. } => sql.get(&OP_WRITE_STREAM),
+    };
+    let q = sqlx::query(statement.clone())
+        .bind(&s.workflow_id)
+        .bind(&s.owner)
+        .bind(s.function_id as i32)
+        .bind(s.started_at)
+        .bind(now_ms())
+        .bind(&s.app_name);
+    let q = match op {
+        Op::Send {
+            destination,
+            topic,
+            message,
+            ..
+        } => q
+            .bind(Op::message_id(s))
+            .bind(destination)
+            .bind(topic)
+            .bind(message),
+        Op::Recv { topic, give_up, .. } => q.bind(topic).bind(*give_up),
+        Op::SetEvent { key, value, .. } => q.bind(key).bind(value),
+        Op::WriteStream { key, value, .. } => q.bind(key).bind(value).bind(op.name()),
+    };
+    let row = q.fetch_one(&mut *conn).await?;
+    let written: i64 = row.try_get(0)?;
+    let own: bool = row.try_get(3)?;
+    if written > 0 {
+        return Ok(OpOutcome::Done {
+            output: row.try_get(1)?,
+            serialization: row.try_get(2)?,
+        });
+    }
+    if let Op::Recv { .. } = op {
+        let done: i64 = row.try_get(4)?;
+        if own && done == 0 {
+            return Ok(OpOutcome::Nothing);
+        }
+    }
+    let found = classify_one(sql, conn, &s.workflow_id, s.function_id, op.name()).await?;
+    Ok(found.into())
+}
+
+const SEND: &str = "INSERT INTO {s}.notifications \
+    (message_uuid, destination_uuid, topic, message, serialization) \
+    VALUES ($1, $2, $3, $4, 'portable_json') ON CONFLICT (message_uuid) DO NOTHING";
+
+#[async_trait]
+impl Messages for Postgres {
+    async fn send(
+        &self,
+        message_id: &str,
+        destination: &str,
+        topic: &str,
+        message: &str,
+    ) -> Result<(), DbError> {
+        sqlx::query(self.sql.get(SEND))
+            .bind(message_id)
+            .bind(destination)
+            .bind(topic)
+            .bind(message)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}

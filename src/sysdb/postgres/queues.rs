@@ -1,0 +1,76 @@
+//! The `queues` table on Postgres.
+
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+
+use super::Postgres;
+use crate::error::DbError;
+use crate::queue::Queue;
+use crate::sysdb::queues::Queues;
+use crate::sysdb::rows::{all, bind_queue, queue_from_row, QUEUE_COLUMNS};
+
+/// Built once per process; `Sql::get` splices the schema in.
+static UPSERT: LazyLock<String> = LazyLock::new(upsert_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static LIST: LazyLock<String> = LazyLock::new(list_sql);
+
+fn list_sql() -> String {
+    format!(
+        "SELECT {QUEUE_COLUMNS} FROM {{s}}.queues \
+         WHERE application_name = $1 OR application_name IS NULL ORDER BY name"
+    )
+}
+
+fn upsert_sql() -> String {
+    format!(
+        "INSERT INTO {{s}}.queues ({QUEUE_COLUMNS}, application_name, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14) \
+         ON CONFLICT (name) DO UPDATE SET concurrency = EXCLUDED.concurrency, \
+           worker_concurrency = EXCLUDED.worker_concurrency, \
+           rate_limit_max = EXCLUDED.rate_limit_max, \
+           rate_limit_period_sec = EXCLUDED.rate_limit_period_sec, \
+           priority_enabled = EXCLUDED.priority_enabled, \
+           partition_queue = EXCLUDED.partition_queue, \
+           polling_interval_sec = EXCLUDED.polling_interval_sec, \
+           partition_concurrency = EXCLUDED.partition_concurrency, \
+           partition_worker_concurrency = EXCLUDED.partition_worker_concurrency, \
+           partition_rate_limit_max = EXCLUDED.partition_rate_limit_max, \
+           partition_rate_limit_period_sec = EXCLUDED.partition_rate_limit_period_sec, \
+           application_name = EXCLUDED.application_name, updated_at = EXCLUDED.updated_at \
+         WHERE $15 \
+         RETURNING (xmax = 0)"
+    )
+}
+
+const DELETE: &str = "DELETE FROM {s}.queues WHERE name = $1";
+
+#[async_trait]
+impl Queues for Postgres {
+    async fn list_queues(&self, app: Option<&str>) -> Result<Vec<Queue>, DbError> {
+        let rows = sqlx::query(self.sql.get(&LIST))
+            .bind(app)
+            .fetch_all(&self.pool)
+            .await?;
+        all(&rows, queue_from_row)
+    }
+
+    async fn put_queue(
+        &self,
+        q: &Queue,
+        app: Option<&str>,
+        replace: bool,
+    ) -> Result<Option<bool>, DbError> {
+        let query = bind_queue(sqlx::query_scalar(self.sql.get(&UPSERT)), q, app);
+        Ok(query.bind(replace).fetch_optional(&self.pool).await?)
+    }
+
+    async fn delete_queue(&self, name: &str) -> Result<bool, DbError> {
+        let done = sqlx::query(self.sql.get(DELETE))
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+}

@@ -1,0 +1,80 @@
+//! Reads of one workflow on Postgres: its status row with its outcome, its events and its
+//! stream values (the recorded steps are read on a lane, see `steps`).
+
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use sqlx::Row;
+
+use super::Postgres;
+use crate::error::DbError;
+use crate::sysdb::reads::Reads;
+use crate::sysdb::rows::{all, STATUS_COLUMNS};
+use crate::sysdb::{StatusRow, StreamRow};
+
+/// Built once per process; `Sql::get` splices the schema in.
+static STATUS: LazyLock<String> = LazyLock::new(status_sql);
+
+// The payload tables are authoritative; the legacy columns are a read fallback, as in DBOS.
+fn status_sql() -> String {
+    format!(
+        "SELECT {STATUS_COLUMNS}, w.serialization, COALESCE(o.output, w.output), \
+           COALESCE(o.error, w.error) \
+         FROM {{s}}.workflow_status w \
+         LEFT JOIN {{s}}.workflow_output o ON o.workflow_uuid = w.workflow_uuid \
+         WHERE w.workflow_uuid = $1"
+    )
+}
+
+const GET_EVENT: &str =
+    "SELECT value, serialization FROM {s}.workflow_events WHERE workflow_uuid = $1 AND key = $2";
+
+const READ_STREAM: &str = r#"
+SELECT "offset", value, serialization FROM {s}.streams
+WHERE workflow_uuid = $1 AND key = $2 AND "offset" >= $3
+ORDER BY "offset" LIMIT $4
+"#;
+
+#[async_trait]
+impl Reads for Postgres {
+    async fn status(&self, id: &str) -> Result<Option<StatusRow>, DbError> {
+        let row = sqlx::query(self.sql.get(&STATUS))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(StatusRow::from_row).transpose()
+    }
+
+    async fn get_event(
+        &self,
+        id: &str,
+        key: &str,
+    ) -> Result<Option<(String, Option<String>)>, DbError> {
+        let row = sqlx::query(self.sql.get(GET_EVENT))
+            .bind(id)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(row) => Some((row.try_get(0)?, row.try_get(1)?)),
+            None => None,
+        })
+    }
+
+    async fn read_stream(
+        &self,
+        id: &str,
+        key: &str,
+        offset: i32,
+        limit: i64,
+    ) -> Result<Vec<StreamRow>, DbError> {
+        let rows = sqlx::query(self.sql.get(READ_STREAM))
+            .bind(id)
+            .bind(key)
+            .bind(offset)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        all(&rows, StreamRow::from_row)
+    }
+}

@@ -1,0 +1,93 @@
+//! The Postgres store's lifecycle and its sessions: a lane's dedicated connection, on which each
+//! batch is one statement in autocommit (a claim of a queue with shared limits: a short
+//! transaction under the queue's advisory lock), so one round trip and one commit carry however
+//! many requests the flush holds.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use sqlx::postgres::PgConnection;
+use sqlx::ConnectOptions;
+
+use super::sql::Sql;
+use super::{claim, finish, ops, start, steps, Postgres};
+use crate::error::{DbError, Error};
+use crate::sysdb::store::{Session, Store};
+use crate::sysdb::{
+    ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, NewWorkflow, Op, OpOutcome,
+    StartOutcome, StepOutcome, StepRow, StepWrite,
+};
+
+#[async_trait]
+impl Store for Postgres {
+    /// Lanes run only batched key lookups, thousands of times with one shape: plan each once,
+    /// and never as a sequential scan (a plan cached while the tables were small would scan
+    /// them whole forever after).
+    async fn open_session(&self) -> Result<Box<dyn Session>, DbError> {
+        let options = self.connect.clone().options([
+            ("plan_cache_mode", "force_generic_plan"),
+            ("enable_seqscan", "off"),
+        ]);
+        let conn = options.connect().await?;
+        Ok(Box::new(PgSession::new(conn, self.sql.clone())))
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    fn close_now(&self) {
+        // `close` marks the pool closed when called; its future only waits.
+        drop(self.pool.close());
+    }
+
+    fn lock_for_executor(&self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn is_embedded(&self) -> bool {
+        false
+    }
+}
+
+pub(super) struct PgSession {
+    conn: PgConnection,
+    sql: Arc<Sql>,
+}
+
+impl PgSession {
+    fn new(conn: PgConnection, sql: Arc<Sql>) -> PgSession {
+        PgSession { conn, sql }
+    }
+}
+
+#[async_trait]
+impl Session for PgSession {
+    async fn start(&mut self, batch: &[&NewWorkflow]) -> Result<Vec<StartOutcome>, DbError> {
+        start::run(&self.sql, &mut self.conn, batch).await
+    }
+
+    async fn checkpoint(&mut self, batch: &[&StepWrite]) -> Result<Vec<StepOutcome>, DbError> {
+        steps::record(&self.sql, &mut self.conn, batch).await
+    }
+
+    async fn finish(&mut self, batch: &[&FinishWrite]) -> Result<Vec<FinishOutcome>, DbError> {
+        finish::run(&self.sql, &mut self.conn, batch).await
+    }
+
+    async fn load_steps(&mut self, ids: &[&str]) -> Result<Vec<Vec<StepRow>>, DbError> {
+        steps::load(&self.sql, &mut self.conn, ids).await
+    }
+
+    async fn ops(&mut self, batch: &[&Op]) -> Result<Vec<OpOutcome>, DbError> {
+        let mut outs = Vec::with_capacity(batch.len());
+        for op in batch {
+            outs.push(ops::run(&self.sql, &mut self.conn, op).await?);
+        }
+        Ok(outs)
+    }
+
+    async fn claim(&mut self, request: &ClaimRequest) -> Result<ClaimOutcome, DbError> {
+        claim::run(&self.sql, &mut self.conn, request).await
+    }
+}

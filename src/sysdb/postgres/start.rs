@@ -1,0 +1,192 @@
+//! Creating workflow rows on Postgres: the whole batch in one statement that also announces
+//! waiting enqueues on `stead_queue_channel`.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use sqlx::postgres::PgConnection;
+use sqlx::Row;
+
+use super::sql::{PgQuery, Sql};
+use crate::error::DbError;
+use crate::sysdb::{NewWorkflow, StartOutcome};
+
+/// Built once per process; `Sql::get` splices the schema in.
+static STATEMENT: LazyLock<String> = LazyLock::new(statement);
+
+/// The start statement: the inserts and announcements, and one result row per request.
+fn statement() -> String {
+    format!("WITH {}\n{RESULT}", cte(1))
+}
+
+/// The inserts as CTEs `sr`/`s_ins`/`s_inp`/`s_announce`; parameters start at `${p}` (fifteen
+/// arrays, then executor id and app name).
+fn cte(p: usize) -> String {
+    let a = |i: usize| format!("${}", p + i);
+    format!(
+        r#"sr AS (
+    SELECT * FROM UNNEST({}::text[], {}::text[], {}::text[], {}::text[], {}::text[],
+                         {}::text[], {}::int4[], {}::text[], {}::text[], {}::int8[], {}::int8[],
+                         {}::int8[], {}::int8[], {}::text[], {}::text[])
+        WITH ORDINALITY AS r(id, name, owner, inputs, status, queue, priority, dedup, part,
+                             delay_until, created, timeout, deadline, parent, version, n)
+), s_ins AS (
+    INSERT INTO {{s}}.workflow_status AS w (
+        workflow_uuid, status, name, owner_xid, executor_id, application_version,
+        application_name, queue_name, priority, deduplication_id, queue_partition_key,
+        delay_until_epoch_ms, recovery_attempts, serialization, created_at, updated_at,
+        started_at_epoch_ms, workflow_timeout_ms, workflow_deadline_epoch_ms,
+        parent_workflow_id)
+    SELECT r.id, r.status, r.name, r.owner, CASE WHEN r.owner IS NOT NULL THEN {exec} END,
+        r.version, {app}, r.queue, r.priority, r.dedup, r.part, r.delay_until,
+        CASE WHEN r.owner IS NOT NULL THEN 1 ELSE 0 END, 'portable_json', r.created, r.created,
+        CASE WHEN r.owner IS NOT NULL THEN r.created END, r.timeout, r.deadline, r.parent
+    FROM sr r ORDER BY r.n
+    -- Either key: the workflow id, or the queue's deduplication id.
+    ON CONFLICT DO NOTHING
+    RETURNING w.workflow_uuid
+), s_inp AS (
+    INSERT INTO {{s}}.workflow_input (workflow_uuid, inputs, retention_timestamp)
+    SELECT r.id, r.inputs, r.created FROM sr r JOIN s_ins ON s_ins.workflow_uuid = r.id
+    ON CONFLICT (workflow_uuid) DO NOTHING
+), s_announce AS (
+    SELECT pg_notify('stead_queue_channel', q.queue)
+    FROM (SELECT DISTINCT r.queue FROM sr r JOIN s_ins ON s_ins.workflow_uuid = r.id
+          WHERE r.queue IS NOT NULL AND r.owner IS NULL) q
+)"#,
+        a(0),
+        a(1),
+        a(2),
+        a(3),
+        a(4),
+        a(5),
+        a(6),
+        a(7),
+        a(8),
+        a(9),
+        a(10),
+        a(11),
+        a(12),
+        a(13),
+        a(14),
+        exec = a(15),
+        app = a(16)
+    )
+}
+
+/// One result row per request.
+const RESULT: &str = r#"
+SELECT r.n, s_ins.workflow_uuid IS NOT NULL, w.name, w.status, w.owner_xid, d.workflow_uuid,
+       (SELECT count(*) FROM s_announce)
+FROM sr r
+LEFT JOIN s_ins ON s_ins.workflow_uuid = r.id
+LEFT JOIN {s}.workflow_status w ON w.workflow_uuid = r.id AND s_ins.workflow_uuid IS NULL
+LEFT JOIN {s}.workflow_status d
+    ON s_ins.workflow_uuid IS NULL AND w.workflow_uuid IS NULL
+   AND d.queue_name = r.queue AND d.deduplication_id = r.dedup"#;
+
+/// What the statement found for one start.
+struct StartRow {
+    pub created: bool,
+    pub name: Option<String>,
+    pub status: Option<String>,
+    pub owner: Option<String>,
+    pub holder: Option<String>,
+}
+
+/// Binds the arrays and the identity of `cte`.
+fn bind<'q>(q: PgQuery<'q>, batch: &[&'q NewWorkflow]) -> PgQuery<'q> {
+    let col =
+        |f: fn(&'q NewWorkflow) -> Option<&'q str>| batch.iter().map(|w| f(w)).collect::<Vec<_>>();
+    let head = batch.first();
+    q.bind(col(|w| Some(&w.id)))
+        .bind(col(|w| Some(&w.name)))
+        .bind(col(|w| w.owner.as_deref()))
+        .bind(col(|w| Some(&w.inputs)))
+        .bind(col(|w| Some(w.status())))
+        .bind(col(|w| w.queue.as_deref()))
+        .bind(batch.iter().map(|w| w.priority).collect::<Vec<_>>())
+        .bind(col(|w| w.dedup_id.as_deref()))
+        .bind(col(|w| w.partition_key.as_deref()))
+        .bind(batch.iter().map(|w| w.delay_until).collect::<Vec<_>>())
+        .bind(batch.iter().map(|w| w.created_at).collect::<Vec<_>>())
+        .bind(batch.iter().map(|w| w.timeout_ms).collect::<Vec<_>>())
+        .bind(batch.iter().map(|w| w.deadline).collect::<Vec<_>>())
+        .bind(col(|w| w.parent.as_deref()))
+        .bind(col(|w| w.app_version.as_deref()))
+        .bind(head.map(|w| w.executor_id.as_str()))
+        .bind(head.and_then(|w| w.app_name.as_deref()))
+}
+
+/// Creates the batch's rows; one outcome per request, in order.
+pub(super) async fn run(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    batch: &[&NewWorkflow],
+) -> Result<Vec<StartOutcome>, DbError> {
+    let query = bind(sqlx::query(sql.get(&STATEMENT)), batch);
+    let mut rows = Vec::with_capacity(batch.len());
+    for row in query.fetch_all(&mut *conn).await? {
+        let n: i64 = row.try_get(0)?;
+        rows.push((
+            n,
+            StartRow {
+                created: row.try_get(1)?,
+                name: row.try_get(2)?,
+                status: row.try_get(3)?,
+                owner: row.try_get(4)?,
+                holder: row.try_get(5)?,
+            },
+        ));
+    }
+    rows.sort_by_key(|(n, _)| *n);
+    outcomes(batch, rows.into_iter().map(|(_, r)| r).collect())
+}
+
+/// Outcomes of `batch` from its result rows (in request order).
+fn outcomes(batch: &[&NewWorkflow], rows: Vec<StartRow>) -> Result<Vec<StartOutcome>, DbError> {
+    if rows.len() != batch.len() {
+        return Err(DbError::Query("a start was not answered".into()));
+    }
+    let mut outcomes = Vec::with_capacity(batch.len());
+    // Later rows of the batch with the key of an earlier one were skipped by the insert and
+    // could not see it (a repeated id even reads as created): answer them from the earlier row.
+    let mut by_id: HashMap<&str, usize> = HashMap::new();
+    let mut by_dedup: HashMap<(&str, &str), usize> = HashMap::new();
+    for (i, (w, row)) in batch.iter().zip(rows).enumerate() {
+        let ours = w.owner.is_some() && row.owner == w.owner;
+        let outcome = if let Some(&f) = by_id.get(w.id.as_str()) {
+            if w.owner.is_some() && batch[f].owner == w.owner {
+                StartOutcome::Created
+            } else {
+                StartOutcome::Existing {
+                    name: batch[f].name.clone(),
+                    status: batch[f].status().into(),
+                }
+            }
+        } else if row.created || ours {
+            StartOutcome::Created
+        } else if let Some(name) = row.name {
+            StartOutcome::Existing {
+                name,
+                status: row.status.unwrap_or_default(),
+            }
+        } else if let Some(holder) = row.holder {
+            StartOutcome::Duplicate { holder }
+        } else if let Some(&f) = w.dedup_key().and_then(|k| by_dedup.get(&k)) {
+            StartOutcome::Duplicate {
+                holder: batch[f].id.clone(),
+            }
+        } else {
+            return Err(DbError::Query(format!("start of {} found nothing", w.id)));
+        };
+        if outcome == StartOutcome::Created {
+            by_id.entry(&w.id).or_insert(i);
+            if let Some(k) = w.dedup_key() {
+                by_dedup.entry(k).or_insert(i);
+            }
+        }
+        outcomes.push(outcome);
+    }
+    Ok(outcomes)
+}

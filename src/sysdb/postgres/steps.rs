@@ -1,0 +1,224 @@
+//! Step checkpoints on Postgres: the batch in one insert that writes a row only while its
+//! workflow is `PENDING` under the writer's owner token (rows it did not write are classified
+//! with one more statement); and the batched read of recorded steps.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
+
+use sqlx::postgres::PgConnection;
+use sqlx::Row;
+
+use super::sql::{PgQuery, Sql};
+use crate::error::DbError;
+use crate::sysdb::{StepOutcome, StepRow, StepWrite};
+
+/// Built once per process; `Sql::get` splices the schema in.
+static STATEMENT: LazyLock<String> = LazyLock::new(statement);
+
+/// The checkpoint statement: the insert, and the keys it wrote.
+fn statement() -> String {
+    format!(
+        "WITH {}\nSELECT workflow_uuid, function_id FROM c_ins",
+        cte(1)
+    )
+}
+
+/// The insert as a CTE `c_ins`; its parameters start at `${p}`.
+fn cte(p: usize) -> String {
+    let a = |i: usize| format!("${}", p + i);
+    format!(
+        r#"c_ins AS (
+    INSERT INTO {{s}}.operation_outputs AS o (
+        workflow_uuid, function_id, function_name, output, error, child_workflow_id,
+        started_at_epoch_ms, completed_at_epoch_ms, serialization, application_name)
+    SELECT r.id, r.fid, r.name, r.output, r.error, r.child, r.started, r.completed,
+        'portable_json', r.app
+    FROM UNNEST({}::text[], {}::int4[], {}::text[], {}::text[], {}::text[], {}::text[],
+                {}::int8[], {}::int8[], {}::text[], {}::text[])
+        AS r(id, fid, name, output, error, child, started, completed, app, owner)
+    CROSS JOIN LATERAL (
+        -- LIMIT keeps the status checks out of the lookup: one primary-key probe per row.
+        SELECT status, owner_xid FROM {{s}}.workflow_status w
+        WHERE w.workflow_uuid = r.id LIMIT 1
+    ) w
+    WHERE w.status = 'PENDING' AND w.owner_xid = r.owner
+    ON CONFLICT (workflow_uuid, function_id) DO NOTHING
+    RETURNING o.workflow_uuid, o.function_id
+)"#,
+        a(0),
+        a(1),
+        a(2),
+        a(3),
+        a(4),
+        a(5),
+        a(6),
+        a(7),
+        a(8),
+        a(9)
+    )
+}
+
+/// Binds the ten arrays of `cte`.
+fn bind<'q>(q: PgQuery<'q>, batch: &[&'q StepWrite]) -> PgQuery<'q> {
+    q.bind(
+        batch
+            .iter()
+            .map(|s| s.workflow_id.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        batch
+            .iter()
+            .map(|s| s.function_id as i32)
+            .collect::<Vec<_>>(),
+    )
+    .bind(batch.iter().map(|s| s.name.as_str()).collect::<Vec<_>>())
+    .bind(
+        batch
+            .iter()
+            .map(|s| s.output.as_deref())
+            .collect::<Vec<_>>(),
+    )
+    .bind(batch.iter().map(|s| s.error.as_deref()).collect::<Vec<_>>())
+    .bind(
+        batch
+            .iter()
+            .map(|s| s.child_workflow_id.as_deref())
+            .collect::<Vec<_>>(),
+    )
+    .bind(batch.iter().map(|s| s.started_at).collect::<Vec<_>>())
+    .bind(batch.iter().map(|s| s.completed_at).collect::<Vec<_>>())
+    .bind(
+        batch
+            .iter()
+            .map(|s| s.app_name.as_deref())
+            .collect::<Vec<_>>(),
+    )
+    .bind(batch.iter().map(|s| s.owner.as_str()).collect::<Vec<_>>())
+}
+
+const CLASSIFY: &str = r#"
+SELECT r.id, r.fid, o.function_name, o.output, o.error, w.status
+FROM UNNEST($1::text[], $2::int4[]) WITH ORDINALITY AS r(id, fid, n)
+LEFT JOIN {s}.operation_outputs o ON o.workflow_uuid = r.id AND o.function_id = r.fid
+LEFT JOIN {s}.workflow_status w ON w.workflow_uuid = r.id
+ORDER BY r.n
+"#;
+
+/// Records the batch; one outcome per request, in order.
+pub(super) async fn record(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    batch: &[&StepWrite],
+) -> Result<Vec<StepOutcome>, DbError> {
+    let query = bind(sqlx::query(sql.get(&STATEMENT)), batch);
+    let mut written = HashSet::with_capacity(batch.len());
+    for row in query.fetch_all(&mut *conn).await? {
+        written.insert((row.try_get::<String, _>(0)?, row.try_get::<i32, _>(1)?));
+    }
+    outcomes(sql, conn, batch, &written).await
+}
+
+/// Outcomes of `batch` given the `(workflow, function id)` rows the insert wrote; the rare rows
+/// it did not write are classified with one more statement.
+async fn outcomes(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    batch: &[&StepWrite],
+    written: &HashSet<(String, i32)>,
+) -> Result<Vec<StepOutcome>, DbError> {
+    let mut outcomes = vec![StepOutcome::Recorded; batch.len()];
+    let missing: Vec<usize> = (0..batch.len())
+        .filter(|&i| {
+            !written.contains(&(batch[i].workflow_id.clone(), batch[i].function_id as i32))
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(outcomes);
+    }
+    let rows = sqlx::query(sql.get(CLASSIFY))
+        .bind(
+            missing
+                .iter()
+                .map(|&i| batch[i].workflow_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            missing
+                .iter()
+                .map(|&i| batch[i].function_id as i32)
+                .collect::<Vec<_>>(),
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+    for (&i, row) in missing.iter().zip(rows) {
+        let recorded_name: Option<String> = row.try_get(2)?;
+        let status: Option<String> = row.try_get(5)?;
+        outcomes[i] = match recorded_name {
+            Some(name) if name == batch[i].name => StepOutcome::AlreadyRecorded {
+                output: row.try_get(3)?,
+                error: row.try_get(4)?,
+            },
+            _ if status.as_deref() == Some("CANCELLED") => StepOutcome::Cancelled,
+            _ => StepOutcome::NotOwner,
+        };
+    }
+    Ok(outcomes)
+}
+
+/// Why the call `function_id` of `workflow_id` (named `name`) was not written.
+pub(super) async fn classify_one(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    workflow_id: &str,
+    function_id: u32,
+    name: &str,
+) -> Result<StepOutcome, DbError> {
+    let probe = StepWrite {
+        workflow_id: workflow_id.to_owned(),
+        owner: String::new(),
+        function_id,
+        name: name.to_owned(),
+        output: None,
+        error: None,
+        child_workflow_id: None,
+        started_at: 0,
+        completed_at: 0,
+        app_name: None,
+    };
+    let mut outcomes = outcomes(sql, conn, &[&probe], &HashSet::new()).await?;
+    outcomes
+        .pop()
+        .ok_or_else(|| DbError::Query("a call was not classified".into()))
+}
+
+const LOAD: &str = r#"
+SELECT workflow_uuid, function_id, function_name, output, error, child_workflow_id, serialization
+FROM {s}.operation_outputs
+WHERE workflow_uuid = ANY($1::text[])
+ORDER BY workflow_uuid, function_id
+"#;
+
+/// The recorded steps of each workflow in `ids`, in call order, in one statement.
+pub(super) async fn load(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    ids: &[&str],
+) -> Result<Vec<Vec<StepRow>>, DbError> {
+    let mut by_id: HashMap<String, Vec<StepRow>> = HashMap::new();
+    for row in sqlx::query(sql.get(LOAD))
+        .bind(ids)
+        .fetch_all(&mut *conn)
+        .await?
+    {
+        let step = StepRow::from_row(&row)?;
+        by_id
+            .entry(step.workflow_id.clone())
+            .or_default()
+            .push(step);
+    }
+    Ok(ids
+        .iter()
+        .map(|id| by_id.get(*id).cloned().unwrap_or_default())
+        .collect())
+}

@@ -1,0 +1,100 @@
+//! The storage interface: what the rest of the crate may ask of a system database, and nothing
+//! about how. [`Store`] is every call the core and the clients make on the pool (reads,
+//! management, definitions, recovery), grouped by concept in the supertraits its neighbours
+//! declare; [`Session`] is a lane's own connection, on which the database actor runs its
+//! batched requests and its claims.
+//!
+//! `postgres::Postgres` and `sqlite::Sqlite` implement both; an operation missing from either
+//! does not compile. Every method is tested once for both in `suite/`.
+
+use async_trait::async_trait;
+
+use super::cancel::Cancels;
+use super::claim::{ClaimOutcome, ClaimRequest};
+use super::debounce::Debounce;
+use super::dispatch::Dispatch;
+use super::finish::{FinishOutcome, FinishWrite};
+use super::listen::Listen;
+use super::manage::Manage;
+use super::migrate::Schema;
+use super::observe::Observe;
+use super::ops::{Messages, Op, OpOutcome};
+use super::queues::Queues;
+use super::reads::{Reads, StepRow};
+use super::retention::Collect;
+use super::schedules::Schedules;
+use super::start::{NewWorkflow, StartOutcome};
+use super::steps::{StepOutcome, StepWrite};
+use super::versions::Versions;
+use crate::error::{DbError, Error};
+
+/// A connected system database, shared as `Arc<dyn Store>`.
+///
+/// Its calls run on a small pool and may be retried by the caller after a transient failure:
+/// each is idempotent or reports what it found. The hot path (starts, checkpoints, finishes,
+/// step loads, ops, claims) goes through a [`Session`] instead.
+#[async_trait]
+pub(crate) trait Store:
+    Reads
+    + Messages
+    + Cancels
+    + Dispatch
+    + Manage
+    + Versions
+    + Schema
+    + Queues
+    + Schedules
+    + Debounce
+    + Collect
+    + Observe
+    + Listen
+    + Send
+    + Sync
+{
+    /// Opens a connection for one lane of the database actor, kept across its flushes.
+    async fn open_session(&self) -> Result<Box<dyn Session>, DbError>;
+
+    /// Closes every connection; later calls fail.
+    async fn close(&self);
+
+    /// Marks the pools closed at once, without waiting for connections to close (for `Drop`).
+    fn close_now(&self);
+
+    /// An executor's claim on an embedded database, which serves one process; a no-op on
+    /// Postgres, which serves a fleet.
+    fn lock_for_executor(&self) -> Result<(), Error>;
+
+    /// True for an embedded (SQLite) database, which only this process uses and which
+    /// announces nothing (no LISTEN/NOTIFY): its writers wake local waiters themselves.
+    fn is_embedded(&self) -> bool;
+}
+
+/// One lane's connection. Each call carries a whole batch (except [`Session::claim`]) and
+/// answers with one outcome per request, in order; it is one statement and one commit on
+/// Postgres (the point of the lanes), one write transaction on SQLite.
+///
+/// Every call is idempotent: after a connection loss the actor may send the same batch again,
+/// and a row that already committed is recognised, not written twice.
+#[async_trait]
+pub(crate) trait Session: Send {
+    /// Creates workflow rows (direct starts owned at once, or enqueues).
+    async fn start(&mut self, batch: &[&NewWorkflow]) -> Result<Vec<StartOutcome>, DbError>;
+
+    /// Records steps, each only while its workflow is `PENDING` under the writer's owner.
+    async fn checkpoint(&mut self, batch: &[&StepWrite]) -> Result<Vec<StepOutcome>, DbError>;
+
+    /// Records outcomes, each only while its workflow is `PENDING` under the writer's owner.
+    async fn finish(&mut self, batch: &[&FinishWrite]) -> Result<Vec<FinishOutcome>, DbError>;
+
+    /// Reads the recorded steps of each workflow in `ids`, in call order (a batched read).
+    async fn load_steps(&mut self, ids: &[&str]) -> Result<Vec<Vec<StepRow>>, DbError>;
+
+    /// Runs durable calls whose effect commits with their record (send, receive, event,
+    /// stream write), one after another.
+    async fn ops(&mut self, batch: &[&Op]) -> Result<Vec<OpOutcome>, DbError>;
+
+    /// Claims a queue's workflows by the rules in [`super::claim`]. Never batched: a claim
+    /// commits on its own, and one whose answer was lost is answered by a take-back
+    /// ([`Dispatch::redispatch`]), not a second claim.
+    async fn claim(&mut self, request: &ClaimRequest) -> Result<ClaimOutcome, DbError>;
+}

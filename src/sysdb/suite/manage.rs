@@ -1,0 +1,331 @@
+//! Cancellation and management: list, steps, resume, fork, delete, set_delay.
+
+use super::{enqueued, owner_of, store_tests, workflow, Fixture, Kind};
+use crate::clock::now_ms;
+use crate::queue::INTERNAL_QUEUE;
+use crate::sysdb::{Fork, ListQuery, NewWorkflow, Op, OpStep, StepOutcome};
+
+store_tests!(
+    cancel_stops_a_workflow_and_when_asked_its_descendants,
+    list_filters_orders_and_pages,
+    list_steps_shows_every_recorded_call,
+    resume_requeues_unless_finished,
+    fork_copies_the_history_before_the_step,
+    delete_removes_every_row_of_the_tree,
+    set_delay_moves_only_a_delayed_workflow,
+);
+
+fn child_of(id: &str, parent: &str) -> NewWorkflow {
+    NewWorkflow {
+        parent: Some(parent.into()),
+        ..enqueued(id, "q")
+    }
+}
+
+async fn cancel_stops_a_workflow_and_when_asked_its_descendants(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("p").await;
+    f.start(&child_of("c", "p")).await;
+    f.start(&child_of("g", "c")).await;
+    let mut got = f.store.cancel("p", false).await.unwrap();
+    assert!(got.exists);
+    assert_eq!(got.ids, vec!["p"]);
+    assert_eq!(f.column("p", "status").await.as_deref(), Some("CANCELLED"));
+    assert_eq!(f.column("p", "owner_xid").await, None);
+    assert_eq!(f.column("c", "status").await.as_deref(), Some("ENQUEUED"));
+    // A cascade reaches every descendant; the parent, already final, is left alone.
+    got = f.store.cancel("p", true).await.unwrap();
+    got.ids.sort();
+    assert_eq!(got.ids, vec!["c", "g"]);
+    assert_eq!(f.column("g", "status").await.as_deref(), Some("CANCELLED"));
+    assert_eq!(f.column("g", "queue_name").await, None);
+    let missing = f.store.cancel("nobody", true).await.unwrap();
+    assert!(!missing.exists && missing.ids.is_empty());
+}
+
+async fn list_filters_orders_and_pages(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("a").await;
+    let b = NewWorkflow {
+        name: "other".into(),
+        ..child_of("b", "a")
+    };
+    f.start(&b).await;
+    let c = NewWorkflow {
+        app_version: Some("v2".into()),
+        executor_id: "e2".into(),
+        owner: Some("x".into()),
+        ..workflow("c")
+    };
+    f.start(&c).await;
+    let list = |q: ListQuery| {
+        let store = f.store.clone();
+        async move {
+            let rows = store.list_workflows(&q).await.unwrap();
+            rows.into_iter().map(|r| r.status.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(list(ListQuery::default()).await, vec!["a", "b", "c"]);
+    let newest = ListQuery {
+        newest_first: true,
+        limit: Some(2),
+        ..ListQuery::default()
+    };
+    assert_eq!(list(newest).await, vec!["c", "b"]);
+    let page = ListQuery {
+        limit: Some(1),
+        offset: 1,
+        ..ListQuery::default()
+    };
+    assert_eq!(list(page).await, vec!["b"]);
+    let filters = [
+        ListQuery {
+            ids: Some(vec!["a".into(), "c".into()]),
+            ..ListQuery::default()
+        },
+        ListQuery {
+            statuses: Some(vec!["ENQUEUED".into()]),
+            ..ListQuery::default()
+        },
+        ListQuery {
+            name: Some("other".into()),
+            ..ListQuery::default()
+        },
+        ListQuery {
+            queue: Some("q".into()),
+            ..ListQuery::default()
+        },
+        ListQuery {
+            app_version: Some("v2".into()),
+            ..ListQuery::default()
+        },
+        ListQuery {
+            parent: Some("a".into()),
+            ..ListQuery::default()
+        },
+        ListQuery {
+            executor: Some("e2".into()),
+            ..ListQuery::default()
+        },
+        ListQuery {
+            queued_only: true,
+            ..ListQuery::default()
+        },
+    ];
+    let expected: [&[&str]; 8] = [
+        &["a", "c"],
+        &["b"],
+        &["b"],
+        &["b"],
+        &["c"],
+        &["b"],
+        &["c"],
+        &["b"],
+    ];
+    for (q, want) in filters.into_iter().zip(expected) {
+        let described = format!("{q:?}");
+        assert_eq!(list(q).await, want, "{described}");
+    }
+    let created_b: i64 = f.column("b", "created_at").await.unwrap().parse().unwrap();
+    let window = ListQuery {
+        created_from: Some(created_b),
+        created_until: Some(created_b + 1),
+        ..ListQuery::default()
+    };
+    assert_eq!(list(window).await, vec!["b"]);
+    // Payloads only when asked.
+    let bare = f.store.list_workflows(&ListQuery::default()).await.unwrap();
+    assert_eq!(bare[0].inputs, None);
+    let full = ListQuery {
+        payloads: true,
+        ..ListQuery::default()
+    };
+    let full = f.store.list_workflows(&full).await.unwrap();
+    assert!(full[0]
+        .inputs
+        .as_deref()
+        .unwrap()
+        .contains("positionalArgs"));
+    assert_eq!(full[0].serialization.as_deref(), Some("portable_json"));
+    assert_eq!(full[1].status.parent_workflow_id.as_deref(), Some("a"));
+}
+
+async fn list_steps_shows_every_recorded_call(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("a").await;
+    assert_eq!(f.step("a", 2, "\"two\"").await, StepOutcome::Recorded);
+    assert_eq!(f.step("a", 1, "\"one\"").await, StepOutcome::Recorded);
+    let steps = f.store.list_steps("a").await.unwrap();
+    let got: Vec<(i32, &str)> = steps
+        .iter()
+        .map(|s| (s.function_id, s.output.as_deref().unwrap_or_default()))
+        .collect();
+    assert_eq!(got, vec![(1, "\"one\""), (2, "\"two\"")]);
+    assert_eq!(steps[0].name, "step");
+    assert!(steps[0].started_at.is_some() && steps[0].completed_at.is_some());
+    assert!(f.store.list_steps("nobody").await.unwrap().is_empty());
+}
+
+async fn resume_requeues_unless_finished(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let timed = NewWorkflow {
+        owner: Some(owner_of("a")),
+        deadline: Some(now_ms() + 1000),
+        ..workflow("a")
+    };
+    f.start(&timed).await;
+    let resumed = f.store.resume("a", INTERNAL_QUEUE).await.unwrap();
+    assert!(resumed.exists && resumed.requeued);
+    assert_eq!(resumed.previous_owner, Some(owner_of("a")));
+    assert_eq!(f.column("a", "status").await.as_deref(), Some("ENQUEUED"));
+    assert_eq!(
+        f.column("a", "queue_name").await.as_deref(),
+        Some(INTERNAL_QUEUE)
+    );
+    assert_eq!(
+        f.column("a", "recovery_attempts").await.as_deref(),
+        Some("0")
+    );
+    assert_eq!(f.column("a", "workflow_deadline_epoch_ms").await, None);
+    assert_eq!(f.column("a", "owner_xid").await, None);
+    // A finished workflow is left as it is.
+    f.running("done").await;
+    let finish = crate::sysdb::FinishWrite {
+        workflow_id: "done".into(),
+        owner: owner_of("done"),
+        status: "SUCCESS",
+        output: None,
+        error: None,
+    };
+    f.session().await.finish(&[&finish]).await.unwrap();
+    let done = f.store.resume("done", INTERNAL_QUEUE).await.unwrap();
+    assert!(done.exists && !done.requeued);
+    assert_eq!(f.column("done", "status").await.as_deref(), Some("SUCCESS"));
+    assert!(
+        !f.store
+            .resume("nobody", INTERNAL_QUEUE)
+            .await
+            .unwrap()
+            .exists
+    );
+}
+
+async fn fork_copies_the_history_before_the_step(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("o").await;
+    f.step("o", 1, "\"one\"").await;
+    let op = |fid, op: fn(OpStep) -> Op| {
+        op(OpStep {
+            workflow_id: "o".into(),
+            owner: owner_of("o"),
+            function_id: fid,
+            started_at: now_ms(),
+            app_name: None,
+        })
+    };
+    let event = op(2, |step| Op::SetEvent {
+        step,
+        key: "k".into(),
+        value: "\"v2\"".into(),
+    });
+    let stream = op(3, |step| Op::WriteStream {
+        step,
+        key: "s".into(),
+        value: "0".into(),
+        close: false,
+    });
+    let late_event = op(4, |step| Op::SetEvent {
+        step,
+        key: "k".into(),
+        value: "\"v4\"".into(),
+    });
+    f.session()
+        .await
+        .ops(&[&event, &stream, &late_event])
+        .await
+        .unwrap();
+    let fork = Fork {
+        id: "o".into(),
+        new_id: "copy".into(),
+        queue: "q".into(),
+        app_version: Some("v9".into()),
+        from_step: 4,
+    };
+    let forked = f.store.fork(&fork).await.unwrap();
+    assert!(forked.exists && forked.made);
+    assert_eq!(
+        f.column("copy", "status").await.as_deref(),
+        Some("ENQUEUED")
+    );
+    assert_eq!(f.column("copy", "queue_name").await.as_deref(), Some("q"));
+    assert_eq!(f.column("copy", "forked_from").await.as_deref(), Some("o"));
+    assert_eq!(
+        f.column("copy", "application_version").await.as_deref(),
+        Some("v9")
+    );
+    assert_eq!(f.rows_of("workflow_input", "copy").await, 1);
+    assert_eq!(f.rows_of("operation_outputs", "copy").await, 3);
+    assert_eq!(f.rows_of("streams", "copy").await, 1);
+    let event = f.store.get_event("copy", "k").await.unwrap();
+    assert_eq!(event.map(|(v, _)| v).as_deref(), Some("\"v2\""));
+    assert_eq!(
+        f.column("o", "was_forked_from")
+            .await
+            .map(|v| v == "1" || v == "true"),
+        Some(true)
+    );
+    // The same fork again makes nothing; a missing original is reported.
+    assert!(!f.store.fork(&fork).await.unwrap().made);
+    let nothing = Fork {
+        id: "nobody".into(),
+        new_id: "copy2".into(),
+        ..fork
+    };
+    assert!(!f.store.fork(&nothing).await.unwrap().exists);
+}
+
+async fn delete_removes_every_row_of_the_tree(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("p").await;
+    f.step("p", 1, "1").await;
+    f.start(&child_of("c", "p")).await;
+    let alone = f.store.delete_workflow("p", false).await.unwrap();
+    assert_eq!(alone, vec!["p"]);
+    assert_eq!(f.column("p", "status").await, None);
+    assert_eq!(f.rows_of("operation_outputs", "p").await, 0);
+    assert_eq!(f.rows_of("workflow_input", "p").await, 0);
+    assert_eq!(f.column("c", "status").await.as_deref(), Some("ENQUEUED"));
+    f.running("p2").await;
+    f.start(&child_of("c2", "p2")).await;
+    let mut tree = f.store.delete_workflow("p2", true).await.unwrap();
+    tree.sort();
+    assert_eq!(tree, vec!["c2", "p2"]);
+    assert!(f
+        .store
+        .delete_workflow("nobody", true)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn set_delay_moves_only_a_delayed_workflow(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let delayed = NewWorkflow {
+        delay_until: Some(now_ms() + 60_000),
+        ..enqueued("d", "q")
+    };
+    f.start(&delayed).await;
+    let until = now_ms() + 5;
+    let found = f.store.set_delay("d", until).await.unwrap().unwrap();
+    assert_eq!(found.status.as_deref(), Some("DELAYED"));
+    assert_eq!(found.queue.as_deref(), Some("q"));
+    assert_eq!(
+        f.column("d", "delay_until_epoch_ms").await,
+        Some(until.to_string())
+    );
+    f.start(&enqueued("e", "q")).await;
+    let other = f.store.set_delay("e", until).await.unwrap().unwrap();
+    assert_eq!(other.status.as_deref(), Some("ENQUEUED"));
+    assert_eq!(f.column("e", "delay_until_epoch_ms").await, None);
+    assert!(f.store.set_delay("nobody", until).await.unwrap().is_none());
+}

@@ -1,0 +1,159 @@
+//! Reads and observation: a workflow's status row, events, the queue counts and the
+//! completions per bucket, the ping, and hearing announcements.
+
+use std::time::Duration;
+
+use super::{enqueued, owner_of, store_tests, workflow, Fixture, Kind};
+use crate::clock::now_ms;
+use crate::status::Status;
+use crate::sysdb::{FinishWrite, NewWorkflow, Op, OpStep, CANCEL_CHANNEL, QUEUE_CHANNEL};
+
+store_tests!(
+    status_reads_the_row_and_its_outcome,
+    get_event_reads_the_latest_value,
+    observation_counts_queues_and_completions,
+    listen_hears_announcements_on_postgres_only,
+);
+
+async fn status_reads_the_row_and_its_outcome(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    assert!(f.store.status("nobody").await.unwrap().is_none());
+    let w = NewWorkflow {
+        priority: 3,
+        dedup_id: Some("k".into()),
+        timeout_ms: Some(5000),
+        ..enqueued("q1", "q")
+    };
+    f.start(&w).await;
+    let row = f.store.status("q1").await.unwrap().unwrap();
+    let s = &row.status;
+    assert_eq!((s.id.as_str(), s.name.as_str()), ("q1", "wf"));
+    assert_eq!(s.status, Status::Enqueued);
+    assert_eq!(s.queue_name.as_deref(), Some("q"));
+    assert_eq!(s.priority, 3);
+    assert_eq!(s.deduplication_id.as_deref(), Some("k"));
+    assert_eq!(s.timeout_ms, Some(5000));
+    assert_eq!(s.app_version.as_deref(), Some("v1"));
+    assert_eq!(s.created_at_ms, w.created_at);
+    assert_eq!(row.output, None);
+    f.running("done").await;
+    let finish = FinishWrite {
+        workflow_id: "done".into(),
+        owner: owner_of("done"),
+        status: "ERROR",
+        output: None,
+        error: Some("\"boom\"".into()),
+    };
+    f.session().await.finish(&[&finish]).await.unwrap();
+    let done = f.store.status("done").await.unwrap().unwrap();
+    assert_eq!(done.status.status, Status::Error);
+    assert_eq!(done.error.as_deref(), Some("\"boom\""));
+    assert_eq!(done.serialization.as_deref(), Some("portable_json"));
+    assert!(done.status.completed_at_ms.is_some());
+}
+
+async fn get_event_reads_the_latest_value(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("a").await;
+    assert_eq!(f.store.get_event("a", "k").await.unwrap(), None);
+    let set = |fid, value: &str| Op::SetEvent {
+        step: OpStep {
+            workflow_id: "a".into(),
+            owner: owner_of("a"),
+            function_id: fid,
+            started_at: now_ms(),
+            app_name: None,
+        },
+        key: "k".into(),
+        value: value.into(),
+    };
+    let (first, second) = (set(1, "1"), set(2, "2"));
+    f.session().await.ops(&[&first, &second]).await.unwrap();
+    let (value, serialization) = f.store.get_event("a", "k").await.unwrap().unwrap();
+    assert_eq!(value, "2");
+    assert_eq!(serialization.as_deref(), Some("portable_json"));
+}
+
+async fn observation_counts_queues_and_completions(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.store.ping().await.unwrap();
+    for id in ["a", "b", "c"] {
+        f.start(&enqueued(id, "q")).await;
+    }
+    f.start(&enqueued("x", "other")).await;
+    f.claim(&super::claim_of(crate::queue::Queue::new("q"), 1))
+        .await;
+    let names = ["q".to_owned(), "idle".to_owned()];
+    let counts = f.store.queue_counts(&names).await.unwrap();
+    assert_eq!(counts.len(), 1);
+    assert_eq!(
+        (
+            counts[0].queue.as_str(),
+            counts[0].enqueued,
+            counts[0].pending
+        ),
+        ("q", 2, 1)
+    );
+
+    let since = now_ms() - 1000;
+    let finish = |id: &str, status| FinishWrite {
+        workflow_id: id.into(),
+        owner: owner_of(id),
+        status,
+        output: None,
+        error: None,
+    };
+    for id in ["ok1", "ok2", "bad"] {
+        f.running(id).await;
+    }
+    let writes = [
+        finish("ok1", "SUCCESS"),
+        finish("ok2", "SUCCESS"),
+        finish("bad", "ERROR"),
+    ];
+    let refs: Vec<&FinishWrite> = writes.iter().collect();
+    f.session().await.finish(&refs).await.unwrap();
+    let buckets = f.store.completed(since, 60_000, 2).await.unwrap();
+    assert_eq!(buckets.len(), 1, "{buckets:?}");
+    assert_eq!(
+        (buckets[0].index, buckets[0].succeeded, buckets[0].failed),
+        (0, 2, 1)
+    );
+    assert!(f
+        .store
+        .completed(since - 120_000, 60_000, 1)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn listen_hears_announcements_on_postgres_only(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let listening = f.store.listen(&[QUEUE_CHANNEL, CANCEL_CHANNEL]).await;
+    if f.store.is_embedded() {
+        assert!(listening.is_err(), "an embedded database announces nothing");
+        return;
+    }
+    let mut listener = listening.unwrap();
+    f.start(&enqueued("a", "orders")).await;
+    let heard = tokio::time::timeout(Duration::from_secs(5), listener.next())
+        .await
+        .expect("an announcement")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (heard.channel.as_str(), heard.payload.as_str()),
+        (QUEUE_CHANNEL, "orders")
+    );
+    f.start(&workflow("b")).await;
+    f.store.cancel("b", false).await.unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(5), listener.next())
+        .await
+        .expect("an announcement")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (heard.channel.as_str(), heard.payload.as_str()),
+        (CANCEL_CHANNEL, "b")
+    );
+}
