@@ -188,24 +188,17 @@ impl Actor for QueueActor {
             QueueMsg::Claimed(result, began) => state.claimed(result, began),
             QueueMsg::TookBack(result) => state.took_back(result),
             QueueMsg::Respawn(d, slot) => admission.respawn(d, slot),
-            QueueMsg::RespawnAbandoned(slot) => {
-                admission.respawn_abandoned(slot);
-                Vec::new()
-            }
+            QueueMsg::RespawnAbandoned(slot) => admission.respawn_abandoned(slot),
             QueueMsg::Configure(def) => {
                 let decisions = admission.configure(&def);
                 state.def = def;
                 decisions
             }
-            QueueMsg::Retire => {
-                admission.retire();
-                Vec::new()
-            }
+            QueueMsg::Retire => admission.retire(),
             QueueMsg::Drain(grace, reply) => {
-                admission.drain();
                 state.drains.push(reply);
                 state.after(&myself, grace, QueueMsg::DrainDeadline);
-                Vec::new()
+                state.admission.drain()
             }
             QueueMsg::DrainDeadline => admission.grace_over(),
         };

@@ -44,14 +44,14 @@ pub(crate) enum Phase {
 /// How a workflow came to run here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Path {
-    /// A direct start (the internal queue); not counted against a limit when admitted.
+    /// A direct start (on the internal queue, which has no limit): admitted whatever is free.
     Direct,
     /// An enqueue from this process that took an offered slot.
     Reserved,
     /// A claim took its row.
     Claimed,
-    /// Taken back from the table after a restart or a lost claim answer: it replaces a local
-    /// run of the same id.
+    /// Taken back from the table after a restart or a lost claim answer, whatever is free: it
+    /// replaces a local run of the same id.
     TakenBack,
     /// A crashed run, restarted in the slot it kept.
     Restarted,
@@ -324,9 +324,10 @@ impl<W> Admission<W> {
     }
 
     /// A crashed workflow will not be restarted here (no longer ours, or the database failed).
-    pub(crate) fn respawn_abandoned(&mut self, slot: Permit) {
+    pub(crate) fn respawn_abandoned(&mut self, slot: Permit) -> Vec<Decision<W>> {
         self.restarting = self.restarting.saturating_sub(1);
         drop(slot);
+        self.decided()
     }
 
     /// The queue's definition changed.
@@ -338,19 +339,21 @@ impl<W> Admission<W> {
     }
 
     /// The queue was deleted.
-    pub(crate) fn retire(&mut self) {
+    pub(crate) fn retire(&mut self) -> Vec<Decision<W>> {
         if self.phase == Phase::Running {
             self.phase = Phase::Retiring;
         }
+        self.decided()
     }
 
     /// The runtime stops: claim nothing more and run nothing new.
-    pub(crate) fn drain(&mut self) {
+    pub(crate) fn drain(&mut self) -> Vec<Decision<W>> {
         if !matches!(self.phase, Phase::Draining { .. }) {
             self.phase = Phase::Draining {
                 deadline_passed: false,
             };
         }
+        self.decided()
     }
 
     /// The drain's grace is over.

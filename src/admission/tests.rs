@@ -320,9 +320,8 @@ fn drain_runs_nothing_new_and_answers_once_idle() {
     a.answer(clear(3), &["a"]);
     let p = slot(a.m.slots().take());
     assert_eq!(a.step(|m| m.tick()), ["claim 1 with depth"]);
-    a.m.drain();
     assert!(
-        a.step(|_| Vec::new()).is_empty(),
+        a.step(|m| m.drain()).is_empty(),
         "a child and a claim are in flight"
     );
     assert_eq!(a.offered(), 0);
@@ -347,15 +346,10 @@ fn after_the_grace_crashed_workflows_are_not_waited_for() {
     a.answer(clear(2), &["a", "b"]);
     assert_eq!(a.exit("a", true), ["restart a"]);
     assert_eq!(a.used(), 2, "a crashed workflow keeps its slot");
-    a.m.drain();
-    assert_eq!(
-        a.exit("b", true),
-        Vec::<String>::new(),
-        "no restarts while draining"
-    );
+    assert!(a.step(|m| m.drain()).is_empty());
     assert!(
-        a.step(|_| Vec::new()).is_empty(),
-        "a's restart is still waited for"
+        a.exit("b", true).is_empty(),
+        "no restarts while draining; a's restart is still waited for"
     );
     assert_eq!(
         a.step(|m| m.grace_over()),
@@ -379,8 +373,7 @@ fn a_crashed_workflow_keeps_its_slot_until_restarted_or_abandoned() {
     assert_eq!(a.step(|m| m.respawn(w, slot)), ["run a Restarted"]);
     assert_eq!(a.exit("a", true), ["restart a"]);
     let (_, slot) = a.restarting.pop().unwrap();
-    a.m.respawn_abandoned(slot);
-    a.step(|_| Vec::new());
+    a.step(|m| m.respawn_abandoned(slot));
     assert_eq!(
         (a.offered(), a.used()),
         (1, 1),
@@ -392,7 +385,7 @@ fn a_crashed_workflow_keeps_its_slot_until_restarted_or_abandoned() {
 fn a_retired_queue_stops_once_its_workflows_finish() {
     let (mut a, _) = Actor::new(limited(2));
     a.answer(clear(2), &["a"]);
-    a.m.retire();
+    a.step(|m| m.retire());
     assert!(a.step(|m| m.tick()).is_empty(), "no claims, no polls");
     assert_eq!(a.offered(), 0);
     assert_eq!(
