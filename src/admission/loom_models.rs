@@ -4,8 +4,6 @@
 //! from a table under a lock. Run with
 //! `RUSTFLAGS="--cfg stead_loom" CARGO_TARGET_DIR=target/loom cargo test --release --lib admission`.
 
-use std::collections::VecDeque;
-
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
@@ -28,10 +26,12 @@ struct Table {
     claimed: Vec<&'static str>,
 }
 
-/// A queue actor with its machine, its children's slots and the table its claims read.
+/// A queue actor with its machine, its children's slots, its claim in flight (answered from the
+/// table in a later step, as the database answers) and the table its claims read.
 struct Actor {
     m: Admission<&'static str>,
     children: Vec<(&'static str, Permit)>,
+    in_flight: Option<i64>,
     table: Arc<Mutex<Table>>,
 }
 
@@ -40,31 +40,40 @@ impl Actor {
         let mut actor = Actor {
             m: Admission::new(&Queue::new("q").worker_concurrency(limit), 1000),
             children: Vec::new(),
+            in_flight: None,
             table: table.clone(),
         };
         actor.step(|m| m.start(false));
+        actor.answer_claims();
         actor
     }
 
-    /// Feeds one input, performs what it decided (a claim is answered from the table at once),
-    /// then settles.
+    /// Feeds one input, performs what it decided, then settles.
     fn step(
         &mut self,
         input: impl FnOnce(&mut Admission<&'static str>) -> Vec<Decision<&'static str>>,
     ) {
-        let mut todo: VecDeque<_> = input(&mut self.m).into();
-        while let Some(decision) = todo.pop_front() {
+        let decided = input(&mut self.m);
+        self.perform(decided);
+        let settled = self.m.settle(self.children.len());
+        self.perform(settled);
+    }
+
+    fn perform(&mut self, decisions: Vec<Decision<&'static str>>) {
+        for decision in decisions {
             match decision {
                 Decision::Run { workflow, slot, .. } => self.children.push((workflow, slot)),
-                Decision::Claim { limit, .. } => {
-                    let (answer, rows) = self.claim(limit);
-                    todo.extend(self.m.claimed(&answer, rows));
-                }
+                Decision::Claim { limit, .. } => self.in_flight = Some(limit),
                 _ => {}
             }
-            if todo.is_empty() {
-                todo.extend(self.m.settle(self.children.len()));
-            }
+        }
+    }
+
+    /// Answers the claim in flight, and any it leads to.
+    fn answer_claims(&mut self) {
+        while let Some(limit) = self.in_flight.take() {
+            let (answer, rows) = self.claim(limit);
+            self.step(|m| m.claimed(&answer, rows));
         }
     }
 
@@ -86,15 +95,17 @@ impl Actor {
         let i = self.children.iter().position(|(w, _)| *w == workflow);
         let (w, slot) = self.children.remove(i.expect("a running child"));
         self.step(|m| m.exited(w, slot, false));
+        self.answer_claims();
     }
 
-    /// Handles a pending wake-up, else a poll.
+    /// Handles a pending wake-up, else a poll, and answers the claims they make.
     fn wake_or_tick(&mut self, woken: &AtomicBool) {
         if woken.swap(false, Ordering::AcqRel) {
             self.step(|m| m.woken());
         } else {
             self.step(|m| m.tick());
         }
+        self.answer_claims();
     }
 }
 
@@ -184,6 +195,7 @@ fn a_claim_in_flight_keeps_the_slots_it_asked_for() {
             })
         };
         actor.step(|m| m.woken());
+        actor.answer_claims();
         let reserved = producer.join().unwrap();
         let running = actor.children.len() + reserved.len();
         assert!(running <= 2, "{running} would run with a limit of 2");
