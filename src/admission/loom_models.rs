@@ -179,7 +179,8 @@ fn a_claim_in_flight_keeps_the_slots_it_asked_for() {
         let table = Arc::new(Mutex::new(Table::default()));
         let mut actor = Actor::new(2, &table);
         assert_eq!(actor.m.slots().offered(), 2);
-        // Another process enqueues two rows while two enqueues here may take the slots.
+        // Another process's rows, not announced (a DBOS client's): a poll finds them while two
+        // enqueues here may take the offered slots.
         table.lock().unwrap().waiting.extend(["x", "y"]);
         let producer = {
             let slots = actor.m.slots().clone();
@@ -194,7 +195,7 @@ fn a_claim_in_flight_keeps_the_slots_it_asked_for() {
                     .collect::<Vec<_>>()
             })
         };
-        actor.step(|m| m.woken());
+        actor.step(|m| m.tick());
         actor.answer_claims();
         let reserved = producer.join().unwrap();
         let running = actor.children.len() + reserved.len();
