@@ -371,10 +371,10 @@ impl<W> Admission<W> {
         self.offer();
         let idle = children == 0 && self.request.is_none();
         match self.phase {
-            Phase::Draining { deadline_passed } if idle => {
-                if self.restarting == 0 || deadline_passed {
-                    self.out.push(Decision::AnswerDrains);
-                }
+            Phase::Draining { deadline_passed }
+                if idle && (self.restarting == 0 || deadline_passed) =>
+            {
+                self.out.push(Decision::AnswerDrains);
             }
             Phase::Retiring if idle && self.restarting == 0 => {
                 self.phase = Phase::Stopped;
