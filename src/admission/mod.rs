@@ -247,7 +247,9 @@ impl<W> Admission<W> {
                 return self.decided();
             }
         };
-        let asked = i64::from(slots.len());
+        // What a claim could take now: its own slots, those offered and those freed meanwhile.
+        let offered = self.slots.offered() as i64;
+        let asked = (self.free() + i64::from(slots.len()) + offered).min(self.claim_batch);
         let took = rows.len() as i64;
         for workflow in rows {
             let slot = slots.split().unwrap_or_else(|| self.slots.acquire(1));

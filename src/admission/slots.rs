@@ -124,6 +124,11 @@ impl Slots {
         self.0.used.load(Ordering::Acquire)
     }
 
+    /// Slots offered now (enqueues may be taking them).
+    pub(super) fn offered(&self) -> u64 {
+        self.0.word.load(Ordering::Acquire) & OFFERED
+    }
+
     /// Withdraws the offer, freeing the slots no enqueue took; returns the tabled count.
     pub(super) fn withdraw(&self) -> u32 {
         let before = self.0.word.fetch_and(!OFFERED, Ordering::AcqRel);
@@ -162,14 +167,6 @@ impl Slots {
         let landed = self.0.landed.load(Ordering::Acquire);
         let tabled = (self.0.word.load(Ordering::Acquire) >> 32) as u32;
         Snapshot { tabled, landed }
-    }
-}
-
-#[cfg(test)]
-impl Slots {
-    /// Slots offered now.
-    pub(super) fn offered(&self) -> u64 {
-        self.0.word.load(Ordering::Acquire) & OFFERED
     }
 }
 
