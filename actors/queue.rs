@@ -1,11 +1,11 @@
-//! A queue actor: claims the enqueued workflows of one queue within its limits and runs each as a
-//! child workflow actor, whose life is the concurrency slot (no counter to drift). The internal
-//! queue's actor also runs this process's direct starts. Crashed children are restarted under
-//! their recovery budget.
+//! A queue actor: the shell around one queue's admission machine (`crate::admission`). It feeds
+//! the machine its messages (wake-ups, ticks, claim answers, local enqueues, children's exits,
+//! drain, retire, new definitions) and performs its decisions: sends claims and take-backs to
+//! the database, runs each admitted workflow as a child workflow actor that keeps its slot,
+//! restarts crashed children under their recovery budget, keeps the timers. The internal queue's
+//! actor also runs this process's direct starts.
 //!
-//! It claims when woken (an enqueue here, a NOTIFY from elsewhere, a freed slot with work
-//! waiting, a delayed workflow coming due) and on its polling timer, the fallback that keeps it
-//! correct when a wake-up is lost. It never runs workflow code, and never claims while draining.
+//! It decides nothing about slots, ordering or its lifecycle itself, and never runs workflow code.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,13 +18,13 @@ use tokio::task::JoinSet;
 
 use super::restart::Restart;
 use super::workflow::{WorkflowActor, WorkflowArgs};
+use crate::admission::{Admission, ClaimAnswer, Decision, Path, Permit};
 use crate::backoff::Backoff;
 use crate::clock::now_ms;
-use crate::dispatch::{Dispatch, OpenSlots, QueueRequest};
+use crate::dispatch::{Dispatch, QueueRequest};
 use crate::error::DbError;
 use crate::metrics::{self, QueueMetrics};
-use crate::queue::INTERNAL_QUEUE;
-use crate::queue::{Queue, QueueMessage};
+use crate::queue::{EnqueueRequest, Queue, QueueMessage, INTERNAL_QUEUE};
 use crate::shared::SharedRef;
 use crate::start::{self, Target};
 use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
@@ -40,10 +40,10 @@ pub(crate) enum QueueMsg {
     Claimed(Result<ClaimOutcome, DbError>, Instant),
     /// A take-back finished (after this actor restarted, or a claim's answer was lost).
     TookBack(Result<Vec<Claimed>, DbError>),
-    /// A crashed workflow's backoff passed and its restart was counted.
-    Respawn(Dispatch),
+    /// A crashed workflow's backoff passed and its restart was counted; it kept its slot.
+    Respawn(Dispatch, Permit),
     /// A crashed workflow will not be restarted here (no longer ours, or the database failed).
-    RespawnAbandoned,
+    RespawnAbandoned(Permit),
     /// The queue's definition changed.
     Configure(Queue),
     /// The queue was deleted: stop claiming, let the children finish, then stop.
@@ -97,39 +97,21 @@ pub(crate) struct QueueState {
     shared: SharedRef,
     def: Queue,
     metrics: QueueMetrics,
-    children: HashMap<ActorId, (ActorCell, Dispatch)>,
+    admission: Admission<Dispatch>,
+    children: HashMap<ActorId, Child>,
     running: HashMap<String, ActorId>,
-    /// Crashed workflows waiting for their restart; they keep their slot.
-    restarting: usize,
-    /// Slots taken by enqueues from this process that run at once, not yet arrived.
-    reserved: usize,
-    /// The slots offered to those enqueues, and how many were offered last.
-    open: Arc<OpenSlots>,
-    offered: i64,
-    claiming: bool,
-    /// Slots the claim in flight asked for: not offered to local enqueues until it answers, or
-    /// its rows and theirs together could exceed the worker concurrency.
-    asked: i64,
-    /// Work may be waiting that a free slot could take: claim as soon as one frees.
-    backlog: bool,
-    /// Wake-ups so far, and how many there were when the claim in flight began: a claim's
-    /// answer must not clear the backlog of work announced after it looked.
-    wakes: u64,
-    wakes_at_claim: u64,
-    /// Local enqueues written to the table and those whose writes were over, at the claim's start.
-    tabled_at_claim: (u64, u64),
-    timer_armed: bool,
-    /// Consecutive claims held back by limits other executors use up: polls back off.
-    contended: u32,
-    next_due: Option<i64>,
-    draining: Option<Vec<RpcReplyPort<()>>>,
-    deadline_passed: bool,
-    retiring: bool,
-    /// This actor replaces one that crashed: take its workflows back before claiming.
-    restarted: bool,
+    /// Drains waiting for this queue to be idle.
+    drains: Vec<RpcReplyPort<()>>,
     /// Claims, restarts and timers in flight; dropped with the state (also on a kill), which
     /// aborts them, so nothing outlives the actor.
     tasks: JoinSet<()>,
+}
+
+/// A workflow actor of this queue, with the workflow it runs and the slot it holds.
+struct Child {
+    cell: ActorCell,
+    dispatch: Dispatch,
+    slot: Permit,
 }
 
 pub(crate) struct QueueActor;
@@ -148,50 +130,27 @@ impl Actor for QueueActor {
         myself: ActorRef<QueueMsg>,
         args: QueueArgs,
     ) -> Result<QueueState, ActorProcessingErr> {
+        let mut admission = Admission::new(&args.def, args.shared.config.claim_batch);
         // Registered before the take-back below runs, so a direct start either reaches this
         // actor or is already committed when the take-back reads the table.
         let name = args.def.name.clone();
-        let open = Arc::new(OpenSlots::default());
-        args.shared.open_slots.insert(name.clone(), open.clone());
+        args.shared
+            .open_slots
+            .insert(name.clone(), admission.slots().clone());
         args.shared.queues.insert(name, myself.get_derived());
-        Ok(QueueState {
+        let first = admission.start(args.restarts > 0);
+        let mut state = QueueState {
             metrics: QueueMetrics::new(&args.def.name),
             shared: args.shared,
             def: args.def,
+            admission,
             children: HashMap::new(),
             running: HashMap::new(),
-            restarting: 0,
-            reserved: 0,
-            open,
-            offered: 0,
-            claiming: false,
-            asked: 0,
-            backlog: true,
-            wakes: 0,
-            wakes_at_claim: 0,
-            tabled_at_claim: (0, 0),
-            timer_armed: false,
-            contended: 0,
-            next_due: None,
-            draining: None,
-            deadline_passed: false,
-            retiring: false,
-            restarted: args.restarts > 0,
+            drains: Vec::new(),
             tasks: JoinSet::new(),
-        })
-    }
-
-    async fn post_start(
-        &self,
-        myself: ActorRef<QueueMsg>,
-        state: &mut QueueState,
-    ) -> Result<(), ActorProcessingErr> {
-        if state.restarted {
-            state.take_back(&myself);
-        } else {
-            state.claim(&myself, true);
-        }
-        Ok(())
+        };
+        state.perform(&myself, first).await;
+        Ok(state)
     }
 
     async fn handle(
@@ -209,91 +168,43 @@ impl Actor for QueueActor {
                 }
             }
         }
-        match msg {
-            QueueMsg::Request(QueueRequest::Run(d)) => {
-                if state.draining.is_none() {
-                    state.spawn(&myself, d, false).await;
-                }
-            }
-            QueueMsg::Request(QueueRequest::RunReserved(d)) => {
-                state.collect_reservations();
-                state.reserved = state.reserved.saturating_sub(1);
+        let admission = &mut state.admission;
+        let decisions = match msg {
+            QueueMsg::Request(QueueRequest::Run(d)) => admission.run(d),
+            QueueMsg::Request(QueueRequest::RunReserved(d, slot)) => {
                 state.metrics.claimed_locally();
-                if state.draining.is_none() {
-                    state.spawn(&myself, d, false).await;
-                }
+                admission.reserved(d, slot)
             }
-            QueueMsg::Request(QueueRequest::Release) => {
-                state.collect_reservations();
-                state.reserved = state.reserved.saturating_sub(1);
-                state.claim(&myself, false);
-            }
-            QueueMsg::Request(QueueRequest::Wake) => {
-                state.wakes += 1;
-                state.backlog = true;
-                state.claim(&myself, false);
-            }
+            QueueMsg::Request(QueueRequest::Release(slot)) => admission.released(slot),
+            QueueMsg::Request(QueueRequest::Wake) => admission.woken(),
             QueueMsg::Request(QueueRequest::Panic) => {
                 panic!("injected fault: queue {}", state.def.name)
             }
             QueueMsg::Public(QueueMessage::Enqueue(request, reply)) => {
-                // Begun here, in the order the messages came; written together, concurrently.
-                let begun = start::begin(
-                    &state.shared,
-                    Target::Queue(&state.def.name),
-                    &request.workflow,
-                    &request.input_json,
-                    request.options,
-                );
-                match begun {
-                    Ok(submission) => {
-                        state.tasks.spawn(async move {
-                            let handle = submission.complete().await;
-                            let _ = reply.send(handle.map(|h| h.id().to_owned()));
-                        });
-                    }
-                    Err(e) => {
-                        let _ = reply.send(Err(e));
-                    }
-                }
+                state.enqueue(request, reply);
+                Vec::new()
             }
-            QueueMsg::Tick => {
-                state.timer_armed = false;
-                state.claim(&myself, true);
-            }
-            QueueMsg::Due => {
-                state.next_due = None;
-                state.wakes += 1;
-                state.backlog = true;
-                state.claim(&myself, false);
-            }
-            QueueMsg::Claimed(result, began) => state.claimed(&myself, result, began).await,
-            QueueMsg::TookBack(result) => state.took_back(&myself, result).await,
-            QueueMsg::Respawn(d) => {
-                state.restarting -= 1;
-                if state.draining.is_none() {
-                    state.spawn(&myself, d, false).await;
-                }
-            }
-            QueueMsg::RespawnAbandoned => state.restarting -= 1,
+            QueueMsg::Tick => admission.tick(),
+            QueueMsg::Due => admission.due(),
+            QueueMsg::Claimed(result, began) => state.claimed(result, began),
+            QueueMsg::TookBack(result) => state.took_back(result),
+            QueueMsg::Respawn(d, slot) => admission.respawn(d, slot),
+            QueueMsg::RespawnAbandoned(slot) => admission.respawn_abandoned(slot),
             QueueMsg::Configure(def) => {
+                let decisions = admission.configure(&def);
                 state.def = def;
-                state.backlog = true;
-                state.claim(&myself, false);
+                decisions
             }
-            QueueMsg::Retire => state.retiring = true,
+            QueueMsg::Retire => admission.retire(),
             QueueMsg::Drain(grace, reply) => {
-                state.draining.get_or_insert_with(Vec::new).push(reply);
+                state.drains.push(reply);
                 state.after(&myself, grace, QueueMsg::DrainDeadline);
+                state.admission.drain()
             }
-            QueueMsg::DrainDeadline => {
-                state.deadline_passed = true;
-                for (cell, _) in state.children.values() {
-                    cell.kill();
-                }
-            }
-        }
-        state.settle(&myself);
+            QueueMsg::DrainDeadline => admission.grace_over(),
+        };
+        state.perform(&myself, decisions).await;
+        state.settle(&myself).await;
         Ok(())
     }
 
@@ -310,86 +221,146 @@ impl Actor for QueueActor {
             }
             _ => return Ok(()),
         };
-        if let Some(d) = state.exited(&cell.get_id()) {
+        if let Some(child) = state.exited(&cell.get_id()) {
             if abnormal {
-                tracing::warn!(workflow_id = %d.id, error = %why, "workflow crashed");
+                tracing::warn!(workflow_id = %child.dispatch.id, error = %why, "workflow crashed");
             }
-            if Restart::Transient.applies(abnormal) && state.draining.is_none() {
-                state.restart(&myself, d);
-            } else if state.backlog {
-                // A slot freed and work may be waiting: take it now, not at the next poll.
-                state.claim(&myself, false);
-            }
+            let crashed = Restart::Transient.applies(abnormal);
+            let decisions = state.admission.exited(child.dispatch, child.slot, crashed);
+            state.perform(&myself, decisions).await;
         }
-        state.settle(&myself);
+        state.settle(&myself).await;
         Ok(())
     }
 }
 
 impl QueueState {
-    /// An enqueue from this process may run at once when nothing it would jump is waiting and
-    /// only this executor's own limit applies.
-    fn may_skip_the_queue(&self) -> bool {
-        self.draining.is_none()
-            && !self.retiring
-            && !self.backlog
-            && !self.def.shared_limits()
-            && !self.def.partitioned
-            && self.free_slots() > 0
+    /// Begins a user actor's enqueue here, in the order the messages came; the writes complete
+    /// together, concurrently.
+    fn enqueue(&mut self, request: EnqueueRequest, reply: RpcReplyPort<crate::Result<String>>) {
+        let begun = start::begin(
+            &self.shared,
+            Target::Queue(&self.def.name),
+            &request.workflow,
+            &request.input_json,
+            request.options,
+        );
+        match begun {
+            Ok(submission) => {
+                self.tasks.spawn(async move {
+                    let handle = submission.complete().await;
+                    let _ = reply.send(handle.map(|h| h.id().to_owned()));
+                });
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
     }
 
-    /// Counts the slots enqueues took since the last offer, and withdraws the offer.
-    fn collect_reservations(&mut self) {
-        let (left, blocked) = self.open.withdraw();
-        self.reserved += (self.offered - left).max(0) as usize;
-        self.offered = 0;
-        self.backlog |= blocked;
-    }
-
-    /// Offers the free slots to local enqueues when they may skip the queue.
-    fn offer_slots(&mut self) {
-        self.collect_reservations();
-        let n = if self.may_skip_the_queue() {
-            self.free_slots()
-        } else {
-            0
+    fn claimed(
+        &mut self,
+        result: Result<ClaimOutcome, DbError>,
+        began: Instant,
+    ) -> Vec<Decision<Dispatch>> {
+        let out = match result {
+            Ok(out) => out,
+            Err(e) => {
+                tracing::warn!(queue = %self.def.name, error = %e, "claim failed");
+                return self.admission.claim_failed(e.is_transient());
+            }
         };
-        if self.open.offer(n) {
-            self.offered = n;
-        } else {
-            self.backlog = true;
+        self.metrics.claimed(
+            out.claimed.len(),
+            began.elapsed(),
+            out.rate_limited,
+            out.depth,
+        );
+        let answer = ClaimAnswer {
+            allowed: out.allowed,
+            rate_limited: out.rate_limited,
+            rate_free_at: out.rate_free_at,
+            promoted: out.promoted,
+            next_due: out.next_due,
+            seen: out.seen,
+        };
+        let rows = out.claimed.into_iter().map(Dispatch::from).collect();
+        self.admission.claimed(&answer, rows)
+    }
+
+    fn took_back(&mut self, result: Result<Vec<Claimed>, DbError>) -> Vec<Decision<Dispatch>> {
+        let rows = match result {
+            Ok(rows) => rows.into_iter().map(Dispatch::from).collect(),
+            Err(e) => {
+                tracing::error!(queue = %self.def.name, error = %e,
+                    "take-back failed; those workflows wait for the next launch's recovery");
+                Vec::new()
+            }
+        };
+        self.admission.took_back(rows)
+    }
+
+    /// Publishes the running gauge and performs what settling the machine decides.
+    async fn settle(&mut self, myself: &ActorRef<QueueMsg>) {
+        self.metrics.running(self.children.len());
+        let decisions = self.admission.settle(self.children.len());
+        self.perform(myself, decisions).await;
+    }
+
+    async fn perform(&mut self, myself: &ActorRef<QueueMsg>, decisions: Vec<Decision<Dispatch>>) {
+        for decision in decisions {
+            match decision {
+                Decision::Run {
+                    workflow,
+                    slot,
+                    path,
+                } => {
+                    let taken_back = path == Path::TakenBack;
+                    if taken_back {
+                        metrics::workflow_recovered(&workflow.name);
+                    }
+                    self.spawn(myself, workflow, slot, taken_back).await;
+                }
+                Decision::Claim { limit, with_depth } => self.claim(myself, limit, with_depth),
+                Decision::TakeBack => self.take_back(myself),
+                Decision::Restart { workflow, slot } => self.restart(myself, workflow, slot),
+                Decision::Poll(base) => {
+                    // ±10% jitter so executors do not poll in lockstep.
+                    let jitter = (uuid::Uuid::new_v4().as_u128() % 2001) as f64 / 10_000.0 - 0.1;
+                    self.after(myself, base.mul_f64(1.0 + jitter), QueueMsg::Tick);
+                }
+                Decision::WakeAt(due_ms) => {
+                    let wait = (due_ms - now_ms()).max(0) as u64;
+                    self.after(myself, Duration::from_millis(wait), QueueMsg::Due);
+                }
+                Decision::KillChildren => {
+                    for child in self.children.values() {
+                        child.cell.kill();
+                    }
+                }
+                Decision::AnswerDrains => {
+                    for reply in self.drains.drain(..) {
+                        let _ = reply.send(());
+                    }
+                }
+                Decision::Stop => {
+                    let me = myself.get_id();
+                    self.shared
+                        .queues
+                        .remove_if(&self.def.name, |_, r| r.get_id() == me);
+                    myself.stop(Some("queue deleted".into()));
+                }
+            }
         }
     }
 
-    fn free_slots(&self) -> i64 {
-        let busy = (self.children.len() + self.restarting + self.reserved) as i64 + self.asked;
-        match self.def.worker_concurrency {
-            Some(limit) => i64::from(limit) - busy,
-            None => self.shared.config.claim_batch,
-        }
-    }
-
-    /// Claims as many workflows as there are free slots, unless a claim is already in flight.
-    fn claim(&mut self, myself: &ActorRef<QueueMsg>, on_timer: bool) {
-        if self.claiming || self.draining.is_some() || self.retiring {
-            return;
-        }
-        // Slots taken by local enqueues are not free for a claim.
-        self.collect_reservations();
-        let limit = self.free_slots().min(self.shared.config.claim_batch);
-        if limit <= 0 {
-            self.arm_timer(myself);
-            return;
-        }
-        self.claiming = true;
-        self.asked = limit;
-        self.wakes_at_claim = self.wakes;
-        self.tabled_at_claim = self.open.tabled();
+    /// Sends a claim of up to `limit` workflows to the database.
+    fn claim(&mut self, myself: &ActorRef<QueueMsg>, limit: i64, with_depth: bool) {
         let config = &self.shared.config;
         let request = ClaimRequest {
             queue: self.def.clone(),
             limit,
-            with_depth: on_timer,
+            with_depth,
             executor_id: config.executor_id.clone(),
             app_version: config.app_version.clone(),
             app_name: config.app_name.clone(),
@@ -403,62 +374,7 @@ impl QueueState {
         });
     }
 
-    async fn claimed(
-        &mut self,
-        myself: &ActorRef<QueueMsg>,
-        result: Result<ClaimOutcome, DbError>,
-        began: Instant,
-    ) {
-        self.claiming = false;
-        self.asked = 0;
-        let out = match result {
-            Ok(out) => out,
-            Err(e) => {
-                tracing::warn!(queue = %self.def.name, error = %e, "claim failed");
-                if e.is_transient() {
-                    // It may have committed before the answer was lost: take those rows back.
-                    self.take_back(myself);
-                }
-                self.arm_timer(myself);
-                return;
-            }
-        };
-        let (n, elapsed) = (out.claimed.len(), began.elapsed());
-        self.metrics
-            .claimed(n, elapsed, out.rate_limited, out.depth);
-        let asked = self.free_slots().min(self.shared.config.claim_batch);
-        let took = out.claimed.len() as i64;
-        // Claimed while draining or retiring: they stay PENDING for the next launch to recover.
-        if self.draining.is_none() {
-            for row in out.claimed {
-                self.spawn(myself, Dispatch::from(row), false).await;
-            }
-        }
-        // Another executor uses up the shared concurrency: back off the polling a little. A rate
-        // limit is not contention: the claim retries when the window frees a start.
-        let contended = took == 0 && out.allowed < asked && !out.rate_limited;
-        self.contended = if contended { self.contended + 1 } else { 0 };
-        if let Some(free_at) = out.rate_free_at {
-            self.wake_at(myself, free_at);
-        }
-        let woken_since = self.wakes != self.wakes_at_claim;
-        // The claim saw every local enqueue's row only if all had landed before it and none
-        // went to the table since.
-        let (tabled, landed) = self.tabled_at_claim;
-        let unseen = tabled != landed || self.open.tabled().0 != tabled;
-        self.backlog = out.seen > took || out.promoted > 0 || woken_since || unseen;
-        if let Some(due) = out.next_due {
-            self.wake_at(myself, due);
-        }
-        let more = out.promoted > 0 || woken_since || (took > 0 && took >= asked);
-        if more && self.free_slots() > 0 {
-            self.claim(myself, false);
-        }
-        self.arm_timer(myself);
-    }
-
     fn take_back(&mut self, myself: &ActorRef<QueueMsg>) {
-        self.claiming = true;
         let (db, shared, myself) = (self.shared.db.clone(), self.shared.clone(), myself.clone());
         let queue = self.def.name.clone();
         let running: Vec<String> = self.running.keys().cloned().collect();
@@ -477,41 +393,26 @@ impl QueueState {
         });
     }
 
-    async fn took_back(
+    /// Spawns a workflow actor that keeps `slot`. A take-back (`replace`) or a run under a new
+    /// owner (a resume claimed here) supersedes a local run of the same id: the row has a new
+    /// owner, so the old run could not checkpoint again anyway.
+    async fn spawn(
         &mut self,
         myself: &ActorRef<QueueMsg>,
-        result: Result<Vec<Claimed>, DbError>,
+        d: Dispatch,
+        slot: Permit,
+        replace: bool,
     ) {
-        self.claiming = false;
-        match result {
-            Ok(rows) if self.draining.is_none() => {
-                for row in rows {
-                    metrics::workflow_recovered(&row.name);
-                    self.spawn(myself, Dispatch::from(row), true).await;
-                }
-            }
-            Ok(_) => {}
-            Err(e) => tracing::error!(queue = %self.def.name, error = %e,
-                "take-back failed; those workflows wait for the next launch's recovery"),
-        }
-        self.backlog = true;
-        self.claim(myself, false);
-    }
-
-    /// Spawns a workflow actor. A take-back (`replace`) or a run under a new owner (a resume
-    /// claimed here) supersedes a local run of the same id: the row has a new owner, so the old
-    /// run could not checkpoint again anyway.
-    async fn spawn(&mut self, myself: &ActorRef<QueueMsg>, d: Dispatch, replace: bool) {
         if let Some(old) = self.running.get(&d.id).copied() {
             let same_owner = self
                 .children
                 .get(&old)
-                .is_some_and(|(_, running)| running.owner == d.owner);
+                .is_some_and(|running| running.dispatch.owner == d.owner);
             if same_owner && !replace {
                 return;
             }
-            if let Some((cell, _)) = self.children.remove(&old) {
-                cell.kill();
+            if let Some(child) = self.children.remove(&old) {
+                child.cell.kill();
             }
             self.running.remove(&d.id);
         }
@@ -525,22 +426,27 @@ impl QueueState {
             Ok((child, _)) => {
                 self.metrics.workflows_running(1.0);
                 self.running.insert(id, child.get_id());
-                self.children.insert(child.get_id(), (child.get_cell(), d));
+                let child = Child {
+                    cell: child.get_cell(),
+                    dispatch: d,
+                    slot,
+                };
+                self.children.insert(child.cell.get_id(), child);
             }
             Err(e) => tracing::error!(workflow_id = %id, error = %e, "cannot spawn workflow actor"),
         }
     }
 
-    fn exited(&mut self, cell: &ActorId) -> Option<Dispatch> {
-        let (_, d) = self.children.remove(cell)?;
-        self.running.remove(&d.id);
+    fn exited(&mut self, cell: &ActorId) -> Option<Child> {
+        let child = self.children.remove(cell)?;
+        self.running.remove(&child.dispatch.id);
         self.metrics.workflows_running(-1.0);
-        Some(d)
+        Some(child)
     }
 
-    /// Restarts a crashed workflow after a backoff, counting the restart in its row first.
-    fn restart(&mut self, myself: &ActorRef<QueueMsg>, mut d: Dispatch) {
-        self.restarting += 1;
+    /// Restarts a crashed workflow after a backoff, counting the restart in its row first; the
+    /// slot travels with it.
+    fn restart(&mut self, myself: &ActorRef<QueueMsg>, mut d: Dispatch, slot: Permit) {
         let delay = WORKFLOW_RESTART.delay(d.restarts);
         d.restarts += 1;
         d.fresh = false;
@@ -557,42 +463,17 @@ impl QueueState {
                 Ok(Some(attempts)) => {
                     metrics::workflow_recovered(&d.name);
                     d.attempts = attempts;
-                    QueueMsg::Respawn(d)
+                    QueueMsg::Respawn(d, slot)
                 }
-                Ok(None) => QueueMsg::RespawnAbandoned,
+                Ok(None) => QueueMsg::RespawnAbandoned(slot),
                 Err(e) => {
                     tracing::error!(workflow_id = %d.id, error = %e,
                         "cannot count a restart; the workflow waits for recovery");
-                    QueueMsg::RespawnAbandoned
+                    QueueMsg::RespawnAbandoned(slot)
                 }
             };
             let _ = myself.send_message(msg);
         });
-    }
-
-    /// Keeps the polling timer running: the queue's interval, doubled per contended claim (up
-    /// to 8×), with ±10% jitter so executors do not poll in lockstep.
-    fn arm_timer(&mut self, myself: &ActorRef<QueueMsg>) {
-        if self.timer_armed || self.draining.is_some() || self.retiring {
-            return;
-        }
-        self.timer_armed = true;
-        let base = self
-            .def
-            .polling_interval
-            .mul_f64(f64::from(1u32 << self.contended.min(3)));
-        let jitter = (uuid::Uuid::new_v4().as_u128() % 2001) as f64 / 10_000.0 - 0.1;
-        self.after(myself, base.mul_f64(1.0 + jitter), QueueMsg::Tick);
-    }
-
-    /// Claims again at `due_ms` (a delayed workflow comes due, or a rate window frees a start).
-    fn wake_at(&mut self, myself: &ActorRef<QueueMsg>, due_ms: i64) {
-        if self.next_due.is_some_and(|at| at <= due_ms) {
-            return;
-        }
-        self.next_due = Some(due_ms);
-        let wait = (due_ms - now_ms()).max(0) as u64;
-        self.after(myself, Duration::from_millis(wait), QueueMsg::Due);
     }
 
     /// Sends `msg` to this actor after `delay`, unless the actor is gone by then.
@@ -602,27 +483,5 @@ impl QueueState {
             tokio::time::sleep(delay).await;
             let _ = myself.send_message(msg);
         });
-    }
-
-    /// Publishes the running gauge; answers a drain, or stops a retired queue, once idle.
-    fn settle(&mut self, myself: &ActorRef<QueueMsg>) {
-        self.metrics.running(self.children.len());
-        self.offer_slots();
-        let idle = self.children.is_empty() && !self.claiming;
-        let settled = idle && (self.restarting == 0 || self.deadline_passed);
-        if settled {
-            if let Some(waiters) = self.draining.as_mut() {
-                for reply in waiters.drain(..) {
-                    let _ = reply.send(());
-                }
-            }
-            if self.retiring && self.restarting == 0 {
-                let me = myself.get_id();
-                self.shared
-                    .queues
-                    .remove_if(&self.def.name, |_, r| r.get_id() == me);
-                myself.stop(Some("queue deleted".into()));
-            }
-        }
     }
 }

@@ -49,6 +49,7 @@
 mod actors;
 #[cfg(feature = "admin")]
 pub mod admin;
+mod admission;
 mod backoff;
 mod builder;
 mod calls;

@@ -72,7 +72,7 @@ pub(crate) struct Shared {
     /// The current actor of each queue, kept by the queue actors themselves.
     pub queues: DashMap<String, DerivedActorRef<QueueRequest>>,
     /// Slots each local queue actor offers to local enqueues, by queue name.
-    pub open_slots: DashMap<String, Arc<crate::dispatch::OpenSlots>>,
+    pub open_slots: DashMap<String, crate::admission::Slots>,
     /// Wake-ups for waiting durable calls.
     pub signals: crate::signals::Signals,
     /// The actors of the workflows running in this process, by workflow id (more than one only

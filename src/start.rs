@@ -3,15 +3,15 @@
 //!
 //! Shared by the runtime's `start`/`enqueue` and by queue actors answering user actors.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::DerivedActorRef;
 
 use crate::clock::now_ms;
+use crate::admission::{Permit, Tabled, Take};
 use crate::codec;
+use crate::dispatch::{Dispatch, QueueRequest};
 use crate::codec::PORTABLE_JSON;
-use crate::dispatch::{Dispatch, OpenSlots, QueueRequest};
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::metrics;
@@ -143,8 +143,7 @@ pub(crate) struct Submission {
     shared: SharedRef,
     /// The row; its queue (`None` for a direct start) and name say where it goes.
     new: NewWorkflow,
-    reserved: Option<DerivedActorRef<QueueRequest>>,
-    tabled: Option<Arc<OpenSlots>>,
+    reservation: Reservation,
     dedup: Option<(String, Dedup)>,
 }
 
@@ -176,17 +175,13 @@ pub(crate) fn begin(
     };
     let mut new = new_row(shared, target, workflow, input_json, &options, id)?;
     // An enqueue that may run here at once is written as already claimed by this executor.
-    let (reserved, tabled) = match target {
+    let reservation = match target {
         Target::Queue(queue) if options.delay.is_none() && runs_here(shared, &options) => {
-            match reserve(shared, queue) {
-                Reservation::Slot(actor) => (Some(actor), None),
-                Reservation::Tabled(slots) => (None, Some(slots)),
-                Reservation::NoActor => (None, None),
-            }
+            reserve(shared, queue)
         }
-        _ => (None, None),
+        _ => Reservation::NoActor,
     };
-    if reserved.is_some() {
+    if matches!(reservation, Reservation::Slot(..)) {
         new.owner = Some(uuid::Uuid::new_v4().to_string());
         // Claimed now, so its clock starts now too.
         new.deadline = new.deadline.or(new.timeout_ms.map(|t| now_ms() + t));
@@ -194,8 +189,7 @@ pub(crate) fn begin(
     Ok(Submission {
         shared: shared.clone(),
         new,
-        reserved,
-        tabled,
+        reservation,
         dedup: options.dedup,
     })
 }
@@ -206,8 +200,7 @@ impl Submission {
         let Submission {
             shared,
             new,
-            reserved,
-            tabled,
+            reservation,
             dedup,
         } = self;
         let (workflow, queue) = (new.name.clone(), new.queue.clone());
@@ -216,20 +209,24 @@ impl Submission {
         let (id, owner, inputs) = (new.id.clone(), new.owner.clone(), new.inputs.clone());
         let deadline = new.deadline;
         let outcome = shared.db.start(new).await;
-        if let Some(slots) = tabled {
-            slots.landed();
-            // A created row wakes the actor below; otherwise it still learns its backlog is clear.
-            if let (Target::Queue(queue), false) =
-                (target, matches!(outcome, Ok(StartOutcome::Created)))
-            {
-                wake(shared, queue);
+        let created = matches!(outcome, Ok(StartOutcome::Created));
+        let reserved = match reservation {
+            Reservation::Slot(actor, slot) if created => Some((actor, slot)),
+            Reservation::Slot(actor, slot) => {
+                let _ = actor.send_message(QueueRequest::Release(slot));
+                None
             }
-        }
-        if !matches!(outcome, Ok(StartOutcome::Created)) {
-            if let Some(queue) = &reserved {
-                let _ = queue.send_message(QueueRequest::Release);
+            Reservation::Tabled(write) => {
+                drop(write);
+                // A created row wakes the actor below; otherwise it still learns its backlog is
+                // clear.
+                if let (Target::Queue(queue), false) = (target, created) {
+                    wake(shared, queue);
+                }
+                None
             }
-        }
+            Reservation::NoActor => None,
+        };
         match outcome? {
             StartOutcome::Created => {
                 match shared.registry.get(workflow) {
@@ -244,9 +241,9 @@ impl Submission {
                     (Target::Queue(_), Some(owner)) => {
                         shared.completions.slot(&id);
                         let d = direct(&id, workflow, owner, inputs, deadline);
-                        if let Some(queue) = reserved {
+                        if let Some((queue, slot)) = reserved {
                             // If the actor died meanwhile, its successor's take-back runs it.
-                            let _ = queue.send_message(QueueRequest::RunReserved(d));
+                            let _ = queue.send_message(QueueRequest::RunReserved(d, slot));
                         }
                     }
                     (Target::Queue(queue), None) => wake(shared, queue),
@@ -402,10 +399,10 @@ fn runs_here(shared: &SharedRef, options: &WorkflowOptions) -> bool {
 
 /// Where an enqueue from this process goes.
 enum Reservation {
-    /// Into a slot this process's actor of the queue offered: it runs at once.
-    Slot(DerivedActorRef<QueueRequest>),
+    /// Into a slot this process's actor of the queue offered: it runs at once, in that slot.
+    Slot(DerivedActorRef<QueueRequest>, Permit),
     /// To the table, behind the work there; the actor learns when the write is over.
-    Tabled(Arc<OpenSlots>),
+    Tabled(Tabled),
     /// To the table; no actor of the queue runs here.
     NoActor,
 }
@@ -418,10 +415,9 @@ fn reserve(shared: &SharedRef, queue: &str) -> Reservation {
     let Some(actor) = shared.queues.get(queue).map(|q| q.clone()) else {
         return Reservation::NoActor;
     };
-    if slots.take() {
-        Reservation::Slot(actor)
-    } else {
-        Reservation::Tabled(slots)
+    match slots.take() {
+        Take::Slot(slot) => Reservation::Slot(actor, slot),
+        Take::Tabled(write) => Reservation::Tabled(write),
     }
 }
 
