@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use ractor::DerivedActorRef;
 
-use crate::clock::now_ms;
 use crate::admission::{Permit, Tabled, Take};
+use crate::clock::now_ms;
 use crate::codec;
-use crate::dispatch::{Dispatch, QueueRequest};
 use crate::codec::PORTABLE_JSON;
+use crate::dispatch::{Dispatch, QueueRequest};
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::metrics;
