@@ -22,7 +22,7 @@ use crate::codec;
 use crate::completion::Finished;
 use crate::context::{Abort, Context, RunInfo};
 use crate::dispatch::{Dispatch, LocalRun, WorkflowRequest};
-use crate::error::{Error, PortableError};
+use crate::error::{DbError, Error, PortableError};
 use crate::metrics;
 use crate::registry::Outcome;
 use crate::shared::SharedRef;
@@ -256,7 +256,16 @@ async fn finish(
         Ok(output) => (Status::Success, Some(output), None),
         Err(e) => (Status::Error, None, Some(codec::encode_error(&e))),
     };
-    commit(shared, d, status, output, error).await
+    match commit(shared, d, status, output, error).await {
+        // The database will never take this outcome (a refused value): record why instead of
+        // crashing into a restart that would run the body and be refused again.
+        Err(e) if !e.is_transient() && e != DbError::Closed => {
+            tracing::warn!(error = %e, "the workflow's outcome was refused; recording the refusal");
+            let refused = codec::encode_error(&Error::Database(e).to_portable());
+            Ok(commit(shared, d, Status::Error, None, Some(refused)).await?)
+        }
+        other => Ok(other?),
+    }
 }
 
 async fn commit(
@@ -265,7 +274,7 @@ async fn commit(
     status: Status,
     output: Option<String>,
     error: Option<String>,
-) -> Result<(), ActorProcessingErr> {
+) -> Result<(), DbError> {
     let write = FinishWrite {
         workflow_id: d.id.clone(),
         owner: d.owner.clone(),

@@ -187,6 +187,8 @@ impl Client {
         let shared = self.shared();
         let message = codec::encode(message, "a message")?;
         let topic = topic.unwrap_or(calls::NULL_TOPIC).to_owned();
+        crate::validate_name(destination, "workflow id")?;
+        crate::validate_text(&topic, "topic")?;
         let (dest, t) = (destination.to_owned(), topic.clone());
         let id = uuid::Uuid::new_v4().to_string();
         let sent = shared
@@ -216,6 +218,8 @@ impl Client {
         timeout: Duration,
     ) -> Result<Option<T>> {
         let shared = self.shared();
+        crate::validate_name(workflow_id, "workflow id")?;
+        crate::validate_text(key, "event key")?;
         let until = now_ms().saturating_add(millis(timeout));
         let check = || calls::read_event(shared, workflow_id, key);
         let key_signal = signals::event_key(workflow_id, key);

@@ -273,6 +273,8 @@ where
     if let Some(row) = ctx.recorded(function_id, name)? {
         return replay(row, name, function_id);
     }
+    // Checked before the body runs: a name the database cannot hold fails the call at once.
+    crate::validate_text(name, "step name")?;
     let started_at = now_ms();
     let clock = Instant::now();
     // A DEBUG span: at INFO one span per step cost W2 a fifth of its CPU (the workflow's INFO
