@@ -137,3 +137,84 @@ async fn a_record_the_database_refuses_fails_the_step_once_without_a_restart(db)
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
+
+/// Every form of a database URL that carries a password (or is not a URL stead takes), with
+/// whether it parses (a connection is then tried) and the CLI's exit code.
+const SECRET: &str = "s3cret";
+const URL_FORMS: &[(&str, bool)] = &[
+    ("postgres://u:s3cret@127.0.0.1:1/db", true),
+    ("postgres://127.0.0.1:1/db?user=u&password=s3cret", true),
+    ("postgresql://127.0.0.1:1/db?pass%77ord=s3cret", true),
+    ("host=127.0.0.1 port=1 user=u password=s3cret", false),
+    ("postgres:u:s3cret@127.0.0.1:1/db", false),
+    ("mysql://u:s3cret@127.0.0.1:1/db", false),
+    ("http://u:s3cret@127.0.0.1:1/db", false),
+    ("postgress://u:s3cret@127.0.0.1:1/db", false),
+    ("postgres://u:s3cret@127.0.0.1:notaport/db", false),
+];
+
+/// Captured log output, shared with the subscriber that writes it.
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn no_url_form_prints_its_password_in_errors_or_logs() {
+    let logs = Logs::default();
+    let sink = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || sink.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    for (url, parses) in URL_FORMS {
+        let options = stead::ClientOptions {
+            connect_timeout: Duration::from_millis(300),
+            ..Default::default()
+        };
+        let err = stead::Client::connect_with(url, options).await.err().unwrap();
+        let (text, debug) = (err.to_string(), format!("{err:?}"));
+        assert!(!text.contains(SECRET) && !debug.contains(SECRET), "{url}: {debug}");
+        match (&err, parses) {
+            (Error::Connect { url: shown, .. }, true) => {
+                assert!(shown.starts_with("postgres"), "{url}: {text}");
+                // The cause is kept as the source, not only as text.
+                assert!(std::error::Error::source(&err).is_some(), "{url}: {debug}");
+                assert!(!text.contains(" at line "), "{url}: {text}");
+            }
+            (Error::InvalidUrl { .. }, false) => {}
+            other => panic!("{url}: unexpected {other:?}"),
+        }
+    }
+    let unknown = stead::Client::connect("mysql://db/app").await.err().unwrap();
+    let text = unknown.to_string();
+    assert!(text.contains("mysql") && text.contains("postgres://"), "{text}");
+    let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(!logged.contains(SECRET), "{logged}");
+}
+
+#[tokio::test]
+async fn the_cli_prints_no_password_of_any_url_form() {
+    for (url, parses) in URL_FORMS {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+            .args(["--connect-timeout", "300ms", "--database-url", url, "workflow", "list"])
+            .env_remove("STEAD_DATABASE_URL")
+            .env_remove("DATABASE_URL")
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains(SECRET), "{url}: {stderr}");
+        assert_eq!(out.status.code(), Some(if *parses { 4 } else { 2 }), "{url}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{url}: {stderr}");
+    }
+}
