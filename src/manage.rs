@@ -526,6 +526,7 @@ mod tests {
                 deduplication_id: None,
                 partition_key: None,
                 delay_until_ms: None,
+                stored_status: None,
             },
             inputs: Some(r#"{"positionalArgs":[7],"namedArgs":{}}"#.into()),
             output: Some("42".into()),

@@ -218,3 +218,65 @@ async fn the_cli_prints_no_password_of_any_url_form() {
         assert_eq!(stderr.lines().count(), 1, "{url}: {stderr}");
     }
 }
+
+async fn double(ctx: Context, n: u64) -> stead::Result<u64> {
+    ctx.step("double", || async move { Ok(n * 2) }).await
+}
+
+both_backends! {
+async fn a_foreign_row_with_an_unknown_status_is_listed_not_fatal(db) {
+    let rt = common::builder(&db)
+        .workflow("double", double)
+        .launch()
+        .await
+        .unwrap();
+    let h = rt.start("double", 2u64, WorkflowOptions::with_id("mine")).await.unwrap();
+    assert_eq!(h.result::<u64>().await.unwrap(), 4);
+    let pool = db.checks().await;
+    sqlx::query(
+        "INSERT INTO dbos.workflow_status (workflow_uuid, status, name) \
+         VALUES ('foreign', 'BOGUS', 'theirs')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    // The library.
+    let listed = rt.client().list_workflows(Default::default()).await.unwrap();
+    let foreign = listed.iter().find(|w| w.status.id == "foreign").expect("listed");
+    assert_eq!(foreign.status.status, stead::Status::Unknown);
+    assert_eq!(foreign.status.stored_status.as_deref(), Some("BOGUS"));
+    assert_eq!(foreign.status.status_label(), "BOGUS (unknown)");
+    assert!(listed.iter().any(|w| w.status.id == "mine"));
+    let one = rt.client().handle("foreign").status().await.unwrap();
+    assert_eq!(one.stored_status.as_deref(), Some("BOGUS"));
+
+    // The CLI, as a table and as JSON.
+    let cli = |json: bool| {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_stead"));
+        cmd.args(["--database-url", &db.url, "workflow", "list"]);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd
+    };
+    let out = cli(false).output().await.unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(table.contains("BOGUS (unknown)") && table.contains("mine"), "{table}");
+    let out = cli(true).output().await.unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = json.as_array().unwrap().iter().find(|w| w["id"] == "foreign").unwrap().clone();
+    assert_eq!((row["status"].as_str(), row["stored_status"].as_str()), (Some("UNKNOWN"), Some("BOGUS")));
+
+    // The admin API (the dashboard reads the same listing).
+    let server = stead::admin::serve(rt.client(), Default::default()).await.unwrap();
+    let got = common::http::get(&format!("{}/api/workflows", server.url()), None).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    let workflows = got.json()["workflows"].as_array().unwrap().clone();
+    let row = workflows.iter().find(|w| w["id"] == "foreign").expect("listed");
+    assert_eq!(row["stored_status"], "BOGUS");
+    assert!(workflows.iter().any(|w| w["id"] == "mine"));
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
