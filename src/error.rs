@@ -114,6 +114,10 @@ pub enum Error {
     /// A queue of this name already exists.
     #[error("queue {0:?} already exists")]
     QueueExists(String),
+    /// The queue was not deleted: workflows still wait on it and nothing else would run them
+    /// (cancel them, or delete with [`WaitingWork::Cancel`](crate::WaitingWork::Cancel)).
+    #[error("queue {queue:?} still has {waiting} waiting workflow(s); cancel them first")]
+    QueueNotEmpty { queue: String, waiting: i64 },
     /// No schedule of this name exists.
     #[error("no schedule named {0:?}")]
     UnknownSchedule(String),
@@ -160,6 +164,7 @@ impl Error {
             Error::Duplicate { .. } => "Duplicate",
             Error::UnknownQueue(_) => "UnknownQueue",
             Error::QueueExists(_) => "QueueExists",
+            Error::QueueNotEmpty { .. } => "QueueNotEmpty",
             Error::UnknownSchedule(_) => "UnknownSchedule",
             Error::ScheduleExists(_) => "ScheduleExists",
             Error::InvalidArgument(_) => "InvalidArgument",

@@ -92,7 +92,9 @@ pub use error::{DbError, Error, PortableError, Result, StepError};
 pub use handle::WorkflowHandle;
 pub use manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
 pub use observe::{QueueLoad, ThroughputBucket};
-pub use queue::{Dedup, EnqueueRequest, Queue, QueueLimits, QueueMessage, RateLimit};
+pub use queue::{
+    Dedup, EnqueueRequest, Queue, QueueLimits, QueueMessage, RateLimit, WaitingWork,
+};
 pub use registry::{WorkflowConfig, WorkflowFn};
 pub use retention::Retention;
 #[doc(hidden)]

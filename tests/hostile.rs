@@ -280,3 +280,31 @@ async fn a_foreign_row_with_an_unknown_status_is_listed_not_fatal(db) {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
+
+both_backends! {
+async fn deleting_a_queue_with_waiting_work_is_refused_or_cancels_it_by_choice(db) {
+    stead::migrate(&db.url, "dbos").await.unwrap();
+    let client = common::client(&db, "app").await;
+    client.create_queue(stead::Queue::new("doomed")).await.unwrap();
+    for id in ["w1", "w2"] {
+        client
+            .enqueue("doomed", "anything", (), WorkflowOptions::with_id(id))
+            .await
+            .unwrap();
+    }
+    match client.delete_queue("doomed").await {
+        Err(Error::QueueNotEmpty { queue, waiting }) => assert_eq!((queue.as_str(), waiting), ("doomed", 2)),
+        other => panic!("expected QueueNotEmpty, got {other:?}"),
+    }
+    assert_eq!(client.queues().await.unwrap().len(), 1, "the queue was deleted anyway");
+    client
+        .delete_queue_with("doomed", stead::WaitingWork::Cancel)
+        .await
+        .unwrap();
+    assert!(client.queues().await.unwrap().is_empty());
+    for id in ["w1", "w2"] {
+        assert_eq!(client.handle(id).status().await.unwrap().status, stead::Status::Cancelled);
+    }
+    client.shutdown(Duration::from_secs(1)).await.unwrap();
+}
+}

@@ -52,6 +52,7 @@ pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;
 pub(crate) use observe::{CompletedBucket, QueueCounts};
 pub(crate) use ops::{Op, OpOutcome, OpStep};
+pub(crate) use queues::QueueDeletion;
 pub(crate) use reads::{StatusRow, StepRow, StreamRow};
 pub(crate) use schedules::{Firings, ScheduleRow};
 pub(crate) use sqlite::default_url;
