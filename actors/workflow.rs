@@ -189,11 +189,7 @@ impl Actor for WorkflowActor {
 }
 
 fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into())
+    codec::panic_text(&*panic)
 }
 
 /// Everything before the body: the budget, the input, the recorded steps. `None` when the run

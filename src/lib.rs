@@ -67,6 +67,7 @@ mod handle;
 mod hash;
 mod launch;
 mod manage;
+mod nonfinite;
 pub mod metrics;
 mod observe;
 mod queue;

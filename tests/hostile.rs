@@ -308,3 +308,84 @@ async fn deleting_a_queue_with_waiting_work_is_refused_or_cancels_it_by_choice(d
     client.shutdown(Duration::from_secs(1)).await.unwrap();
 }
 }
+
+/// An error whose `Display` panics.
+#[derive(Debug)]
+struct Rude;
+
+impl std::fmt::Display for Rude {
+    fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        panic!("Display of Rude")
+    }
+}
+
+impl std::error::Error for Rude {}
+
+async fn rude_step(ctx: Context, _: ()) -> stead::Result<()> {
+    let id = ctx.workflow_id().to_owned();
+    ctx.step_typed("rude", || async {
+        common::count_body(&id, 1);
+        Err::<(), _>(Rude)
+    })
+    .retry(stead::RetryPolicy::attempts(3).interval(Duration::from_millis(5)))
+    .await
+}
+
+async fn nan_step(ctx: Context, _: ()) -> stead::Result<bool> {
+    let v: f64 = ctx.step("nan", || async { Ok(f64::NAN) }).await?;
+    Ok(v.is_nan())
+}
+
+async fn nan_output(_: Context, _: ()) -> stead::Result<f64> {
+    Ok(f64::INFINITY)
+}
+
+both_backends! {
+async fn a_panicking_display_is_recorded_and_the_retry_budget_holds(db) {
+    let rt = common::builder(&db)
+        .workflow("rude", rude_step)
+        .launch()
+        .await
+        .unwrap();
+    let id = format!("rude-{}", db.name);
+    let h = rt.start("rude", (), WorkflowOptions::with_id(&id)).await.unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(20), h.result::<()>())
+        .await
+        .expect("the workflow did not finish");
+    match outcome {
+        Err(Error::WorkflowFailed { error, .. }) => {
+            assert_eq!(error.name, "StepError");
+            assert!(error.message.contains("Display panicked"), "{}", error.message);
+        }
+        other => panic!("expected the step's failure, got {other:?}"),
+    }
+    assert_eq!(common::body_run(&id, 1), 3, "the step ran past its budget of 3 attempts");
+    assert_eq!(h.status().await.unwrap().recovery_attempts, 1, "restarted");
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+async fn a_value_json_cannot_hold_is_refused_when_first_recorded(db) {
+    let rt = common::builder(&db)
+        .workflow("nan-step", nan_step)
+        .workflow("nan-output", nan_output)
+        .launch()
+        .await
+        .unwrap();
+    for (workflow, names) in [("nan-step", "step \"nan\""), ("nan-output", "workflow's output")] {
+        let h = rt.start(workflow, (), WorkflowOptions::default()).await.unwrap();
+        let outcome = tokio::time::timeout(Duration::from_secs(20), h.result::<bool>())
+            .await
+            .expect("the workflow did not finish");
+        match outcome {
+            Err(Error::WorkflowFailed { error, .. }) => {
+                assert_eq!(error.name, "EncodeError", "{workflow}");
+                assert!(error.message.contains(names), "{workflow}: {}", error.message);
+                assert!(error.message.contains("NaN or infinite"), "{}", error.message);
+            }
+            other => panic!("{workflow}: expected an encode error, got {other:?}"),
+        }
+        assert_eq!(h.status().await.unwrap().recovery_attempts, 1, "{workflow}: restarted");
+    }
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
