@@ -263,6 +263,7 @@ impl Client {
     async fn cancel_tree(&self, id: &str, cascade: bool) -> Result<()> {
         let shared = self.shared();
         start::check_running(shared)?;
+        crate::validate_name(id, "workflow id")?;
         let target = id.to_owned();
         let done = shared
             .db

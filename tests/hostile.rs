@@ -389,3 +389,62 @@ async fn a_value_json_cannot_hold_is_refused_when_first_recorded(db) {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
+
+both_backends! {
+async fn the_admin_api_answers_bad_ids_400_and_never_shows_database_text(db) {
+    let rt = common::builder(&db)
+        .workflow("double", double)
+        .launch()
+        .await
+        .unwrap();
+    let server = stead::admin::serve(rt.client(), Default::default()).await.unwrap();
+    let base = server.url();
+    let long = "x".repeat(2000);
+    for path in [
+        "/api/workflows/a%00b".to_owned(),
+        "/api/workflows/a%00b/steps".to_owned(),
+        format!("/api/workflows/{long}"),
+        "/api/workflows?name=a%00b".to_owned(),
+    ] {
+        let got = common::http::get(&format!("{base}{path}"), None).await;
+        assert_eq!(got.status, 400, "{path}: {}", got.body);
+        assert!(got.error().contains("workflow"), "{path}: {}", got.body);
+    }
+    let got = common::http::post(&format!("{base}/api/workflows/a%00b/cancel"), None, None).await;
+    assert_eq!(got.status, 400, "{}", got.body);
+
+    // A database failure is a 500 that says so, without the database's words.
+    let pool = db.checks().await;
+    sqlx::query("ALTER TABLE dbos.workflow_status RENAME TO gone")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let got = common::http::get(&format!("{base}/api/workflows"), None).await;
+    assert_eq!(got.status, 500, "{}", got.body);
+    let body = got.body.to_lowercase();
+    assert!(!body.contains("workflow_status") && !body.contains("relation") && !body.contains("no such table"), "{}", got.body);
+    server.shutdown().await;
+}
+}
+
+#[tokio::test]
+async fn an_admin_request_whose_body_never_arrives_is_timed_out_and_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let db = common::TestDb::sqlite().await;
+    let rt = common::builder(&db).workflow("double", double).launch().await.unwrap();
+    let options = stead::admin::AdminOptions::new().body_timeout(Duration::from_millis(300));
+    let server = stead::admin::serve(rt.client(), options).await.unwrap();
+    let mut stream = tokio::net::TcpStream::connect(server.local_addr()).await.unwrap();
+    let head = "POST /api/workflows/x/fork HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+        .await
+        .expect("the connection was held open")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    server.shutdown().await;
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
