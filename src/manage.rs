@@ -450,7 +450,12 @@ async fn fork_as(
     start::check_running(shared)?;
     crate::validate_name(id, "workflow id")?;
     crate::validate_name(new_id, "a fork's id")?;
-    let from = i32::try_from(from_step.max(1)).map_err(|_| {
+    if from_step == 0 {
+        return Err(Error::InvalidArgument(
+            "fork step 0: steps count from 1 (1 starts over)".into(),
+        ));
+    }
+    let from = i32::try_from(from_step).map_err(|_| {
         Error::InvalidArgument(format!("step {from_step} is beyond any workflow's steps"))
     })?;
     let fork = Fork {

@@ -448,3 +448,28 @@ async fn an_admin_request_whose_body_never_arrives_is_timed_out_and_closed() {
     server.shutdown().await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+both_backends! {
+async fn a_fork_from_step_0_is_refused_by_the_library_and_the_cli(db) {
+    let rt = common::builder(&db).workflow("double", double).launch().await.unwrap();
+    let h = rt.start("double", 1u64, WorkflowOptions::with_id("orig")).await.unwrap();
+    h.result::<u64>().await.unwrap();
+    let err = rt.client().fork("orig", 0, Default::default()).await.err().unwrap();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+        .args(["--database-url", &db.url, "workflow", "fork", "orig", "--step", "0"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--step"), "{stderr}");
+    let forks = rt
+        .client()
+        .list_workflows(stead::ListWorkflows::new().forked_from("orig"))
+        .await
+        .unwrap();
+    assert!(forks.is_empty(), "a fork was made");
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
