@@ -5,8 +5,10 @@
 //! runs: a cancel (the body stops before its next durable call), or its deadline passing (the
 //! workflow and its children are cancelled). A returned error is the workflow's outcome
 //! (`ERROR`). A panic, or the system database failing past its retries, is a crash: the actor
-//! fails and its queue actor restarts it (a replay) under the recovery budget. A cancelled or
-//! taken-over run stops without writing anything.
+//! fails and its queue actor restarts it (a replay) under the recovery budget. A permanent
+//! database refusal is never a crash (a restart would meet it again): a durable call's fails
+//! that call, the outcome's or the recorded steps' ends the run `ERROR` with the reason. A
+//! cancelled or taken-over run stops without writing anything.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -221,7 +223,16 @@ async fn prepare(
     let recorded = if d.fresh {
         Vec::new()
     } else {
-        shared.db.load_steps(&d.id).await?
+        match shared.db.load_steps(&d.id).await {
+            Ok(rows) => rows,
+            // Recorded rows this build cannot read (a foreign writer's): every restart would
+            // fail the same way, so the run ends with the reason instead of crash-looping.
+            Err(e) if is_permanent(&e) => {
+                finish(shared, d, Err(Error::Database(e).to_portable())).await?;
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        }
     };
     let run = RunInfo {
         workflow_id: d.id.clone(),
@@ -255,13 +266,18 @@ async fn finish(
     match commit(shared, d, status, output, error).await {
         // The database will never take this outcome (a refused value): record why instead of
         // crashing into a restart that would run the body and be refused again.
-        Err(e) if !e.is_transient() && e != DbError::Closed => {
+        Err(e) if is_permanent(&e) => {
             tracing::warn!(error = %e, "the workflow's outcome was refused; recording the refusal");
             let refused = codec::encode_error(&Error::Database(e).to_portable());
             Ok(commit(shared, d, Status::Error, None, Some(refused)).await?)
         }
         other => Ok(other?),
     }
+}
+
+/// A failure that a restart would meet again: neither transient nor the runtime closing.
+fn is_permanent(e: &DbError) -> bool {
+    !e.is_transient() && *e != DbError::Closed
 }
 
 async fn commit(
