@@ -30,6 +30,10 @@ use crate::start::{self, Target, WorkflowOptions};
 use crate::sysdb::{self, MigrationReport};
 use crate::workflow::WorkflowRef;
 
+pub(crate) mod debounce;
+pub(crate) mod manage;
+pub(crate) mod observe;
+
 /// Counters of database traffic and supervision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
