@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::actors::restart::RestartPolicy;
+use crate::config::{Config, RestartPolicy};
 use crate::error::{Error, Result};
 use crate::launch::Declared;
 use crate::queue::Queue;
@@ -14,7 +14,6 @@ use crate::registry::{Registry, WorkflowConfig, WorkflowFn};
 use crate::retention::Retention;
 use crate::runtime::Runtime;
 use crate::schedule::Schedule;
-use crate::shared::Config;
 use crate::sysdb;
 use crate::workflow::Workflow;
 
@@ -255,7 +254,6 @@ impl RuntimeBuilder {
             reconcile_every: self.queue_refresh,
             executes: true,
             schedule_refresh: self.schedule_refresh,
-            retention: self.retention,
         };
         let sys =
             sysdb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;
@@ -265,6 +263,7 @@ impl RuntimeBuilder {
             Declared {
                 queues: self.queues,
                 schedules: self.schedules,
+                retention: self.retention,
             },
             sys,
             self.db_retry_timeout,

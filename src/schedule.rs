@@ -7,7 +7,6 @@
 //! over fired times) creates one run.
 
 use chrono::{DateTime, Utc};
-use ractor::DerivedActorRef;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -186,16 +185,6 @@ pub struct Backfilled {
     /// How many of them this call enqueued (the others existed).
     pub enqueued: u64,
 }
-
-/// What the core asks of the scheduler actor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SchedulerRequest {
-    /// Re-read the schedules now (one changed here).
-    Refresh,
-}
-
-/// The scheduler's port, kept in the shared state by the scheduler actor itself.
-pub(crate) type SchedulerPort = std::sync::RwLock<Option<DerivedActorRef<SchedulerRequest>>>;
 
 /// Checks a definition against this runtime: its cron text and zone parse, its workflow is
 /// registered and takes a `ScheduledTime`, its queue exists.
@@ -427,9 +416,14 @@ pub(crate) async fn fire(shared: &SharedRef, f: Firings) -> Result<u64> {
 
 /// Tells this process's scheduler to re-read the schedules.
 pub(crate) fn refresh(shared: &Shared) {
-    let port = shared.scheduler.read().ok().and_then(|p| p.clone());
+    let port = shared
+        .directory
+        .scheduler
+        .read()
+        .ok()
+        .and_then(|p| p.clone());
     if let Some(port) = port {
-        let _ = port.send_message(SchedulerRequest::Refresh);
+        let _ = port.send_message(crate::directory::SchedulerRequest::Refresh);
     }
 }
 

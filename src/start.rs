@@ -345,7 +345,7 @@ fn check_queue_options(shared: &SharedRef, queue: &str, options: &WorkflowOption
     if let Some(key) = &options.partition_key {
         crate::validate_name(key, "partition key")?;
     }
-    let Some(def) = shared.queue_defs.get(queue) else {
+    let Some(def) = shared.directory.queue_defs.get(queue) else {
         return Ok(());
     };
     let bad = |what: &str| Err(Error::InvalidArgument(format!("queue {queue:?}: {what}")));
@@ -383,7 +383,11 @@ fn direct(
 /// Hands a started workflow to the internal queue actor. If that actor is restarting, its
 /// successor takes the workflow back from the table, so a failed send loses nothing.
 fn dispatch(shared: &SharedRef, d: Dispatch) {
-    let queue = shared.queues.get(INTERNAL_QUEUE).map(|q| q.clone());
+    let queue = shared
+        .directory
+        .queues
+        .get(INTERNAL_QUEUE)
+        .map(|q| q.clone());
     if queue.is_none_or(|q| q.send_message(QueueRequest::Run(d)).is_err()) {
         tracing::debug!("internal queue restarting; its take-back will run the workflow");
     }
@@ -409,10 +413,10 @@ enum Reservation {
 
 /// Takes a slot this process's actor of `queue` offers, to run an enqueue at once.
 fn reserve(shared: &SharedRef, queue: &str) -> Reservation {
-    let Some(slots) = shared.open_slots.get(queue).map(|s| s.clone()) else {
+    let Some(slots) = shared.directory.open_slots.get(queue).map(|s| s.clone()) else {
         return Reservation::NoActor;
     };
-    let Some(actor) = shared.queues.get(queue).map(|q| q.clone()) else {
+    let Some(actor) = shared.directory.queues.get(queue).map(|q| q.clone()) else {
         return Reservation::NoActor;
     };
     match slots.take() {
@@ -423,7 +427,7 @@ fn reserve(shared: &SharedRef, queue: &str) -> Reservation {
 
 /// Tells this process's actor of `queue` (if it runs one) that work arrived.
 pub(crate) fn wake(shared: &SharedRef, queue: &str) {
-    if let Some(actor) = shared.queues.get(queue).map(|q| q.clone()) {
+    if let Some(actor) = shared.directory.queues.get(queue).map(|q| q.clone()) {
         let _ = actor.send_message(QueueRequest::Wake);
     }
 }

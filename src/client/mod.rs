@@ -14,17 +14,16 @@ use futures::Stream;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::actors::restart::RestartPolicy;
 use crate::calls::{self, StreamValue};
 use crate::clock::{millis, now_ms};
 use crate::codec;
-use crate::dispatch;
+use crate::config::{Config, RestartPolicy};
 use crate::error::{DbError, Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::launch::{self, Part, Tree};
 use crate::queue::Queue;
 use crate::registry::Registry;
-use crate::shared::{Config, RunState, SharedRef};
+use crate::shared::{RunState, SharedRef};
 use crate::signals;
 use crate::start::{self, Target, WorkflowOptions};
 use crate::sysdb::{self, MigrationReport};
@@ -111,7 +110,6 @@ impl Client {
             reconcile_every: Duration::from_secs(60),
             executes: false,
             schedule_refresh: Duration::from_secs(10),
-            retention: None,
         };
         let sys = sysdb::connect(url, &config.schema, 4, options.connect_timeout).await?;
         let tree = launch::launch(
@@ -274,7 +272,7 @@ impl Client {
             return Err(Error::NotFound(id.to_owned()));
         }
         for cancelled in &done.ids {
-            dispatch::cancel_local(shared, cancelled, None);
+            shared.directory.cancel_local(cancelled, None);
         }
         Ok(())
     }
