@@ -24,9 +24,9 @@ use crate::clock::now_ms;
 use crate::dispatch::{Dispatch, QueueRequest};
 use crate::error::DbError;
 use crate::metrics::{self, QueueMetrics};
-use crate::queue::{EnqueueRequest, Queue, QueueMessage, INTERNAL_QUEUE};
+use crate::queue::{Queue, INTERNAL_QUEUE};
 use crate::shared::SharedRef;
-use crate::start::{self, Target};
+use crate::start::{self, EnqueueRequest, QueueMessage, Target};
 use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
 
 pub(crate) enum QueueMsg {

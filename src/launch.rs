@@ -24,11 +24,12 @@ use crate::config::{Config, RestartPolicy};
 use crate::db::Db;
 use crate::directory::Directory;
 use crate::error::{DbError, Error, Result};
-use crate::queue::{Queue, QueueMessage};
+use crate::queue::Queue;
 use crate::registry::Registry;
 use crate::retention::Retention;
 use crate::schedule::{self, Schedule};
 use crate::shared::{RunState, Shared, SharedRef};
+use crate::start::QueueMessage;
 use crate::sysdb::{self, Store};
 
 /// What a running runtime holds on to.

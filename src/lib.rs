@@ -91,14 +91,14 @@ pub use config::RestartPolicy;
 pub use context::Context;
 pub use error::{DbError, Error, PortableError, Result, StepError};
 pub use handle::WorkflowHandle;
-pub use queue::{Dedup, EnqueueRequest, Queue, QueueLimits, QueueMessage, RateLimit};
+pub use queue::{Dedup, Queue, QueueLimits, RateLimit};
 pub use registry::{WorkflowConfig, WorkflowFn};
 pub use retention::Retention;
 #[doc(hidden)]
 pub use runtime::Fault;
 pub use runtime::Runtime;
 pub use schedule::{Backfilled, Schedule, ScheduleInfo, ScheduleStatus, ScheduledTime};
-pub use start::WorkflowOptions;
+pub use start::{EnqueueRequest, QueueMessage, WorkflowOptions};
 pub use status::{Status, WorkflowStatus};
 pub use step::{BoxError, RetryPolicy, Step, StepFn};
 pub use sysdb::AppVersion;

@@ -17,9 +17,8 @@ use crate::dispatch::QueueRequest;
 use crate::error::Result;
 use crate::handle::WorkflowHandle;
 use crate::launch::{self, Declared, Part};
-use crate::queue::QueueMessage;
 use crate::registry::Registry;
-use crate::start::{self, Target, WorkflowOptions};
+use crate::start::{self, QueueMessage, Target, WorkflowOptions};
 use crate::sysdb::Store;
 use crate::workflow::WorkflowRef;
 
