@@ -39,6 +39,14 @@ pub struct RuntimeBuilder {
     error: Option<Error>,
 }
 
+// Here rather than in runtime.rs, so the builder depends on the runtime and never the reverse.
+impl Runtime {
+    /// A builder with defaults.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+}
+
 impl Default for RuntimeBuilder {
     fn default() -> Self {
         RuntimeBuilder {

@@ -9,7 +9,6 @@ use std::time::Duration;
 use ractor::DerivedActorRef;
 use serde::Serialize;
 
-use crate::builder::RuntimeBuilder;
 use crate::client::{Client, RuntimeStats};
 use crate::codec;
 use crate::config::{Config, RestartPolicy};
@@ -45,11 +44,6 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// A builder with defaults.
-    pub fn builder() -> RuntimeBuilder {
-        RuntimeBuilder::default()
-    }
-
     pub(crate) async fn launch(
         config: Config,
         registry: Registry,

@@ -1,6 +1,7 @@
 //! Scheduled workflows, the core side: schedule definitions ([`Schedule`]), the input a
 //! scheduled run receives ([`ScheduledTime`]), and the operations on the `workflow_schedules`
-//! table behind the runtime's methods (create, list, pause, resume, delete, backfill, trigger).
+//! table behind the client's methods (create, list, pause, resume, delete, backfill, trigger:
+//! `client/schedule.rs`) and the scheduler actor. It never names the client or an actor.
 //!
 //! It never keeps time itself: the scheduler actor wakes at the next firing and calls
 //! [`fire`]. Every firing has a deterministic id, so firing twice (two executors, a backfill
@@ -11,8 +12,8 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::client::Client;
 use crate::cron::{self, Timetable};
+use crate::directory::SchedulerRequest;
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::queue::INTERNAL_QUEUE;
@@ -423,50 +424,7 @@ pub(crate) fn refresh(shared: &Shared) {
         .ok()
         .and_then(|p| p.clone());
     if let Some(port) = port {
-        let _ = port.send_message(crate::directory::SchedulerRequest::Refresh);
-    }
-}
-
-impl Client {
-    /// Creates a schedule; every executor of the application fires it from its next firing on.
-    pub async fn create_schedule(&self, schedule: Schedule) -> Result<()> {
-        put(self.shared(), schedule, false).await
-    }
-
-    /// The schedules of this application.
-    pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
-        list(self.shared()).await
-    }
-
-    /// Stops a schedule's firings until it is resumed.
-    pub async fn pause_schedule(&self, name: &str) -> Result<()> {
-        set_status(self.shared(), name, ScheduleStatus::Paused).await
-    }
-
-    /// Restarts a paused schedule's firings, from its next firing time on.
-    pub async fn resume_schedule(&self, name: &str) -> Result<()> {
-        set_status(self.shared(), name, ScheduleStatus::Active).await
-    }
-
-    /// Deletes a schedule; runs it already enqueued are left alone.
-    pub async fn delete_schedule(&self, name: &str) -> Result<()> {
-        delete(self.shared(), name).await
-    }
-
-    /// Enqueues every firing of schedule `name` in `[start, end)` that was not enqueued yet
-    /// (firings have deterministic ids, so running a backfill again enqueues nothing).
-    pub async fn backfill_schedule(
-        &self,
-        name: &str,
-        start: DateTime<Utc>,
-        end: DateTime<Utc>,
-    ) -> Result<Backfilled> {
-        backfill(self.shared(), name, start, end).await
-    }
-
-    /// Enqueues one run of schedule `name` now, outside its cron timetable.
-    pub async fn trigger_schedule(&self, name: &str) -> Result<WorkflowHandle> {
-        trigger(self.shared(), name).await
+        let _ = port.send_message(SchedulerRequest::Refresh);
     }
 }
 

@@ -32,6 +32,8 @@ use crate::workflow::WorkflowRef;
 pub(crate) mod debounce;
 pub(crate) mod manage;
 pub(crate) mod observe;
+mod retention;
+mod schedule;
 
 /// Counters of database traffic and supervision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
