@@ -1,4 +1,5 @@
-//! The composition root: the one core module that names actor types. It builds the actor tree
+//! The composition root: the one core module that names actor types (`actors/` is its private
+//! child module). It builds the actor tree
 //! (supervisor → database, listener, scheduler, retention, queues), runs the launch steps in
 //! order (migrate, declare queues and schedules, recover, then fire and claim) and tears the
 //! tree down.
@@ -10,18 +11,9 @@ use std::time::Duration;
 use ractor::{Actor, ActorRef, DerivedActorRef};
 use tokio::sync::watch;
 
-use crate::actors::database::{Database, DbStats};
-use crate::actors::listener::{ListenerActor, ListenerArgs};
-use crate::actors::queue::{QueueActor, QueueArgs, QueueMsg};
-use crate::actors::restart::Restart;
-use crate::actors::retention::{RetentionActor, RetentionArgs};
-use crate::actors::scheduler::{SchedulerActor, SchedulerArgs};
-use crate::actors::supervisor::{
-    ChildSpec, QueueSet, Role, Supervisor, SupervisorArgs, SupervisorMsg,
-};
 use crate::completion::Completions;
 use crate::config::{Config, RestartPolicy};
-use crate::db::Db;
+use crate::db::{Db, DbStats};
 use crate::directory::Directory;
 use crate::error::{DbError, Error, Result};
 use crate::queue::Queue;
@@ -31,17 +23,27 @@ use crate::schedule::{self, Schedule};
 use crate::shared::{RunState, Shared, SharedRef};
 use crate::start::QueueMessage;
 use crate::sysdb::{self, Store};
+use actors::{
+    ChildSpec, Database, ListenerActor, ListenerArgs, QueueActor, QueueArgs, QueueMsg, QueueSet,
+    Restart, RetentionActor, RetentionArgs, Role, SchedulerActor, SchedulerArgs, Supervisor,
+    SupervisorArgs, SupervisorMsg,
+};
+
+// The actors live here, under the composition root, so no other core module can name one: the
+// compiler holds "the core reaches actors only through its own message types".
+#[path = "../actors/mod.rs"]
+mod actors;
 
 /// What a running runtime holds on to.
 pub(crate) struct Tree {
     pub shared: SharedRef,
-    pub supervisor: ActorRef<SupervisorMsg>,
+    supervisor: ActorRef<SupervisorMsg>,
     pub stats: Arc<DbStats>,
     pub restarts: Arc<AtomicU64>,
     /// Runs this process's scheduler enqueued.
     pub fired: Arc<AtomicU64>,
     /// Closed when the runtime stops, which also ends the pool's maintenance task.
-    pub sys: Arc<dyn Store>,
+    sys: Arc<dyn Store>,
 }
 
 /// What the builder declared, written at launch.

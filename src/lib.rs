@@ -45,8 +45,6 @@
 //! `send`, `recv`, events, streams, child workflows, `select2` and forks (each an
 //! `impl Future`, numbered when created).
 
-#[path = "../actors/mod.rs"]
-mod actors;
 #[cfg(feature = "admin")]
 pub mod admin;
 mod admission;
