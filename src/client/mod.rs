@@ -5,6 +5,10 @@
 //!
 //! A [`Runtime`](crate::Runtime) has one too ([`Runtime::client`](crate::Runtime::client)),
 //! sharing the runtime's actors.
+//!
+//! This file is the client's core; its feature extensions (`manage`, `observe`, `schedule`,
+//! `debounce`, `retention`) are `impl Client` blocks in the submodules, built on the core and the
+//! feature modules; nothing in the core names them.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
