@@ -80,9 +80,8 @@ pub(crate) fn encode<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<Str
 
 /// The text of an error or value, even when its `Display` panics (the panic is described).
 pub(crate) fn describe(value: &dyn std::fmt::Display) -> String {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| value.to_string())).unwrap_or_else(
-        |panic| format!("(its Display panicked: {})", panic_text(&*panic)),
-    )
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| value.to_string()))
+        .unwrap_or_else(|panic| format!("(its Display panicked: {})", panic_text(&*panic)))
 }
 
 /// A panic's message, when it has one.

@@ -152,8 +152,9 @@ impl Registry {
                     )
                 })?;
                 match f.call(ctx, input).await {
-                    Ok(output) => codec::encode(&output, "the workflow's output")
-                        .map_err(|e| e.to_portable()),
+                    Ok(output) => {
+                        codec::encode(&output, "the workflow's output").map_err(|e| e.to_portable())
+                    }
                     Err(e) => Err(to_portable::<F::Error>(e.into())),
                 }
             })

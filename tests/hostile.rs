@@ -15,8 +15,14 @@ const HOSTILE: &[(&str, &str)] = &[
     ("nul-topic", "a NUL byte in a recv topic"),
     ("nul-send", "a NUL byte in a send topic"),
     ("nul-stream", "a NUL byte in a stream key"),
-    ("long-event", "an event key of 10,000 characters (past NOTIFY's 8,000 bytes)"),
-    ("long-step", "a step name of ~10 KB (past an index row's limit)"),
+    (
+        "long-event",
+        "an event key of 10,000 characters (past NOTIFY's 8,000 bytes)",
+    ),
+    (
+        "long-step",
+        "a step name of ~10 KB (past an index row's limit)",
+    ),
 ];
 
 /// Runs a counted step, then the hostile call `case`, and returns the kind of error the call
@@ -181,9 +187,15 @@ async fn no_url_form_prints_its_password_in_errors_or_logs() {
             connect_timeout: Duration::from_millis(300),
             ..Default::default()
         };
-        let err = stead::Client::connect_with(url, options).await.err().unwrap();
+        let err = stead::Client::connect_with(url, options)
+            .await
+            .err()
+            .unwrap();
         let (text, debug) = (err.to_string(), format!("{err:?}"));
-        assert!(!text.contains(SECRET) && !debug.contains(SECRET), "{url}: {debug}");
+        assert!(
+            !text.contains(SECRET) && !debug.contains(SECRET),
+            "{url}: {debug}"
+        );
         match (&err, parses) {
             (Error::Connect { url: shown, .. }, true) => {
                 assert!(shown.starts_with("postgres"), "{url}: {text}");
@@ -195,9 +207,15 @@ async fn no_url_form_prints_its_password_in_errors_or_logs() {
             other => panic!("{url}: unexpected {other:?}"),
         }
     }
-    let unknown = stead::Client::connect("mysql://db/app").await.err().unwrap();
+    let unknown = stead::Client::connect("mysql://db/app")
+        .await
+        .err()
+        .unwrap();
     let text = unknown.to_string();
-    assert!(text.contains("mysql") && text.contains("postgres://"), "{text}");
+    assert!(
+        text.contains("mysql") && text.contains("postgres://"),
+        "{text}"
+    );
     let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     assert!(!logged.contains(SECRET), "{logged}");
 }
@@ -206,7 +224,14 @@ async fn no_url_form_prints_its_password_in_errors_or_logs() {
 async fn the_cli_prints_no_password_of_any_url_form() {
     for (url, parses) in URL_FORMS {
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_stead"))
-            .args(["--connect-timeout", "300ms", "--database-url", url, "workflow", "list"])
+            .args([
+                "--connect-timeout",
+                "300ms",
+                "--database-url",
+                url,
+                "workflow",
+                "list",
+            ])
             .env_remove("STEAD_DATABASE_URL")
             .env_remove("DATABASE_URL")
             .output()
@@ -214,7 +239,11 @@ async fn the_cli_prints_no_password_of_any_url_form() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!stderr.contains(SECRET), "{url}: {stderr}");
-        assert_eq!(out.status.code(), Some(if *parses { 4 } else { 2 }), "{url}: {stderr}");
+        assert_eq!(
+            out.status.code(),
+            Some(if *parses { 4 } else { 2 }),
+            "{url}: {stderr}"
+        );
         assert_eq!(stderr.lines().count(), 1, "{url}: {stderr}");
     }
 }
@@ -431,10 +460,16 @@ async fn the_admin_api_answers_bad_ids_400_and_never_shows_database_text(db) {
 async fn an_admin_request_whose_body_never_arrives_is_timed_out_and_closed() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let db = common::TestDb::sqlite().await;
-    let rt = common::builder(&db).workflow("double", double).launch().await.unwrap();
+    let rt = common::builder(&db)
+        .workflow("double", double)
+        .launch()
+        .await
+        .unwrap();
     let options = stead::admin::AdminOptions::new().body_timeout(Duration::from_millis(300));
     let server = stead::admin::serve(rt.client(), options).await.unwrap();
-    let mut stream = tokio::net::TcpStream::connect(server.local_addr()).await.unwrap();
+    let mut stream = tokio::net::TcpStream::connect(server.local_addr())
+        .await
+        .unwrap();
     let head = "POST /api/workflows/x/fork HTTP/1.1\r\nHost: 127.0.0.1\r\n\
                 Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{";
     stream.write_all(head.as_bytes()).await.unwrap();

@@ -27,7 +27,10 @@ pub(super) async fn in_time(
     let (parts, body) = request.into_parts();
     let read = axum::body::to_bytes(body, MAX_BODY);
     match tokio::time::timeout(state.body_timeout, read).await {
-        Ok(Ok(bytes)) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
         Ok(Err(_)) => {
             let message = format!("the request body is over {MAX_BODY} bytes or malformed");
             closing(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message))

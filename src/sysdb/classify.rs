@@ -83,8 +83,8 @@ fn postgres_kind(code: &str) -> Kind {
         // Serialization failure, deadlock, statement completion unknown; lock not available;
         // object in use; query cancelled (by an operator or a timeout); the server shutting
         // down or not yet accepting connections; idle session timeout.
-        "40001" | "40P01" | "40003" | "55P03" | "55006" | "57014" | "57P01" | "57P02"
-        | "57P03" | "57P05" => Kind::Transient,
+        "40001" | "40P01" | "40003" | "55P03" | "55006" | "57014" | "57P01" | "57P02" | "57P03"
+        | "57P05" => Kind::Transient,
         _ => match code.get(..2) {
             // Connection exceptions; insufficient resources (disk full, out of memory, too many
             // connections); system errors (I/O).
@@ -118,7 +118,9 @@ mod tests {
 
     #[test]
     fn postgres_codes_sort_into_the_four_kinds() {
-        for transient in ["08006", "40001", "40P01", "53300", "53100", "57P01", "57014"] {
+        for transient in [
+            "08006", "40001", "40P01", "53300", "53100", "57P01", "57014",
+        ] {
             assert_eq!(postgres_kind(transient), Kind::Transient, "{transient}");
         }
         // NUL byte, NOTIFY payload too long, string too long, check, unique, index row size.
@@ -159,7 +161,12 @@ mod tests {
 
     #[test]
     fn refusals_keep_the_code_and_the_message() {
-        let e = classify(Kind::Refused, "22021", "invalid byte sequence".into(), || None);
+        let e = classify(
+            Kind::Refused,
+            "22021",
+            "invalid byte sequence".into(),
+            || None,
+        );
         assert_eq!(
             e,
             DbError::Refused {

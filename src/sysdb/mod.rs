@@ -12,8 +12,8 @@
 //! the database actor and its callers.
 
 mod cancel;
-mod classify;
 mod claim;
+mod classify;
 mod debounce;
 mod dispatch;
 mod finish;
@@ -32,9 +32,9 @@ mod sqlite;
 mod start;
 mod steps;
 mod store;
-mod urls;
 #[cfg(test)]
 mod suite;
+mod urls;
 mod versions;
 
 use std::sync::Arc;

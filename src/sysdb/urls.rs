@@ -20,7 +20,9 @@ pub(crate) fn scheme(url: &str) -> Result<Scheme, Error> {
     let Some((scheme, rest)) = url.split_once(':').filter(|(s, _)| is_scheme(s)) else {
         return Err(invalid(
             "(none)",
-            format!("it does not start with a scheme (a key=value string is not a URL); {ACCEPTED}"),
+            format!(
+                "it does not start with a scheme (a key=value string is not a URL); {ACCEPTED}"
+            ),
         ));
     };
     match scheme.to_ascii_lowercase().as_str() {
@@ -101,8 +103,9 @@ mod tests {
             "postgres://db:5433/app?user=u&password=***"
         );
         // Percent-encoded keys are decoded by sqlx, so here too.
-        assert!(!printable("postgres://db/app?pass%77ord=s3cret&sslpassword=s3cret")
-            .contains("s3cret"));
+        assert!(
+            !printable("postgres://db/app?pass%77ord=s3cret&sslpassword=s3cret").contains("s3cret")
+        );
         assert_eq!(printable("postgres://bob@db/app"), "postgres://bob@db/app");
         assert_eq!(printable("postgres://db/a@b"), "postgres://db/a@b");
         assert_eq!(printable("not a url password=s3cret"), "(unparsable URL)");

@@ -107,6 +107,9 @@ async fn failure_reason(
             format!("{} (retried for {waited:?})", super::connect_reason(&cause)),
             Some(Arc::new(cause)),
         ),
-        _ => (format!("no connection within {waited:?}"), Some(Arc::new(e))),
+        _ => (
+            format!("no connection within {waited:?}"),
+            Some(Arc::new(e)),
+        ),
     }
 }

@@ -68,10 +68,11 @@ impl Queues for Sqlite {
         .bind(name)
         .fetch_one(&mut *tx)
         .await?;
-        let existed: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM queues WHERE name = ?1)")
-            .bind(name)
-            .fetch_one(&mut *tx)
-            .await?;
+        let existed: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM queues WHERE name = ?1)")
+                .bind(name)
+                .fetch_one(&mut *tx)
+                .await?;
         if existed && waiting == 0 {
             sqlx::query("DELETE FROM queues WHERE name = ?1")
                 .bind(name)
