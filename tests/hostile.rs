@@ -66,6 +66,19 @@ async fn hostile_call(ctx: Context, case: String) -> stead::Result<String> {
     Ok(kind)
 }
 
+/// The error workflow `h` failed with, once it has; within 20 s (a run that crash-loops never
+/// fails in time) and without a restart.
+async fn failure(h: &stead::WorkflowHandle) -> stead::PortableError {
+    let outcome = tokio::time::timeout(Duration::from_secs(20), h.result::<serde_json::Value>())
+        .await
+        .expect("the workflow did not finish (restarting instead of failing?)");
+    assert_eq!(h.status().await.unwrap().recovery_attempts, 1, "restarted");
+    match outcome {
+        Err(Error::WorkflowFailed { error, .. }) => *error,
+        other => panic!("expected the workflow to fail, got {other:?}"),
+    }
+}
+
 /// A step the database refuses to record (a constraint the test adds): the step's body ran.
 async fn refused_step(ctx: Context, _: ()) -> stead::Result<()> {
     let id = ctx.workflow_id().to_owned();
@@ -128,18 +141,10 @@ async fn a_record_the_database_refuses_fails_the_step_once_without_a_restart(db)
         .start("refused", (), WorkflowOptions::with_id(&id))
         .await
         .unwrap();
-    let outcome = tokio::time::timeout(Duration::from_secs(20), h.result::<()>())
-        .await
-        .expect("the refusal was retried instead of failing the call");
-    match outcome {
-        Err(Error::WorkflowFailed { error, .. }) => {
-            assert_eq!(error.name, "DatabaseError");
-            assert!(error.message.contains("refused"), "{}", error.message);
-        }
-        other => panic!("expected the workflow to fail, got {other:?}"),
-    }
+    let error = failure(&h).await;
+    assert_eq!(error.name, "DatabaseError");
+    assert!(error.message.contains("refused"), "{}", error.message);
     assert_eq!(common::body_run(&id, 1), 1, "the step body ran again");
-    assert_eq!(h.status().await.unwrap().recovery_attempts, 1, "restarted");
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
@@ -207,6 +212,18 @@ async fn no_url_form_prints_its_password_in_errors_or_logs() {
             other => panic!("{url}: unexpected {other:?}"),
         }
     }
+    // The server's refusal keeps its own words, without the server's source line, and its
+    // cause as the source (issue 17).
+    let missing = format!("{}/no_such_database_here", common::server_url());
+    let err = stead::Client::connect(&missing).await.err().unwrap();
+    let text = err.to_string();
+    assert!(
+        text.contains("does not exist") && !text.contains(" at line "),
+        "{text}"
+    );
+    let source = std::error::Error::source(&err).expect("a source");
+    assert!(source.to_string().contains("does not exist"), "{source}");
+
     let unknown = stead::Client::connect("mysql://db/app")
         .await
         .err()
@@ -378,18 +395,10 @@ async fn a_panicking_display_is_recorded_and_the_retry_budget_holds(db) {
         .unwrap();
     let id = format!("rude-{}", db.name);
     let h = rt.start("rude", (), WorkflowOptions::with_id(&id)).await.unwrap();
-    let outcome = tokio::time::timeout(Duration::from_secs(20), h.result::<()>())
-        .await
-        .expect("the workflow did not finish");
-    match outcome {
-        Err(Error::WorkflowFailed { error, .. }) => {
-            assert_eq!(error.name, "StepError");
-            assert!(error.message.contains("Display panicked"), "{}", error.message);
-        }
-        other => panic!("expected the step's failure, got {other:?}"),
-    }
+    let error = failure(&h).await;
+    assert_eq!(error.name, "StepError");
+    assert!(error.message.contains("Display panicked"), "{}", error.message);
     assert_eq!(common::body_run(&id, 1), 3, "the step ran past its budget of 3 attempts");
-    assert_eq!(h.status().await.unwrap().recovery_attempts, 1, "restarted");
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
@@ -402,18 +411,10 @@ async fn a_value_json_cannot_hold_is_refused_when_first_recorded(db) {
         .unwrap();
     for (workflow, names) in [("nan-step", "step \"nan\""), ("nan-output", "workflow's output")] {
         let h = rt.start(workflow, (), WorkflowOptions::default()).await.unwrap();
-        let outcome = tokio::time::timeout(Duration::from_secs(20), h.result::<bool>())
-            .await
-            .expect("the workflow did not finish");
-        match outcome {
-            Err(Error::WorkflowFailed { error, .. }) => {
-                assert_eq!(error.name, "EncodeError", "{workflow}");
-                assert!(error.message.contains(names), "{workflow}: {}", error.message);
-                assert!(error.message.contains("NaN or infinite"), "{}", error.message);
-            }
-            other => panic!("{workflow}: expected an encode error, got {other:?}"),
-        }
-        assert_eq!(h.status().await.unwrap().recovery_attempts, 1, "{workflow}: restarted");
+        let error = failure(&h).await;
+        assert_eq!(error.name, "EncodeError", "{workflow}");
+        assert!(error.message.contains(names), "{workflow}: {}", error.message);
+        assert!(error.message.contains("NaN or infinite"), "{}", error.message);
     }
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
