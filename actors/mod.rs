@@ -3,6 +3,7 @@
 //! in `launch.rs`.
 
 pub(crate) mod database;
+pub(crate) mod fleet;
 pub(crate) mod listener;
 pub(crate) mod queue;
 pub(crate) mod restart;

@@ -108,6 +108,7 @@ impl Client {
             executes: false,
             schedule_refresh: Duration::from_secs(10),
             retention: None,
+            fleet: Default::default(),
         };
         let sys = sysdb::connect(url, &config.schema, 4, options.connect_timeout).await?;
         let tree = launch::launch(

@@ -63,6 +63,7 @@ mod db;
 mod debounce;
 mod dispatch;
 mod error;
+mod fleet;
 mod handle;
 mod hash;
 mod launch;
@@ -103,6 +104,7 @@ pub use start::WorkflowOptions;
 pub use status::{Status, WorkflowStatus};
 pub use step::{BoxError, RetryPolicy, Step, StepFn};
 pub use sysdb::AppVersion;
+pub use sysdb::ExecutorInfo;
 pub use sysdb::MigrationReport;
 pub use workflow::{ReadAs, Untyped, Workflow, WorkflowRef};
 

@@ -35,6 +35,8 @@ pub(crate) struct Config {
     pub schedule_refresh: Duration,
     /// The periodic garbage collection, if any.
     pub retention: Option<crate::retention::Retention>,
+    /// The lease and the adoption timer (an executor on Postgres).
+    pub fleet: crate::fleet::FleetSettings,
 }
 
 impl Config {
@@ -82,6 +84,8 @@ pub(crate) struct Shared {
     pub queue_defs: DashMap<String, crate::queue::Queue>,
     /// The current scheduler actor, kept by the scheduler itself.
     pub scheduler: crate::schedule::SchedulerPort,
+    /// Whether this process may start steps (its lease), kept by the fleet actor.
+    pub liveness: crate::fleet::Liveness,
 }
 
 pub(crate) type SharedRef = Arc<Shared>;
