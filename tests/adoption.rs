@@ -23,9 +23,21 @@ const CHILD_VERSION: &str = "STEAD_TEST_ADOPT_VERSION";
 const CHILD_PARK: &str = "STEAD_TEST_ADOPT_PARK";
 const CHILD_WIDTH: &str = "STEAD_TEST_ADOPT_WIDTH";
 
-/// How long each step body holds, in ms; and the number of steps of a job.
-const STEP_MS: u64 = 150;
-const STEPS: u32 = 3;
+/// How long each step body holds, in ms, and the number of steps of a job (the soak sets both
+/// through the environment, for its children too).
+const STEP_MS: &str = "STEAD_TEST_ADOPT_STEP_MS";
+const STEPS: &str = "STEAD_TEST_ADOPT_STEPS";
+
+fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn steps() -> u64 {
+    setting(STEPS, 3)
+}
 
 /// The side-effect pools, by workflow-id prefix (tests run in parallel in one process).
 static EFFECTS: OnceLock<Mutex<HashMap<String, PgPool>>> = OnceLock::new();
@@ -62,8 +74,8 @@ async fn effects_pool(url: &str, prefix: &str) -> PgPool {
 
 /// `STEPS` steps, each appending its effect then holding; parks forever in a child told to.
 async fn job(ctx: Context, n: u64) -> stead::Result<u64> {
-    let mut total = 0;
-    for step in 1..=STEPS {
+    let (mut total, hold) = (0, Duration::from_millis(setting(STEP_MS, 150)));
+    for step in 1..=steps() {
         let (id, me) = (ctx.workflow_id().to_owned(), executor_name());
         total += ctx
             .step_typed("effect", move || async move {
@@ -73,7 +85,7 @@ async fn job(ctx: Context, n: u64) -> stead::Result<u64> {
                     .bind(me)
                     .execute(&effects_for(&id))
                     .await?;
-                tokio::time::sleep(Duration::from_millis(STEP_MS)).await;
+                tokio::time::sleep(hold).await;
                 Ok::<_, sqlx::Error>(n)
             })
             .await?;
@@ -258,7 +270,7 @@ async fn a_killed_executors_work_is_adopted_once_by_a_survivor() {
     println!("kill -> first adopted step: {latency:?} ({in_flight} workflows in flight)");
     for (i, h) in handles.iter().enumerate() {
         let out = common::within(h.result::<u64>()).await.unwrap();
-        assert_eq!(out, i as u64 * u64::from(STEPS));
+        assert_eq!(out, i as u64 * steps());
     }
     let (repeated, most) = repeats(&effects).await;
     println!("step bodies run twice: {repeated} (at most {in_flight} were in flight)");
@@ -426,4 +438,182 @@ async fn a_dbos_python_apps_pending_work_is_never_adopted() {
     assert!(listed.iter().all(|e| e.executor_id.starts_with("stead-")));
     assert!(rt.client().stranded_workflows().await.unwrap().is_empty());
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+fn signal(child: &Child, sig: &str) {
+    let done = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(done.success(), "kill {sig}");
+}
+
+/// The database server's clock, as text (compared in SQL).
+async fn server_now(pool: &PgPool) -> String {
+    sqlx::query_scalar("SELECT clock_timestamp()::text")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "freezes a process for 20 s: run by .ci/run"]
+async fn a_process_frozen_for_20_s_is_adopted_and_starts_nothing_after_it_thaws() {
+    let (prefix, n) = ("frozen-", 10u64);
+    let db = common::TestDb::new().await;
+    let effects_db = common::TestDb::new().await;
+    let effects = effects_pool(&effects_db.url, prefix).await;
+    let pool = db.pool().await;
+    let frozen = spawn(&db.url, &effects_db.url, "frozen", "v1", false);
+    wait_live(&pool, "frozen").await;
+    let client = stead::Client::connect(&db.url).await.unwrap();
+    let mut handles = Vec::new();
+    for i in 0..n {
+        let options = WorkflowOptions::with_id(format!("{prefix}{i}"));
+        handles.push(client.enqueue("work", "job", i, options).await.unwrap());
+    }
+    common::wait_count(&effects, "SELECT count(*) FROM effects", n as i64, 60).await;
+    let survivor = executor(&db.url, "survivor", "v1").launch().await.unwrap();
+    // Frozen (as by a long pause or a lost network): its lease session ends on the server.
+    signal(&frozen.0, "-STOP");
+    let stopped = server_now(&effects).await;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    signal(&frozen.0, "-CONT");
+    let thawed = server_now(&effects).await;
+    for (i, h) in handles.iter().enumerate() {
+        let out = common::within(h.result::<u64>()).await.unwrap();
+        assert_eq!(out, i as u64 * steps());
+    }
+    // Adopted: every workflow finished under the survivor, and the thawed process started no
+    // step body (its lease had run out), so only bodies in flight at the freeze ran twice.
+    let survivors: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dbos.workflow_status WHERE executor_id = 'survivor'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(survivors, n as i64);
+    let late: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM effects WHERE executor = 'frozen' AND at >= $1::timestamptz",
+    )
+    .bind(&thawed)
+    .fetch_one(&effects)
+    .await
+    .unwrap();
+    assert_eq!(late, 0, "no step began in the frozen process after it thawed");
+    let (repeated, most) = repeats(&effects).await;
+    println!(
+        "frozen at {}: {repeated} step bodies ran twice (at most {n} in flight)",
+        stopped
+    );
+    assert!(repeated <= n as i64 && most <= 2);
+    survivor.shutdown(Duration::from_secs(5)).await.unwrap();
+    client.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the fleet soak (4 processes, 5,000 workflows, 2 killed): run by .ci/run"]
+async fn fleet_soak() {
+    // The children read these too: 5 steps of 40 ms each.
+    std::env::set_var(STEPS, "5");
+    std::env::set_var(STEP_MS, "40");
+    let (prefix, n) = ("soak-", 5000u64);
+    let db = common::TestDb::new().await;
+    let effects_db = common::TestDb::new().await;
+    let effects = effects_pool(&effects_db.url, prefix).await;
+    let pool = db.pool().await;
+    let mut children: Vec<Killed> = (0..4)
+        .map(|i| spawn(&db.url, &effects_db.url, &format!("soak-{i}"), "v1", false))
+        .collect();
+    for i in 0..4 {
+        wait_live(&pool, &format!("soak-{i}")).await;
+    }
+    let client = stead::Client::connect(&db.url).await.unwrap();
+    let began = Instant::now();
+    for i in 0..n {
+        let options = WorkflowOptions::with_id(format!("{prefix}{i}"));
+        client.enqueue("work", "job", i, options).await.unwrap();
+    }
+    let mut in_flight = 0;
+    let kills = [n / 5, n / 2];
+    let mut latencies = Vec::new();
+    for (k, at) in kills.iter().enumerate() {
+        common::wait_count(
+            &pool,
+            "SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'",
+            *at as i64,
+            180,
+        )
+        .await;
+        // A random-ish moment past the mark.
+        tokio::time::sleep(Duration::from_millis(u64::from(began.elapsed().subsec_millis()))).await;
+        let victim = format!("soak-{k}");
+        children[k].0.kill().unwrap();
+        let killed = Instant::now();
+        children[k].0.wait().unwrap();
+        let orphans: Vec<String> = sqlx::query_scalar(
+            "SELECT workflow_uuid FROM dbos.workflow_status WHERE executor_id = $1 \
+             AND status = 'PENDING'",
+        )
+        .bind(&victim)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        in_flight += orphans.len() as i64;
+        let latency = first_adopted_step(&effects, &victim, &orphans, killed).await;
+        println!("killed {victim}: {} in flight, first adopted step after {latency:?}", orphans.len());
+        latencies.push(latency);
+    }
+    common::wait_count(
+        &pool,
+        "SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'",
+        n as i64,
+        180,
+    )
+    .await;
+    let wrong: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM dbos.workflow_status s LEFT JOIN dbos.workflow_output o USING \
+         (workflow_uuid) WHERE COALESCE(o.output, s.output)::jsonb \
+         IS DISTINCT FROM to_jsonb(split_part(s.workflow_uuid, '-', 2)::int8 * 5)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(wrong, 0, "every output right");
+    let (repeated, most) = repeats(&effects).await;
+    println!(
+        "soak: {n} workflows in {:?}; step bodies run twice: {repeated} (in flight at kills: \
+         {in_flight}); adoption latencies {latencies:?}",
+        began.elapsed()
+    );
+    assert!(repeated <= in_flight && most <= 2);
+    assert!(latencies.iter().all(|l| *l < Duration::from_secs(10)));
+    client.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// How long after `since` another executor than `dead` first ran a step of `orphans`.
+async fn first_adopted_step(
+    effects: &PgPool,
+    dead: &str,
+    orphans: &[String],
+    since: Instant,
+) -> Duration {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM effects WHERE executor <> $1 AND wf = ANY($2) \
+             AND at > clock_timestamp() - make_interval(secs => $3)",
+        )
+        .bind(dead)
+        .bind(orphans)
+        .bind(since.elapsed().as_secs_f64())
+        .fetch_one(effects)
+        .await
+        .unwrap();
+        if n > 0 || orphans.is_empty() {
+            return since.elapsed();
+        }
+        assert!(Instant::now() < deadline, "nothing adopted within 30 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
