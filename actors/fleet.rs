@@ -165,7 +165,10 @@ async fn recover_own(shared: &SharedRef) -> Result<(), Error> {
             db.recover(&me.config.executor(), false).await
         })
         .await?;
-    tracing::info!(recovered, "recovered this executor's workflows after a fence");
+    tracing::info!(
+        recovered,
+        "recovered this executor's workflows after a fence"
+    );
     wake_all(shared);
     Ok(())
 }

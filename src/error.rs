@@ -112,7 +112,9 @@ pub enum Error {
     ScheduleExists(String),
     /// Another live process holds this executor id (its liveness lock): a launch under an id
     /// in use elsewhere is refused before it touches anything.
-    #[error("executor id {executor_id:?} is live in another process; give each executor its own id")]
+    #[error(
+        "executor id {executor_id:?} is live in another process; give each executor its own id"
+    )]
     ExecutorInUse { executor_id: String },
     /// An argument was malformed (an empty id, a name with a NUL byte, ...).
     #[error("invalid argument: {0}")]

@@ -178,9 +178,10 @@ impl Client {
         Ok(self
             .shared()
             .db
-            .call_with(app, |db, app| async move {
-                db.stranded(app.as_deref()).await
-            })
+            .call_with(
+                app,
+                |db, app| async move { db.stranded(app.as_deref()).await },
+            )
             .await?)
     }
 }

@@ -22,6 +22,7 @@ const CHILD_ID: &str = "STEAD_TEST_ADOPT_EXECUTOR";
 const CHILD_VERSION: &str = "STEAD_TEST_ADOPT_VERSION";
 const CHILD_PARK: &str = "STEAD_TEST_ADOPT_PARK";
 const CHILD_WIDTH: &str = "STEAD_TEST_ADOPT_WIDTH";
+const DEFAULTS: &str = "STEAD_TEST_ADOPT_DEFAULTS";
 
 /// How long each step body holds, in ms, and the number of steps of a job (the soak sets both
 /// through the environment, for its children too).
@@ -106,15 +107,19 @@ fn executor(url: &str, id: &str, version: &str) -> stead::RuntimeBuilder {
         .ok()
         .and_then(|w| w.parse().ok())
         .unwrap_or(10);
-    Runtime::builder()
+    let b = Runtime::builder()
         .database_url(url)
         .app_version(version)
         .executor_id(id)
-        .lease(Duration::from_secs(2))
-        .adoption_interval(Duration::from_millis(500))
         .internal_queue_poll(Duration::from_millis(200))
         .workflow("job", job)
-        .queue(Queue::new("work").worker_concurrency(width))
+        .queue(Queue::new("work").worker_concurrency(width));
+    // The soak measures the default lease and adoption interval; the rest shorten them.
+    if std::env::var(DEFAULTS).is_ok() {
+        return b;
+    }
+    b.lease(Duration::from_secs(2))
+        .adoption_interval(Duration::from_millis(500))
 }
 
 /// Entry point of a child executor; does nothing when run as an ordinary test.
@@ -274,7 +279,10 @@ async fn a_killed_executors_work_is_adopted_once_by_a_survivor() {
     }
     let (repeated, most) = repeats(&effects).await;
     println!("step bodies run twice: {repeated} (at most {in_flight} were in flight)");
-    assert!(repeated <= in_flight && most <= 2, "{repeated} repeats, max {most}");
+    assert!(
+        repeated <= in_flight && most <= 2,
+        "{repeated} repeats, max {most}"
+    );
     let adopted: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM dbos.workflow_status WHERE executor_id = 'survivor'",
     )
@@ -282,7 +290,10 @@ async fn a_killed_executors_work_is_adopted_once_by_a_survivor() {
     .await
     .unwrap();
     assert!(adopted >= in_flight, "the survivor ran the dead one's work");
-    assert!(latency < Duration::from_secs(10), "adopted after {latency:?}");
+    assert!(
+        latency < Duration::from_secs(10),
+        "adopted after {latency:?}"
+    );
     // The roster shows both: the survivor live, the dead one dead with nothing pending.
     let listed = survivor.client().list_executors().await.unwrap();
     let state: HashMap<_, _> = listed
@@ -305,8 +316,8 @@ async fn first_step_of(effects: &PgPool, orphans: &[String], since: Instant) -> 
         )
         .bind(orphans)
         .fetch_one(effects)
-            .await
-            .unwrap();
+        .await
+        .unwrap();
         if n > 0 {
             return since.elapsed();
         }
@@ -368,7 +379,14 @@ async fn a_retired_versions_work_is_stranded_until_one_command_moves_it() {
     assert_eq!(listed.as_array().map(Vec::len), Some(n as usize));
     // The one documented command moves them onto B, which finishes them.
     let moved = tokio::process::Command::new(env!("CARGO_BIN_EXE_stead"))
-        .args(["--database-url", &db.url, "workflow", "stranded", "--move-to", "B"])
+        .args([
+            "--database-url",
+            &db.url,
+            "workflow",
+            "stranded",
+            "--move-to",
+            "B",
+        ])
         .output()
         .await
         .unwrap();
@@ -390,9 +408,13 @@ async fn a_dbos_python_apps_pending_work_is_never_adopted() {
     require_dbos!();
     let db = common::TestDb::new().await;
     let pool = db.pool().await;
-    stead::Client::migrate(&db.url, &Default::default()).await.unwrap();
+    stead::Client::migrate(&db.url, &Default::default())
+        .await
+        .unwrap();
     // A live DBOS app starts two workflows that hold, then dies (the tempting case).
-    let python = common::dbos_py::dbos_cli_async().await.with_file_name("python");
+    let python = common::dbos_py::dbos_cli_async()
+        .await
+        .with_file_name("python");
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/app.py");
     let mut app = tokio::process::Command::new(python)
         .arg(script)
@@ -500,7 +522,10 @@ async fn a_process_frozen_for_20_s_is_adopted_and_starts_nothing_after_it_thaws(
     .fetch_one(&effects)
     .await
     .unwrap();
-    assert_eq!(late, 0, "no step began in the frozen process after it thawed");
+    assert_eq!(
+        late, 0,
+        "no step began in the frozen process after it thawed"
+    );
     let (repeated, most) = repeats(&effects).await;
     println!(
         "frozen at {}: {repeated} step bodies ran twice (at most {n} in flight)",
@@ -517,6 +542,7 @@ async fn fleet_soak() {
     // The children read these too: 5 steps of 40 ms each.
     std::env::set_var(STEPS, "5");
     std::env::set_var(STEP_MS, "40");
+    std::env::set_var(DEFAULTS, "1");
     let (prefix, n) = ("soak-", 5000u64);
     let db = common::TestDb::new().await;
     let effects_db = common::TestDb::new().await;
@@ -546,7 +572,10 @@ async fn fleet_soak() {
         )
         .await;
         // A random-ish moment past the mark.
-        tokio::time::sleep(Duration::from_millis(u64::from(began.elapsed().subsec_millis()))).await;
+        tokio::time::sleep(Duration::from_millis(u64::from(
+            began.elapsed().subsec_millis(),
+        )))
+        .await;
         let victim = format!("soak-{k}");
         children[k].0.kill().unwrap();
         let killed = Instant::now();
@@ -561,7 +590,10 @@ async fn fleet_soak() {
         .unwrap();
         in_flight += orphans.len() as i64;
         let latency = first_adopted_step(&effects, &victim, &orphans, killed).await;
-        println!("killed {victim}: {} in flight, first adopted step after {latency:?}", orphans.len());
+        println!(
+            "killed {victim}: {} in flight, first adopted step after {latency:?}",
+            orphans.len()
+        );
         latencies.push(latency);
     }
     common::wait_count(

@@ -3,9 +3,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use stead::{
-    ExecutorInfo, Queue, QueueLimits, RateLimit, ScheduleInfo, StepInfo, WorkflowInfo,
-};
+use stead::{ExecutorInfo, Queue, QueueLimits, RateLimit, ScheduleInfo, StepInfo, WorkflowInfo};
 
 /// A command's result in both forms; `main` prints one of them.
 pub struct Rendered {
@@ -137,7 +135,14 @@ pub fn stranded(list: &[WorkflowInfo]) -> String {
 /// The fleet's executors.
 pub fn executors(list: &[ExecutorInfo]) -> String {
     let mut table = Table::new(&[
-        "EXECUTOR", "HOST", "PID", "VERSION", "APP", "PENDING", "STATE", "LAST SEEN",
+        "EXECUTOR",
+        "HOST",
+        "PID",
+        "VERSION",
+        "APP",
+        "PENDING",
+        "STATE",
+        "LAST SEEN",
     ]);
     for e in list {
         table.row(vec![

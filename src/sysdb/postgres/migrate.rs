@@ -52,7 +52,10 @@ async fn migrate_pg(conn: &mut PgConnection, schema: &str) -> Result<MigrationRe
     let mut outcome = migrate_locked(conn, schema).await;
     if outcome.is_ok() {
         let script = STEAD_SCRIPT.replace("{s}", &format!("\"{schema}\""));
-        if let Err(e) = sqlx::raw_sql(AssertSqlSafe(script)).execute(&mut *conn).await {
+        if let Err(e) = sqlx::raw_sql(AssertSqlSafe(script))
+            .execute(&mut *conn)
+            .await
+        {
             outcome = Err(e.into());
         }
     }

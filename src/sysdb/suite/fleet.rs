@@ -76,7 +76,10 @@ async fn a_dead_executors_work_is_adopted_once_and_a_retired_versions_is_strande
     assert_eq!(listed.len(), 1);
     assert!(listed[0].live && listed[0].pending == 2 && listed[0].app_version == "v1");
     tokio::time::sleep(Duration::from_millis(600)).await;
-    assert!(f.store.adoptable(&me()).await.unwrap().is_empty(), "it lives");
+    assert!(
+        f.store.adoptable(&me()).await.unwrap().is_empty(),
+        "it lives"
+    );
     assert_eq!(f.store.adopt(&adoption("dead")).await.unwrap(), None);
 
     // Its session ends: it is dead, and quiet half a second after its last ping.
@@ -102,7 +105,10 @@ async fn a_dead_executors_work_is_adopted_once_and_a_retired_versions_is_strande
     let again = f.store.adopt(&adoption("dead")).await.unwrap().unwrap();
     assert_eq!(again.workflows, 0);
     let relaunch = f.store.hold("dead", 10_000).await.unwrap();
-    assert!(relaunch.is_some(), "the adopter's lock lasted one transaction");
+    assert!(
+        relaunch.is_some(),
+        "the adopter's lock lasted one transaction"
+    );
     drop(relaunch);
 
     // An executor of a version nobody serves any more: its work is stranded until moved
