@@ -104,15 +104,17 @@ fn worker_process(id: &str) -> std::io::Result<std::process::Child> {
         .spawn()
 }
 
-/// Waits until executor `id` is live.
+/// Waits until executor `id` is live (its launch migrates the schema first).
 async fn wait_live(id: &str) -> stead::Result<()> {
-    let client = Client::connect(&url()).await?;
     loop {
-        let listed = client.list_executors().await?;
-        if listed.iter().any(|e| e.executor_id == id && e.live) {
-            return client.shutdown(Duration::from_secs(1)).await;
+        if let Ok(client) = Client::connect(&url()).await {
+            let listed = client.list_executors().await?;
+            client.shutdown(Duration::from_secs(1)).await?;
+            if listed.iter().any(|e| e.executor_id == id && e.live) {
+                return Ok(());
+            }
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
