@@ -146,7 +146,7 @@ fn fence(shared: &SharedRef) {
     shared.liveness.fence();
     crate::metrics::fenced();
     let mut stopped = 0;
-    for runs in shared.running.iter() {
+    for runs in shared.directory.running.iter() {
         for run in runs.iter() {
             let _ = run.actor.send_message(WorkflowRequest::Fence);
             stopped += 1;
@@ -174,7 +174,7 @@ async fn recover_own(shared: &SharedRef) -> Result<(), Error> {
 }
 
 fn wake_all(shared: &SharedRef) {
-    for queue in shared.queues.iter() {
+    for queue in shared.directory.queues.iter() {
         let _ = queue.send_message(QueueRequest::Wake);
     }
 }
@@ -260,7 +260,7 @@ async fn adopt(shared: &SharedRef, dead: String) -> Result<(), Error> {
     tracing::info!(dead = %dead, workflows = adopted.workflows,
         "adopted a dead executor's workflows");
     for queue in &adopted.queues {
-        if let Some(actor) = shared.queues.get(queue) {
+        if let Some(actor) = shared.directory.queues.get(queue) {
             let _ = actor.send_message(QueueRequest::Wake);
         }
     }

@@ -1,18 +1,12 @@
-//! A fleet of executors on one Postgres: each executor's identity, its lease (how long it may
-//! start steps after it last proved it was alive), and what operators ask of the fleet
-//! (`impl Client`: the executors, stranded work, moving it onto a version).
+//! A fleet of executors on one Postgres: each executor's identity and its lease (how long it may
+//! start durable calls after it last proved it was alive).
 //!
 //! The lock, the roster and adoption are storage (`sysdb::fleet`); the actor that pings,
-//! fences and adopts is `actors/fleet.rs`. This module never touches the database itself.
+//! fences and adopts is `actors/fleet.rs`; what operators ask of the fleet is on the client
+//! (`client/fleet.rs`). This module never touches the database itself.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-use crate::client::Client;
-use crate::error::Result;
-use crate::manage::{ListWorkflows, WorkflowInfo};
-use crate::status::Status;
-use crate::sysdb::ExecutorInfo;
 
 /// How an executor proves it is alive and how often it looks for dead peers' work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,65 +119,6 @@ pub(crate) fn host_name() -> String {
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "host".into())
-}
-
-impl Client {
-    /// The stead executors that have used this database (of this client's application, or
-    /// all when it has none), live ones first, with the workflows each has `PENDING`. On
-    /// SQLite the list is empty: a file serves one executor, whose liveness is its file lock.
-    pub async fn list_executors(&self) -> Result<Vec<ExecutorInfo>> {
-        let app = self.shared().config.app_name.clone();
-        Ok(self
-            .shared()
-            .db
-            .call_with(app, |db, app| async move {
-                db.list_executors(app.as_deref()).await
-            })
-            .await?)
-    }
-
-    /// Workflows left `PENDING` by dead executors that no live executor can run (none serves
-    /// their application version), oldest first. Move them onto a version that runs with
-    /// [`Client::move_stranded`] (`stead workflow stranded --move-to <version>`).
-    pub async fn stranded_workflows(&self) -> Result<Vec<WorkflowInfo>> {
-        let ids = self.stranded_ids().await?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.list_workflows(ListWorkflows::new().ids(ids).status(Status::Pending))
-            .await
-    }
-
-    /// Moves every stranded workflow onto application version `version`: each is resumed
-    /// from its checkpoints on its queue (the internal one for a direct start) for executors
-    /// of that version to claim. Returns how many moved.
-    pub async fn move_stranded(&self, version: &str) -> Result<u64> {
-        crate::validate_name(version, "application version")?;
-        let ids = self.stranded_ids().await?;
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let version = version.to_owned();
-        Ok(self
-            .shared()
-            .db
-            .call_with((ids, version), |db, (ids, version)| async move {
-                db.move_stranded(&ids, &version).await
-            })
-            .await?)
-    }
-
-    async fn stranded_ids(&self) -> Result<Vec<String>> {
-        let app = self.shared().config.app_name.clone();
-        Ok(self
-            .shared()
-            .db
-            .call_with(
-                app,
-                |db, app| async move { db.stranded(app.as_deref()).await },
-            )
-            .await?)
-    }
 }
 
 #[cfg(test)]
