@@ -165,6 +165,9 @@ impl Actor for WorkflowActor {
         };
         match msg {
             WorkflowMsg::Request(WorkflowRequest::Cancel) => ctx.cancel(),
+            WorkflowMsg::Request(WorkflowRequest::Fence) => {
+                ctx.stop(Abort::NotOwner);
+            }
             WorkflowMsg::Deadline => {
                 tracing::info!(workflow_id = %state.dispatch.id, "deadline passed; cancelling");
                 let id = state.dispatch.id.clone();

@@ -124,6 +124,12 @@ pub enum Error {
     /// A schedule of this name already exists.
     #[error("schedule {0:?} already exists")]
     ScheduleExists(String),
+    /// Another live process holds this executor id (its liveness lock): a launch under an id
+    /// in use elsewhere is refused before it touches anything.
+    #[error(
+        "executor id {executor_id:?} is live in another process; give each executor its own id"
+    )]
+    ExecutorInUse { executor_id: String },
     /// An argument was malformed (an empty id, a name with a NUL byte, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -167,6 +173,7 @@ impl Error {
             Error::QueueNotEmpty { .. } => "QueueNotEmpty",
             Error::UnknownSchedule(_) => "UnknownSchedule",
             Error::ScheduleExists(_) => "ScheduleExists",
+            Error::ExecutorInUse { .. } => "ExecutorInUse",
             Error::InvalidArgument(_) => "InvalidArgument",
             Error::Database(_) => "DatabaseError",
             Error::Shutdown => "Shutdown",

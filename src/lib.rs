@@ -62,6 +62,7 @@ mod db;
 mod directory;
 mod dispatch;
 mod error;
+mod fleet;
 mod handle;
 mod hash;
 mod launch;
@@ -101,6 +102,7 @@ pub use start::{EnqueueRequest, QueueMessage, WorkflowOptions};
 pub use status::{Status, WorkflowStatus};
 pub use step::{BoxError, RetryPolicy, Step, StepFn};
 pub use sysdb::AppVersion;
+pub use sysdb::ExecutorInfo;
 pub use sysdb::MigrationReport;
 pub use workflow::{ReadAs, Untyped, Workflow, WorkflowRef};
 

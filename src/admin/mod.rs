@@ -1,6 +1,7 @@
 //! Admin HTTP endpoints and the live dashboard (feature `admin`): health, readiness, Prometheus
-//! metrics, workflows and their steps, queues with their load, throughput, and cancel, resume
-//! and fork, as JSON; the dashboard page at `/`.
+//! metrics, workflows and their steps, queues with their load, throughput, the fleet's
+//! executors and stranded work, and cancel, resume, fork and moving stranded work, as JSON;
+//! the dashboard page at `/`.
 //!
 //! It binds to loopback unless told otherwise and can require a bearer token. It is a thin
 //! layer over [`Client`]: it never builds SQL and never runs workflow code.
@@ -22,6 +23,7 @@
 mod auth;
 mod body;
 mod dashboard;
+mod fleet;
 mod health;
 mod origin;
 mod params;
@@ -236,6 +238,9 @@ fn router(state: Arc<AdminState>) -> Router {
         .route("/api/workflows/{id}/fork", post(workflows::fork))
         .route("/api/queues", get(queues::list))
         .route("/api/throughput", get(queues::throughput))
+        .route("/api/executors", get(fleet::executors))
+        .route("/api/stranded", get(fleet::stranded))
+        .route("/api/stranded/move", post(fleet::move_stranded))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,

@@ -34,6 +34,7 @@ use crate::sysdb::{self, MigrationReport, QueueDeletion};
 use crate::workflow::WorkflowRef;
 
 pub(crate) mod debounce;
+mod fleet;
 pub(crate) mod manage;
 pub(crate) mod observe;
 mod retention;
@@ -116,6 +117,7 @@ impl Client {
             reconcile_every: Duration::from_secs(60),
             executes: false,
             schedule_refresh: Duration::from_secs(10),
+            fleet: Default::default(),
         };
         let sys = sysdb::connect(url, &config.schema, 4, options.connect_timeout).await?;
         let tree = launch::launch(

@@ -2,7 +2,7 @@
 //! [`Session`], in `store.rs`), the backend-neutral types it speaks, and its two
 //! implementations, `postgres/` and `sqlite/`, which hold every SQL statement stead runs.
 //!
-//! The neutral modules (one per concept: `start`, `steps`, `finish`, `ops`, `claim`, `dispatch`,
+//! The neutral modules (one per concept: `start`, `steps`, `finish`, `ops`, `claim`, `dispatch`, `fleet`,
 //! `reads`, `cancel`, `manage`, `versions`, `migrate`, `queues`, `schedules`, `debounce`,
 //! `retention`, `observe`, `listen`) declare types and their part of the interface, and contain
 //! no SQL; `rows.rs` decodes and binds what both backends share. The backends import the
@@ -17,6 +17,7 @@ mod classify;
 mod debounce;
 mod dispatch;
 mod finish;
+mod fleet;
 mod listen;
 mod manage;
 mod migrate;
@@ -47,6 +48,8 @@ pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
 pub(crate) use debounce::{Bounce, Bounced};
 pub(crate) use dispatch::Executor;
 pub(crate) use finish::{FinishOutcome, FinishWrite};
+pub use fleet::ExecutorInfo;
+pub(crate) use fleet::{Adoption, Lease, Member};
 pub(crate) use manage::{Delayed, Fork, ListQuery, ListedRow, Resumed, StepListing};
 pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;
