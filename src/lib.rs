@@ -50,6 +50,7 @@ mod actors;
 #[cfg(feature = "admin")]
 pub mod admin;
 mod admission;
+mod attributes;
 mod backoff;
 mod builder;
 mod calls;
@@ -83,6 +84,7 @@ mod sysdb;
 mod workflow;
 
 pub use actors::restart::RestartPolicy;
+pub use attributes::{parse_attribute, Attributes, OTEL_CONTEXT_KEY};
 pub use builder::RuntimeBuilder;
 pub use calls::{ChildHandle, Selected, StreamValue};
 pub use client::{Client, ClientOptions, RuntimeStats};

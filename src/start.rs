@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use ractor::DerivedActorRef;
 
+use serde_json::Value;
+
 use crate::admission::{Permit, Tabled, Take};
+use crate::attributes::{self, Attributes};
 use crate::clock::now_ms;
 use crate::codec;
 use crate::codec::PORTABLE_JSON;
@@ -39,6 +42,7 @@ pub struct WorkflowOptions {
     partition_key: Option<String>,
     timeout: Option<Duration>,
     app_version: Option<String>,
+    attributes: Option<Attributes>,
     /// Set for a child: its parent, and the parent's deadline it inherits.
     parent: Option<(String, Option<i64>)>,
 }
@@ -91,6 +95,22 @@ impl WorkflowOptions {
     /// runtime's own version; from a client, any executor running the latest version).
     pub fn app_version(mut self, version: impl Into<String>) -> Self {
         self.app_version = Some(version.into());
+        self
+    }
+
+    /// Custom attributes recorded with the workflow (DBOS's `attributes` column): listed with
+    /// it, filterable ([`crate::ListWorkflows::attributes`]) and changeable later
+    /// ([`crate::Client::update_workflow_attributes`]). Children do not inherit them.
+    pub fn attributes(mut self, attributes: Attributes) -> Self {
+        self.attributes = Some(attributes);
+        self
+    }
+
+    /// Adds one attribute (see [`WorkflowOptions::attributes`]).
+    pub fn attribute(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.attributes
+            .get_or_insert_with(Attributes::new)
+            .insert(key.into(), value.into());
         self
     }
 
@@ -332,6 +352,11 @@ fn new_row(
             .clone()
             .or_else(|| shared.config.own_version()),
         app_name: shared.config.app_name.clone(),
+        attributes: options
+            .attributes
+            .as_ref()
+            .map(attributes::encode)
+            .transpose()?,
         created_at: sysdb::next_created_at(),
     })
 }

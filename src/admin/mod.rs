@@ -220,6 +220,10 @@ fn router(state: Arc<AdminState>) -> Router {
         .route("/api/workflows/{id}/cancel", post(workflows::cancel))
         .route("/api/workflows/{id}/resume", post(workflows::resume))
         .route("/api/workflows/{id}/fork", post(workflows::fork))
+        .route(
+            "/api/workflows/{id}/attributes",
+            post(workflows::attributes),
+        )
         .route("/api/queues", get(queues::list))
         .route("/api/throughput", get(queues::throughput))
         .route_layer(middleware::from_fn_with_state(

@@ -45,7 +45,9 @@ pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
 pub(crate) use debounce::{Bounce, Bounced};
 pub(crate) use dispatch::Executor;
 pub(crate) use finish::{FinishOutcome, FinishWrite};
-pub(crate) use manage::{Delayed, Fork, ListQuery, ListedRow, Resumed, StepListing};
+pub(crate) use manage::{
+    AttributesUpdate, Delayed, Fork, ListQuery, ListedRow, Resumed, StepListing,
+};
 pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;
 pub(crate) use observe::{CompletedBucket, QueueCounts};

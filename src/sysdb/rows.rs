@@ -91,7 +91,7 @@ pub(super) const STATUS_COLUMNS: &str = "w.workflow_uuid, w.status, w.name, w.ex
     w.application_version, w.application_name, w.queue_name, w.recovery_attempts, w.created_at, \
     w.updated_at, w.started_at_epoch_ms, w.completed_at, w.parent_workflow_id, w.forked_from, \
     w.workflow_timeout_ms, w.workflow_deadline_epoch_ms, w.priority, w.deduplication_id, \
-    w.queue_partition_key, w.delay_until_epoch_ms";
+    w.queue_partition_key, w.delay_until_epoch_ms, w.attributes";
 
 /// A status record, columns in [`STATUS_COLUMNS`] order.
 pub(super) fn status_from_row(row: &impl AnyRow) -> Result<WorkflowStatus, DbError> {
@@ -122,6 +122,7 @@ pub(super) fn status_from_row(row: &impl AnyRow) -> Result<WorkflowStatus, DbErr
         deduplication_id: row.at(17)?,
         partition_key: row.at(18)?,
         delay_until_ms: row.at(19)?,
+        attributes: row.at(20)?,
     })
 }
 
@@ -130,9 +131,9 @@ impl StatusRow {
     pub(super) fn from_row(row: &impl AnyRow) -> Result<StatusRow, DbError> {
         Ok(StatusRow {
             status: status_from_row(row)?,
-            serialization: row.at(20)?,
-            output: row.at(21)?,
-            error: row.at(22)?,
+            serialization: row.at(21)?,
+            output: row.at(22)?,
+            error: row.at(23)?,
         })
     }
 }
@@ -142,15 +143,15 @@ impl ListedRow {
     pub(super) fn from_row(row: &impl AnyRow) -> Result<ListedRow, DbError> {
         Ok(ListedRow {
             status: status_from_row(row)?,
-            serialization: row.at(20)?,
-            inputs: row.at(21)?,
-            output: row.at(22)?,
-            error: row.at(23)?,
+            serialization: row.at(21)?,
+            inputs: row.at(22)?,
+            output: row.at(23)?,
+            error: row.at(24)?,
         })
     }
 }
 
-/// Binds a listing's filters after its ids and statuses (parameters 3 to 15).
+/// Binds a listing's filters after its ids and statuses (parameters 3 to 16).
 pub(super) fn bind_filters<'q, B: Bind<'q>>(b: B, q: &'q ListQuery) -> B {
     b.arg(&q.name)
         .arg(&q.queue)
@@ -165,6 +166,7 @@ pub(super) fn bind_filters<'q, B: Bind<'q>>(b: B, q: &'q ListQuery) -> B {
         .arg(q.queued_only)
         .arg(q.limit)
         .arg(q.offset)
+        .arg(&q.attributes)
 }
 
 impl StepRow {
