@@ -32,6 +32,22 @@ pub(crate) fn encode(attributes: &Attributes) -> Result<String> {
     Ok(text)
 }
 
+/// The stored attributes of a workflow being created: the given ones, plus (feature `otel`) the
+/// current span's trace context under [`OTEL_CONTEXT_KEY`] unless they carry one already.
+pub(crate) fn for_new_workflow(given: Option<&Attributes>) -> Result<Option<String>> {
+    #[cfg(feature = "otel")]
+    if let Some(with_trace) = crate::otel::with_current_trace(given) {
+        return encode(&with_trace).map(Some);
+    }
+    given.map(encode).transpose()
+}
+
+/// The JSON of the trace context in stored attributes `text`, if they hold one.
+pub(crate) fn trace_context(text: Option<&str>) -> Option<String> {
+    let attributes: Attributes = serde_json::from_str(text?).ok()?;
+    attributes.get(OTEL_CONTEXT_KEY).map(Value::to_string)
+}
+
 /// Parses one attribute as the CLI and the admin API take it, `KEY=VALUE`: the value is JSON
 /// when it parses as JSON (`n=3`, `vip=true`, `tag="3"`), a string otherwise (`c=acme`).
 pub fn parse_attribute(text: &str) -> Result<(String, Value)> {

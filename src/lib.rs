@@ -70,6 +70,8 @@ mod launch;
 mod manage;
 pub mod metrics;
 mod observe;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod queue;
 mod registry;
 mod retention;

@@ -228,6 +228,7 @@ impl Submission {
         let target = queue.as_deref().map_or(Target::Direct, Target::Queue);
         let (id, owner, inputs) = (new.id.clone(), new.owner.clone(), new.inputs.clone());
         let deadline = new.deadline;
+        let trace = attributes::trace_context(new.attributes.as_deref());
         let outcome = shared.db.start(new).await;
         let created = matches!(outcome, Ok(StartOutcome::Created));
         let reserved = match reservation {
@@ -256,11 +257,14 @@ impl Submission {
                 match (target, owner) {
                     (Target::Direct, Some(owner)) => {
                         shared.completions.slot(&id);
-                        dispatch(shared, direct(&id, workflow, owner, inputs, deadline));
+                        dispatch(
+                            shared,
+                            direct(&id, workflow, owner, inputs, deadline, trace),
+                        );
                     }
                     (Target::Queue(_), Some(owner)) => {
                         shared.completions.slot(&id);
-                        let d = direct(&id, workflow, owner, inputs, deadline);
+                        let d = direct(&id, workflow, owner, inputs, deadline, trace);
                         if let Some((queue, slot)) = reserved {
                             // If the actor died meanwhile, its successor's take-back runs it.
                             let _ = queue.send_message(QueueRequest::RunReserved(d, slot));
@@ -352,11 +356,7 @@ fn new_row(
             .clone()
             .or_else(|| shared.config.own_version()),
         app_name: shared.config.app_name.clone(),
-        attributes: options
-            .attributes
-            .as_ref()
-            .map(attributes::encode)
-            .transpose()?,
+        attributes: attributes::for_new_workflow(options.attributes.as_ref())?,
         created_at: sysdb::next_created_at(),
     })
 }
@@ -391,6 +391,7 @@ fn direct(
     owner: String,
     inputs: String,
     deadline: Option<i64>,
+    trace_context: Option<String>,
 ) -> Dispatch {
     Dispatch {
         id: id.to_owned(),
@@ -402,6 +403,7 @@ fn direct(
         fresh: true,
         restarts: 0,
         deadline,
+        trace_context,
     }
 }
 

@@ -213,7 +213,8 @@ impl StreamRow {
 
 impl Claimed {
     /// A taken row with its dispatch key (priority, `created_at`), from column `at` on: id,
-    /// name, owner, attempts, inputs, serialization, has steps, priority, created, deadline.
+    /// name, owner, attempts, inputs, serialization, has steps, priority, created, deadline,
+    /// trace context.
     pub(super) fn keyed_from_row(
         row: &impl AnyRow,
         at: usize,
@@ -227,6 +228,7 @@ impl Claimed {
             serialization: row.at(at + 5)?,
             has_steps: row.at(at + 6)?,
             deadline: row.at(at + 9)?,
+            trace_context: row.at(at + 10)?,
         };
         Ok(((row.at(at + 7)?, row.at(at + 8)?), claimed))
     }
