@@ -21,7 +21,9 @@ pub(crate) struct Dispatch {
     pub restarts: u32,
     /// When the workflow's time runs out (epoch ms), if it has a timeout.
     pub deadline: Option<i64>,
-    /// The trace its spans continue (the JSON of its `dbos.otelContext` attribute), if any.
+    /// The trace its spans continue (the JSON of its `dbos.otelContext` attribute), if any;
+    /// read only with the `otel` feature.
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
     pub trace_context: Option<String>,
 }
 
@@ -61,24 +63,6 @@ pub(crate) enum QueueRequest {
 pub(crate) enum WorkflowRequest {
     /// Stop before the next durable call (the row is already `CANCELLED`).
     Cancel,
-}
-
-/// Tells the actors of `id` running in this process to stop: all of them after a cancel, or only
-/// the one running as `owner` after a takeover (resume).
-pub(crate) fn cancel_local(shared: &crate::shared::Shared, id: &str, owner: Option<&str>) {
-    let runs: Vec<_> = shared
-        .running
-        .get(id)
-        .map(|runs| {
-            runs.iter()
-                .filter(|r| owner.is_none_or(|o| o == r.owner))
-                .map(|r| r.actor.clone())
-                .collect()
-        })
-        .unwrap_or_default();
-    for actor in runs {
-        let _ = actor.send_message(WorkflowRequest::Cancel);
-    }
 }
 
 /// A workflow actor running in this process, and the owner token it runs under.

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::reply::ApiError;
 use crate::attributes::{parse_attribute, Attributes};
-use crate::manage::{ForkOptions, ListWorkflows};
+use crate::client::manage::{ForkOptions, ListWorkflows};
 use crate::status::Status;
 
 /// The most workflows one listing returns.
