@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::dbos_py::py_client;
+use common::dbos_py::{ok_answer as ok, py_client};
 use common::{client, TestDb};
 use serde_json::{json, Value};
 use stead::{Attributes, Context, Error, ListWorkflows, Queue, Runtime, WorkflowOptions};
@@ -103,13 +103,6 @@ async fn set_at_start_and_enqueue_listed_filtered_and_changed(db) {
     assert!(matches!(refused, Err(Error::InvalidArgument(m)) if m.contains("NUL")));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
-}
-
-fn ok(answer: Value) -> Value {
-    match answer {
-        Value::Object(mut m) if m.contains_key("ok") => m.remove("ok").unwrap_or_default(),
-        other => panic!("the Python client failed: {other}"),
-    }
 }
 
 /// DBOS's client and stead read and write each other's attributes: a Python enqueue's

@@ -155,6 +155,14 @@ pub async fn py_script(script: &str, url: &str, arg: Value) -> Value {
     json_output(cmd, &format!("{script} {arg}")).await
 }
 
+/// The `ok` of a `client.py` answer, failing the test on its `error`.
+pub fn ok_answer(answer: Value) -> Value {
+    match answer {
+        Value::Object(mut m) if m.contains_key("ok") => m.remove("ok").unwrap_or_default(),
+        other => panic!("the Python client failed: {other}"),
+    }
+}
+
 /// Runs `dbos workflow <args> -s <url>` and parses its JSON output.
 pub async fn dbos_workflow_cli(url: &str, args: &[&str]) -> Value {
     let mut cmd = tokio::process::Command::new(dbos_cli_async().await);
