@@ -23,12 +23,18 @@ pub const OTEL_CONTEXT_KEY: &str = "dbos.otelContext";
 /// character), naming it, rather than failing in the database.
 pub(crate) fn encode(attributes: &Attributes) -> Result<String> {
     let text = Value::Object(attributes.clone()).to_string();
+    check_encoded(&text)?;
+    Ok(text)
+}
+
+/// Refuses encoded attributes (or an attribute filter) holding a NUL character.
+pub(crate) fn check_encoded(text: &str) -> Result<()> {
     if text.contains("\\u0000") {
         return Err(Error::InvalidArgument(
             "workflow attributes must not contain a NUL character".into(),
         ));
     }
-    Ok(text)
+    Ok(())
 }
 
 /// The JSON of the trace context in stored attributes `text`, if they hold one.

@@ -101,6 +101,9 @@ async fn set_at_start_and_enqueue_listed_filtered_and_changed(db) {
     let nul = WorkflowOptions::with_id("nul").attribute("k", "a\0b");
     let refused = client.enqueue(QUEUE, "double", 1u64, nul).await;
     assert!(matches!(refused, Err(Error::InvalidArgument(m)) if m.contains("NUL")));
+    let filter = ListWorkflows::new().attributes(attrs(json!({"k": "a\0b"})));
+    let refused = client.list_workflows(filter).await;
+    assert!(matches!(refused, Err(Error::InvalidArgument(m)) if m.contains("NUL")));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
