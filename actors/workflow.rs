@@ -128,7 +128,12 @@ impl Actor for WorkflowActor {
     ) -> Result<(), ActorProcessingErr> {
         let d = state.dispatch.clone();
         let span = tracing::info_span!("workflow", workflow_id = %d.id, workflow = %d.name,
-            queue = %state.queue);
+            queue = %state.queue, otel.name = tracing::field::Empty);
+        #[cfg(feature = "otel")]
+        {
+            crate::otel::describe(&span, &d.name, "workflow", &d.id);
+            crate::otel::continue_trace(&span, d.trace_context.as_deref());
+        }
         let shared = state.shared.clone();
         let Some((ctx, body)) = prepare(&shared, &d).instrument(span.clone()).await? else {
             myself.stop(None);

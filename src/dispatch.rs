@@ -21,6 +21,10 @@ pub(crate) struct Dispatch {
     pub restarts: u32,
     /// When the workflow's time runs out (epoch ms), if it has a timeout.
     pub deadline: Option<i64>,
+    /// The trace its spans continue (the JSON of its `dbos.otelContext` attribute), if any;
+    /// read only with the `otel` feature.
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
+    pub trace_context: Option<String>,
 }
 
 impl From<Claimed> for Dispatch {
@@ -35,6 +39,7 @@ impl From<Claimed> for Dispatch {
             fresh: !c.has_steps,
             restarts: 0,
             deadline: c.deadline,
+            trace_context: c.trace_context,
         }
     }
 }

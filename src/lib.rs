@@ -48,6 +48,7 @@
 #[cfg(feature = "admin")]
 pub mod admin;
 mod admission;
+mod attributes;
 mod backoff;
 mod builder;
 mod calls;
@@ -68,6 +69,8 @@ mod hash;
 mod launch;
 pub mod metrics;
 mod nonfinite;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod queue;
 mod registry;
 mod retention;
@@ -81,6 +84,7 @@ mod step;
 mod sysdb;
 mod workflow;
 
+pub use attributes::{parse_attribute, Attributes, OTEL_CONTEXT_KEY};
 pub use builder::RuntimeBuilder;
 pub use calls::{ChildHandle, Selected, StreamValue};
 pub use client::debounce::DebounceOptions;

@@ -280,7 +280,9 @@ where
     // A DEBUG span: at INFO one span per step cost W2 a fifth of its CPU (the workflow's INFO
     // span is its parent). It covers the attempts, where user code runs and logs, not the
     // checkpoint write: a span costs per poll it is entered.
-    let span = tracing::debug_span!("step", function_id, name);
+    let span = tracing::debug_span!("step", function_id, name, otel.name = tracing::field::Empty);
+    #[cfg(feature = "otel")]
+    crate::otel::describe(&span, name, "step", ctx.workflow_id());
     let result = attempts.instrument(span).await?;
     ctx.metrics().step_finished(result.is_ok(), clock.elapsed());
     let (output, error) = match &result {

@@ -442,6 +442,39 @@ async fn gc_deletes_old_or_surplus_finished_workflows_only(db) {
 }
 
 both_backends! {
+async fn attributes_are_filtered_shown_and_changed(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let url = db.url.as_str();
+    for (id, customer) in [("a1", "acme"), ("a2", "globex")] {
+        let options = WorkflowOptions::with_id(id)
+            .attribute("customer", customer)
+            .attribute("tier", 1);
+        rt.start("double", 1u64, options).await.unwrap().result::<u64>().await.unwrap();
+    }
+    let acme = json(url, &["workflow", "list", "--attribute", "customer=acme"]).await;
+    assert_eq!(ids_of(&acme), ["a1"]);
+    assert_eq!(acme[0]["attributes"], serde_json::json!({"customer": "acme", "tier": 1}));
+    let both = ["workflow", "list", "--attribute", "tier=1", "--oldest-first"];
+    assert_eq!(ids_of(&json(url, &both).await), ["a1", "a2"]);
+    // `"1"` is the string, not the number.
+    let text = json(url, &["workflow", "list", "--attribute", r#"tier="1""#]).await;
+    assert_eq!(text, Value::Array(vec![]));
+
+    let merged = json(url, &["workflow", "attributes", "a1", "tier=2", "--merge"]).await;
+    let want = serde_json::json!({"id": "a1", "attributes": {"customer": "acme", "tier": 2}});
+    assert_eq!(merged, want);
+    let replaced = ok(url, &["workflow", "attributes", "a1", "only=yes"]).await;
+    assert_eq!(replaced, "{\"only\":\"yes\"}\n");
+    assert!(ok(url, &["workflow", "get", "a1"]).await.contains("attributes     {\"only\":\"yes\"}"));
+    let cleared = ok(url, &["workflow", "attributes", "a1", "--clear"]).await;
+    assert_eq!(cleared, "workflow 'a1' has no attributes\n");
+    let r = stead(url, &["workflow", "attributes", "nobody", "k=v"]).await;
+    assert!(failed(&r, 3).contains("nobody"));
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
+both_backends! {
 async fn migrate_prepares_an_empty_database_for_clients_and_runtimes(db) {
     let url = db.url.as_str();
     let r = stead(url, &["workflow", "list"]).await;

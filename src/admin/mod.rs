@@ -236,6 +236,10 @@ fn router(state: Arc<AdminState>) -> Router {
         .route("/api/workflows/{id}/cancel", post(workflows::cancel))
         .route("/api/workflows/{id}/resume", post(workflows::resume))
         .route("/api/workflows/{id}/fork", post(workflows::fork))
+        .route(
+            "/api/workflows/{id}/attributes",
+            post(workflows::attributes),
+        )
         .route("/api/queues", get(queues::list))
         .route("/api/throughput", get(queues::throughput))
         .route("/api/executors", get(fleet::executors))

@@ -37,6 +37,7 @@ pub(super) struct WorkflowView {
     deduplication_id: Option<String>,
     partition_key: Option<String>,
     delay_until_ms: Option<i64>,
+    attributes: Option<Value>,
     #[serde(flatten)]
     payloads: Option<Payloads>,
 }
@@ -89,6 +90,7 @@ impl WorkflowView {
             priority: s.priority,
             deduplication_id: s.deduplication_id,
             partition_key: s.partition_key,
+            attributes: s.attributes,
             delay_until_ms: s.delay_until_ms,
             payloads,
         }

@@ -1,5 +1,5 @@
 //! Workflow endpoints: list (filtered), one workflow with its payloads, its steps, and the
-//! operator's actions (cancel, resume, fork). Each answers JSON; an unknown id is a 404.
+//! operator's actions (cancel, resume, fork, change attributes). Each answers JSON; an unknown id is a 404.
 
 use std::sync::Arc;
 
@@ -8,13 +8,13 @@ use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::params::{self, pairs, ForkBody, QueryPairs};
+use super::params::{self, pairs, AttributesBody, ForkBody, QueryPairs};
 use super::reply::ApiError;
 use super::views::{StepView, WorkflowView};
 use super::AdminState;
 use crate::client::manage::{ListWorkflows, WorkflowInfo};
 
-/// `GET /api/workflows?status=&name=&queue=&limit=&offset=&order=`
+/// `GET /api/workflows?status=&name=&queue=&attribute=&limit=&offset=&order=`
 pub(super) async fn list(
     State(state): State<Arc<AdminState>>,
     query: QueryPairs,
@@ -75,6 +75,30 @@ pub(super) async fn fork(
     let copy = state.client.fork(&id, step, options).await?;
     Ok(Json(
         json!({ "id": copy.id(), "forked_from": id, "step": step }),
+    ))
+}
+
+/// `POST /api/workflows/{id}/attributes` with `{"attributes": {..} | null, "merge"?: bool}`:
+/// replaces, merges (top-level keys) or clears them; answers the attributes now.
+pub(super) async fn attributes(
+    State(state): State<Arc<AdminState>>,
+    Path(id): Path<String>,
+    body: Result<Json<AttributesBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::bad_param("body", e.body_text()))?;
+    match (body.attributes, body.merge) {
+        (Some(given), true) => state.client.merge_workflow_attributes(&id, given).await?,
+        (None, true) => {
+            return Err(ApiError::bad_param(
+                "attributes",
+                "a merge needs an object, not null",
+            ))
+        }
+        (given, false) => state.client.update_workflow_attributes(&id, given).await?,
+    }
+    let info = find(&state, &id, false).await?;
+    Ok(Json(
+        json!({ "id": id, "attributes": info.status.attributes }),
     ))
 }
 

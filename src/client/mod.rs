@@ -7,7 +7,7 @@
 //! sharing the runtime's actors.
 //!
 //! This file is the client's core; its feature extensions (`manage`, `observe`, `schedule`,
-//! `debounce`, `retention`) are `impl Client` blocks in the submodules, built on the core and the
+//! `debounce`, `retention`, `attributes`) are `impl Client` blocks in the submodules, built on the core and the
 //! feature modules; nothing in the core names them.
 
 use std::sync::atomic::Ordering;
@@ -33,6 +33,7 @@ use crate::start::{self, Target, WorkflowOptions};
 use crate::sysdb::{self, MigrationReport, QueueDeletion};
 use crate::workflow::WorkflowRef;
 
+mod attributes;
 pub(crate) mod debounce;
 mod fleet;
 pub(crate) mod manage;

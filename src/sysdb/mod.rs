@@ -50,7 +50,9 @@ pub(crate) use dispatch::Executor;
 pub(crate) use finish::{FinishOutcome, FinishWrite};
 pub use fleet::ExecutorInfo;
 pub(crate) use fleet::{Adoption, Lease, Member};
-pub(crate) use manage::{Delayed, Fork, ListQuery, ListedRow, Resumed, StepListing};
+pub(crate) use manage::{
+    AttributesUpdate, Delayed, Fork, ListQuery, ListedRow, Resumed, StepListing,
+};
 pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;
 pub(crate) use observe::{CompletedBucket, QueueCounts};

@@ -1,9 +1,10 @@
 //! The command line `stead` accepts, parsed by clap, and the parsers of its values (durations,
-//! times, statuses). It never touches the database.
+//! times, statuses, attributes). It never touches the database.
 
 use std::time::{Duration, SystemTime};
 
 use clap::{Args, Parser, Subcommand};
+use serde_json::Value;
 use stead::Status;
 
 /// Inspect and manage stead (and DBOS) workflows in a system database.
@@ -89,6 +90,20 @@ pub enum WorkflowCommand {
         #[arg(long, value_name = "VERSION")]
         move_to: Option<String>,
     },
+    /// Show a workflow's attributes, or change them: KEY=VALUE pairs replace them all (or,
+    /// with --merge, set only those keys); --clear removes them. A VALUE that parses as JSON is
+    /// that JSON (3, true, {"a":1}); anything else is a string
+    Attributes {
+        id: String,
+        #[arg(value_name = "KEY=VALUE", value_parser = parse_attribute)]
+        pairs: Vec<(String, Value)>,
+        /// Set the given keys and keep the others
+        #[arg(long, requires = "pairs", conflicts_with = "clear")]
+        merge: bool,
+        /// Remove every attribute
+        #[arg(long, conflicts_with = "pairs")]
+        clear: bool,
+    },
     /// Delete a workflow and everything recorded for it
     Delete {
         id: String,
@@ -128,6 +143,9 @@ pub struct ListArgs {
     /// Only forks of this workflow
     #[arg(long, value_name = "ID")]
     pub forked_from: Option<String>,
+    /// Only workflows with this attribute (repeat for several; VALUE as in `attributes`)
+    #[arg(long = "attribute", value_name = "KEY=VALUE", value_parser = parse_attribute)]
+    pub attributes: Vec<(String, Value)>,
     /// Only workflows created at or after this time (RFC 3339, or a duration ago: 2h)
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub since: Option<SystemTime>,
@@ -240,6 +258,11 @@ pub fn parse_time(text: &str) -> Result<SystemTime, String> {
     SystemTime::now()
         .checked_sub(ago)
         .ok_or_else(|| format!("{text:?} reaches before the epoch"))
+}
+
+/// `KEY=VALUE` (see [`stead::parse_attribute`]).
+pub fn parse_attribute(text: &str) -> Result<(String, Value), String> {
+    stead::parse_attribute(text).map_err(|e| e.to_string())
 }
 
 /// A workflow status, in any letter case.

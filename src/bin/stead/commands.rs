@@ -2,7 +2,9 @@
 //! Every database access goes through the library; this module builds no SQL.
 
 use serde_json::json;
-use stead::{Client, ClientOptions, Error, ForkOptions, ListWorkflows, Retention, WorkflowInfo};
+use stead::{
+    Attributes, Client, ClientOptions, Error, ForkOptions, ListWorkflows, Retention, WorkflowInfo,
+};
 
 use crate::args::{
     ClientCommand, ExecutorCommand, ForkArgs, GcArgs, ListArgs, QueueCommand, ScheduleCommand,
@@ -92,6 +94,12 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
             let text = format!("moved {moved} stranded workflow(s) onto version '{version}'\n");
             Ok(Rendered::new(&value, text))
         }
+        WorkflowCommand::Attributes {
+            id,
+            pairs,
+            merge,
+            clear,
+        } => attributes(client, &id, pairs, merge, clear).await,
         WorkflowCommand::Delete { id, children } => {
             if children {
                 client.delete_with_children(&id).await?;
@@ -137,6 +145,9 @@ fn filter(args: ListArgs) -> ListWorkflows {
     if let Some(id) = args.forked_from {
         f = f.forked_from(id);
     }
+    if !args.attributes.is_empty() {
+        f = f.attributes(args.attributes.into_iter().collect());
+    }
     if let Some(t) = args.since {
         f = f.created_after(t);
     }
@@ -169,6 +180,31 @@ async fn get(client: &Client, id: &str) -> stead::Result<WorkflowInfo> {
         .into_iter()
         .next()
         .ok_or_else(|| Error::NotFound(id.to_owned()))
+}
+
+/// `workflow attributes`: changes them when asked, then shows them.
+async fn attributes(
+    client: &Client,
+    id: &str,
+    pairs: Vec<(String, serde_json::Value)>,
+    merge: bool,
+    clear: bool,
+) -> stead::Result<Rendered> {
+    let given: Attributes = pairs.into_iter().collect();
+    if clear {
+        client.update_workflow_attributes(id, None).await?;
+    } else if merge {
+        client.merge_workflow_attributes(id, given).await?;
+    } else if !given.is_empty() {
+        client.update_workflow_attributes(id, Some(given)).await?;
+    }
+    let now = get(client, id).await?.status.attributes;
+    let text = match &now {
+        Some(value) => format!("{value}\n"),
+        None => format!("workflow '{id}' has no attributes\n"),
+    };
+    let value = json!({ "id": id, "attributes": now });
+    Ok(Rendered::new(&value, text))
 }
 
 /// After a cancel or a resume: the workflow's status now.

@@ -187,6 +187,7 @@ pub fn workflow(w: &WorkflowInfo) -> String {
         ),
         ("dedup id", s.deduplication_id.clone()),
         ("partition", s.partition_key.clone()),
+        ("attributes", json(&s.attributes)),
         ("serialization", w.serialization.clone()),
         ("input", json(&w.input)),
         ("output", json(&w.output)),

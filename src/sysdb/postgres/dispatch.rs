@@ -31,7 +31,8 @@ RETURNING w.workflow_uuid, w.name, w.owner_xid, w.recovery_attempts,
               WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
     w.serialization,
     EXISTS (SELECT 1 FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid),
-    w.priority, w.created_at, w.workflow_deadline_epoch_ms
+    w.priority, w.created_at, w.workflow_deadline_epoch_ms,
+    (w.attributes -> 'dbos.otelContext')::text
 "#;
 
 const BUMP_ATTEMPTS: &str = r#"

@@ -6,6 +6,7 @@
 //! operation gets its test here. Rows are checked through [`Fixture`]'s probe, a connection of
 //! its own that reads (`dbos.` qualifies a table on either backend).
 
+mod attributes;
 mod claims;
 mod definitions;
 mod fleet;
@@ -334,6 +335,7 @@ pub(crate) fn workflow(id: &str) -> NewWorkflow {
         executor_id: "e1".into(),
         app_version: Some("v1".into()),
         app_name: None,
+        attributes: None,
         created_at: next_created_at(),
     }
 }
