@@ -21,6 +21,7 @@ use crate::workflow::Workflow;
 /// Builds and launches a [`Runtime`].
 pub struct RuntimeBuilder {
     database_url: Option<String>,
+    pool: Option<sysdb::DatabasePool>,
     schema: String,
     app_name: Option<String>,
     app_version: Option<String>,
@@ -44,6 +45,7 @@ impl Default for RuntimeBuilder {
     fn default() -> Self {
         RuntimeBuilder {
             database_url: None,
+            pool: None,
             schema: sysdb::DEFAULT_SCHEMA.into(),
             app_name: None,
             app_version: None,
@@ -69,6 +71,16 @@ impl RuntimeBuilder {
     /// The system database. Without it, `STEAD_DATABASE_URL`, then `DATABASE_URL`, is used.
     pub fn database_url(mut self, url: impl Into<String>) -> Self {
         self.database_url = Some(url.into());
+        self
+    }
+
+    /// Runs on a pool the application already has (`sqlx::PgPool` or `sqlx::SqlitePool`)
+    /// instead of connecting to a URL; it takes precedence over any URL. Stead borrows its
+    /// connections for unbatched calls and (Postgres) holds one for LISTEN; it opens the write
+    /// lanes' connections itself, with the pool's connect options. See
+    /// [`DatabasePool`](crate::DatabasePool) for the details. Shutdown leaves the pool open.
+    pub fn pool(mut self, pool: impl Into<sysdb::DatabasePool>) -> Self {
+        self.pool = Some(pool.into());
         self
     }
 
@@ -226,7 +238,6 @@ impl RuntimeBuilder {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let url = resolve_url(self.database_url, self.app_name.as_deref(), env_var);
         sysdb::validate_schema(&self.schema)?;
         let mut names = std::collections::HashSet::new();
         for q in &self.queues {
@@ -257,8 +268,13 @@ impl RuntimeBuilder {
             schedule_refresh: self.schedule_refresh,
             retention: self.retention,
         };
-        let sys =
-            sysdb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;
+        let sys = match self.pool {
+            Some(pool) => sysdb::from_pool(pool, &config.schema, self.connect_timeout).await?,
+            None => {
+                let url = resolve_url(self.database_url, config.app_name.as_deref(), env_var);
+                sysdb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?
+            }
+        };
         Runtime::launch(
             config,
             self.registry,

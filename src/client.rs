@@ -96,6 +96,22 @@ impl Client {
     /// Connects with explicit settings.
     pub async fn connect_with(url: &str, options: ClientOptions) -> Result<Client> {
         sysdb::validate_schema(&options.schema)?;
+        let sys = sysdb::connect(url, &options.schema, 4, options.connect_timeout).await?;
+        Client::launch(sys, options).await
+    }
+
+    /// A client on a pool the application already has (`sqlx::PgPool` or `sqlx::SqlitePool`);
+    /// see [`DatabasePool`](crate::DatabasePool) for which connections stead takes from it.
+    /// Shutting the client down leaves the pool open.
+    pub async fn from_pool(
+        pool: impl Into<sysdb::DatabasePool>,
+        options: ClientOptions,
+    ) -> Result<Client> {
+        let sys = sysdb::from_pool(pool.into(), &options.schema, options.connect_timeout).await?;
+        Client::launch(sys, options).await
+    }
+
+    async fn launch(sys: Arc<dyn sysdb::Store>, options: ClientOptions) -> Result<Client> {
         let config = Config {
             schema: options.schema,
             app_name: options.app_name,
@@ -109,7 +125,6 @@ impl Client {
             schedule_refresh: Duration::from_secs(10),
             retention: None,
         };
-        let sys = sysdb::connect(url, &config.schema, 4, options.connect_timeout).await?;
         let tree = launch::launch(
             config,
             Registry::default(),

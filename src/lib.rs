@@ -103,6 +103,7 @@ pub use start::WorkflowOptions;
 pub use status::{Status, WorkflowStatus};
 pub use step::{BoxError, RetryPolicy, Step, StepFn};
 pub use sysdb::AppVersion;
+pub use sysdb::DatabasePool;
 pub use sysdb::MigrationReport;
 pub use workflow::{ReadAs, Untyped, Workflow, WorkflowRef};
 

@@ -58,6 +58,8 @@ pub(crate) fn default_url(app: Option<&str>) -> String {
 pub(crate) struct Sqlite {
     writer: SqlitePool,
     reader: SqlitePool,
+    /// False for a pool the application handed over: stead's shutdown leaves it open.
+    owns_reader: bool,
     path: PathBuf,
     /// The executor's lock on `<file>.lock`, held until the database is closed.
     lock: Arc<Mutex<Option<File>>>,
@@ -72,37 +74,34 @@ impl Sqlite {
                 reason: e.to_string(),
             })?
             .busy_timeout(BUSY_TIMEOUT);
-        let options = base
-            .clone()
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // FULL: a committed checkpoint survives a power cut, not only a process crash.
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(BUSY_TIMEOUT)
-            .foreign_keys(true);
-        let path = options.get_filename().to_path_buf();
-        let connect_err = |e: sqlx::Error| Error::Connect {
-            url: url.to_owned(),
-            reason: e.to_string(),
-        };
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(BUSY_TIMEOUT.max(timeout))
-            .connect_with(options.clone())
-            .await
-            .map_err(connect_err)?;
+        let writer = open_writer(base.clone().create_if_missing(true), url, timeout).await?;
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
             .acquire_timeout(BUSY_TIMEOUT.max(timeout))
             .connect_with(base.read_only(true))
             .await
-            .map_err(connect_err)?;
-        Ok(Sqlite {
+            .map_err(|e| connect_error(url, e))?;
+        Ok(Sqlite::new(writer, reader, true))
+    }
+
+    /// Reads through the application's `pool`; the one writer connection is opened with the
+    /// pool's connect options (same file), under stead's settings (WAL, `synchronous=FULL`).
+    pub(crate) async fn from_pool(pool: SqlitePool, timeout: Duration) -> Result<Sqlite, Error> {
+        let options = (*pool.connect_options()).clone();
+        let name = options.get_filename().display().to_string();
+        let writer = open_writer(options.busy_timeout(BUSY_TIMEOUT), &name, timeout).await?;
+        Ok(Sqlite::new(writer, pool, false))
+    }
+
+    fn new(writer: SqlitePool, reader: SqlitePool, owns_reader: bool) -> Sqlite {
+        let path = writer.connect_options().get_filename().to_path_buf();
+        Sqlite {
             writer,
             reader,
+            owns_reader,
             path,
             lock: Arc::default(),
-        })
+        }
     }
 
     /// Begins a write transaction on the one writer connection.
@@ -148,6 +147,32 @@ impl Sqlite {
         if let Ok(mut held) = self.lock.lock() {
             held.take();
         }
+    }
+}
+
+/// The one writer connection, with the file's durability settings.
+async fn open_writer(
+    options: SqliteConnectOptions,
+    url: &str,
+    timeout: Duration,
+) -> Result<SqlitePool, Error> {
+    let options = options
+        .journal_mode(SqliteJournalMode::Wal)
+        // FULL: a committed checkpoint survives a power cut, not only a process crash.
+        .synchronous(SqliteSynchronous::Full)
+        .foreign_keys(true);
+    SqlitePoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(BUSY_TIMEOUT.max(timeout))
+        .connect_with(options)
+        .await
+        .map_err(|e| connect_error(url, e))
+}
+
+fn connect_error(url: &str, e: sqlx::Error) -> Error {
+    Error::Connect {
+        url: url.to_owned(),
+        reason: e.to_string(),
     }
 }
 
