@@ -272,7 +272,8 @@ impl RuntimeBuilder {
             Some(pool) => sysdb::from_pool(pool, &config.schema, self.connect_timeout).await?,
             None => {
                 let url = resolve_url(self.database_url, config.app_name.as_deref(), env_var);
-                sysdb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?
+                let (size, timeout) = (self.pool_size, self.connect_timeout);
+                sysdb::connect(&url, &config.schema, size, timeout, true).await?
             }
         };
         Runtime::launch(

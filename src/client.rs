@@ -96,7 +96,7 @@ impl Client {
     /// Connects with explicit settings.
     pub async fn connect_with(url: &str, options: ClientOptions) -> Result<Client> {
         sysdb::validate_schema(&options.schema)?;
-        let sys = sysdb::connect(url, &options.schema, 4, options.connect_timeout).await?;
+        let sys = sysdb::connect(url, &options.schema, 4, options.connect_timeout, false).await?;
         Client::launch(sys, options).await
     }
 
@@ -145,7 +145,7 @@ impl Client {
     /// Safe to run concurrently with other migrators.
     pub async fn migrate(url: &str, options: &ClientOptions) -> Result<MigrationReport> {
         let schema = options.schema.as_str();
-        let db = sysdb::connect(url, schema, 1, options.connect_timeout).await?;
+        let db = sysdb::connect(url, schema, 1, options.connect_timeout, true).await?;
         let report = db.migrate().await.map_err(|e| Error::Migration {
             schema: schema.to_owned(),
             reason: e.to_string(),

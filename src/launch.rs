@@ -68,6 +68,7 @@ pub(crate) async fn launch(
         signals: Default::default(),
         running: DashMap::new(),
         queue_defs: DashMap::new(),
+        queue_names: Default::default(),
         scheduler: Default::default(),
     });
     let stats = Arc::new(DbStats::default());
@@ -244,12 +245,15 @@ pub(crate) async fn put_queue(
 ) -> Result<Option<bool>> {
     queue.validate()?;
     let app = shared.config.app_name.clone();
-    Ok(shared
+    let name = queue.name.clone();
+    let put = shared
         .db
         .call_with((queue, app), move |db, (queue, app)| async move {
             db.put_queue(&queue, app.as_deref(), replace).await
         })
-        .await?)
+        .await?;
+    shared.queue_names.insert(name);
+    Ok(put)
 }
 
 async fn start_supervisor(
@@ -366,6 +370,12 @@ fn queue_set(shared: &SharedRef) -> QueueSet {
                         db.list_queues(app.as_deref()).await
                     })
                     .await?;
+                shared
+                    .queue_names
+                    .retain(|n| defs.iter().any(|q| q.name == *n));
+                for q in &defs {
+                    shared.queue_names.insert(q.name.clone());
+                }
                 let listen = shared.config.listen_queues.as_ref();
                 let mut served: Vec<Queue> = defs
                     .into_iter()

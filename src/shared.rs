@@ -80,6 +80,9 @@ pub(crate) struct Shared {
     pub running: DashMap<String, Vec<crate::dispatch::LocalRun>>,
     /// The definitions this executor last read, by queue name.
     pub queue_defs: DashMap<String, crate::queue::Queue>,
+    /// Queue names known to be defined for this application (at the last reload, written here,
+    /// or found by an enqueue's lookup): an enqueue to any other name reads the definitions.
+    pub queue_names: dashmap::DashSet<String>,
     /// The current scheduler actor, kept by the scheduler itself.
     pub scheduler: crate::schedule::SchedulerPort,
 }

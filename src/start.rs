@@ -39,6 +39,8 @@ pub struct WorkflowOptions {
     partition_key: Option<String>,
     timeout: Option<Duration>,
     app_version: Option<String>,
+    /// The queue may have no definition yet (another process defines it later).
+    undefined_queue_ok: bool,
     /// Set for a child: its parent, and the parent's deadline it inherits.
     parent: Option<(String, Option<i64>)>,
 }
@@ -94,6 +96,14 @@ impl WorkflowOptions {
         self
     }
 
+    /// Enqueues even when no definition of this application names the queue (one another
+    /// process defines later, or a DBOS application defines in its code). Without it, such an
+    /// enqueue fails with [`Error::UnknownQueue`]: a misspelt queue would wait forever.
+    pub fn allow_undefined_queue(mut self) -> Self {
+        self.undefined_queue_ok = true;
+        self
+    }
+
     pub(crate) fn chosen_id(&self) -> Option<&str> {
         self.id.as_deref()
     }
@@ -132,6 +142,9 @@ pub(crate) async fn submit(
     input_json: &str,
     options: WorkflowOptions,
 ) -> Result<WorkflowHandle> {
+    if let Target::Queue(queue) = target {
+        check_queue_defined(shared, queue, options.undefined_queue_ok).await?;
+    }
     let submission = begin(shared, target, workflow, input_json, options)?;
     tokio::spawn(submission.complete())
         .await
@@ -334,6 +347,34 @@ fn new_row(
         app_name: shared.config.app_name.clone(),
         created_at: sysdb::next_created_at(),
     })
+}
+
+/// Refuses an enqueue to a queue no definition of this application names (unless `allowed`):
+/// known names answer at once, others are looked up in the database.
+pub(crate) async fn check_queue_defined(
+    shared: &SharedRef,
+    queue: &str,
+    allowed: bool,
+) -> Result<()> {
+    crate::validate_name(queue, "queue name")?;
+    if allowed || queue == INTERNAL_QUEUE || shared.queue_names.contains(queue) {
+        return Ok(());
+    }
+    let app = shared.config.app_name.clone();
+    let defs = shared
+        .db
+        .call_with(app, move |db, app| async move {
+            db.list_queues(app.as_deref()).await
+        })
+        .await?;
+    for q in &defs {
+        shared.queue_names.insert(q.name.clone());
+    }
+    if shared.queue_names.contains(queue) {
+        Ok(())
+    } else {
+        Err(Error::UnknownQueue(queue.to_owned()))
+    }
 }
 
 /// Checks queue options against the queue's definition, when this process knows it.

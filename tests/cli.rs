@@ -345,10 +345,12 @@ async fn cancel_resume_fork_and_delete_change_the_workflows(db) {
     ] {
         let r = stead(url, &args).await;
         let id = args[2];
-        assert_eq!(failed(&r, 3), format!("error: workflow '{id}' not found"));
+        // Worded as the library words it (and the admin API): one wording everywhere.
+        assert_eq!(failed(&r, 3), format!("error: {}", stead::Error::NotFound(id.into())));
+        assert_eq!(failed(&r, 3), format!("error: workflow \"{id}\" not found"));
     }
     let r = stead(url, &["workflow", "fork", "nope", "--step", "1"]).await;
-    assert_eq!(failed(&r, 3), "error: workflow 'nope' not found");
+    assert_eq!(failed(&r, 3), "error: workflow \"nope\" not found");
 
     client.shutdown(Duration::from_secs(5)).await.unwrap();
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -399,7 +401,7 @@ async fn queues_are_listed_and_schedules_listed_paused_and_resumed(db) {
     );
 
     let r = stead(url, &["schedule", "pause", "nope"]).await;
-    assert_eq!(failed(&r, 3), "error: schedule 'nope' not found");
+    assert_eq!(failed(&r, 3), "error: schedule \"nope\" not found");
 
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
@@ -444,11 +446,22 @@ async fn gc_deletes_old_or_surplus_finished_workflows_only(db) {
 both_backends! {
 async fn migrate_prepares_an_empty_database_for_clients_and_runtimes(db) {
     let url = db.url.as_str();
-    let r = stead(url, &["workflow", "list"]).await;
-    assert_eq!(
-        failed(&r, 1),
-        "error: schema 'dbos' has no stead tables: run `stead migrate` first"
-    );
+    if db.is_sqlite() {
+        // A read-only command on a missing file leaves no empty file behind a mistyped path.
+        let file = url.trim_start_matches("sqlite://");
+        for args in [&["workflow", "list"][..], &["queue", "list"], &["schedule", "list"]] {
+            let r = stead(url, args).await;
+            let line = failed(&r, 4);
+            assert!(line.contains(&format!("{file} does not exist")), "{line}");
+            assert!(!std::path::Path::new(file).exists(), "{args:?} created {file}");
+        }
+    } else {
+        let r = stead(url, &["workflow", "list"]).await;
+        assert_eq!(
+            failed(&r, 1),
+            "error: schema 'dbos' has no stead tables: run `stead migrate` first"
+        );
+    }
 
     // A SQLite file has one schema, `main`; schemas of their own are Postgres's.
     let schema = if db.is_sqlite() { "main" } else { "dbos" };

@@ -88,7 +88,7 @@ async fn find(state: &AdminState, id: &str, payloads: bool) -> Result<WorkflowIn
     found
         .into_iter()
         .next()
-        .ok_or_else(|| ApiError::not_found(format!("no workflow with id {id:?}")))
+        .ok_or_else(|| ApiError::from(crate::error::Error::NotFound(id.to_owned())))
 }
 
 async fn status_reply(state: &AdminState, id: &str) -> Result<Json<Value>, ApiError> {

@@ -62,7 +62,9 @@ pub use versions::AppVersion;
 pub(crate) const DEFAULT_SCHEMA: &str = "dbos";
 
 /// Connects to `url` (`postgres://…` or `sqlite:…`) with `pool_size` connections and checks
-/// the database answers: the one place that picks an implementation.
+/// the database answers: the one place that picks an implementation. A missing SQLite file is
+/// created only when `create` is set (a runtime, a migration); otherwise it is an error, so a
+/// client (every read-only CLI command) leaves no empty file behind a mistyped path.
 ///
 /// Errors name the URL with its password redacted.
 pub(crate) async fn connect(
@@ -70,6 +72,7 @@ pub(crate) async fn connect(
     schema: &str,
     pool_size: u32,
     connect_timeout: Duration,
+    create: bool,
 ) -> Result<Arc<dyn Store>, Error> {
     validate_schema(schema)?;
     if sqlite::is_sqlite_url(url) {
@@ -80,7 +83,7 @@ pub(crate) async fn connect(
             ));
         }
         Ok(Arc::new(
-            sqlite::Sqlite::connect(url, connect_timeout).await?,
+            sqlite::Sqlite::connect(url, connect_timeout, create).await?,
         ))
     } else {
         let db = postgres::Postgres::connect(url, schema, pool_size, connect_timeout).await?;

@@ -44,13 +44,11 @@ impl Failure {
 impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         match e {
-            Error::NotFound(id) => Failure::new(NOT_FOUND, format!("workflow '{id}' not found")),
-            Error::UnknownSchedule(name) => {
-                Failure::new(NOT_FOUND, format!("schedule '{name}' not found"))
-            }
-            Error::UnknownQueue(name) => {
-                Failure::new(NOT_FOUND, format!("queue '{name}' not found"))
-            }
+            // Worded by the library, as the admin API words them.
+            e @ (Error::NotFound(_)
+            | Error::UnknownSchedule(_)
+            | Error::UnknownQueue(_)
+            | Error::UnknownAppVersion(_)) => Failure::new(NOT_FOUND, e.to_string()),
             Error::Connect { url, reason } => Failure::new(
                 UNREACHABLE,
                 format!("cannot connect to database at {url}: {reason}"),

@@ -48,6 +48,11 @@ pub(crate) fn is_sqlite_url(url: &str) -> bool {
     url.starts_with("sqlite:")
 }
 
+/// True for SQLite's in-memory databases, which have no file to find.
+fn is_in_memory(url: &str) -> bool {
+    url.contains(":memory:") || url.contains("mode=memory")
+}
+
 /// The URL of the default database file for application `app`, in the working directory.
 pub(crate) fn default_url(app: Option<&str>) -> String {
     format!("sqlite://{}.sqlite", app.unwrap_or("stead"))
@@ -66,15 +71,30 @@ pub(crate) struct Sqlite {
 }
 
 impl Sqlite {
-    /// Opens (creating if missing) the file named by `url`.
-    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Sqlite, Error> {
+    /// Opens the file named by `url`, creating it if missing when `create` is set (otherwise a
+    /// missing file is a connect error naming it).
+    pub(crate) async fn connect(
+        url: &str,
+        timeout: Duration,
+        create: bool,
+    ) -> Result<Sqlite, Error> {
         let base = SqliteConnectOptions::from_str(url)
             .map_err(|e| Error::InvalidUrl {
                 url: url.to_owned(),
                 reason: e.to_string(),
             })?
             .busy_timeout(BUSY_TIMEOUT);
-        let writer = open_writer(base.clone().create_if_missing(true), url, timeout).await?;
+        let file = base.get_filename();
+        if !create && !file.exists() && !is_in_memory(url) {
+            return Err(Error::Connect {
+                url: url.to_owned(),
+                reason: format!(
+                    "{} does not exist (a runtime or `stead migrate` creates it)",
+                    file.display()
+                ),
+            });
+        }
+        let writer = open_writer(base.clone().create_if_missing(create), url, timeout).await?;
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
             .acquire_timeout(BUSY_TIMEOUT.max(timeout))
