@@ -66,6 +66,8 @@ pub(crate) struct WorkflowState {
     queue: std::sync::Arc<str>,
     actor: ractor::ActorId,
     ctx: Option<Context>,
+    /// The workflow's deadline passed (so a cancellation is the deadline's).
+    deadline_passed: bool,
     /// The body and the deadline timer; aborted when the state is dropped (also on a kill).
     tasks: Vec<JoinHandle<()>>,
 }
@@ -109,6 +111,7 @@ impl Actor for WorkflowActor {
             queue: args.queue,
             actor: myself.get_id(),
             ctx: None,
+            deadline_passed: false,
             tasks: Vec::new(),
         })
     }
@@ -158,7 +161,7 @@ impl Actor for WorkflowActor {
         match msg {
             WorkflowMsg::Request(WorkflowRequest::Cancel) => ctx.cancel(),
             WorkflowMsg::Deadline => {
-                tracing::info!(workflow_id = %state.dispatch.id, "deadline passed; cancelling");
+                state.deadline_passed = true;
                 let id = state.dispatch.id.clone();
                 state
                     .shared
@@ -173,6 +176,12 @@ impl Actor for WorkflowActor {
                     None => finish(&state.shared, &state.dispatch, outcome).await?,
                     Some(Abort::Crash(reason)) => return Err(reason.into()),
                     Some(Abort::Cancelled) => {
+                        let cause = if state.deadline_passed {
+                            "deadline"
+                        } else {
+                            "cancel"
+                        };
+                        log_cancelled(&state.dispatch, cause);
                         metrics::workflow_finished(
                             &state.dispatch.name,
                             Status::Cancelled.as_str(),
@@ -186,6 +195,13 @@ impl Actor for WorkflowActor {
         }
         Ok(())
     }
+}
+
+/// The one line a run stopped by a cancel (or its deadline) logs.
+fn log_cancelled(d: &Dispatch, cause: &'static str) {
+    let e = Error::Cancelled { id: d.id.clone() };
+    tracing::info!(workflow_id = %d.id, workflow = %d.name, cause, error = %e,
+        "workflow cancelled");
 }
 
 fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
@@ -208,11 +224,11 @@ async fn prepare(
         return Ok(None);
     };
     if d.attempts > i64::from(entry.config.max_recovery_attempts) + 1 {
-        tracing::warn!(
-            attempts = d.attempts,
-            "recovery budget exhausted; parking the workflow"
-        );
-        commit(shared, d, Status::MaxRecoveryAttemptsExceeded, None, None).await?;
+        if commit(shared, d, Status::MaxRecoveryAttemptsExceeded, None, None).await? {
+            let e = Error::MaxRecoveryAttemptsExceeded { id: d.id.clone() };
+            tracing::error!(workflow_id = %d.id, workflow = %d.name, attempts = d.attempts,
+                error = %e, "workflow parked after its recovery budget");
+        }
         return Ok(None);
     }
     let input = match decode_input(d) {
@@ -252,20 +268,25 @@ async fn finish(
     d: &Dispatch,
     outcome: Result<String, PortableError>,
 ) -> Result<(), ActorProcessingErr> {
-    let (status, output, error) = match outcome {
-        Ok(output) => (Status::Success, Some(output), None),
-        Err(e) => (Status::Error, None, Some(codec::encode_error(&e))),
+    let (status, output, error) = match &outcome {
+        Ok(output) => (Status::Success, Some(output.clone()), None),
+        Err(e) => (Status::Error, None, Some(codec::encode_error(e))),
     };
-    commit(shared, d, status, output, error).await
+    let recorded = commit(shared, d, status, output, error).await?;
+    if let (true, Err(e)) = (recorded, outcome) {
+        tracing::error!(workflow_id = %d.id, workflow = %d.name, error = %e, "workflow failed");
+    }
+    Ok(())
 }
 
+/// Writes the outcome; true when it was recorded (not refused: cancelled, taken over).
 async fn commit(
     shared: &SharedRef,
     d: &Dispatch,
     status: Status,
     output: Option<String>,
     error: Option<String>,
-) -> Result<(), ActorProcessingErr> {
+) -> Result<bool, ActorProcessingErr> {
     let write = FinishWrite {
         workflow_id: d.id.clone(),
         owner: d.owner.clone(),
@@ -285,8 +306,17 @@ async fn commit(
                 error,
             };
             shared.completions.finish(&d.id, finished);
+            Ok(true)
         }
-        FinishOutcome::Cancelled | FinishOutcome::NotOwner => shared.completions.abandon(&d.id),
+        FinishOutcome::Cancelled => {
+            // Cancelled elsewhere without a word to this process (DBOS's tools announce none).
+            log_cancelled(d, "cancel");
+            shared.completions.abandon(&d.id);
+            Ok(false)
+        }
+        FinishOutcome::NotOwner => {
+            shared.completions.abandon(&d.id);
+            Ok(false)
+        }
     }
-    Ok(())
 }

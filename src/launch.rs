@@ -11,7 +11,7 @@ use dashmap::DashMap;
 use ractor::{Actor, ActorRef, DerivedActorRef};
 use tokio::sync::watch;
 
-use crate::actors::database::{Database, DbStats};
+use crate::actors::database::{Database, DbStats, LANE_NAMES};
 use crate::actors::listener::{ListenerActor, ListenerArgs};
 use crate::actors::queue::{QueueActor, QueueArgs, QueueMsg};
 use crate::actors::restart::{Restart, RestartPolicy};
@@ -71,6 +71,12 @@ pub(crate) async fn launch(
         queue_names: Default::default(),
         scheduler: Default::default(),
     });
+    crate::metrics::register_process(&LANE_NAMES);
+    for name in shared.registry.names() {
+        if let Some(entry) = shared.registry.get(name) {
+            entry.metrics();
+        }
+    }
     let stats = Arc::new(DbStats::default());
     let restarts = Arc::new(AtomicU64::new(0));
     let queues = matches!(part, Part::Executor(_)).then(|| queue_set(&shared));
@@ -126,6 +132,7 @@ impl Tree {
             put_queue(shared, queue, true).await?;
         }
         for s in declared.schedules {
+            crate::metrics::register_schedule(&s.name);
             schedule::put(shared, s, true).await?;
         }
         let me = shared.clone();
