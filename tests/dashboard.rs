@@ -110,3 +110,69 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
+
+/// Takes two steps and returns.
+async fn two_steps(ctx: Context, _: ()) -> stead::Result<u32> {
+    let a = ctx.step("fetch", || async { Ok(20u32) }).await?;
+    ctx.step("store", || async move { Ok(a + 1) }).await
+}
+
+both_backends! {
+async fn mounted_under_admin_of_an_app_a_deep_link_opens_the_workflows_steps(db) {
+    require_browser!();
+    let rt = common::builder(&db)
+        .workflow("two_steps", two_steps)
+        .launch()
+        .await
+        .expect("launch");
+    let done = rt
+        .start("two_steps", (), WorkflowOptions::with_id("deep 1/a"))
+        .await
+        .unwrap();
+    assert_eq!(done.result::<u32>().await.unwrap(), 21);
+    // The app of examples/dashboard.rs: a page of its own at `/`, stead's under `/admin`.
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "my service" }))
+        .nest(
+            "/admin",
+            admin::router(rt.client(), AdminOptions::new().token(TOKEN)).unwrap(),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = tokio::spawn(async move { axum::serve(listener, app).await });
+    let browser = Browser::launch().await;
+
+    let link = format!(
+        "http://{addr}/admin?token={TOKEN}#workflow/{}",
+        "deep%201%2Fa"
+    );
+    browser.goto(&link).await;
+    let steps = browser
+        .wait_for(
+            "const d = document.querySelector('#detail'); \
+             const s = [...document.querySelectorAll('#timeline .step')]; \
+             return d && !d.hidden && s.length === 2 \
+               ? [document.querySelector('#detail-id').textContent, ...s.map((x) => x.textContent)] \
+               : null;",
+            json!([]),
+            15,
+        )
+        .await;
+    assert_eq!(steps[0], "deep 1/a", "{steps}");
+    assert!(steps[1].as_str().unwrap().contains("fetch"), "{steps}");
+    assert!(steps[2].as_str().unwrap().contains("store"), "{steps}");
+    let page = browser
+        .script(
+            "return { banner: document.querySelector('#banner').hidden, \
+                      health: document.querySelector('#health').textContent };",
+            json!([]),
+        )
+        .await;
+    assert_eq!(page["banner"], true, "the API answered under the prefix: {page}");
+    assert_eq!(page["health"], "database ready");
+
+    browser.quit().await;
+    served.abort();
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}

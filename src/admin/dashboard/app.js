@@ -12,6 +12,11 @@
 
   // A token given as ?token= is sent as a bearer header with every API call.
   const token = new URLSearchParams(location.search).get("token") || "";
+  // Where the page is served (`/` of its own server, or e.g. `/admin` nested in an app): every
+  // API path is relative to it.
+  const BASE = location.pathname.replace(/\/+$/, "");
+  // A workflow's own URL: the page with `#workflow/<id>`.
+  const LINK = "#workflow/";
   const state = { selected: null, timer: null, busy: false, again: false };
   const $ = (sel) => document.querySelector(sel);
 
@@ -35,7 +40,7 @@
     const headers = { Accept: "application/json" };
     if (token) headers.Authorization = "Bearer " + token;
     if (options && options.body) headers["Content-Type"] = "application/json";
-    const response = await fetch(path, Object.assign({ headers, cache: "no-store" }, options));
+    const response = await fetch(BASE + path, Object.assign({ headers, cache: "no-store" }, options));
     let body = null;
     try { body = await response.json(); } catch (_) { /* not JSON */ }
     if (!response.ok) {
@@ -223,7 +228,17 @@
     }
   }
 
-  function select(id) {
+  function linkedId() {
+    return location.hash.startsWith(LINK)
+      ? decodeURIComponent(location.hash.slice(LINK.length)) || null : null;
+  }
+
+  // Selecting a workflow gives it its URL (so it can be shared, and Back returns to the list).
+  function select(id, fromLink) {
+    if (!fromLink && linkedId() !== id) {
+      history.pushState(null, "", id ? LINK + encodeURIComponent(id)
+        : location.pathname + location.search);
+    }
     state.selected = id;
     for (const row of document.querySelectorAll("#workflows tbody tr")) {
       row.classList.toggle("selected", row.dataset.workflowId === id);
@@ -360,6 +375,9 @@
       const row = event.target.closest("tr[data-workflow-id]");
       if (row) select(row.dataset.workflowId);
     });
+    window.addEventListener("popstate", () => select(linkedId(), true));
+    window.addEventListener("hashchange", () => select(linkedId(), true));
+    state.selected = linkedId();
     schedule();
     refresh();
   }
