@@ -79,6 +79,43 @@ impl RuntimeBuilder {
     /// connections for unbatched calls and (Postgres) holds one for LISTEN; it opens the write
     /// lanes' connections itself, with the pool's connect options. See
     /// [`DatabasePool`](crate::DatabasePool) for the details. Shutdown leaves the pool open.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stead::{Context, Runtime, WorkflowOptions};
+    ///
+    /// async fn greet(ctx: Context, name: String) -> stead::Result<String> {
+    ///     ctx.step("compose", || async move { Ok(format!("hello {name}")) }).await
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = std::env::temp_dir().join(format!("stead-doc-pool-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let file = dir.join("app.sqlite");
+    /// // The application's own pool (here over a SQLite file; a `PgPool` works the same way).
+    /// let options = sqlx::sqlite::SqliteConnectOptions::new()
+    ///     .filename(&file)
+    ///     .create_if_missing(true);
+    /// let pool = sqlx::SqlitePool::connect_with(options).await?;
+    /// let runtime = Runtime::builder()
+    ///     .pool(pool.clone())
+    ///     .workflow("greet", greet)
+    ///     .launch()
+    ///     .await?;
+    /// let handle = runtime
+    ///     .start("greet", "ada".to_string(), WorkflowOptions::with_id("greet-ada"))
+    ///     .await?;
+    /// assert_eq!(handle.result::<String>().await?, "hello ada");
+    /// runtime.shutdown(Duration::from_secs(5)).await?;
+    /// // The pool is still the application's, and sees stead's tables.
+    /// let done: i64 = sqlx::query_scalar("SELECT count(*) FROM workflow_status WHERE status = 'SUCCESS'")
+    ///     .fetch_one(&pool)
+    ///     .await?;
+    /// assert_eq!(done, 1);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok(()) }
+    /// ```
     pub fn pool(mut self, pool: impl Into<sysdb::DatabasePool>) -> Self {
         self.pool = Some(pool.into());
         self

@@ -35,6 +35,7 @@
 #[cfg(feature = "prometheus")]
 mod prometheus;
 #[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub use prometheus::{
     install_prometheus, install_prometheus_recorder, PrometheusError, PrometheusHandle,
     SECONDS_BUCKETS, SIZE_BUCKETS,
