@@ -12,7 +12,6 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::backoff::Backoff;
-use crate::dispatch;
 use crate::shared::SharedRef;
 use crate::start;
 use crate::sysdb::{Store, CANCEL_CHANNEL, QUEUE_CHANNEL};
@@ -89,8 +88,8 @@ fn route(shared: &SharedRef, channel: &str, payload: &str) {
         QUEUE_CHANNEL => start::wake(shared, payload),
         // `<id>` after a cancel; `<id>::<owner>` after a takeover, for that run only.
         CANCEL_CHANNEL => match payload.split_once("::") {
-            Some((id, owner)) => dispatch::cancel_local(shared, id, Some(owner)),
-            None => dispatch::cancel_local(shared, payload, None),
+            Some((id, owner)) => shared.directory.cancel_local(id, Some(owner)),
+            None => shared.directory.cancel_local(payload, None),
         },
         "dbos_notifications_channel" => shared.signals.notify(&format!("n:{payload}")),
         "dbos_workflow_events_channel" => shared.signals.notify(&format!("e:{payload}")),
@@ -101,7 +100,12 @@ fn route(shared: &SharedRef, channel: &str, payload: &str) {
 
 /// After a reconnect: every queue claims and every waiter re-reads.
 fn wake_all(shared: &SharedRef) {
-    let names: Vec<String> = shared.queues.iter().map(|e| e.key().clone()).collect();
+    let names: Vec<String> = shared
+        .directory
+        .queues
+        .iter()
+        .map(|e| e.key().clone())
+        .collect();
     for name in names {
         start::wake(shared, &name);
     }

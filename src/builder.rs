@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::actors::restart::RestartPolicy;
+use crate::config::{Config, RestartPolicy};
 use crate::error::{Error, Result};
 use crate::launch::Declared;
 use crate::queue::Queue;
@@ -14,7 +14,6 @@ use crate::registry::{Registry, WorkflowConfig, WorkflowFn};
 use crate::retention::Retention;
 use crate::runtime::Runtime;
 use crate::schedule::Schedule;
-use crate::shared::Config;
 use crate::sysdb;
 use crate::workflow::Workflow;
 
@@ -39,6 +38,14 @@ pub struct RuntimeBuilder {
     retention: Option<Retention>,
     registry: Registry,
     error: Option<Error>,
+}
+
+// Here rather than in runtime.rs, so the builder depends on the runtime and never the reverse.
+impl Runtime {
+    /// A builder with defaults.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
 }
 
 impl Default for RuntimeBuilder {
@@ -303,7 +310,6 @@ impl RuntimeBuilder {
             reconcile_every: self.queue_refresh,
             executes: true,
             schedule_refresh: self.schedule_refresh,
-            retention: self.retention,
         };
         let sys = match self.pool {
             Some(pool) => sysdb::from_pool(pool, &config.schema, self.connect_timeout).await?,
@@ -319,6 +325,7 @@ impl RuntimeBuilder {
             Declared {
                 queues: self.queues,
                 schedules: self.schedules,
+                retention: self.retention,
             },
             sys,
             self.db_retry_timeout,

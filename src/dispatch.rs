@@ -60,24 +60,6 @@ pub(crate) enum WorkflowRequest {
     Cancel,
 }
 
-/// Tells the actors of `id` running in this process to stop: all of them after a cancel, or only
-/// the one running as `owner` after a takeover (resume).
-pub(crate) fn cancel_local(shared: &crate::shared::Shared, id: &str, owner: Option<&str>) {
-    let runs: Vec<_> = shared
-        .running
-        .get(id)
-        .map(|runs| {
-            runs.iter()
-                .filter(|r| owner.is_none_or(|o| o == r.owner))
-                .map(|r| r.actor.clone())
-                .collect()
-        })
-        .unwrap_or_default();
-    for actor in runs {
-        let _ = actor.send_message(WorkflowRequest::Cancel);
-    }
-}
-
 /// A workflow actor running in this process, and the owner token it runs under.
 pub(crate) struct LocalRun {
     pub owner: String,

@@ -67,8 +67,6 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[path = "../actors/mod.rs"]
-mod actors;
 #[cfg(feature = "admin")]
 #[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
 pub mod admin;
@@ -80,18 +78,17 @@ mod client;
 mod clock;
 mod codec;
 mod completion;
+mod config;
 mod context;
 mod cron;
 mod db;
-mod debounce;
+mod directory;
 mod dispatch;
 mod error;
 mod handle;
 mod hash;
 mod launch;
-mod manage;
 pub mod metrics;
-mod observe;
 mod queue;
 mod registry;
 mod retention;
@@ -105,24 +102,24 @@ mod step;
 mod sysdb;
 mod workflow;
 
-pub use actors::restart::RestartPolicy;
 pub use builder::RuntimeBuilder;
 pub use calls::{ChildHandle, Selected, StreamValue};
+pub use client::debounce::DebounceOptions;
+pub use client::manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
+pub use client::observe::{QueueLoad, ThroughputBucket};
 pub use client::{Client, ClientOptions, RuntimeStats};
+pub use config::RestartPolicy;
 pub use context::Context;
-pub use debounce::DebounceOptions;
 pub use error::{DbError, Error, PortableError, Result, StepError};
 pub use handle::WorkflowHandle;
-pub use manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
-pub use observe::{QueueLoad, ThroughputBucket};
-pub use queue::{Dedup, EnqueueRequest, Queue, QueueLimits, QueueMessage, RateLimit};
+pub use queue::{Dedup, Queue, QueueLimits, RateLimit};
 pub use registry::{WorkflowConfig, WorkflowFn};
 pub use retention::Retention;
 #[doc(hidden)]
 pub use runtime::Fault;
 pub use runtime::Runtime;
 pub use schedule::{Backfilled, Schedule, ScheduleInfo, ScheduleStatus, ScheduledTime};
-pub use start::WorkflowOptions;
+pub use start::{EnqueueRequest, QueueMessage, WorkflowOptions};
 pub use status::{Status, WorkflowStatus};
 pub use step::{BoxError, RetryPolicy, Step, StepFn};
 pub use sysdb::AppVersion;
