@@ -19,7 +19,8 @@ pub(super) async fn list(
     State(state): State<Arc<AdminState>>,
     query: QueryPairs,
 ) -> Result<Json<Value>, ApiError> {
-    let filter = params::list_filter(&pairs(query)?)?;
+    // Payloads for each row's error (the list shows it); inputs and outputs are not sent.
+    let filter = params::list_filter(&pairs(query)?)?.with_payloads();
     let found = state.client.list_workflows(filter).await?;
     let views: Vec<WorkflowView> = found.into_iter().map(WorkflowView::summary).collect();
     Ok(Json(json!({ "workflows": views })))

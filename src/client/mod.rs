@@ -341,6 +341,16 @@ impl Client {
             .await?)
     }
 
+    /// Every application's queue definitions (not only this client's), by name, each with the
+    /// application it belongs to (`None`: shared by all).
+    pub async fn all_queues(&self) -> Result<Vec<(Option<String>, Queue)>> {
+        Ok(self
+            .shared()
+            .db
+            .call(|db| async move { db.list_all_queues().await })
+            .await?)
+    }
+
     /// Counters of database traffic and actor restarts so far.
     pub fn stats(&self) -> RuntimeStats {
         let s = &self.tree.stats;

@@ -87,6 +87,10 @@ fn main() -> ExitCode {
     match outcome {
         Ok(rendered) => {
             print(&rendered, json);
+            // Tables are read by people; a script reading JSON chose its page itself.
+            if let (Some(note), false) = (&rendered.note, json) {
+                eprintln!("{note}");
+            }
             ExitCode::SUCCESS
         }
         Err(failure) => {
@@ -100,6 +104,7 @@ fn main() -> ExitCode {
 
 async fn execute(cli: Cli) -> Result<Rendered, Failure> {
     let url = database_url(cli.database_url)?;
+    let app = cli.app.clone();
     let options = ClientOptions {
         schema: cli.schema,
         app_name: cli.app,
@@ -110,7 +115,7 @@ async fn execute(cli: Cli) -> Result<Rendered, Failure> {
         Command::Client(command) => command,
     };
     let client = Client::connect_with(&url, options).await?;
-    let result = commands::run(&client, command).await;
+    let result = commands::run(&client, app.as_deref(), command).await;
     let _ = client.shutdown(std::time::Duration::from_secs(1)).await;
     Ok(result?)
 }
