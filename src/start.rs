@@ -99,7 +99,7 @@ impl WorkflowOptions {
         self
     }
 
-    /// Enqueues even when no definition of this application names the queue (one another
+    /// Enqueues even when no definition (of any application) names the queue (one another
     /// process defines later, or a DBOS application defines in its code). Without it, such an
     /// enqueue fails with [`Error::UnknownQueue`]: a misspelt queue would wait forever.
     pub fn allow_undefined_queue(mut self) -> Self {
@@ -403,7 +403,7 @@ fn new_row(
     })
 }
 
-/// Refuses an enqueue to a queue no definition of this application names (unless `allowed`):
+/// Refuses an enqueue to a queue no definition names (unless `allowed`):
 /// known names answer at once, others are looked up in the database.
 pub(crate) async fn check_queue_defined(
     shared: &SharedRef,
@@ -414,14 +414,13 @@ pub(crate) async fn check_queue_defined(
     if allowed || queue == INTERNAL_QUEUE || shared.directory.queue_names.contains(queue) {
         return Ok(());
     }
-    let app = shared.config.app_name.clone();
+    // Any application's definition counts: names are unique across applications, and a client
+    // of no application (or another one) may feed an application's queue.
     let defs = shared
         .db
-        .call_with(app, move |db, app| async move {
-            db.list_queues(app.as_deref()).await
-        })
+        .call(|db| async move { db.list_all_queues().await })
         .await?;
-    for q in &defs {
+    for (_, q) in &defs {
         shared.directory.queue_names.insert(q.name.clone());
     }
     if shared.directory.queue_names.contains(queue) {
