@@ -37,6 +37,7 @@
 //! ```
 
 mod auth;
+mod body;
 mod dashboard;
 mod health;
 mod origin;
@@ -85,6 +86,7 @@ pub struct AdminOptions {
     bind: SocketAddr,
     token: Option<String>,
     prometheus: Option<PrometheusHandle>,
+    body_timeout: Duration,
 }
 
 impl Default for AdminOptions {
@@ -93,6 +95,7 @@ impl Default for AdminOptions {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             token: None,
             prometheus: None,
+            body_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -103,6 +106,7 @@ impl std::fmt::Debug for AdminOptions {
             .field("bind", &self.bind)
             .field("token", &self.token.as_ref().map(|_| "***"))
             .field("prometheus", &self.prometheus.is_some())
+            .field("body_timeout", &self.body_timeout)
             .finish()
     }
 }
@@ -129,6 +133,13 @@ impl AdminOptions {
         self
     }
 
+    /// How long a request's body may take to arrive (default 10 s); a slower one (say, a
+    /// `Content-Length` larger than what is sent) is answered `408` and its connection closed.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
     /// Serves this recorder's metrics at `/metrics` (without one, `/metrics` answers 404).
     pub fn prometheus(mut self, handle: PrometheusHandle) -> Self {
         self.prometheus = Some(handle);
@@ -143,6 +154,8 @@ pub(crate) struct AdminState {
     prometheus: Option<PrometheusHandle>,
     /// Bound to a loopback address: only loopback host names are answered.
     loopback: bool,
+    /// How long a request body may take to arrive.
+    body_timeout: Duration,
 }
 
 /// A running admin server. Dropping it stops the server, as [`AdminServer::shutdown`] does
@@ -205,6 +218,7 @@ fn state(client: &Client, options: AdminOptions) -> Result<Arc<AdminState>, Admi
         token: options.token,
         prometheus: options.prometheus,
         loopback: options.bind.ip().is_loopback(),
+        body_timeout: options.body_timeout,
     }))
 }
 
@@ -266,5 +280,6 @@ fn routes(state: Arc<AdminState>) -> Router {
             state.clone(),
             origin::same_site_only,
         ))
+        .layer(middleware::from_fn_with_state(state.clone(), body::in_time))
         .with_state(state)
 }

@@ -49,7 +49,7 @@ impl From<Error> for Failure {
             | Error::UnknownSchedule(_)
             | Error::UnknownQueue(_)
             | Error::UnknownAppVersion(_)) => Failure::new(NOT_FOUND, e.to_string()),
-            Error::Connect { url, reason } => Failure::new(
+            Error::Connect { url, reason, .. } => Failure::new(
                 UNREACHABLE,
                 format!("cannot connect to database at {url}: {reason}"),
             ),

@@ -43,11 +43,6 @@ use crate::error::{DbError, Error};
 /// How long a statement waits for a lock held by another connection before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// True for URLs the embedded backend serves (`sqlite:…`).
-pub(crate) fn is_sqlite_url(url: &str) -> bool {
-    url.starts_with("sqlite:")
-}
-
 /// True for SQLite's in-memory databases, which have no file to find.
 fn is_in_memory(url: &str) -> bool {
     url.contains(":memory:") || url.contains("mode=memory")
@@ -79,19 +74,17 @@ impl Sqlite {
         create: bool,
     ) -> Result<Sqlite, Error> {
         let base = SqliteConnectOptions::from_str(url)
-            .map_err(|e| Error::InvalidUrl {
-                url: url.to_owned(),
-                reason: e.to_string(),
-            })?
+            .map_err(|e| super::urls::invalid("sqlite", super::connect_reason(&e)))?
             .busy_timeout(BUSY_TIMEOUT);
         let file = base.get_filename();
         if !create && !file.exists() && !is_in_memory(url) {
             return Err(Error::Connect {
-                url: url.to_owned(),
+                url: super::urls::printable(url),
                 reason: format!(
                     "{} does not exist (a runtime or `stead migrate` creates it)",
                     file.display()
                 ),
+                source: None,
             });
         }
         let writer = open_writer(base.clone().create_if_missing(create), url, timeout).await?;
@@ -191,8 +184,9 @@ async fn open_writer(
 
 fn connect_error(url: &str, e: sqlx::Error) -> Error {
     Error::Connect {
-        url: url.to_owned(),
-        reason: e.to_string(),
+        url: super::urls::printable(url),
+        reason: super::connect_reason(&e),
+        source: Some(Arc::new(e)),
     }
 }
 
