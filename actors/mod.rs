@@ -14,7 +14,7 @@ mod scheduler;
 mod supervisor;
 mod workflow;
 
-pub(super) use database::Database;
+pub(super) use database::{Database, LANE_NAMES};
 pub(super) use fleet::{FleetActor, FleetArgs};
 pub(super) use listener::{ListenerActor, ListenerArgs};
 pub(super) use queue::{QueueActor, QueueArgs, QueueMsg};

@@ -21,6 +21,7 @@ use crate::workflow::Workflow;
 /// Builds and launches a [`Runtime`].
 pub struct RuntimeBuilder {
     database_url: Option<String>,
+    pool: Option<sysdb::DatabasePool>,
     schema: String,
     app_name: Option<String>,
     app_version: Option<String>,
@@ -53,6 +54,7 @@ impl Default for RuntimeBuilder {
     fn default() -> Self {
         RuntimeBuilder {
             database_url: None,
+            pool: None,
             schema: sysdb::DEFAULT_SCHEMA.into(),
             app_name: None,
             app_version: None,
@@ -79,6 +81,53 @@ impl RuntimeBuilder {
     /// The system database. Without it, `STEAD_DATABASE_URL`, then `DATABASE_URL`, is used.
     pub fn database_url(mut self, url: impl Into<String>) -> Self {
         self.database_url = Some(url.into());
+        self
+    }
+
+    /// Runs on a pool the application already has (`sqlx::PgPool` or `sqlx::SqlitePool`)
+    /// instead of connecting to a URL; it takes precedence over any URL. Stead borrows its
+    /// connections for unbatched calls and (Postgres) holds one for LISTEN; it opens the write
+    /// lanes' connections itself, with the pool's connect options. See
+    /// [`DatabasePool`](crate::DatabasePool) for the details. Shutdown leaves the pool open.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stead::{Context, Runtime, WorkflowOptions};
+    ///
+    /// async fn greet(ctx: Context, name: String) -> stead::Result<String> {
+    ///     ctx.step("compose", || async move { Ok(format!("hello {name}")) }).await
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = std::env::temp_dir().join(format!("stead-doc-pool-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let file = dir.join("app.sqlite");
+    /// // The application's own pool (here over a SQLite file; a `PgPool` works the same way).
+    /// let options = sqlx::sqlite::SqliteConnectOptions::new()
+    ///     .filename(&file)
+    ///     .create_if_missing(true);
+    /// let pool = sqlx::SqlitePool::connect_with(options).await?;
+    /// let runtime = Runtime::builder()
+    ///     .pool(pool.clone())
+    ///     .workflow("greet", greet)
+    ///     .launch()
+    ///     .await?;
+    /// let handle = runtime
+    ///     .start("greet", "ada".to_string(), WorkflowOptions::with_id("greet-ada"))
+    ///     .await?;
+    /// assert_eq!(handle.result::<String>().await?, "hello ada");
+    /// runtime.shutdown(Duration::from_secs(5)).await?;
+    /// // The pool is still the application's, and sees stead's tables.
+    /// let done: i64 = sqlx::query_scalar("SELECT count(*) FROM workflow_status WHERE status = 'SUCCESS'")
+    ///     .fetch_one(&pool)
+    ///     .await?;
+    /// assert_eq!(done, 1);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok(()) }
+    /// ```
+    pub fn pool(mut self, pool: impl Into<sysdb::DatabasePool>) -> Self {
+        self.pool = Some(pool.into());
         self
     }
 
@@ -254,7 +303,6 @@ impl RuntimeBuilder {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let url = resolve_url(self.database_url, self.app_name.as_deref(), env_var);
         sysdb::validate_schema(&self.schema)?;
         let mut names = std::collections::HashSet::new();
         for q in &self.queues {
@@ -294,8 +342,14 @@ impl RuntimeBuilder {
             schedule_refresh: self.schedule_refresh,
             fleet: self.fleet,
         };
-        let sys =
-            sysdb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;
+        let sys = match self.pool {
+            Some(pool) => sysdb::from_pool(pool, &config.schema, self.connect_timeout).await?,
+            None => {
+                let url = resolve_url(self.database_url, config.app_name.as_deref(), env_var);
+                let (size, timeout) = (self.pool_size, self.connect_timeout);
+                sysdb::connect(&url, &config.schema, size, timeout, true).await?
+            }
+        };
         Runtime::launch(
             config,
             self.registry,

@@ -26,7 +26,7 @@ use crate::sysdb::{self, Store};
 use actors::{
     ChildSpec, Database, FleetActor, FleetArgs, ListenerActor, ListenerArgs, QueueActor, QueueArgs,
     QueueMsg, QueueSet, Restart, RetentionActor, RetentionArgs, Role, SchedulerActor,
-    SchedulerArgs, Supervisor, SupervisorArgs, SupervisorMsg,
+    SchedulerArgs, Supervisor, SupervisorArgs, SupervisorMsg, LANE_NAMES,
 };
 
 // The actors live here, under the composition root, so no other core module can name one: the
@@ -74,6 +74,12 @@ pub(crate) async fn launch(
         directory: Directory::default(),
         liveness: crate::fleet::Liveness::unbounded(),
     });
+    crate::metrics::register_process(&LANE_NAMES);
+    for name in shared.registry.names() {
+        if let Some(entry) = shared.registry.get(name) {
+            entry.metrics();
+        }
+    }
     let stats = Arc::new(DbStats::default());
     let restarts = Arc::new(AtomicU64::new(0));
     let queues = matches!(part, Part::Executor(_)).then(|| queue_set(&shared));
@@ -131,6 +137,7 @@ impl Tree {
             put_queue(shared, queue, true).await?;
         }
         for s in declared.schedules {
+            crate::metrics::register_schedule(&s.name);
             schedule::put(shared, s, true).await?;
         }
         let me = shared.clone();
@@ -284,12 +291,15 @@ pub(crate) async fn put_queue(
 ) -> Result<Option<bool>> {
     queue.validate()?;
     let app = shared.config.app_name.clone();
-    Ok(shared
+    let name = queue.name.clone();
+    let put = shared
         .db
         .call_with((queue, app), move |db, (queue, app)| async move {
             db.put_queue(&queue, app.as_deref(), replace).await
         })
-        .await?)
+        .await?;
+    shared.directory.queue_names.insert(name);
+    Ok(put)
 }
 
 async fn start_supervisor(
@@ -428,6 +438,13 @@ fn queue_set(shared: &SharedRef) -> QueueSet {
                         db.list_queues(app.as_deref()).await
                     })
                     .await?;
+                shared
+                    .directory
+                    .queue_names
+                    .retain(|n| defs.iter().any(|q| q.name == *n));
+                for q in &defs {
+                    shared.directory.queue_names.insert(q.name.clone());
+                }
                 let listen = shared.config.listen_queues.as_ref();
                 let mut served: Vec<Queue> = defs
                     .into_iter()

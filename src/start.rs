@@ -46,6 +46,8 @@ pub struct WorkflowOptions {
     timeout: Option<Duration>,
     app_version: Option<String>,
     attributes: Option<Attributes>,
+    /// The queue may have no definition yet (another process defines it later).
+    undefined_queue_ok: bool,
     /// Set for a child: its parent, and the parent's deadline it inherits.
     parent: Option<(String, Option<i64>)>,
 }
@@ -114,6 +116,14 @@ impl WorkflowOptions {
         self.attributes
             .get_or_insert_with(Attributes::new)
             .insert(key.into(), value.into());
+        self
+    }
+
+    /// Enqueues even when no definition (of any application) names the queue (one another
+    /// process defines later, or a DBOS application defines in its code). Without it, such an
+    /// enqueue fails with [`Error::UnknownQueue`]: a misspelt queue would wait forever.
+    pub fn allow_undefined_queue(mut self) -> Self {
+        self.undefined_queue_ok = true;
         self
     }
 
@@ -206,6 +216,9 @@ pub(crate) async fn submit(
     input_json: &str,
     options: WorkflowOptions,
 ) -> Result<WorkflowHandle> {
+    if let Target::Queue(queue) = target {
+        check_queue_defined(shared, queue, options.undefined_queue_ok).await?;
+    }
     let submission = begin(shared, target, workflow, input_json, options)?;
     tokio::spawn(submission.complete())
         .await
@@ -423,6 +436,33 @@ fn stored_attributes(given: Option<&Attributes>) -> Result<Option<String>> {
         return attributes::encode(&with_trace).map(Some);
     }
     given.map(attributes::encode).transpose()
+}
+
+/// Refuses an enqueue to a queue no definition names (unless `allowed`):
+/// known names answer at once, others are looked up in the database.
+pub(crate) async fn check_queue_defined(
+    shared: &SharedRef,
+    queue: &str,
+    allowed: bool,
+) -> Result<()> {
+    crate::validate_name(queue, "queue name")?;
+    if allowed || queue == INTERNAL_QUEUE || shared.directory.queue_names.contains(queue) {
+        return Ok(());
+    }
+    // Any application's definition counts: names are unique across applications, and a client
+    // of no application (or another one) may feed an application's queue.
+    let defs = shared
+        .db
+        .call(|db| async move { db.list_all_queues().await })
+        .await?;
+    for (_, q) in &defs {
+        shared.directory.queue_names.insert(q.name.clone());
+    }
+    if shared.directory.queue_names.contains(queue) {
+        Ok(())
+    } else {
+        Err(Error::UnknownQueue(queue.to_owned()))
+    }
 }
 
 /// Checks queue options against the queue's definition, when this process knows it.

@@ -350,8 +350,12 @@ where
                     return Ok(Err(failed(name, function_id, failures)));
                 }
                 ctx.metrics().step_retried();
-                tracing::debug!(attempt, error = %failures[failures.len() - 1], "step failed; retrying");
-                tokio::time::sleep(retry.backoff.delay(attempt - 1)).await;
+                let delay = retry.backoff.delay(attempt - 1);
+                // The ids are fields, not only the spans': the step span is DEBUG.
+                tracing::warn!(workflow_id = %ctx.workflow_id(), workflow = %ctx.workflow_name(),
+                    step = name, function_id, attempt, retry_in = ?delay, error = %failures[failures.len() - 1],
+                    "step attempt failed; retrying");
+                tokio::time::sleep(delay).await;
                 ctx.check_live()?;
             }
         }

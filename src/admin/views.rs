@@ -38,6 +38,9 @@ pub(super) struct WorkflowView {
     partition_key: Option<String>,
     delay_until_ms: Option<i64>,
     attributes: Option<Value>,
+    /// In a listing, the error of a failed workflow (the detail has it among its payloads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<PortableError>,
     #[serde(flatten)]
     payloads: Option<Payloads>,
 }
@@ -54,7 +57,9 @@ struct Payloads {
 impl WorkflowView {
     /// The status record alone, for listings.
     pub(super) fn summary(info: WorkflowInfo) -> WorkflowView {
-        WorkflowView::from_status(info.status, None)
+        let mut view = WorkflowView::from_status(info.status, None);
+        view.error = info.error;
+        view
     }
 
     /// The record with its payloads.
@@ -92,6 +97,7 @@ impl WorkflowView {
             partition_key: s.partition_key,
             attributes: s.attributes,
             delay_until_ms: s.delay_until_ms,
+            error: None,
             payloads,
         }
     }

@@ -19,7 +19,8 @@ pub(super) async fn list(
     State(state): State<Arc<AdminState>>,
     query: QueryPairs,
 ) -> Result<Json<Value>, ApiError> {
-    let filter = params::list_filter(&pairs(query)?)?;
+    // Payloads for each row's error (the list shows it); inputs and outputs are not sent.
+    let filter = params::list_filter(&pairs(query)?)?.with_payloads();
     let found = state.client.list_workflows(filter).await?;
     let views: Vec<WorkflowView> = found.into_iter().map(WorkflowView::summary).collect();
     Ok(Json(json!({ "workflows": views })))
@@ -112,7 +113,7 @@ async fn find(state: &AdminState, id: &str, payloads: bool) -> Result<WorkflowIn
     found
         .into_iter()
         .next()
-        .ok_or_else(|| ApiError::not_found(format!("no workflow with id {id:?}")))
+        .ok_or_else(|| ApiError::from(crate::error::Error::NotFound(id.to_owned())))
 }
 
 async fn status_reply(state: &AdminState, id: &str) -> Result<Json<Value>, ApiError> {

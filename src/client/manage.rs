@@ -422,7 +422,7 @@ impl Client {
         if promoted {
             Ok(())
         } else {
-            Err(Error::NotFound(format!("application version {version:?}")))
+            Err(Error::UnknownAppVersion(version.to_owned()))
         }
     }
 }

@@ -284,6 +284,13 @@ pub(super) fn bind_queue<'q, B: Bind<'q>>(b: B, q: &'q Queue, app: Option<&'q st
         .arg(now_ms())
 }
 
+/// A `queues` row of [`QUEUE_COLUMNS`] then `application_name`.
+pub(super) fn app_queue_from_row(
+    row: &impl AnyRow,
+) -> Result<(Option<String>, Queue), sqlx::Error> {
+    Ok((row.at(12)?, queue_from_row(row)?))
+}
+
 /// A `queues` row, columns in [`QUEUE_COLUMNS`] order.
 pub(super) fn queue_from_row(row: &impl AnyRow) -> Result<Queue, sqlx::Error> {
     let count = |i: usize| -> Result<Option<u32>, sqlx::Error> {

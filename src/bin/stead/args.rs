@@ -7,24 +7,29 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 use stead::Status;
 
+/// Where `--help` lists the options every command takes, apart from the command's own.
+const GLOBAL: &str = "Global options";
+
 /// Inspect and manage stead (and DBOS) workflows in a system database.
 #[derive(Debug, Parser)]
 #[command(name = "stead", version)]
 pub struct Cli {
-    /// Postgres URL of the system database [default: $STEAD_DATABASE_URL, then $DATABASE_URL]
-    #[arg(long, global = true, value_name = "URL")]
+    /// Database URL of the system database: postgres://… or sqlite://<file>
+    /// [default: $STEAD_DATABASE_URL, then $DATABASE_URL]
+    #[arg(short = 'd', long, global = true, value_name = "URL", help_heading = GLOBAL)]
     pub database_url: Option<String>,
-    /// Schema of the system tables
-    #[arg(long, global = true, default_value = "dbos")]
+    /// Schema of the system tables (Postgres)
+    #[arg(long, global = true, default_value = "dbos", help_heading = GLOBAL)]
     pub schema: String,
-    /// Application whose queues and schedules are shown (rows of no application always are)
-    #[arg(long, global = true, value_name = "NAME")]
+    /// Application whose schedules are shown (rows of no application always are)
+    #[arg(short = 'a', long, global = true, value_name = "NAME", help_heading = GLOBAL)]
     pub app: Option<String>,
     /// Print JSON instead of tables
-    #[arg(long, global = true)]
+    #[arg(short = 'j', long, global = true, help_heading = GLOBAL)]
     pub json: bool,
     /// How long to wait for the database (e.g. 500ms, 5s, 1m)
-    #[arg(long, global = true, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, global = true, default_value = "5s", value_parser = parse_duration,
+          help_heading = GLOBAL)]
     pub connect_timeout: Duration,
     #[command(subcommand)]
     pub command: Command,
@@ -117,13 +122,13 @@ pub enum WorkflowCommand {
 pub struct ListArgs {
     /// Only this status (repeat for several): pending, enqueued, delayed, success, error,
     /// cancelled, max_recovery_attempts_exceeded
-    #[arg(long = "status", value_name = "STATUS", value_parser = parse_status)]
+    #[arg(short = 's', long = "status", value_name = "STATUS", value_parser = parse_status)]
     pub statuses: Vec<Status>,
     /// Only workflows of this name
-    #[arg(long)]
+    #[arg(short = 'n', long)]
     pub name: Option<String>,
     /// Only workflows enqueued on this queue
-    #[arg(long)]
+    #[arg(short = 'q', long)]
     pub queue: Option<String>,
     /// Only workflows waiting on or running from a queue (enqueued, delayed, pending)
     #[arg(long)]
@@ -153,10 +158,10 @@ pub struct ListArgs {
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub until: Option<SystemTime>,
     /// At most this many workflows (0: no limit)
-    #[arg(long, default_value_t = 100)]
+    #[arg(short = 'l', long, default_value_t = 100)]
     pub limit: u32,
     /// Skip this many matches first (for pages)
-    #[arg(long, default_value_t = 0)]
+    #[arg(short = 'o', long, default_value_t = 0)]
     pub offset: u32,
     /// Oldest first
     #[arg(long)]
@@ -171,7 +176,7 @@ pub struct ForkArgs {
     /// The workflow to copy
     pub id: String,
     /// The first step that runs again (1 starts over)
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short = 's', long, value_parser = clap::value_parser!(u32).range(1..))]
     pub step: u32,
     /// The copy's id [default: a new UUID]
     #[arg(long, value_name = "ID")]

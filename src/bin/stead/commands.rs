@@ -35,15 +35,26 @@ pub async fn migrate(url: &str, options: &ClientOptions) -> stead::Result<Render
         "version": report.version,
         "applied": report.applied,
     });
-    Ok(Rendered { json: value, text })
+    Ok(Rendered::new(&value, text))
 }
 
 /// Runs a command on a connected client.
-pub async fn run(client: &Client, command: ClientCommand) -> stead::Result<Rendered> {
+pub async fn run(
+    client: &Client,
+    app: Option<&str>,
+    command: ClientCommand,
+) -> stead::Result<Rendered> {
     match command {
         ClientCommand::Workflow(cmd) => workflow(client, cmd).await,
         ClientCommand::Queue(QueueCommand::List) => {
-            let views: Vec<QueueView> = client.queues().await?.iter().map(Into::into).collect();
+            // With --app, that application's queues (and shared ones); else every application's.
+            let views: Vec<QueueView> = client
+                .all_queues()
+                .await?
+                .iter()
+                .filter(|(owner, _)| app.is_none() || owner.is_none() || owner.as_deref() == app)
+                .map(|(owner, q)| QueueView::new(owner.as_deref(), q))
+                .collect();
             Ok(Rendered::new(&views, output::queues(&views)))
         }
         ClientCommand::Schedule(cmd) => schedule(client, cmd).await,
@@ -160,15 +171,41 @@ fn filter(args: ListArgs) -> ListWorkflows {
     f
 }
 
-async fn list(client: &Client, args: ListArgs) -> stead::Result<Rendered> {
-    let queued = args.queued;
+/// One page of workflows, and a note naming the next page when more match (one more row is
+/// read to know, rather than counting every match).
+async fn list(client: &Client, mut args: ListArgs) -> stead::Result<Rendered> {
+    let (queued, payloads, limit, offset) = (args.queued, args.payloads, args.limit, args.offset);
+    if limit > 0 {
+        args.limit = limit.saturating_add(1);
+    }
+    // The table's error column needs the errors; JSON shows payloads only when asked.
+    args.payloads = true;
     let f = filter(args);
-    let found = if queued {
+    let mut found = if queued {
         client.list_queued_workflows(f).await?
     } else {
         client.list_workflows(f).await?
     };
-    Ok(Rendered::new(&found, output::workflows(&found)))
+    let more = limit > 0 && found.len() > limit as usize;
+    found.truncate(if limit > 0 {
+        limit as usize
+    } else {
+        found.len()
+    });
+    let text = output::workflows(&found);
+    if !payloads {
+        for w in &mut found {
+            (w.input, w.output, w.error) = (None, None, None);
+        }
+    }
+    let mut rendered = Rendered::new(&found, text);
+    if more {
+        let next = offset.saturating_add(limit);
+        rendered.note = Some(format!(
+            "showing {limit} from offset {offset}; more match: use --offset {next} for the next page"
+        ));
+    }
+    Ok(rendered)
 }
 
 /// One workflow with its payloads, or `NotFound`.

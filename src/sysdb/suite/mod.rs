@@ -205,9 +205,15 @@ impl Fixture {
     }
 
     async fn connect(scratch: &Scratch) -> Arc<dyn Store> {
-        connect(scratch.url(), DEFAULT_SCHEMA, 4, Duration::from_secs(10))
-            .await
-            .expect("connect")
+        connect(
+            scratch.url(),
+            DEFAULT_SCHEMA,
+            4,
+            Duration::from_secs(10),
+            true,
+        )
+        .await
+        .expect("connect")
     }
 
     /// Another store on the same database (another process, as far as the database knows).
