@@ -7,7 +7,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use futures::future::BoxFuture;
 
 use tokio::sync::Notify;
 
@@ -46,6 +48,18 @@ struct Inner {
     abort: OnceLock<Abort>,
     /// Woken when an abort reason is set, to interrupt waits.
     aborted: Notify,
+    /// Application databases this run's transactional steps used, released when it finishes.
+    datasources: Mutex<Vec<Arc<dyn Release>>>,
+}
+
+/// Something a run holds outside the system database and lets go of when it finishes (the
+/// records of a datasource's transactional steps).
+pub(crate) trait Release: Send + Sync {
+    /// Identifies the underlying resource, so it is released once however often it was used.
+    fn key(&self) -> usize;
+
+    /// Releases what this run holds; false when another execution owns the workflow now.
+    fn release<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, bool>;
 }
 
 /// What the workflow actor knows about the run it starts.
@@ -68,6 +82,7 @@ impl Context {
                 recorded: recorded.into_iter().map(|s| (s.function_id, s)).collect(),
                 abort: OnceLock::new(),
                 aborted: Notify::new(),
+                datasources: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -88,6 +103,40 @@ impl Context {
 
     pub(crate) fn shared(&self) -> &SharedRef {
         &self.inner.shared
+    }
+
+    /// The owner token this execution writes under.
+    pub(crate) fn owner(&self) -> &str {
+        &self.inner.run.owner
+    }
+
+    /// Remembers a datasource this run used, to release it when the run finishes.
+    pub(crate) fn use_datasource(&self, used: Arc<dyn Release>) {
+        let mut list = self
+            .inner
+            .datasources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if list.iter().all(|d| d.key() != used.key()) {
+            list.push(used);
+        }
+    }
+
+    /// Releases every datasource this run used, once its body has returned with an outcome
+    /// of its own (never after an abort: the next execution still needs the records).
+    pub(crate) async fn release_datasources(&self) {
+        let used = std::mem::take(
+            &mut *self
+                .inner
+                .datasources
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        for ds in used {
+            if self.abort().is_some() || !ds.release(self).await {
+                return;
+            }
+        }
     }
 
     pub(crate) fn deadline(&self) -> Option<i64> {

@@ -13,6 +13,7 @@
 
 mod cancel;
 mod claim;
+mod datasource;
 mod debounce;
 mod dispatch;
 mod finish;
@@ -42,6 +43,10 @@ use crate::error::Error;
 
 pub(crate) use cancel::CANCEL_CHANNEL;
 pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
+pub use datasource::Isolation;
+#[cfg(test)]
+pub(crate) use datasource::DATASOURCE_SCHEMA_VERSION;
+pub(crate) use datasource::{AppSql, RecordRow, Recorded};
 pub(crate) use debounce::{Bounce, Bounced};
 pub(crate) use dispatch::Executor;
 pub(crate) use finish::{FinishOutcome, FinishWrite};

@@ -7,6 +7,7 @@
 
 mod cancel;
 mod claim;
+mod datasource;
 mod debounce;
 mod dispatch;
 mod finish;

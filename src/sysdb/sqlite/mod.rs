@@ -10,6 +10,7 @@
 
 mod cancel;
 mod claim;
+mod datasource;
 mod debounce;
 mod dispatch;
 mod finish;

@@ -7,6 +7,7 @@
 //! its own that reads (`dbos.` qualifies a table on either backend).
 
 mod claims;
+mod datasource;
 mod definitions;
 mod manage;
 mod reads;
@@ -164,6 +165,22 @@ pub(crate) struct Fixture {
 }
 
 impl Fixture {
+    /// The probe's pool on Postgres (as an application database would be).
+    pub(crate) fn pg_pool(&self) -> Option<PgPool> {
+        match &self.probe {
+            Probe::Postgres(pool) => Some(pool.clone()),
+            Probe::Sqlite(_) => None,
+        }
+    }
+
+    /// The probe's pool on SQLite (as an application database would be).
+    pub(crate) fn sqlite_pool(&self) -> Option<SqlitePool> {
+        match &self.probe {
+            Probe::Sqlite(pool) => Some(pool.clone()),
+            Probe::Postgres(_) => None,
+        }
+    }
+
     /// A migrated store.
     pub(crate) async fn new(kind: Kind) -> Fixture {
         let f = Fixture::empty(kind).await;
