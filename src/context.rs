@@ -148,6 +148,27 @@ impl Context {
         self.inner.next_function_id.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// The number the next durable call will take, without taking it.
+    pub(crate) fn peek_function_id(&self) -> u32 {
+        self.inner.next_function_id.load(Ordering::Relaxed)
+    }
+
+    /// Takes number `expected` if no other call took it first (a patch's reservation).
+    pub(crate) fn take_function_id(&self, expected: u32) -> bool {
+        self.inner
+            .next_function_id
+            .compare_exchange(expected, expected + 1, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// The name recorded at `function_id` in the history this run replays, if any.
+    pub(crate) fn recorded_name(&self, function_id: u32) -> Option<&str> {
+        self.inner
+            .recorded
+            .get(&function_id)
+            .map(|r| r.name.as_str())
+    }
+
     /// The recorded call at `function_id`, checked against the name the code now uses.
     pub(crate) fn recorded(&self, function_id: u32, name: &str) -> Result<Option<&StepRow>> {
         match self.inner.recorded.get(&function_id) {

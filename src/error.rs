@@ -70,6 +70,17 @@ pub enum Error {
         recorded: String,
         called: String,
     },
+    /// `Context::patch` or `Context::deprecate_patch` ran while another durable call of the
+    /// same workflow took a number, so the marker's position would depend on scheduling; call
+    /// it from sequential workflow code.
+    #[error(
+        "patch {patch:?} of workflow {workflow_id} was called concurrently with other durable \
+         calls; call it from sequential workflow code"
+    )]
+    PatchNondeterminism { workflow_id: String, patch: String },
+    /// A start refused an id that already exists (`WorkflowOptions::reject_existing`).
+    #[error("workflow id {0:?} already exists")]
+    WorkflowExists(String),
     /// A step failed (after its retries, if any).
     #[error(transparent)]
     Step(#[from] StepError),
@@ -141,6 +152,8 @@ impl Error {
             Error::Decode { .. } => "DecodeError",
             Error::UnsupportedSerialization { .. } => "UnsupportedSerialization",
             Error::NonDeterminism { .. } => "NonDeterminism",
+            Error::PatchNondeterminism { .. } => "PatchNondeterminism",
+            Error::WorkflowExists(_) => "WorkflowExists",
             Error::Step(_) => "StepError",
             Error::WorkflowFailed { .. } => "WorkflowFailed",
             Error::Cancelled { .. } => "Cancelled",
