@@ -78,6 +78,10 @@ pub enum Error {
          calls; call it from sequential workflow code"
     )]
     PatchNondeterminism { workflow_id: String, patch: String },
+    /// A rewind found the workflow still running (`PENDING`, `ENQUEUED` or `DELAYED`): only
+    /// a finished workflow can be rewound, so cancel it first.
+    #[error("cannot rewind workflow {id} ({status}): only a finished workflow can be rewound")]
+    StillActive { id: String, status: String },
     /// A start refused an id that already exists (`WorkflowOptions::reject_existing`).
     #[error("workflow id {0:?} already exists")]
     WorkflowExists(String),
@@ -154,6 +158,7 @@ impl Error {
             Error::NonDeterminism { .. } => "NonDeterminism",
             Error::PatchNondeterminism { .. } => "PatchNondeterminism",
             Error::WorkflowExists(_) => "WorkflowExists",
+            Error::StillActive { .. } => "StillActive",
             Error::Step(_) => "StepError",
             Error::WorkflowFailed { .. } => "WorkflowFailed",
             Error::Cancelled { .. } => "Cancelled",

@@ -37,6 +37,7 @@ pub(crate) mod debounce;
 pub(crate) mod manage;
 pub(crate) mod observe;
 mod retention;
+mod rewind;
 mod schedule;
 
 /// Counters of database traffic and supervision.

@@ -75,6 +75,10 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
             changed(client, "resume", &id).await
         }
         WorkflowCommand::Fork(args) => fork(client, args).await,
+        WorkflowCommand::Rewind { id, step } => {
+            client.rewind(&id, step).await?;
+            changed(client, "rewind", &id).await
+        }
         WorkflowCommand::Delete { id, children } => {
             if children {
                 client.delete_with_children(&id).await?;

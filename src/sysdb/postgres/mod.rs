@@ -19,6 +19,7 @@ mod ops;
 mod queues;
 mod reads;
 mod retention;
+mod rewind;
 mod schedules;
 mod session;
 mod sql;

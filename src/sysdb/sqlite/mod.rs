@@ -22,6 +22,7 @@ mod ops;
 mod queues;
 mod reads;
 mod retention;
+mod rewind;
 mod schedules;
 mod session;
 mod start;

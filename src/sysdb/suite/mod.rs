@@ -11,6 +11,7 @@ mod datasource;
 mod definitions;
 mod manage;
 mod reads;
+mod rewind;
 mod writes;
 
 use std::sync::atomic::{AtomicU32, Ordering};
