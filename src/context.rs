@@ -227,9 +227,16 @@ impl Context {
         }
     }
 
-    /// The error a database failure inside a durable call becomes: a crash of the run.
-    pub(crate) fn crash(&self, e: DbError) -> Error {
-        self.stop(Abort::Crash(e.to_string()))
+    /// The error a database failure inside a durable call becomes. A transient one that
+    /// outlasted its retries (or the runtime closing) crashes the run, to be restarted; a
+    /// permanent one (the database refused the record) fails this call only, typed: the same
+    /// write would be refused on every restart.
+    pub(crate) fn db_failure(&self, e: DbError) -> Error {
+        if e.is_transient() || e == DbError::Closed {
+            self.stop(Abort::Crash(e.to_string()))
+        } else {
+            Error::Database(e)
+        }
     }
 
     /// Records a durable call's outcome; returns the authoritative row when a competing
@@ -255,7 +262,7 @@ impl Context {
             Ok(StepOutcome::AlreadyRecorded { output, error }) => Ok(Some((output, error))),
             Ok(StepOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
             Ok(StepOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),
-            Err(e) => Err(self.crash(e)),
+            Err(e) => Err(self.db_failure(e)),
         }
     }
 
@@ -276,8 +283,7 @@ impl Context {
             Ok(OpOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
             Ok(OpOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),
             Ok(out) => Ok(out),
-            Err(e @ DbError::MissingReference { .. }) => Err(Error::Database(e)),
-            Err(e) => Err(self.crash(e)),
+            Err(e) => Err(self.db_failure(e)),
         }
     }
 }

@@ -385,9 +385,9 @@ fn replay<T: DeserializeOwned>(
 }
 
 /// Whether this execution still owns its workflow (the system database's `owner_xid`); a
-/// database failure crashes the run.
+/// database failure crashes the run (as any durable call's: `Context::db_failure`).
 async fn still_owns(ctx: &Context) -> Result<bool> {
-    owns(ctx).await.map_err(|e| ctx.crash(e))
+    owns(ctx).await.map_err(|e| ctx.db_failure(e))
 }
 
 async fn owns(ctx: &Context) -> std::result::Result<bool, DbError> {

@@ -20,6 +20,7 @@
 //! ```
 
 mod auth;
+mod body;
 mod dashboard;
 mod health;
 mod origin;
@@ -68,6 +69,7 @@ pub struct AdminOptions {
     bind: SocketAddr,
     token: Option<String>,
     prometheus: Option<PrometheusHandle>,
+    body_timeout: Duration,
 }
 
 impl Default for AdminOptions {
@@ -76,6 +78,7 @@ impl Default for AdminOptions {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             token: None,
             prometheus: None,
+            body_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -86,6 +89,7 @@ impl std::fmt::Debug for AdminOptions {
             .field("bind", &self.bind)
             .field("token", &self.token.as_ref().map(|_| "***"))
             .field("prometheus", &self.prometheus.is_some())
+            .field("body_timeout", &self.body_timeout)
             .finish()
     }
 }
@@ -111,6 +115,13 @@ impl AdminOptions {
         self
     }
 
+    /// How long a request's body may take to arrive (default 10 s); a slower one (say, a
+    /// `Content-Length` larger than what is sent) is answered `408` and its connection closed.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
     /// Serves this recorder's metrics at `/metrics` (without one, `/metrics` answers 404).
     pub fn prometheus(mut self, handle: PrometheusHandle) -> Self {
         self.prometheus = Some(handle);
@@ -125,6 +136,8 @@ pub(crate) struct AdminState {
     prometheus: Option<PrometheusHandle>,
     /// Bound to a loopback address: only loopback host names are answered.
     loopback: bool,
+    /// How long a request body may take to arrive.
+    body_timeout: Duration,
 }
 
 /// A running admin server. Dropping it stops the server, as [`AdminServer::shutdown`] does
@@ -187,6 +200,7 @@ pub async fn serve(client: &Client, options: AdminOptions) -> Result<AdminServer
         token: options.token,
         prometheus: options.prometheus,
         loopback: bind.ip().is_loopback(),
+        body_timeout: options.body_timeout,
     });
     let (stop, stopped) = oneshot::channel::<()>();
     let app = router(state);
@@ -235,5 +249,6 @@ fn router(state: Arc<AdminState>) -> Router {
             state.clone(),
             origin::same_site_only,
         ))
+        .layer(middleware::from_fn_with_state(state.clone(), body::in_time))
         .with_state(state)
 }

@@ -13,6 +13,7 @@
 
 mod cancel;
 mod claim;
+mod classify;
 mod datasource;
 mod debounce;
 mod dispatch;
@@ -35,6 +36,7 @@ mod steps;
 mod store;
 #[cfg(test)]
 mod suite;
+mod urls;
 mod versions;
 
 use std::sync::Arc;
@@ -56,6 +58,7 @@ pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;
 pub(crate) use observe::{CompletedBucket, QueueCounts};
 pub(crate) use ops::{Op, OpOutcome, OpStep};
+pub(crate) use queues::QueueDeletion;
 pub(crate) use reads::{StatusRow, StepRow, StreamRow};
 pub(crate) use rewind::{Rewind, Rewound, STREAM_CLOSED};
 pub(crate) use schedules::{Firings, ScheduleRow};
@@ -71,7 +74,8 @@ pub(crate) const DEFAULT_SCHEMA: &str = "dbos";
 /// Connects to `url` (`postgres://…` or `sqlite:…`) with `pool_size` connections and checks
 /// the database answers: the one place that picks an implementation.
 ///
-/// Errors name the URL with its password redacted.
+/// Errors name the URL with its password redacted; a URL of another scheme, or one that does
+/// not parse, is refused without being shown.
 pub(crate) async fn connect(
     url: &str,
     schema: &str,
@@ -79,7 +83,7 @@ pub(crate) async fn connect(
     connect_timeout: Duration,
 ) -> Result<Arc<dyn Store>, Error> {
     validate_schema(schema)?;
-    if sqlite::is_sqlite_url(url) {
+    if urls::scheme(url)? == urls::Scheme::Sqlite {
         // A file holds one system database, its tables unqualified: a schema name would be
         // silently ignored, so it is refused instead.
         if schema != DEFAULT_SCHEMA {
@@ -97,24 +101,15 @@ pub(crate) async fn connect(
     }
 }
 
-/// Replaces the password in a database URL with `***`, for messages and logs.
-pub(crate) fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_owned();
-    };
-    match rest[..at].find(':') {
-        Some(colon) => format!(
-            "{}{}:***{}",
-            &url[..scheme_end + 3],
-            &rest[..colon],
-            &rest[at..]
-        ),
-        None => url.to_owned(),
+/// The cause of a failed connection, kept as the error's `source()`.
+pub(crate) type Cause = Arc<dyn std::error::Error + Send + Sync>;
+
+/// A driver error's message for a connection failure: a database's own message without the
+/// server's source line (Postgres appends "at line N" to its `Display`), else the error's.
+pub(crate) fn connect_reason(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Database(db) => db.message().to_owned(),
+        other => other.to_string(),
     }
 }
 
@@ -138,19 +133,6 @@ pub(crate) fn validate_schema(schema: &str) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redacts_only_the_password() {
-        assert_eq!(
-            redact_url("postgres://bob:s3cret@db.example:5432/app?sslmode=require"),
-            "postgres://bob:***@db.example:5432/app?sslmode=require"
-        );
-        assert_eq!(redact_url("postgres://bob@db/app"), "postgres://bob@db/app");
-        assert_eq!(redact_url("postgres://db/app"), "postgres://db/app");
-        assert_eq!(redact_url("not a url"), "not a url");
-        // An '@' in the path is not userinfo.
-        assert_eq!(redact_url("postgres://db/a@b"), "postgres://db/a@b");
-    }
 
     #[test]
     fn schema_names_must_be_identifiers() {

@@ -130,7 +130,7 @@
     },
     el("td", { class: "id", title: w.id }, w.id),
     el("td", {}, w.name),
-    el("td", { class: "status" }, statusPill(w.status)),
+    el("td", { class: "status" }, statusPill(w.stored_status ? w.stored_status + " (unknown)" : w.status)),
     el("td", {}, w.queue || ""),
     timeCell(w.created_at_ms),
     timeCell(w.updated_at_ms),
@@ -164,7 +164,7 @@
       meta.append(el("dt", {}, label), el("dd", {}, value));
     };
     add("name", w.name);
-    add("status", statusPill(w.status));
+    add("status", statusPill(w.stored_status ? w.stored_status + " (unknown)" : w.status));
     add("queue", w.queue);
     add("executor", w.executor_id);
     add("version", w.app_version);

@@ -144,7 +144,7 @@ pub struct ForkArgs {
     /// The workflow to copy
     pub id: String,
     /// The first step that runs again (1 starts over)
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub step: u32,
     /// The copy's id [default: a new UUID]
     #[arg(long, value_name = "ID")]

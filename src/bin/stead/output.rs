@@ -96,7 +96,7 @@ pub fn workflows(list: &[WorkflowInfo]) -> String {
         let s = &w.status;
         table.row(vec![
             s.id.clone(),
-            s.status.to_string(),
+            s.status_label(),
             s.name.clone(),
             or_dash(s.queue_name.as_deref()),
             or_dash(s.app_version.as_deref()),
@@ -113,7 +113,7 @@ pub fn workflow(w: &WorkflowInfo) -> String {
     let json = |v: &Option<Value>| v.as_ref().map(Value::to_string);
     let mut fields: Vec<(&str, Option<String>)> = vec![
         ("id", Some(s.id.clone())),
-        ("status", Some(s.status.to_string())),
+        ("status", Some(s.status_label())),
         ("name", Some(s.name.clone())),
         ("queue", s.queue_name.clone()),
         ("app version", s.app_version.clone()),
