@@ -385,7 +385,7 @@ fn replay<T: DeserializeOwned>(
 }
 
 /// Whether this execution still owns its workflow (the system database's `owner_xid`); a
-/// database failure crashes the run (as any durable call's: `Context::db_failure`).
+/// database failure is handled as in any durable call (`Context::db_failure`).
 async fn still_owns(ctx: &Context) -> Result<bool> {
     owns(ctx).await.map_err(|e| ctx.db_failure(e))
 }
