@@ -50,12 +50,21 @@ pub struct WorkflowOptions {
     undefined_queue_ok: bool,
     /// Set for a child: its parent, and the parent's deadline it inherits.
     parent: Option<(String, Option<i64>)>,
+    reject_existing: bool,
 }
 
 impl WorkflowOptions {
     /// Options with a chosen workflow id: starting the same id again returns the same workflow.
     pub fn with_id(id: impl Into<String>) -> WorkflowOptions {
         WorkflowOptions::default().id(id)
+    }
+
+    /// Refuses an id that already exists with [`Error::WorkflowExists`], instead of returning
+    /// a handle on the existing workflow (DBOS's `workflow_id_reuse_policy="reject"`). A retry
+    /// of this same start after a lost answer still succeeds.
+    pub fn reject_existing(mut self) -> Self {
+        self.reject_existing = true;
+        self
     }
 
     /// The workflow id (a fresh UUID when unset).
@@ -232,6 +241,7 @@ pub(crate) struct Submission {
     new: NewWorkflow,
     reservation: Reservation,
     dedup: Option<(String, Dedup)>,
+    reject_existing: bool,
 }
 
 /// Everything of a submission that must happen in the caller's order: checks, the queue
@@ -278,6 +288,7 @@ pub(crate) fn begin(
         new,
         reservation,
         dedup: options.dedup,
+        reject_existing: options.reject_existing,
     })
 }
 
@@ -289,6 +300,7 @@ impl Submission {
             new,
             reservation,
             dedup,
+            reject_existing,
         } = self;
         let (workflow, queue) = (new.name.clone(), new.queue.clone());
         let (shared, workflow) = (&shared, workflow.as_str());
@@ -347,6 +359,9 @@ impl Submission {
                     existing: name,
                     requested: workflow.to_owned(),
                 })
+            }
+            StartOutcome::Existing { .. } if reject_existing => {
+                return Err(Error::WorkflowExists(id))
             }
             StartOutcome::Existing { .. } => {}
             StartOutcome::Duplicate { holder } => {

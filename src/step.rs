@@ -264,7 +264,7 @@ where
 
 /// Replays the step, or runs `attempts` (the body's one call, or its retry loop) and records
 /// its outcome. `attempts` is not polled on a replay.
-async fn run<T, A>(ctx: &Context, name: &str, function_id: u32, attempts: A) -> Result<T>
+pub(crate) async fn run<T, A>(ctx: &Context, name: &str, function_id: u32, attempts: A) -> Result<T>
 where
     T: Serialize + DeserializeOwned + Send,
     A: Future<Output = Result<std::result::Result<T, StepError>>> + Send,
@@ -362,7 +362,7 @@ where
     }
 }
 
-fn failed(name: &str, function_id: u32, attempts: Vec<String>) -> StepError {
+pub(crate) fn failed(name: &str, function_id: u32, attempts: Vec<String>) -> StepError {
     StepError {
         step: name.to_owned(),
         function_id,
@@ -383,7 +383,7 @@ fn replay<T: DeserializeOwned>(row: &StepRow, name: &str, function_id: u32) -> R
     )
 }
 
-fn decode<T: DeserializeOwned>(
+pub(crate) fn decode<T: DeserializeOwned>(
     output: Option<&str>,
     error: Option<&str>,
     name: &str,

@@ -39,6 +39,7 @@ mod fleet;
 pub(crate) mod manage;
 pub(crate) mod observe;
 mod retention;
+mod rewind;
 mod schedule;
 
 /// Counters of database traffic and supervision.

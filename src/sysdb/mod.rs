@@ -14,6 +14,7 @@
 mod cancel;
 mod claim;
 mod classify;
+mod datasource;
 mod debounce;
 mod dispatch;
 mod finish;
@@ -27,6 +28,7 @@ mod postgres;
 mod queues;
 mod reads;
 mod retention;
+mod rewind;
 mod rows;
 mod schedules;
 mod sqlite;
@@ -45,6 +47,10 @@ use crate::error::Error;
 
 pub(crate) use cancel::CANCEL_CHANNEL;
 pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
+pub use datasource::Isolation;
+#[cfg(test)]
+pub(crate) use datasource::DATASOURCE_SCHEMA_VERSION;
+pub(crate) use datasource::{AppSql, RecordRow, Recorded};
 pub(crate) use debounce::{Bounce, Bounced};
 pub(crate) use dispatch::Executor;
 pub(crate) use finish::{FinishOutcome, FinishWrite};
@@ -59,6 +65,7 @@ pub(crate) use observe::{CompletedBucket, QueueCounts};
 pub(crate) use ops::{Op, OpOutcome, OpStep};
 pub(crate) use queues::QueueDeletion;
 pub(crate) use reads::{StatusRow, StepRow, StreamRow};
+pub(crate) use rewind::{Rewind, Rewound, STREAM_CLOSED};
 pub(crate) use schedules::{Firings, ScheduleRow};
 pub(crate) use sqlite::default_url;
 pub(crate) use start::{next_created_at, NewWorkflow, StartOutcome, QUEUE_CHANNEL};
