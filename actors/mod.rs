@@ -9,4 +9,5 @@ pub(crate) mod restart;
 pub(crate) mod retention;
 pub(crate) mod scheduler;
 pub(crate) mod supervisor;
+pub(crate) mod sweep;
 pub(crate) mod workflow;

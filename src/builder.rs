@@ -36,6 +36,7 @@ pub struct RuntimeBuilder {
     schedules: Vec<Schedule>,
     schedule_refresh: Duration,
     retention: Option<Retention>,
+    cancel_sweep: Duration,
     registry: Registry,
     error: Option<Error>,
 }
@@ -59,6 +60,7 @@ impl Default for RuntimeBuilder {
             schedules: Vec::new(),
             schedule_refresh: Duration::from_secs(10),
             retention: None,
+            cancel_sweep: crate::shared::DEFAULT_CANCEL_SWEEP,
             registry: Registry::default(),
             error: None,
         }
@@ -126,6 +128,16 @@ impl RuntimeBuilder {
     /// How often the internal queue is polled for recovered, resumed or forked workflows.
     pub fn internal_queue_poll(mut self, every: Duration) -> Self {
         self.internal_poll = every;
+        self
+    }
+
+    /// How often this executor checks, in one read, whether any workflow it runs was cancelled
+    /// (or resumed) by a writer that does not announce it, such as DBOS's CLI or client
+    /// (default 1 s). Such a run stops within this interval: its waits are interrupted and its
+    /// slot freed; a step body already running finishes, but its result is not recorded.
+    /// Cancels by stead itself are announced and stop a run at once.
+    pub fn cancel_sweep(mut self, every: Duration) -> Self {
+        self.cancel_sweep = every.max(Duration::from_millis(10));
         self
     }
 
@@ -256,6 +268,7 @@ impl RuntimeBuilder {
             executes: true,
             schedule_refresh: self.schedule_refresh,
             retention: self.retention,
+            cancel_sweep: self.cancel_sweep,
         };
         let sys =
             sysdb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;

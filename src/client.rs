@@ -24,7 +24,7 @@ use crate::handle::WorkflowHandle;
 use crate::launch::{self, Part, Tree};
 use crate::queue::Queue;
 use crate::registry::Registry;
-use crate::shared::{Config, RunState, SharedRef};
+use crate::shared::{Config, RunState, SharedRef, DEFAULT_CANCEL_SWEEP};
 use crate::signals;
 use crate::start::{self, Target, WorkflowOptions};
 use crate::sysdb::{self, MigrationReport};
@@ -108,6 +108,7 @@ impl Client {
             executes: false,
             schedule_refresh: Duration::from_secs(10),
             retention: None,
+            cancel_sweep: DEFAULT_CANCEL_SWEEP,
         };
         let sys = sysdb::connect(url, &config.schema, 4, options.connect_timeout).await?;
         let tree = launch::launch(

@@ -2,7 +2,7 @@
 //! actor. Defined here so the core can talk to queue actors without naming their type.
 
 use crate::admission::Permit;
-use crate::sysdb::Claimed;
+use crate::sysdb::{Claimed, HeldRun};
 
 /// A workflow owned by this executor (under `owner`), ready for a workflow actor.
 #[derive(Debug, Clone)]
@@ -76,6 +76,38 @@ pub(crate) fn cancel_local(shared: &crate::shared::Shared, id: &str, owner: Opti
     for actor in runs {
         let _ = actor.send_message(WorkflowRequest::Cancel);
     }
+}
+
+/// Stops the runs of this process whose row moved on without an announcement (another writer
+/// cancelled or resumed it: DBOS's tools do not announce). Returns how many were told to stop.
+pub(crate) async fn sweep(shared: &crate::shared::Shared) -> crate::error::Result<usize> {
+    let held: Vec<HeldRun> = shared
+        .running
+        .iter()
+        .flat_map(|e| {
+            let id = e.key().clone();
+            e.value()
+                .iter()
+                .map(|r| HeldRun {
+                    id: id.clone(),
+                    owner: r.owner.clone(),
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if held.is_empty() {
+        return Ok(0);
+    }
+    let lost = shared
+        .db
+        .call_with(held, |db, held| async move { db.lost_runs(&held).await })
+        .await?;
+    for run in &lost {
+        tracing::info!(workflow_id = %run.id, status = %run.status,
+            "the workflow's row moved on without an announcement; stopping its run");
+        cancel_local(shared, &run.id, Some(&run.owner));
+    }
+    Ok(lost.len())
 }
 
 /// A workflow actor running in this process, and the owner token it runs under.

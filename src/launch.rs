@@ -20,6 +20,7 @@ use crate::actors::scheduler::{SchedulerActor, SchedulerArgs};
 use crate::actors::supervisor::{
     ChildSpec, QueueSet, Role, Supervisor, SupervisorArgs, SupervisorMsg,
 };
+use crate::actors::sweep::{SweepActor, SweepArgs};
 use crate::completion::Completions;
 use crate::db::Db;
 use crate::error::{DbError, Error, Result};
@@ -149,7 +150,10 @@ impl Tree {
             })
             .await?;
         // An embedded database has no other writers to hear from: local writes wake locally.
-        let mut children = vec![scheduler_spec(shared, self.fired.clone())];
+        let mut children = vec![
+            scheduler_spec(shared, self.fired.clone()),
+            sweep_spec(shared),
+        ];
         if !sys.is_embedded() {
             children.push(listener_spec(shared, sys));
         }
@@ -326,6 +330,25 @@ fn scheduler_spec(shared: &SharedRef, fired: Arc<AtomicU64>) -> ChildSpec {
             };
             Box::pin(async move {
                 let (actor, _) = Actor::spawn_linked(None, SchedulerActor, args, sup).await?;
+                Ok(actor.get_cell())
+            })
+        }),
+    }
+}
+
+fn sweep_spec(shared: &SharedRef) -> ChildSpec {
+    let shared = shared.clone();
+    ChildSpec {
+        name: "cancel sweep".into(),
+        restart: Restart::Permanent,
+        role: Role::Other,
+        spawn: Arc::new(move |sup, _| {
+            let args = SweepArgs {
+                shared: shared.clone(),
+                every: shared.config.cancel_sweep,
+            };
+            Box::pin(async move {
+                let (actor, _) = Actor::spawn_linked(None, SweepActor, args, sup).await?;
                 Ok(actor.get_cell())
             })
         }),

@@ -14,6 +14,9 @@ use crate::dispatch::QueueRequest;
 use crate::registry::Registry;
 use crate::sysdb::Executor;
 
+/// How often an executor sweeps for runs cancelled by a writer that did not announce it.
+pub(crate) const DEFAULT_CANCEL_SWEEP: Duration = Duration::from_secs(1);
+
 /// Resolved settings of a runtime.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -35,6 +38,8 @@ pub(crate) struct Config {
     pub schedule_refresh: Duration,
     /// The periodic garbage collection, if any.
     pub retention: Option<crate::retention::Retention>,
+    /// How often an executor looks for runs whose row another writer cancelled unannounced.
+    pub cancel_sweep: Duration,
 }
 
 impl Config {

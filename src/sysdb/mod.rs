@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 
-pub(crate) use cancel::CANCEL_CHANNEL;
+pub(crate) use cancel::{CancelNote, HeldRun, CANCEL_CHANNEL};
 pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
 pub(crate) use debounce::{Bounce, Bounced};
 pub(crate) use dispatch::Executor;

@@ -8,8 +8,11 @@ Commands:
               enqueues with DBOSClient.enqueue (portable JSON unless "portable" is false); with
               "wait", returns the handle's get_result(), else the workflow id
   result      {"id"}: the workflow's get_result()
-  send        {"to", "message", "topic", "portable"}: DBOSClient.send
+  send        {"to", "message", "topic", "portable", "key"}: DBOSClient.send ("key": its
+              idempotency key)
   get_event   {"id", "key", "timeout"}: DBOSClient.get_event
+  cancel      {"id"}: DBOSClient.cancel_workflow
+  list        {filters of DBOSClient.list_workflows}: the ids listed
 """
 
 import json
@@ -48,16 +51,33 @@ def send(client, args):
         args["to"],
         args["message"],
         args.get("topic"),
+        args.get("key"),
         serialization_type=serialization(args),
     )
     return None
+
+
+def cancel(client, args):
+    client.cancel_workflow(args["id"])
+    return None
+
+
+def list_ids(client, args):
+    return [w.workflow_id for w in client.list_workflows(**args)]
 
 
 def get_event(client, args):
     return client.get_event(args["id"], args["key"], args.get("timeout", 10))
 
 
-COMMANDS = {"enqueue": enqueue, "result": result, "send": send, "get_event": get_event}
+COMMANDS = {
+    "enqueue": enqueue,
+    "result": result,
+    "send": send,
+    "get_event": get_event,
+    "cancel": cancel,
+    "list": list_ids,
+}
 
 
 def main():

@@ -1,0 +1,150 @@
+//! stead as a peer of DBOS apps on one database (issue 14), each against the real DBOS 3.4
+//! (skipped without it, see `common::dbos_py`): cancels by DBOS's client stop stead's runs,
+//! terminal rows are DBOS's, sends are idempotent by DBOS's key scheme.
+
+mod common;
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::dbos_py::py_client;
+use common::TestDb;
+use serde_json::{json, Value};
+use stead::{Context, Queue, WorkflowOptions};
+
+/// The application name stead runs as and the Python client acts for.
+const APP: &str = "peer";
+
+/// Ids whose step after the sleep ran its body: a visible side effect.
+static AFTER_SLEEP: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Sleeps `secs` seconds, then a step with a side effect.
+async fn nap_then_act(ctx: Context, secs: u64) -> stead::Result<()> {
+    ctx.sleep(Duration::from_secs(secs)).await?;
+    let id = ctx.workflow_id().to_owned();
+    ctx.step("act", || async move {
+        AFTER_SLEEP.lock().unwrap().push(id);
+        Ok(())
+    })
+    .await
+}
+
+/// Waits for a message that never comes.
+async fn wait_for_mail(ctx: Context, _: ()) -> stead::Result<Option<Value>> {
+    ctx.recv::<Value>(Some("never"), Duration::from_secs(60))
+        .await
+}
+
+async fn quick(_: Context, _: ()) -> stead::Result<()> {
+    Ok(())
+}
+
+fn acted(id: &str) -> bool {
+    AFTER_SLEEP.lock().unwrap().iter().any(|a| a == id)
+}
+
+fn builder(db: &TestDb) -> stead::RuntimeBuilder {
+    common::builder(db)
+        .app_name(APP)
+        // One slot in this process: a run that keeps it holds up the queue.
+        .queue(Queue::new("single").worker_concurrency(1))
+        .workflow("nap_then_act", nap_then_act)
+        .workflow("wait_for_mail", wait_for_mail)
+        .workflow("quick", quick)
+}
+
+/// The `ok` answer of the Python client, failing the test on its `error`.
+fn ok(answer: Value) -> Value {
+    match answer {
+        Value::Object(mut m) if m.contains_key("ok") => m.remove("ok").unwrap_or_default(),
+        other => panic!("the Python client failed: {other}"),
+    }
+}
+
+async fn wait_recorded(db: &TestDb, id: &str, call: &str) {
+    let sql = format!(
+        "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = '{id}' \
+         AND function_name = '{call}'"
+    );
+    common::wait_count(&db.pool().await, &sql, 1, 30).await;
+}
+
+/// A cancel by DBOS's client (no announcement) stops a sleeping and a receiving run within the
+/// sweep interval: their slots come free and no later step body runs.
+#[tokio::test]
+async fn a_cancel_by_the_dbos_client_frees_the_slot_and_runs_no_further_step() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let rt = builder(&db).launch().await.unwrap();
+    let pool = db.pool().await;
+    for (id, workflow) in [
+        ("dbos-cancels-sleep", "nap_then_act"),
+        ("dbos-cancels-recv", "wait_for_mail"),
+    ] {
+        let input = if workflow == "nap_then_act" {
+            json!(30)
+        } else {
+            Value::Null
+        };
+        rt.enqueue("single", workflow, input, WorkflowOptions::with_id(id))
+            .await
+            .unwrap();
+        common::wait_status(&pool, id, "PENDING").await;
+        let behind = format!("{id}-behind");
+        rt.enqueue("single", "quick", (), WorkflowOptions::with_id(&behind))
+            .await
+            .unwrap();
+        // Both are waiting once their (timeout's) sleep is recorded.
+        wait_recorded(&db, id, "DBOS.sleep").await;
+
+        ok(py_client(&db.url, APP, "cancel", json!({"id": id})).await);
+        let cancelled = Instant::now();
+        let handle = rt.client().handle(&behind);
+        common::within(handle.result::<()>()).await.unwrap();
+        assert!(
+            cancelled.elapsed() < Duration::from_secs(10),
+            "{id}: the slot came free {:?} after DBOS's cancel",
+            cancelled.elapsed()
+        );
+        assert_eq!(
+            common::status_of(&pool, id).await.as_deref(),
+            Some("CANCELLED")
+        );
+    }
+    assert!(
+        !acted("dbos-cancels-sleep"),
+        "no step body ran after the cancel"
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// With the sweep out of the way, a sleep that ends after DBOS's cancel re-reads the row and
+/// stops before the next step's body.
+#[tokio::test]
+async fn a_sleep_cancelled_by_dbos_stops_before_its_next_step_body() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let rt = builder(&db)
+        .cancel_sweep(Duration::from_secs(600))
+        .launch()
+        .await
+        .unwrap();
+    let id = "dbos-cancels-nap";
+    let h = rt
+        .start("nap_then_act", 4u64, WorkflowOptions::with_id(id))
+        .await
+        .unwrap();
+    wait_recorded(&db, id, "DBOS.sleep").await;
+    ok(py_client(&db.url, APP, "cancel", json!({"id": id})).await);
+    let outcome = common::within(h.result::<()>()).await;
+    assert!(
+        matches!(outcome, Err(stead::Error::Cancelled { .. })),
+        "{outcome:?}"
+    );
+    assert!(!acted(id), "the step after the sleep did not run its body");
+    assert_eq!(
+        common::status_of(&db.pool().await, id).await.as_deref(),
+        Some("CANCELLED")
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
