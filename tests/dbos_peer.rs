@@ -48,6 +48,7 @@ fn builder(db: &TestDb) -> stead::RuntimeBuilder {
         .app_name(APP)
         // One slot in this process: a run that keeps it holds up the queue.
         .queue(Queue::new("single").worker_concurrency(1))
+        .queue(Queue::new("wide"))
         .workflow("nap_then_act", nap_then_act)
         .workflow("wait_for_mail", wait_for_mail)
         .workflow("quick", quick)
@@ -146,5 +147,63 @@ async fn a_sleep_cancelled_by_dbos_stops_before_its_next_step_body() {
         common::status_of(&db.pool().await, id).await.as_deref(),
         Some("CANCELLED")
     );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// The columns a terminal transition writes, as text; times reduced to whether they are set.
+async fn terminal_row(db: &TestDb, id: &str) -> Value {
+    let sql = format!(
+        "SELECT json_build_object('status', status, 'queue', queue_name, 'owner', owner_xid, \
+           'dedup', deduplication_id, 'started', started_at_epoch_ms IS NOT NULL, \
+           'completed', completed_at IS NOT NULL)::text \
+         FROM dbos.workflow_status WHERE workflow_uuid = '{id}'"
+    );
+    let text = common::scalar(&db.pool().await, &sql)
+        .await
+        .unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{id}: {e} in {text:?}"))
+}
+
+/// stead's cancels (by its client, by a timeout) leave the row DBOS's cancel leaves, so DBOS's
+/// completed-after filter finds them.
+#[tokio::test]
+async fn stead_cancels_leave_the_row_dbos_cancels_leave() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let rt = builder(&db).launch().await.unwrap();
+    let on_queue =
+        |id: &str| WorkflowOptions::with_id(id).deduplication_id(id, stead::Dedup::Reject);
+    for id in ["by-stead", "by-dbos"] {
+        rt.enqueue("wide", "nap_then_act", 30u64, on_queue(id))
+            .await
+            .unwrap();
+        wait_recorded(&db, id, "DBOS.sleep").await;
+    }
+    rt.start(
+        "nap_then_act",
+        30u64,
+        WorkflowOptions::with_id("by-timeout").timeout(Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    rt.client().cancel("by-stead").await.unwrap();
+    ok(py_client(&db.url, APP, "cancel", json!({"id": "by-dbos"})).await);
+    common::wait_status(&db.pool().await, "by-timeout", "CANCELLED").await;
+
+    let dbos = terminal_row(&db, "by-dbos").await;
+    assert_eq!(
+        dbos,
+        json!({"status": "CANCELLED", "queue": null, "owner": null, "dedup": null,
+               "started": false, "completed": true})
+    );
+    assert_eq!(terminal_row(&db, "by-stead").await, dbos);
+    assert_eq!(terminal_row(&db, "by-timeout").await, dbos);
+
+    let filter = json!({"status": "CANCELLED", "completed_after": "2000-01-01T00:00:00+00:00",
+                        "load_input": false, "load_output": false});
+    let listed = ok(py_client(&db.url, APP, "list", filter).await);
+    let mut listed: Vec<String> = serde_json::from_value(listed).unwrap();
+    listed.sort();
+    assert_eq!(listed, ["by-dbos", "by-stead", "by-timeout"]);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }

@@ -208,8 +208,15 @@ fn finish_of(id: &str, status: &'static str) -> FinishWrite {
 
 async fn finish_records_the_outcome_once_and_only_for_the_owner(kind: Kind) {
     let f = Fixture::new(kind).await;
-    for id in ["a", "b", "c", "d"] {
+    for id in ["b", "c"] {
         f.running(id).await;
+    }
+    for id in ["a", "d"] {
+        let on_queue = NewWorkflow {
+            owner: Some(super::owner_of(id)),
+            ..enqueued(id, "q")
+        };
+        assert_eq!(f.start(&on_queue).await, StartOutcome::Created);
     }
     f.store.cancel("c", false).await.unwrap();
     let stranger = FinishWrite {
@@ -244,6 +251,11 @@ async fn finish_records_the_outcome_once_and_only_for_the_owner(kind: Kind) {
         Some("MAX_RECOVERY_ATTEMPTS_EXCEEDED")
     );
     assert_eq!(f.rows_of("workflow_output", "d").await, 0);
+    // As DBOS: an outcome keeps the queue and start time; a parked run leaves both.
+    assert_eq!(f.column("a", "queue_name").await.as_deref(), Some("q"));
+    assert!(f.column("a", "started_at_epoch_ms").await.is_some());
+    assert_eq!(f.column("d", "queue_name").await, None);
+    assert_eq!(f.column("d", "started_at_epoch_ms").await, None);
     // A retry of a write that landed is finished, not refused.
     assert_eq!(
         session.finish(&[&a]).await.unwrap(),
