@@ -19,7 +19,7 @@ use crate::calls::{self, StreamValue};
 use crate::clock::{millis, now_ms};
 use crate::codec;
 use crate::dispatch;
-use crate::error::{DbError, Error, Result};
+use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::launch::{self, Part, Tree};
 use crate::queue::Queue;
@@ -176,37 +176,6 @@ impl Client {
     /// read as the type the caller asks for.
     pub fn handle(&self, id: impl Into<String>) -> WorkflowHandle {
         WorkflowHandle::new(id.into(), self.shared().clone())
-    }
-
-    /// Sends `message` to workflow `destination` on `topic`, from outside any workflow.
-    pub async fn send<T: Serialize>(
-        &self,
-        destination: &str,
-        message: &T,
-        topic: Option<&str>,
-    ) -> Result<()> {
-        let shared = self.shared();
-        let message = codec::encode(message, "a message")?;
-        let topic = topic.unwrap_or(calls::NULL_TOPIC).to_owned();
-        let (dest, t) = (destination.to_owned(), topic.clone());
-        let id = uuid::Uuid::new_v4().to_string();
-        let sent = shared
-            .db
-            .call_with(
-                (id, dest, t, message),
-                |db, (id, dest, t, message)| async move { db.send(&id, &dest, &t, &message).await },
-            )
-            .await;
-        match sent {
-            Err(DbError::MissingReference { .. }) => {
-                return Err(Error::NotFound(destination.to_owned()))
-            }
-            other => other?,
-        }
-        shared
-            .signals
-            .notify(&signals::message_key(destination, &topic));
-        Ok(())
     }
 
     /// Reads event `key` of workflow `workflow_id`, waiting up to `timeout` for it to be set.

@@ -207,3 +207,106 @@ async fn stead_cancels_leave_the_row_dbos_cancels_leave() {
     assert_eq!(listed, ["by-dbos", "by-stead", "by-timeout"]);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+/// Messages per destination, as (message id, message) in sending order.
+async fn mail(db: &TestDb, destination: &str) -> Vec<(String, String)> {
+    let sql = format!(
+        "SELECT COALESCE(json_agg(json_build_array(message_uuid, message) \
+           ORDER BY created_at_epoch_ms, message_uuid), '[]')::text \
+         FROM dbos.notifications WHERE destination_uuid = '{destination}'"
+    );
+    let text = common::scalar(&db.pool().await, &sql)
+        .await
+        .unwrap_or_default();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A keyed send is delivered once whoever resends it, stead or DBOS's client; a bulk send
+/// writes every message under DBOS's `<key>::<destination>` ids.
+#[tokio::test]
+async fn idempotency_keys_deduplicate_sends_across_stead_and_dbos() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let rt = builder(&db).launch().await.unwrap();
+    for id in ["inbox-a", "inbox-b"] {
+        rt.start("wait_for_mail", (), WorkflowOptions::with_id(id))
+            .await
+            .unwrap();
+    }
+    let client = rt.client();
+
+    // DBOS first, then stead's retry with the same key: one message.
+    let by_dbos = json!({"to": "inbox-a", "topic": "t", "message": "from python", "key": "k1"});
+    ok(py_client(&db.url, APP, "send", by_dbos).await);
+    client
+        .send_with_key("inbox-a", &"from stead", Some("t"), "k1")
+        .await
+        .unwrap();
+    // stead first, then DBOS's retry: one message.
+    client
+        .send_with_key("inbox-a", &"stead first", Some("t"), "k2")
+        .await
+        .unwrap();
+    let retry = json!({"to": "inbox-a", "topic": "t", "message": "python retry", "key": "k2"});
+    ok(py_client(&db.url, APP, "send", retry).await);
+    assert_eq!(
+        mail(&db, "inbox-a").await,
+        [
+            ("k1::inbox-a".to_owned(), "\"from python\"".to_owned()),
+            ("k2::inbox-a".to_owned(), "\"stead first\"".to_owned())
+        ]
+    );
+
+    // A bulk send: one key may go to two destinations; resending the batch adds nothing.
+    let batch = || {
+        [
+            stead::Message::new("inbox-b", &1)
+                .unwrap()
+                .idempotency_key("b1"),
+            stead::Message::new("inbox-b", &2)
+                .unwrap()
+                .topic("t")
+                .idempotency_key("b2"),
+            stead::Message::new("inbox-a", &3)
+                .unwrap()
+                .idempotency_key("b3"),
+        ]
+    };
+    client.send_bulk(batch()).await.unwrap();
+    client.send_bulk(batch()).await.unwrap();
+    let ids: Vec<String> = mail(&db, "inbox-b")
+        .await
+        .into_iter()
+        .map(|m| m.0)
+        .collect();
+    assert_eq!(ids, ["b1::inbox-b", "b2::inbox-b"]);
+    assert_eq!(mail(&db, "inbox-a").await.len(), 3);
+
+    // Refusals: a repeated key in one batch, a missing destination (nothing is written).
+    let twice = [
+        stead::Message::new("inbox-a", &1)
+            .unwrap()
+            .idempotency_key("same"),
+        stead::Message::new("inbox-b", &1)
+            .unwrap()
+            .idempotency_key("same"),
+    ];
+    let refused = client.send_bulk(twice).await.unwrap_err();
+    assert!(
+        matches!(refused, stead::Error::InvalidArgument(_)),
+        "{refused}"
+    );
+    let lost = [
+        stead::Message::new("inbox-a", &1)
+            .unwrap()
+            .idempotency_key("x"),
+        stead::Message::new("nobody", &1).unwrap(),
+    ];
+    let missing = client.send_bulk(lost).await.unwrap_err();
+    assert!(
+        matches!(&missing, stead::Error::NotFound(n) if n.contains("nobody")),
+        "{missing}"
+    );
+    assert_eq!(mail(&db, "inbox-a").await.len(), 3);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}

@@ -49,7 +49,7 @@ pub(crate) use manage::{Delayed, Fork, ListQuery, ListedRow, Resumed, StepListin
 pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;
 pub(crate) use observe::{CompletedBucket, QueueCounts};
-pub(crate) use ops::{Op, OpOutcome, OpStep};
+pub(crate) use ops::{Op, OpOutcome, OpStep, OutgoingMessage};
 pub(crate) use reads::{StatusRow, StepRow, StreamRow};
 pub(crate) use schedules::{Firings, ScheduleRow};
 pub(crate) use sqlite::default_url;
