@@ -80,7 +80,9 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The application name written to `application_name`; claims and recovery are scoped by it.
+    /// The application name written to `application_name`; claims, recovery, queues, schedules
+    /// and versions are scoped by it. Default: `DBOS_APP_NAME`, else [`DEFAULT_APP_NAME`]
+    /// (`stead`): DBOS apps take unnamed rows for their own, so stead never writes one.
     pub fn app_name(mut self, name: impl Into<String>) -> Self {
         self.app_name = Some(name.into());
         self
@@ -238,7 +240,8 @@ impl RuntimeBuilder {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let url = resolve_url(self.database_url, self.app_name.as_deref(), env_var);
+        let app_name = app_name_or_default(self.app_name);
+        let url = resolve_url(self.database_url, Some(&app_name), env_var);
         sysdb::validate_schema(&self.schema)?;
         let mut names = std::collections::HashSet::new();
         for q in &self.queues {
@@ -252,7 +255,7 @@ impl RuntimeBuilder {
         }
         let config = Config {
             schema: self.schema,
-            app_name: self.app_name,
+            app_name: Some(app_name),
             app_version: self
                 .app_version
                 .or_else(|| env_var("DBOS__APPVERSION"))
@@ -285,6 +288,16 @@ impl RuntimeBuilder {
         )
         .await
     }
+}
+
+/// The application stead runs as when none is given (and `DBOS_APP_NAME` is unset).
+pub const DEFAULT_APP_NAME: &str = "stead";
+
+/// The application name: the one given, else `DBOS_APP_NAME`, else [`DEFAULT_APP_NAME`].
+pub(crate) fn app_name_or_default(given: Option<String>) -> String {
+    given
+        .or_else(|| env_var("DBOS_APP_NAME"))
+        .unwrap_or_else(|| DEFAULT_APP_NAME.to_owned())
 }
 
 fn env_var(name: &str) -> Option<String> {

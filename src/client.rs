@@ -70,7 +70,9 @@ pub struct Client {
 pub struct ClientOptions {
     /// The schema of the system tables (default `dbos`).
     pub schema: String,
-    /// The application whose queues and versions the client sees.
+    /// The application the client acts for: its queues, versions and schedules, and the owner
+    /// of what it enqueues. Default (`None`): `DBOS_APP_NAME`, else
+    /// [`DEFAULT_APP_NAME`](crate::DEFAULT_APP_NAME), as a runtime's.
     pub app_name: Option<String>,
     /// How long to wait for the database when connecting.
     pub connect_timeout: Duration,
@@ -98,7 +100,7 @@ impl Client {
         sysdb::validate_schema(&options.schema)?;
         let config = Config {
             schema: options.schema,
-            app_name: options.app_name,
+            app_name: Some(crate::builder::app_name_or_default(options.app_name)),
             app_version: String::new(),
             executor_id: "client".into(),
             internal_poll: Duration::from_secs(1),

@@ -50,6 +50,7 @@ mod actors;
 #[cfg(feature = "admin")]
 pub mod admin;
 mod admission;
+mod args;
 mod backoff;
 mod builder;
 mod calls;
@@ -84,7 +85,8 @@ mod sysdb;
 mod workflow;
 
 pub use actors::restart::RestartPolicy;
-pub use builder::RuntimeBuilder;
+pub use args::Args;
+pub use builder::{RuntimeBuilder, DEFAULT_APP_NAME};
 pub use calls::{ChildHandle, Selected, StreamValue};
 pub use client::{Client, ClientOptions, RuntimeStats};
 pub use context::Context;

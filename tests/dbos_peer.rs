@@ -310,3 +310,173 @@ async fn idempotency_keys_deduplicate_sends_across_stead_and_dbos() {
     assert_eq!(mail(&db, "inbox-a").await.len(), 3);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+/// The Python app's name, and the queue it serves.
+const PY_APP: &str = "pyapp";
+const PY_QUEUE: &str = "py-work";
+
+/// An unnamed stead (runtime and client) owns its rows: a DBOS app on the same database leaves
+/// its queue and its work alone, and a row written with no owner becomes stead's when stead
+/// runs it.
+#[tokio::test]
+async fn an_unnamed_stead_keeps_its_work_from_a_dbos_app() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let unnamed = || {
+        common::builder(&db)
+            .queue(Queue::new("stead-q").polling_interval(Duration::from_millis(100)))
+            .workflow("quick", quick)
+    };
+    // Declares its queue and version, then stops: only the DBOS app runs meanwhile.
+    unnamed()
+        .launch()
+        .await
+        .unwrap()
+        .shutdown(Duration::from_secs(5))
+        .await
+        .unwrap();
+    let client = stead::Client::connect(&db.url).await.unwrap();
+    client
+        .enqueue("stead-q", "quick", (), WorkflowOptions::with_id("mine"))
+        .await
+        .unwrap();
+    let py = common::dbos_py::PyApp::launch(&db.url, PY_APP, PY_QUEUE).await;
+    // Several of the app's polling intervals (0.1 s, and DBOS's 1 s queue refresh).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    py.stop().await;
+    let pool = db.pool().await;
+    let row = |id: &str| {
+        format!(
+            "SELECT status || ' ' || COALESCE(executor_id, '-') || ' ' || \
+             COALESCE(application_name, '-') FROM dbos.workflow_status WHERE workflow_uuid = '{id}'"
+        )
+    };
+    assert_eq!(
+        common::scalar(&pool, &row("mine")).await.as_deref(),
+        Some("ENQUEUED - stead"),
+        "the DBOS app left stead's work alone"
+    );
+
+    // Another writer's unowned row, run by stead, is stead's from then on.
+    sqlx::query("SELECT dbos.enqueue_workflow('quick', 'stead-q', workflow_id => 'unowned')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let rt = unnamed().launch().await.unwrap();
+    for id in ["mine", "unowned"] {
+        common::within(rt.client().handle(id).result::<()>())
+            .await
+            .unwrap();
+        let got = common::scalar(&pool, &row(id)).await;
+        assert_eq!(got.as_deref(), Some("SUCCESS test-executor stead"), "{id}");
+    }
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+    client.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[derive(Debug, serde::Deserialize, PartialEq)]
+struct PySum {
+    sum: i64,
+    by: String,
+}
+
+/// Python's `add(a, b)`, declared here with its real signature; nothing registers it.
+const PY_ADD: stead::Workflow<stead::Args, PySum> = stead::Workflow::new("add");
+
+/// Orchestrates Python workflows as durable children: a typed one with two positional
+/// arguments, one taking none, one with a named argument.
+async fn orchestrate(ctx: Context, _: ()) -> stead::Result<Value> {
+    let on_py = || WorkflowOptions::default().app_name(PY_APP);
+    let sum = ctx
+        .enqueue_child(PY_QUEUE, PY_ADD, stead::Args::new().arg(2).arg(3), on_py())
+        .await?;
+    let nothing = ctx.enqueue_child(PY_QUEUE, "noargs", (), on_py()).await?;
+    let greeting = stead::Args::new().arg("Ada").named("punctuation", "!");
+    let greet = ctx
+        .enqueue_child(PY_QUEUE, "greet", greeting, on_py())
+        .await?;
+    let sum: PySum = sum.result().await?;
+    let nothing: String = nothing.result().await?;
+    let greet: String = greet.result().await?;
+    Ok(json!([sum.sum, sum.by, nothing, greet]))
+}
+
+/// stead calls Python workflows with their real signatures, from a client and as durable
+/// children of a stead workflow, though nothing here implements them.
+#[tokio::test]
+async fn stead_calls_python_workflows_with_their_real_signatures() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let rt = builder(&db)
+        .workflow("orchestrate", orchestrate)
+        .launch()
+        .await
+        .unwrap();
+    let py = common::dbos_py::PyApp::launch(&db.url, PY_APP, PY_QUEUE).await;
+
+    // From a client acting for the Python app.
+    let client = common::client(&db, PY_APP).await;
+    let args = stead::Args::new().arg(40).arg(2);
+    let h = client
+        .enqueue(
+            PY_QUEUE,
+            PY_ADD,
+            args,
+            WorkflowOptions::with_id("client-add"),
+        )
+        .await
+        .unwrap();
+    let sum = common::within(h.result()).await.unwrap();
+    assert_eq!(
+        sum,
+        PySum {
+            sum: 42,
+            by: "python".into()
+        }
+    );
+    let h = client
+        .enqueue(
+            PY_QUEUE,
+            "noargs",
+            stead::Args::new(),
+            WorkflowOptions::default(),
+        )
+        .await
+        .unwrap();
+    let got: String = common::within(h.result()).await.unwrap();
+    assert_eq!(got, "called with nothing");
+
+    // As durable children, enqueued by name for the Python app.
+    let h = rt
+        .start("orchestrate", (), WorkflowOptions::with_id("orchestra"))
+        .await
+        .unwrap();
+    let got: Value = common::within(h.result()).await.unwrap();
+    assert_eq!(
+        got,
+        json!([5, "python", "called with nothing", "Hello, Ada!"])
+    );
+    let calls = common::scalar(
+        &db.pool().await,
+        "SELECT string_agg(function_name || '=' || COALESCE(child_workflow_id, '-'), ',' \
+           ORDER BY function_id) FROM dbos.operation_outputs WHERE workflow_uuid = 'orchestra'",
+    )
+    .await;
+    assert_eq!(
+        calls.as_deref(),
+        Some(
+            "add=orchestra-1,noargs=orchestra-2,greet=orchestra-3,\
+             DBOS.getResult=orchestra-1,DBOS.getResult=orchestra-2,DBOS.getResult=orchestra-3"
+        )
+    );
+    let owner = common::scalar(
+        &db.pool().await,
+        "SELECT string_agg(DISTINCT application_name || '/' || executor_id, ',') \
+         FROM dbos.workflow_status WHERE parent_workflow_id = 'orchestra'",
+    )
+    .await;
+    assert_eq!(owner.as_deref(), Some("pyapp/py-pyapp"));
+    py.stop().await;
+    client.shutdown(Duration::from_secs(5)).await.unwrap();
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
