@@ -9,7 +9,7 @@
 //! on the store's pool beside the lanes.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,22 +17,13 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
-use crate::db::{Reply, Request};
+use crate::db::{DbStats, Reply, Request};
 use crate::error::DbError;
 use crate::metrics;
 use crate::sysdb::{
     ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, Op, OpOutcome,
     Session, StartOutcome, StepOutcome, StepRow, StepWrite, Store,
 };
-
-/// Counters a test or operator can read: how much work went through how few statements.
-#[derive(Debug, Default)]
-pub(crate) struct DbStats {
-    pub flushes: AtomicU64,
-    pub batched_requests: AtomicU64,
-    pub calls: AtomicU64,
-    pub connections_opened: AtomicU64,
-}
 
 /// A kind of request the actor batches: the lane's name (for metrics and logs), the most
 /// requests one flush carries, how a batch runs on a [`Session`], and where its pending requests

@@ -12,7 +12,6 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::backoff::Backoff;
-use crate::dispatch;
 use crate::shared::SharedRef;
 use crate::start;
 use crate::sysdb::{CancelNote, Store, CANCEL_CHANNEL, QUEUE_CHANNEL};
@@ -89,7 +88,7 @@ fn route(shared: &SharedRef, channel: &str, payload: &str) {
         QUEUE_CHANNEL => start::wake(shared, payload),
         // Every run of the id after a cancel; only the owner's run after a takeover.
         CANCEL_CHANNEL => match CancelNote::parse(payload) {
-            Some(note) => dispatch::cancel_local(shared, &note.id, note.owner.as_deref()),
+            Some(note) => shared.directory.cancel_local(&note.id, note.owner.as_deref()),
             None => tracing::debug!(payload, "ignored a cancel announcement not of ours"),
         },
         "dbos_notifications_channel" => shared.signals.notify(&format!("n:{payload}")),
@@ -101,7 +100,12 @@ fn route(shared: &SharedRef, channel: &str, payload: &str) {
 
 /// After a reconnect: every queue claims and every waiter re-reads.
 fn wake_all(shared: &SharedRef) {
-    let names: Vec<String> = shared.queues.iter().map(|e| e.key().clone()).collect();
+    let names: Vec<String> = shared
+        .directory
+        .queues
+        .iter()
+        .map(|e| e.key().clone())
+        .collect();
     for name in names {
         start::wake(shared, &name);
     }

@@ -1,13 +1,24 @@
-//! The runtime's actors, one file each. They use the core (`crate::*`); the core reaches them
-//! only through message types it defines (`db::Request`, `QueueRequest`) and the composition root
-//! in `launch.rs`.
+//! The runtime's actors, one file each. A private child of the composition root
+//! (`src/launch.rs`): they use the core (`crate::*`), and only `launch` can name them, through
+//! the entry points below; the rest of the core reaches them through message types it defines
+//! (`db::Request`, `dispatch::QueueRequest`, `dispatch::WorkflowRequest`,
+//! `directory::SchedulerRequest`) held in the actor directory.
 
-pub(crate) mod database;
-pub(crate) mod listener;
-pub(crate) mod queue;
-pub(crate) mod restart;
-pub(crate) mod retention;
-pub(crate) mod scheduler;
-pub(crate) mod supervisor;
-pub(crate) mod sweep;
-pub(crate) mod workflow;
+mod database;
+mod listener;
+mod queue;
+mod restart;
+mod retention;
+mod scheduler;
+mod supervisor;
+mod sweep;
+mod workflow;
+
+pub(super) use database::Database;
+pub(super) use listener::{ListenerActor, ListenerArgs};
+pub(super) use queue::{QueueActor, QueueArgs, QueueMsg};
+pub(super) use restart::Restart;
+pub(super) use retention::{RetentionActor, RetentionArgs};
+pub(super) use scheduler::{SchedulerActor, SchedulerArgs};
+pub(super) use sweep::{SweepActor, SweepArgs};
+pub(super) use supervisor::{ChildSpec, QueueSet, Role, Supervisor, SupervisorArgs, SupervisorMsg};

@@ -24,9 +24,9 @@ use crate::clock::now_ms;
 use crate::dispatch::{Dispatch, QueueRequest};
 use crate::error::DbError;
 use crate::metrics::{self, QueueMetrics};
-use crate::queue::{EnqueueRequest, Queue, QueueMessage, INTERNAL_QUEUE};
+use crate::queue::{Queue, INTERNAL_QUEUE};
 use crate::shared::SharedRef;
-use crate::start::{self, Target};
+use crate::start::{self, EnqueueRequest, QueueMessage, Target};
 use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
 
 pub(crate) enum QueueMsg {
@@ -135,9 +135,13 @@ impl Actor for QueueActor {
         // actor or is already committed when the take-back reads the table.
         let name = args.def.name.clone();
         args.shared
+            .directory
             .open_slots
             .insert(name.clone(), admission.slots().clone());
-        args.shared.queues.insert(name, myself.get_derived());
+        args.shared
+            .directory
+            .queues
+            .insert(name, myself.get_derived());
         let first = admission.start(args.restarts > 0);
         let mut state = QueueState {
             metrics: QueueMetrics::new(&args.def.name),
@@ -346,6 +350,7 @@ impl QueueState {
                 Decision::Stop => {
                     let me = myself.get_id();
                     self.shared
+                        .directory
                         .queues
                         .remove_if(&self.def.name, |_, r| r.get_id() == me);
                     myself.stop(Some("queue deleted".into()));

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::backoff::Backoff;
+use crate::config::RestartPolicy;
 
 /// Which exits of a child lead to a restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,55 +24,6 @@ impl Restart {
             Restart::Permanent => true,
             Restart::Transient => abnormal,
         }
-    }
-}
-
-/// How a supervisor restarts its permanent children: at most `max_restarts` within `window`,
-/// each after an exponentially growing delay; past that the runtime stops with a fatal error
-/// rather than looping.
-///
-/// ```
-/// use std::time::Duration;
-/// let policy = stead::RestartPolicy::default()
-///     .max_restarts(3)
-///     .window(Duration::from_secs(30))
-///     .backoff(Duration::from_millis(50), Duration::from_secs(5));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RestartPolicy {
-    pub(crate) max_restarts: u32,
-    pub(crate) window: Duration,
-    pub(crate) backoff: Backoff,
-}
-
-impl Default for RestartPolicy {
-    /// 5 restarts a minute, 100 ms doubling up to 10 s.
-    fn default() -> Self {
-        RestartPolicy {
-            max_restarts: 5,
-            window: Duration::from_secs(60),
-            backoff: Backoff::exponential(Duration::from_millis(100), Duration::from_secs(10)),
-        }
-    }
-}
-
-impl RestartPolicy {
-    /// The most restarts allowed within the window.
-    pub fn max_restarts(mut self, n: u32) -> Self {
-        self.max_restarts = n;
-        self
-    }
-
-    /// The sliding window restarts are counted in.
-    pub fn window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
-    }
-
-    /// The first delay before a restart and the longest one.
-    pub fn backoff(mut self, initial: Duration, max: Duration) -> Self {
-        self.backoff = Backoff::exponential(initial, max);
-        self
     }
 }
 

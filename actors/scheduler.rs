@@ -18,9 +18,10 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::cron::{self, Timetable};
+use crate::directory::SchedulerRequest;
 use crate::error::Result;
 use crate::metrics;
-use crate::schedule::{self, SchedulerRequest};
+use crate::schedule;
 use crate::shared::SharedRef;
 use crate::sysdb::ScheduleRow;
 
@@ -94,7 +95,7 @@ impl Actor for SchedulerActor {
         myself: ActorRef<SchedulerMsg>,
         args: SchedulerArgs,
     ) -> std::result::Result<SchedulerState, ActorProcessingErr> {
-        if let Ok(mut port) = args.shared.scheduler.write() {
+        if let Ok(mut port) = args.shared.directory.scheduler.write() {
             *port = Some(myself.get_derived());
         }
         Ok(SchedulerState {

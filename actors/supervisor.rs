@@ -21,7 +21,8 @@ use ractor::{
 use tokio::task::JoinSet;
 
 use super::queue::QueueMsg;
-use super::restart::{Decision, Restart, RestartBudget, RestartPolicy};
+use super::restart::{Decision, Restart, RestartBudget};
+use crate::config::RestartPolicy;
 use crate::db::Db;
 use crate::error::DbError;
 use crate::metrics;

@@ -76,10 +76,11 @@ impl Drop for WorkflowState {
             task.abort();
         }
         let me = self.actor;
-        if let Some(mut runs) = self.shared.running.get_mut(&self.dispatch.id) {
+        if let Some(mut runs) = self.shared.directory.running.get_mut(&self.dispatch.id) {
             runs.retain(|r| r.actor.get_id() != me);
         }
         self.shared
+            .directory
             .running
             .remove_if(&self.dispatch.id, |_, runs| runs.is_empty());
     }
@@ -102,7 +103,12 @@ impl Actor for WorkflowActor {
             actor: myself.get_derived(),
         };
         let id = args.dispatch.id.clone();
-        args.shared.running.entry(id).or_default().push(run);
+        args.shared
+            .directory
+            .running
+            .entry(id)
+            .or_default()
+            .push(run);
         Ok(WorkflowState {
             shared: args.shared,
             dispatch: args.dispatch,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::actors::restart::RestartPolicy;
+use crate::config::{Config, RestartPolicy};
 use crate::error::{Error, Result};
 use crate::launch::Declared;
 use crate::queue::Queue;
@@ -14,7 +14,6 @@ use crate::registry::{Registry, WorkflowConfig, WorkflowFn};
 use crate::retention::Retention;
 use crate::runtime::Runtime;
 use crate::schedule::Schedule;
-use crate::shared::Config;
 use crate::sysdb;
 use crate::workflow::Workflow;
 
@@ -41,6 +40,14 @@ pub struct RuntimeBuilder {
     error: Option<Error>,
 }
 
+// Here rather than in runtime.rs, so the builder depends on the runtime and never the reverse.
+impl Runtime {
+    /// A builder with defaults.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+}
+
 impl Default for RuntimeBuilder {
     fn default() -> Self {
         RuntimeBuilder {
@@ -60,7 +67,7 @@ impl Default for RuntimeBuilder {
             schedules: Vec::new(),
             schedule_refresh: Duration::from_secs(10),
             retention: None,
-            cancel_sweep: crate::shared::DEFAULT_CANCEL_SWEEP,
+            cancel_sweep: crate::config::DEFAULT_CANCEL_SWEEP,
             registry: Registry::default(),
             error: None,
         }
@@ -270,7 +277,6 @@ impl RuntimeBuilder {
             reconcile_every: self.queue_refresh,
             executes: true,
             schedule_refresh: self.schedule_refresh,
-            retention: self.retention,
             cancel_sweep: self.cancel_sweep,
         };
         let sys =
@@ -281,6 +287,7 @@ impl RuntimeBuilder {
             Declared {
                 queues: self.queues,
                 schedules: self.schedules,
+                retention: self.retention,
             },
             sys,
             self.db_retry_timeout,

@@ -5,7 +5,7 @@
 //! supervisor swaps when it restarts the actor.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,15 @@ use crate::sysdb::{
     ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, Op, OpOutcome,
     StartOutcome, StepOutcome, StepRow, StepWrite, Store,
 };
+
+/// Counters the database actor keeps and a test or operator can read: how much work went through how few statements.
+#[derive(Debug, Default)]
+pub(crate) struct DbStats {
+    pub flushes: AtomicU64,
+    pub batched_requests: AtomicU64,
+    pub calls: AtomicU64,
+    pub connections_opened: AtomicU64,
+}
 
 /// Where the actor answers a request.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, DbError>>;

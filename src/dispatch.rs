@@ -2,7 +2,7 @@
 //! actor. Defined here so the core can talk to queue actors without naming their type.
 
 use crate::admission::Permit;
-use crate::sysdb::{Claimed, HeldRun};
+use crate::sysdb::Claimed;
 
 /// A workflow owned by this executor (under `owner`), ready for a workflow actor.
 #[derive(Debug, Clone)]
@@ -60,41 +60,10 @@ pub(crate) enum WorkflowRequest {
     Cancel,
 }
 
-/// Tells the actors of `id` running in this process to stop: all of them after a cancel, or only
-/// the one running as `owner` after a takeover (resume).
-pub(crate) fn cancel_local(shared: &crate::shared::Shared, id: &str, owner: Option<&str>) {
-    let runs: Vec<_> = shared
-        .running
-        .get(id)
-        .map(|runs| {
-            runs.iter()
-                .filter(|r| owner.is_none_or(|o| o == r.owner))
-                .map(|r| r.actor.clone())
-                .collect()
-        })
-        .unwrap_or_default();
-    for actor in runs {
-        let _ = actor.send_message(WorkflowRequest::Cancel);
-    }
-}
-
 /// Stops the runs of this process whose row moved on without an announcement (another writer
 /// cancelled or resumed it: DBOS's tools do not announce). Returns how many were told to stop.
 pub(crate) async fn sweep(shared: &crate::shared::Shared) -> crate::error::Result<usize> {
-    let held: Vec<HeldRun> = shared
-        .running
-        .iter()
-        .flat_map(|e| {
-            let id = e.key().clone();
-            e.value()
-                .iter()
-                .map(|r| HeldRun {
-                    id: id.clone(),
-                    owner: r.owner.clone(),
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let held = shared.directory.held_runs();
     if held.is_empty() {
         return Ok(0);
     }
@@ -105,7 +74,7 @@ pub(crate) async fn sweep(shared: &crate::shared::Shared) -> crate::error::Resul
     for run in &lost {
         tracing::info!(workflow_id = %run.id, status = %run.status,
             "the workflow's row moved on without an announcement; stopping its run");
-        cancel_local(shared, &run.id, Some(&run.owner));
+        shared.directory.cancel_local(&run.id, Some(&run.owner));
     }
     Ok(lost.len())
 }

@@ -1,4 +1,5 @@
-//! The composition root: the one core module that names actor types. It builds the actor tree
+//! The composition root: the one core module that names actor types (`actors/` is its private
+//! child module). It builds the actor tree
 //! (supervisor → database, listener, scheduler, retention, queues), runs the launch steps in
 //! order (migrate, declare queues and schedules, recover, then fire and claim) and tears the
 //! tree down.
@@ -7,45 +8,50 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use ractor::{Actor, ActorRef, DerivedActorRef};
 use tokio::sync::watch;
 
-use crate::actors::database::{Database, DbStats};
-use crate::actors::listener::{ListenerActor, ListenerArgs};
-use crate::actors::queue::{QueueActor, QueueArgs, QueueMsg};
-use crate::actors::restart::{Restart, RestartPolicy};
-use crate::actors::retention::{RetentionActor, RetentionArgs};
-use crate::actors::scheduler::{SchedulerActor, SchedulerArgs};
-use crate::actors::supervisor::{
-    ChildSpec, QueueSet, Role, Supervisor, SupervisorArgs, SupervisorMsg,
-};
-use crate::actors::sweep::{SweepActor, SweepArgs};
 use crate::completion::Completions;
-use crate::db::Db;
+use crate::config::{Config, RestartPolicy};
+use crate::db::{Db, DbStats};
+use crate::directory::Directory;
 use crate::error::{DbError, Error, Result};
-use crate::queue::{Queue, QueueMessage};
+use crate::queue::Queue;
 use crate::registry::Registry;
+use crate::retention::Retention;
 use crate::schedule::{self, Schedule};
-use crate::shared::{Config, RunState, Shared, SharedRef};
+use crate::shared::{RunState, Shared, SharedRef};
+use crate::start::QueueMessage;
 use crate::sysdb::{self, Store};
+use actors::{
+    ChildSpec, Database, ListenerActor, ListenerArgs, QueueActor, QueueArgs, QueueMsg, QueueSet,
+    Restart, RetentionActor, RetentionArgs, Role, SchedulerActor, SchedulerArgs, Supervisor,
+    SupervisorArgs, SupervisorMsg, SweepActor, SweepArgs,
+};
+
+// The actors live here, under the composition root, so no other core module can name one: the
+// compiler holds "the core reaches actors only through its own message types".
+#[path = "../actors/mod.rs"]
+mod actors;
 
 /// What a running runtime holds on to.
 pub(crate) struct Tree {
     pub shared: SharedRef,
-    pub supervisor: ActorRef<SupervisorMsg>,
+    supervisor: ActorRef<SupervisorMsg>,
     pub stats: Arc<DbStats>,
     pub restarts: Arc<AtomicU64>,
     /// Runs this process's scheduler enqueued.
     pub fired: Arc<AtomicU64>,
     /// Closed when the runtime stops, which also ends the pool's maintenance task.
-    pub sys: Arc<dyn Store>,
+    sys: Arc<dyn Store>,
 }
 
 /// What the builder declared, written at launch.
 pub(crate) struct Declared {
     pub queues: Vec<Queue>,
     pub schedules: Vec<Schedule>,
+    /// The periodic garbage collection, if any.
+    pub retention: Option<Retention>,
 }
 
 /// Starts the actor tree on a connected database and runs the launch steps.
@@ -64,12 +70,8 @@ pub(crate) async fn launch(
         db: Db::new(db_retry_timeout),
         completions: Completions::default(),
         state,
-        queues: DashMap::new(),
-        open_slots: DashMap::new(),
         signals: Default::default(),
-        running: DashMap::new(),
-        queue_defs: DashMap::new(),
-        scheduler: Default::default(),
+        directory: Directory::default(),
     });
     let stats = Arc::new(DbStats::default());
     let restarts = Arc::new(AtomicU64::new(0));
@@ -157,7 +159,7 @@ impl Tree {
         if !sys.is_embedded() {
             children.push(listener_spec(shared, sys));
         }
-        if let Some(policy) = shared.config.retention {
+        if let Some(policy) = declared.retention {
             children.push(retention_spec(shared, policy));
         }
         for child in children {
@@ -216,6 +218,7 @@ impl Tree {
     pub(crate) fn queue_ref(&self, queue: &str) -> Result<DerivedActorRef<QueueMessage>> {
         let actor = self
             .shared
+            .directory
             .queues
             .get(queue)
             .map(|q| ActorRef::<QueueMsg>::from(q.get_cell()))
@@ -355,7 +358,7 @@ fn sweep_spec(shared: &SharedRef) -> ChildSpec {
     }
 }
 
-fn retention_spec(shared: &SharedRef, policy: crate::retention::Retention) -> ChildSpec {
+fn retention_spec(shared: &SharedRef, policy: Retention) -> ChildSpec {
     let shared = shared.clone();
     ChildSpec {
         name: "retention".into(),
@@ -394,9 +397,12 @@ fn queue_set(shared: &SharedRef) -> QueueSet {
                     .into_iter()
                     .filter(|q| listen.is_none_or(|l| l.contains(&q.name)))
                     .collect();
-                shared.queue_defs.clear();
+                shared.directory.queue_defs.clear();
                 for q in &served {
-                    shared.queue_defs.insert(q.name.clone(), q.clone());
+                    shared
+                        .directory
+                        .queue_defs
+                        .insert(q.name.clone(), q.clone());
                 }
                 served.push(Queue::internal(shared.config.internal_poll));
                 Ok(served)

@@ -45,8 +45,6 @@
 //! `send`, `recv`, events, streams, child workflows, `select2` and forks (each an
 //! `impl Future`, numbered when created).
 
-#[path = "../actors/mod.rs"]
-mod actors;
 #[cfg(feature = "admin")]
 pub mod admin;
 mod admission;
@@ -58,19 +56,17 @@ mod client;
 mod clock;
 mod codec;
 mod completion;
+mod config;
 mod context;
 mod cron;
 mod db;
-mod debounce;
+mod directory;
 mod dispatch;
 mod error;
 mod handle;
 mod hash;
 mod launch;
-mod manage;
 pub mod metrics;
-mod observe;
-mod outbox;
 mod queue;
 mod registry;
 mod retention;
@@ -84,26 +80,26 @@ mod step;
 mod sysdb;
 mod workflow;
 
-pub use actors::restart::RestartPolicy;
 pub use args::Args;
 pub use builder::{RuntimeBuilder, DEFAULT_APP_NAME};
 pub use calls::{ChildHandle, Selected, StreamValue};
+pub use client::debounce::DebounceOptions;
+pub use client::manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
+pub use client::observe::{QueueLoad, ThroughputBucket};
 pub use client::{Client, ClientOptions, RuntimeStats};
+pub use config::RestartPolicy;
 pub use context::Context;
-pub use debounce::DebounceOptions;
 pub use error::{DbError, Error, PortableError, Result, StepError};
 pub use handle::WorkflowHandle;
-pub use manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
-pub use observe::{QueueLoad, ThroughputBucket};
-pub use outbox::Message;
-pub use queue::{Dedup, EnqueueRequest, Queue, QueueLimits, QueueMessage, RateLimit};
+pub use client::outbox::Message;
+pub use queue::{Dedup, Queue, QueueLimits, RateLimit};
 pub use registry::{WorkflowConfig, WorkflowFn};
 pub use retention::Retention;
 #[doc(hidden)]
 pub use runtime::Fault;
 pub use runtime::Runtime;
 pub use schedule::{Backfilled, Schedule, ScheduleInfo, ScheduleStatus, ScheduledTime};
-pub use start::WorkflowOptions;
+pub use start::{EnqueueRequest, QueueMessage, WorkflowOptions};
 pub use status::{Status, WorkflowStatus};
 pub use step::{BoxError, RetryPolicy, Step, StepFn};
 pub use sysdb::AppVersion;

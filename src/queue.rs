@@ -1,15 +1,11 @@
 //! Queues: how work enters stead at scale. A [`Queue`] is a row of the `queues` table (DBOS's
 //! columns); a queue actor claims its enqueued workflows within these limits.
-//!
-//! Also the public message another ractor actor sends a queue actor to enqueue.
 
 use std::time::Duration;
 
-use ractor::RpcReplyPort;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::workflow::WorkflowRef;
 
 /// A queue's definition and limits.
 ///
@@ -223,57 +219,6 @@ pub enum Dedup {
     Reject,
     /// Return a handle on the holder instead.
     ReturnExisting,
-}
-
-/// An enqueue sent to a queue actor by another actor.
-#[derive(Debug, Clone)]
-pub struct EnqueueRequest {
-    pub(crate) workflow: String,
-    pub(crate) input_json: String,
-    pub(crate) options: crate::WorkflowOptions,
-}
-
-impl EnqueueRequest {
-    /// Enqueue `workflow` with `input`: a typed [`Workflow<I, O>`](crate::Workflow) with its
-    /// `I`, or a name with any serde value the workflow takes.
-    pub fn new<W, I>(workflow: W, input: &I) -> Result<EnqueueRequest>
-    where
-        W: WorkflowRef<I>,
-        I: Serialize,
-    {
-        let workflow = workflow.name().to_owned();
-        let input_json = crate::codec::encode_input(&workflow, input)?;
-        Ok(EnqueueRequest {
-            workflow,
-            input_json,
-            options: crate::WorkflowOptions::default(),
-        })
-    }
-
-    /// With these options (id, priority, deduplication, delay, partition key).
-    pub fn options(mut self, options: crate::WorkflowOptions) -> Self {
-        self.options = options;
-        self
-    }
-}
-
-/// The messages a queue actor accepts from user actors. Get the actor with
-/// [`Runtime::queue_ref`](crate::Runtime::queue_ref); a restarted queue actor has a new ref.
-///
-/// The answer comes once the workflow's row is committed. A producer may send many messages
-/// before reading any answer: they are written together and queued in the order they were sent.
-///
-/// ```no_run
-/// # async fn demo(runtime: stead::Runtime) -> Result<(), Box<dyn std::error::Error>> {
-/// let queue = runtime.queue_ref("orders")?;
-/// let request = stead::EnqueueRequest::new("checkout", &17u64)?;
-/// let id = ractor::call!(queue, stead::QueueMessage::Enqueue, request)??;
-/// let receipt: String = runtime.client().handle(id).result().await?;
-/// # Ok(()) }
-/// ```
-pub enum QueueMessage {
-    /// Enqueue a workflow on this queue; answers with its id.
-    Enqueue(EnqueueRequest, RpcReplyPort<Result<String>>),
 }
 
 #[cfg(test)]

@@ -1,12 +1,12 @@
 //! Retention: which finished workflows to garbage-collect ([`Retention`]) and the call that
-//! collects them now. The periodic task that applies a policy is the retention actor.
+//! collects them now, shared by the retention actor (the periodic task that applies a policy)
+//! and `Client::garbage_collect` (`client/retention.rs`). It never names either.
 //!
 //! It never touches a workflow that may still run (`PENDING`, `ENQUEUED`, `DELAYED`): see
 //! `sysdb::retention`.
 
 use std::time::Duration;
 
-use crate::client::Client;
 use crate::clock::{millis, now_ms};
 use crate::error::{Error, Result};
 use crate::shared::Shared;
@@ -81,12 +81,4 @@ pub(crate) async fn collect(shared: &Shared, policy: &Retention) -> Result<u64> 
         .await?;
     crate::metrics::workflows_collected(deleted);
     Ok(deleted)
-}
-
-impl Client {
-    /// Deletes the finished workflows `policy` does not keep, now; returns how many.
-    /// `PENDING`, `ENQUEUED` and `DELAYED` workflows are never deleted.
-    pub async fn garbage_collect(&self, policy: &Retention) -> Result<u64> {
-        collect(self.shared(), policy).await
-    }
 }

@@ -9,18 +9,15 @@ use std::time::Duration;
 use ractor::DerivedActorRef;
 use serde::Serialize;
 
-use crate::actors::restart::RestartPolicy;
-use crate::builder::RuntimeBuilder;
 use crate::client::{Client, RuntimeStats};
 use crate::codec;
+use crate::config::{Config, RestartPolicy};
 use crate::dispatch::QueueRequest;
 use crate::error::Result;
 use crate::handle::WorkflowHandle;
 use crate::launch::{self, Declared, Part};
-use crate::queue::QueueMessage;
 use crate::registry::Registry;
-use crate::shared::Config;
-use crate::start::{self, Target, WorkflowOptions};
+use crate::start::{self, QueueMessage, Target, WorkflowOptions};
 use crate::sysdb::Store;
 use crate::workflow::WorkflowRef;
 
@@ -47,11 +44,6 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// A builder with defaults.
-    pub fn builder() -> RuntimeBuilder {
-        RuntimeBuilder::default()
-    }
-
     pub(crate) async fn launch(
         config: Config,
         registry: Registry,
@@ -163,7 +155,7 @@ impl Runtime {
         match fault {
             Fault::PanicDatabase => shared.db.inject_panic(),
             Fault::PanicQueue(name) => {
-                let queue = shared.queues.get(&name).map(|q| q.clone());
+                let queue = shared.directory.queues.get(&name).map(|q| q.clone());
                 queue.is_some_and(|q| q.send_message(QueueRequest::Panic).is_ok())
             }
         }

@@ -1,19 +1,19 @@
 //! Scheduled workflows, the core side: schedule definitions ([`Schedule`]), the input a
 //! scheduled run receives ([`ScheduledTime`]), and the operations on the `workflow_schedules`
-//! table behind the runtime's methods (create, list, pause, resume, delete, backfill, trigger).
+//! table behind the client's methods (create, list, pause, resume, delete, backfill, trigger:
+//! `client/schedule.rs`) and the scheduler actor. It never names the client or an actor.
 //!
 //! It never keeps time itself: the scheduler actor wakes at the next firing and calls
 //! [`fire`]. Every firing has a deterministic id, so firing twice (two executors, a backfill
 //! over fired times) creates one run.
 
 use chrono::{DateTime, Utc};
-use ractor::DerivedActorRef;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::client::Client;
 use crate::cron::{self, Timetable};
+use crate::directory::SchedulerRequest;
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::queue::INTERNAL_QUEUE;
@@ -186,16 +186,6 @@ pub struct Backfilled {
     /// How many of them this call enqueued (the others existed).
     pub enqueued: u64,
 }
-
-/// What the core asks of the scheduler actor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SchedulerRequest {
-    /// Re-read the schedules now (one changed here).
-    Refresh,
-}
-
-/// The scheduler's port, kept in the shared state by the scheduler actor itself.
-pub(crate) type SchedulerPort = std::sync::RwLock<Option<DerivedActorRef<SchedulerRequest>>>;
 
 /// Checks a definition against this runtime: its cron text and zone parse, its workflow is
 /// registered and takes a `ScheduledTime`, its queue exists.
@@ -427,52 +417,14 @@ pub(crate) async fn fire(shared: &SharedRef, f: Firings) -> Result<u64> {
 
 /// Tells this process's scheduler to re-read the schedules.
 pub(crate) fn refresh(shared: &Shared) {
-    let port = shared.scheduler.read().ok().and_then(|p| p.clone());
+    let port = shared
+        .directory
+        .scheduler
+        .read()
+        .ok()
+        .and_then(|p| p.clone());
     if let Some(port) = port {
         let _ = port.send_message(SchedulerRequest::Refresh);
-    }
-}
-
-impl Client {
-    /// Creates a schedule; every executor of the application fires it from its next firing on.
-    pub async fn create_schedule(&self, schedule: Schedule) -> Result<()> {
-        put(self.shared(), schedule, false).await
-    }
-
-    /// The schedules of this application.
-    pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>> {
-        list(self.shared()).await
-    }
-
-    /// Stops a schedule's firings until it is resumed.
-    pub async fn pause_schedule(&self, name: &str) -> Result<()> {
-        set_status(self.shared(), name, ScheduleStatus::Paused).await
-    }
-
-    /// Restarts a paused schedule's firings, from its next firing time on.
-    pub async fn resume_schedule(&self, name: &str) -> Result<()> {
-        set_status(self.shared(), name, ScheduleStatus::Active).await
-    }
-
-    /// Deletes a schedule; runs it already enqueued are left alone.
-    pub async fn delete_schedule(&self, name: &str) -> Result<()> {
-        delete(self.shared(), name).await
-    }
-
-    /// Enqueues every firing of schedule `name` in `[start, end)` that was not enqueued yet
-    /// (firings have deterministic ids, so running a backfill again enqueues nothing).
-    pub async fn backfill_schedule(
-        &self,
-        name: &str,
-        start: DateTime<Utc>,
-        end: DateTime<Utc>,
-    ) -> Result<Backfilled> {
-        backfill(self.shared(), name, start, end).await
-    }
-
-    /// Enqueues one run of schedule `name` now, outside its cron timetable.
-    pub async fn trigger_schedule(&self, name: &str) -> Result<WorkflowHandle> {
-        trigger(self.shared(), name).await
     }
 }
 

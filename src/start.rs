@@ -1,11 +1,13 @@
 //! Starting and enqueueing: validates a request, creates the workflow row through the database
 //! actor, and hands a direct start to the internal queue actor or wakes the target queue.
 //!
-//! Shared by the runtime's `start`/`enqueue` and by queue actors answering user actors.
+//! Shared by the runtime's `start`/`enqueue` and by queue actors answering user actors; also the
+//! public message ([`QueueMessage`]) another ractor actor sends a queue actor to enqueue.
 
 use std::time::Duration;
 
-use ractor::DerivedActorRef;
+use ractor::{DerivedActorRef, RpcReplyPort};
+use serde::Serialize;
 
 use crate::admission::{Permit, Tabled, Take};
 use crate::clock::now_ms;
@@ -19,6 +21,7 @@ use crate::queue::Dedup;
 use crate::queue::INTERNAL_QUEUE;
 use crate::shared::{RunState, SharedRef};
 use crate::sysdb::{self, NewWorkflow, StartOutcome};
+use crate::workflow::WorkflowRef;
 
 /// Options for starting or enqueueing one workflow. Queue-only options (priority,
 /// deduplication, delay, partition key) are refused on a direct start.
@@ -128,6 +131,57 @@ impl WorkflowOptions {
             || self.delay.is_some()
             || self.partition_key.is_some()
     }
+}
+
+/// An enqueue sent to a queue actor by another actor.
+#[derive(Debug, Clone)]
+pub struct EnqueueRequest {
+    pub(crate) workflow: String,
+    pub(crate) input_json: String,
+    pub(crate) options: WorkflowOptions,
+}
+
+impl EnqueueRequest {
+    /// Enqueue `workflow` with `input`: a typed [`Workflow<I, O>`](crate::Workflow) with its
+    /// `I`, or a name with any serde value the workflow takes.
+    pub fn new<W, I>(workflow: W, input: &I) -> Result<EnqueueRequest>
+    where
+        W: WorkflowRef<I>,
+        I: Serialize,
+    {
+        let workflow = workflow.name().to_owned();
+        let input_json = codec::encode_input(&workflow, input)?;
+        Ok(EnqueueRequest {
+            workflow,
+            input_json,
+            options: WorkflowOptions::default(),
+        })
+    }
+
+    /// With these options (id, priority, deduplication, delay, partition key).
+    pub fn options(mut self, options: WorkflowOptions) -> Self {
+        self.options = options;
+        self
+    }
+}
+
+/// The messages a queue actor accepts from user actors. Get the actor with
+/// [`Runtime::queue_ref`](crate::Runtime::queue_ref); a restarted queue actor has a new ref.
+///
+/// The answer comes once the workflow's row is committed. A producer may send many messages
+/// before reading any answer: they are written together and queued in the order they were sent.
+///
+/// ```no_run
+/// # async fn demo(runtime: stead::Runtime) -> Result<(), Box<dyn std::error::Error>> {
+/// let queue = runtime.queue_ref("orders")?;
+/// let request = stead::EnqueueRequest::new("checkout", &17u64)?;
+/// let id = ractor::call!(queue, stead::QueueMessage::Enqueue, request)??;
+/// let receipt: String = runtime.client().handle(id).result().await?;
+/// # Ok(()) }
+/// ```
+pub enum QueueMessage {
+    /// Enqueue a workflow on this queue; answers with its id.
+    Enqueue(EnqueueRequest, RpcReplyPort<Result<String>>),
 }
 
 /// Where a new workflow goes.
@@ -375,7 +429,7 @@ fn check_queue_options(shared: &SharedRef, queue: &str, options: &WorkflowOption
     if let Some(key) = &options.partition_key {
         crate::validate_name(key, "partition key")?;
     }
-    let Some(def) = shared.queue_defs.get(queue) else {
+    let Some(def) = shared.directory.queue_defs.get(queue) else {
         return Ok(());
     };
     let bad = |what: &str| Err(Error::InvalidArgument(format!("queue {queue:?}: {what}")));
@@ -413,7 +467,11 @@ fn direct(
 /// Hands a started workflow to the internal queue actor. If that actor is restarting, its
 /// successor takes the workflow back from the table, so a failed send loses nothing.
 fn dispatch(shared: &SharedRef, d: Dispatch) {
-    let queue = shared.queues.get(INTERNAL_QUEUE).map(|q| q.clone());
+    let queue = shared
+        .directory
+        .queues
+        .get(INTERNAL_QUEUE)
+        .map(|q| q.clone());
     if queue.is_none_or(|q| q.send_message(QueueRequest::Run(d)).is_err()) {
         tracing::debug!("internal queue restarting; its take-back will run the workflow");
     }
@@ -444,10 +502,10 @@ enum Reservation {
 
 /// Takes a slot this process's actor of `queue` offers, to run an enqueue at once.
 fn reserve(shared: &SharedRef, queue: &str) -> Reservation {
-    let Some(slots) = shared.open_slots.get(queue).map(|s| s.clone()) else {
+    let Some(slots) = shared.directory.open_slots.get(queue).map(|s| s.clone()) else {
         return Reservation::NoActor;
     };
-    let Some(actor) = shared.queues.get(queue).map(|q| q.clone()) else {
+    let Some(actor) = shared.directory.queues.get(queue).map(|q| q.clone()) else {
         return Reservation::NoActor;
     };
     match slots.take() {
@@ -458,7 +516,7 @@ fn reserve(shared: &SharedRef, queue: &str) -> Reservation {
 
 /// Tells this process's actor of `queue` (if it runs one) that work arrived.
 pub(crate) fn wake(shared: &SharedRef, queue: &str) {
-    if let Some(actor) = shared.queues.get(queue).map(|q| q.clone()) {
+    if let Some(actor) = shared.directory.queues.get(queue).map(|q| q.clone()) {
         let _ = actor.send_message(QueueRequest::Wake);
     }
 }

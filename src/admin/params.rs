@@ -8,7 +8,7 @@ use axum::extract::Query;
 use serde::Deserialize;
 
 use super::reply::ApiError;
-use crate::manage::{ForkOptions, ListWorkflows};
+use crate::client::manage::{ForkOptions, ListWorkflows};
 use crate::status::Status;
 
 /// The most workflows one listing returns.

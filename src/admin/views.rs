@@ -4,9 +4,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::client::manage::{StepInfo, WorkflowInfo};
+use crate::client::observe::{QueueLoad, ThroughputBucket};
 use crate::error::PortableError;
-use crate::manage::{StepInfo, WorkflowInfo};
-use crate::observe::{QueueLoad, ThroughputBucket};
 use crate::queue::QueueLimits;
 use crate::queue::INTERNAL_QUEUE;
 use crate::status::WorkflowStatus;

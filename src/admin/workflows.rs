@@ -12,7 +12,7 @@ use super::params::{self, pairs, ForkBody, QueryPairs};
 use super::reply::ApiError;
 use super::views::{StepView, WorkflowView};
 use super::AdminState;
-use crate::manage::{ListWorkflows, WorkflowInfo};
+use crate::client::manage::{ListWorkflows, WorkflowInfo};
 
 /// `GET /api/workflows?status=&name=&queue=&limit=&offset=&order=`
 pub(super) async fn list(

@@ -5,6 +5,10 @@
 //!
 //! A [`Runtime`](crate::Runtime) has one too ([`Runtime::client`](crate::Runtime::client)),
 //! sharing the runtime's actors.
+//!
+//! This file is the client's core; its feature extensions (`manage`, `observe`, `schedule`,
+//! `debounce`, `retention`) are `impl Client` blocks in the submodules, built on the core and the
+//! feature modules; nothing in the core names them.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -14,21 +18,27 @@ use futures::Stream;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::actors::restart::RestartPolicy;
 use crate::calls::{self, StreamValue};
 use crate::clock::{millis, now_ms};
 use crate::codec;
-use crate::dispatch;
+use crate::config::{Config, RestartPolicy, DEFAULT_CANCEL_SWEEP};
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::launch::{self, Part, Tree};
 use crate::queue::Queue;
 use crate::registry::Registry;
-use crate::shared::{Config, RunState, SharedRef, DEFAULT_CANCEL_SWEEP};
+use crate::shared::{RunState, SharedRef};
 use crate::signals;
 use crate::start::{self, Target, WorkflowOptions};
 use crate::sysdb::{self, MigrationReport};
 use crate::workflow::WorkflowRef;
+
+pub(crate) mod debounce;
+pub(crate) mod manage;
+pub(crate) mod observe;
+pub(crate) mod outbox;
+mod retention;
+mod schedule;
 
 /// Counters of database traffic and supervision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -109,7 +119,6 @@ impl Client {
             reconcile_every: Duration::from_secs(60),
             executes: false,
             schedule_refresh: Duration::from_secs(10),
-            retention: None,
             cancel_sweep: DEFAULT_CANCEL_SWEEP,
         };
         let sys = sysdb::connect(url, &config.schema, 4, options.connect_timeout).await?;
@@ -242,7 +251,7 @@ impl Client {
             return Err(Error::NotFound(id.to_owned()));
         }
         for cancelled in &done.ids {
-            dispatch::cancel_local(shared, cancelled, None);
+            shared.directory.cancel_local(cancelled, None);
         }
         Ok(())
     }

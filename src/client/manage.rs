@@ -15,7 +15,6 @@ use crate::clock::{millis, now_ms};
 use crate::codec;
 use crate::codec::PORTABLE_JSON;
 use crate::context::{Call, Context};
-use crate::dispatch;
 use crate::error::{Error, PortableError, Result};
 use crate::handle::WorkflowHandle;
 use crate::queue::INTERNAL_QUEUE;
@@ -298,7 +297,7 @@ impl Client {
             return Err(Error::NotFound(id.to_owned()));
         }
         if let Some(owner) = resumed.previous_owner.as_deref() {
-            dispatch::cancel_local(shared, id, Some(owner));
+            shared.directory.cancel_local(id, Some(owner));
         }
         if resumed.requeued {
             start::wake(shared, INTERNAL_QUEUE);
@@ -346,7 +345,7 @@ impl Client {
             return Err(Error::NotFound(id.to_owned()));
         }
         for gone in &deleted {
-            dispatch::cancel_local(shared, gone, None);
+            shared.directory.cancel_local(gone, None);
         }
         Ok(())
     }

@@ -1,0 +1,14 @@
+//! The client's garbage collection on demand; the work is `crate::retention::collect`, which the
+//! retention actor runs on its timer.
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::retention::{collect, Retention};
+
+impl Client {
+    /// Deletes the finished workflows `policy` does not keep, now; returns how many.
+    /// `PENDING`, `ENQUEUED` and `DELAYED` workflows are never deleted.
+    pub async fn garbage_collect(&self, policy: &Retention) -> Result<u64> {
+        collect(self.shared(), policy).await
+    }
+}
