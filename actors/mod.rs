@@ -20,5 +20,5 @@ pub(super) use queue::{QueueActor, QueueArgs, QueueMsg};
 pub(super) use restart::Restart;
 pub(super) use retention::{RetentionActor, RetentionArgs};
 pub(super) use scheduler::{SchedulerActor, SchedulerArgs};
-pub(super) use sweep::{SweepActor, SweepArgs};
 pub(super) use supervisor::{ChildSpec, QueueSet, Role, Supervisor, SupervisorArgs, SupervisorMsg};
+pub(super) use sweep::{SweepActor, SweepArgs};

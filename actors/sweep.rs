@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use crate::dispatch;
+use crate::error::Result;
 use crate::shared::SharedRef;
 
 pub(crate) struct SweepActor;
@@ -42,10 +42,29 @@ impl Actor for SweepActor {
         _: Tick,
         state: &mut SweepArgs,
     ) -> Result<(), ActorProcessingErr> {
-        if let Err(e) = dispatch::sweep(&state.shared).await {
+        if let Err(e) = sweep(&state.shared).await {
             tracing::warn!(error = %e, "cancel sweep failed; retrying at the next interval");
         }
         myself.send_after(state.every, || Tick);
         Ok(())
     }
+}
+
+/// Stops the runs of this process whose row moved on without an announcement (another writer
+/// cancelled or resumed it: DBOS's tools do not announce).
+async fn sweep(shared: &SharedRef) -> Result<()> {
+    let held = shared.directory.held_runs();
+    if held.is_empty() {
+        return Ok(());
+    }
+    let lost = shared
+        .db
+        .call_with(held, |db, held| async move { db.lost_runs(&held).await })
+        .await?;
+    for run in &lost {
+        tracing::info!(workflow_id = %run.id, status = %run.status,
+            "the workflow's row moved on without an announcement; stopping its run");
+        shared.directory.cancel_local(&run.id, Some(&run.owner));
+    }
+    Ok(())
 }

@@ -88,7 +88,8 @@ impl RuntimeBuilder {
     }
 
     /// The application name written to `application_name`; claims, recovery, queues, schedules
-    /// and versions are scoped by it. Default: `DBOS_APP_NAME`, else [`DEFAULT_APP_NAME`]
+    /// and versions are scoped by it. Default: `DBOS_APP_NAME`, else
+    /// [`DEFAULT_APP_NAME`](crate::DEFAULT_APP_NAME)
     /// (`stead`): DBOS apps take unnamed rows for their own, so stead never writes one.
     pub fn app_name(mut self, name: impl Into<String>) -> Self {
         self.app_name = Some(name.into());
@@ -247,7 +248,7 @@ impl RuntimeBuilder {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let app_name = app_name_or_default(self.app_name);
+        let app_name = crate::config::app_name_or_default(self.app_name);
         let url = resolve_url(self.database_url, Some(&app_name), env_var);
         sysdb::validate_schema(&self.schema)?;
         let mut names = std::collections::HashSet::new();
@@ -295,16 +296,6 @@ impl RuntimeBuilder {
         )
         .await
     }
-}
-
-/// The application stead runs as when none is given (and `DBOS_APP_NAME` is unset).
-pub const DEFAULT_APP_NAME: &str = "stead";
-
-/// The application name: the one given, else `DBOS_APP_NAME`, else [`DEFAULT_APP_NAME`].
-pub(crate) fn app_name_or_default(given: Option<String>) -> String {
-    given
-        .or_else(|| env_var("DBOS_APP_NAME"))
-        .unwrap_or_else(|| DEFAULT_APP_NAME.to_owned())
 }
 
 fn env_var(name: &str) -> Option<String> {

@@ -29,6 +29,20 @@ pub(crate) struct Config {
     pub cancel_sweep: Duration,
 }
 
+/// The application stead runs as when none is given (and `DBOS_APP_NAME` is unset).
+pub const DEFAULT_APP_NAME: &str = "stead";
+
+/// The application name: the one given, else `DBOS_APP_NAME`, else [`DEFAULT_APP_NAME`].
+pub(crate) fn app_name_or_default(given: Option<String>) -> String {
+    given
+        .or_else(|| {
+            std::env::var("DBOS_APP_NAME")
+                .ok()
+                .filter(|v| !v.is_empty())
+        })
+        .unwrap_or_else(|| DEFAULT_APP_NAME.to_owned())
+}
+
 /// How often an executor sweeps for runs cancelled by a writer that did not announce it.
 pub(crate) const DEFAULT_CANCEL_SWEEP: Duration = Duration::from_secs(1);
 

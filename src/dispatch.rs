@@ -60,25 +60,6 @@ pub(crate) enum WorkflowRequest {
     Cancel,
 }
 
-/// Stops the runs of this process whose row moved on without an announcement (another writer
-/// cancelled or resumed it: DBOS's tools do not announce). Returns how many were told to stop.
-pub(crate) async fn sweep(shared: &crate::shared::Shared) -> crate::error::Result<usize> {
-    let held = shared.directory.held_runs();
-    if held.is_empty() {
-        return Ok(0);
-    }
-    let lost = shared
-        .db
-        .call_with(held, |db, held| async move { db.lost_runs(&held).await })
-        .await?;
-    for run in &lost {
-        tracing::info!(workflow_id = %run.id, status = %run.status,
-            "the workflow's row moved on without an announcement; stopping its run");
-        shared.directory.cancel_local(&run.id, Some(&run.owner));
-    }
-    Ok(lost.len())
-}
-
 /// A workflow actor running in this process, and the owner token it runs under.
 pub(crate) struct LocalRun {
     pub owner: String,

@@ -110,7 +110,7 @@ impl Client {
         sysdb::validate_schema(&options.schema)?;
         let config = Config {
             schema: options.schema,
-            app_name: Some(crate::builder::app_name_or_default(options.app_name)),
+            app_name: Some(crate::config::app_name_or_default(options.app_name)),
             app_version: String::new(),
             executor_id: "client".into(),
             internal_poll: Duration::from_secs(1),
