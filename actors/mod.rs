@@ -5,6 +5,7 @@
 //! `directory::SchedulerRequest`) held in the actor directory.
 
 mod database;
+mod fleet;
 mod listener;
 mod queue;
 mod restart;
@@ -15,6 +16,7 @@ mod sweep;
 mod workflow;
 
 pub(super) use database::Database;
+pub(super) use fleet::{FleetActor, FleetArgs};
 pub(super) use listener::{ListenerActor, ListenerArgs};
 pub(super) use queue::{QueueActor, QueueArgs, QueueMsg};
 pub(super) use restart::Restart;

@@ -5,8 +5,10 @@
 //! runs: a cancel (the body stops before its next durable call), or its deadline passing (the
 //! workflow and its children are cancelled). A returned error is the workflow's outcome
 //! (`ERROR`). A panic, or the system database failing past its retries, is a crash: the actor
-//! fails and its queue actor restarts it (a replay) under the recovery budget. A cancelled or
-//! taken-over run stops without writing anything.
+//! fails and its queue actor restarts it (a replay) under the recovery budget. A permanent
+//! database refusal is never a crash (a restart would meet it again): a durable call's fails
+//! that call, the outcome's or the recorded steps' ends the run `ERROR` with the reason. A
+//! cancelled or taken-over run stops without writing anything.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -22,7 +24,7 @@ use crate::codec;
 use crate::completion::Finished;
 use crate::context::{Abort, Context, RunInfo};
 use crate::dispatch::{Dispatch, LocalRun, WorkflowRequest};
-use crate::error::{Error, PortableError};
+use crate::error::{DbError, Error, PortableError};
 use crate::metrics;
 use crate::registry::Outcome;
 use crate::shared::SharedRef;
@@ -163,6 +165,9 @@ impl Actor for WorkflowActor {
         };
         match msg {
             WorkflowMsg::Request(WorkflowRequest::Cancel) => ctx.cancel(),
+            WorkflowMsg::Request(WorkflowRequest::Fence) => {
+                ctx.stop(Abort::NotOwner);
+            }
             WorkflowMsg::Deadline => {
                 tracing::info!(workflow_id = %state.dispatch.id, "deadline passed; cancelling");
                 let id = state.dispatch.id.clone();
@@ -195,11 +200,7 @@ impl Actor for WorkflowActor {
 }
 
 fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into())
+    codec::panic_text(&*panic)
 }
 
 /// Everything before the body: the budget, the input, the recorded steps. `None` when the run
@@ -231,7 +232,16 @@ async fn prepare(
     let recorded = if d.fresh {
         Vec::new()
     } else {
-        shared.db.load_steps(&d.id).await?
+        match shared.db.load_steps(&d.id).await {
+            Ok(rows) => rows,
+            // Recorded rows this build cannot read (a foreign writer's): every restart would
+            // fail the same way, so the run ends with the reason instead of crash-looping.
+            Err(e) if is_permanent(&e) => {
+                finish(shared, d, Err(Error::Database(e).to_portable())).await?;
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        }
     };
     let run = RunInfo {
         workflow_id: d.id.clone(),
@@ -262,7 +272,21 @@ async fn finish(
         Ok(output) => (Status::Success, Some(output), None),
         Err(e) => (Status::Error, None, Some(codec::encode_error(&e))),
     };
-    commit(shared, d, status, output, error).await
+    match commit(shared, d, status, output, error).await {
+        // The database will never take this outcome (a refused value): record why instead of
+        // crashing into a restart that would run the body and be refused again.
+        Err(e) if is_permanent(&e) => {
+            tracing::warn!(error = %e, "the workflow's outcome was refused; recording the refusal");
+            let refused = codec::encode_error(&Error::Database(e).to_portable());
+            Ok(commit(shared, d, Status::Error, None, Some(refused)).await?)
+        }
+        other => Ok(other?),
+    }
+}
+
+/// A failure that a restart would meet again: neither transient nor the runtime closing.
+fn is_permanent(e: &DbError) -> bool {
+    !e.is_transient() && *e != DbError::Closed
 }
 
 async fn commit(
@@ -271,7 +295,7 @@ async fn commit(
     status: Status,
     output: Option<String>,
     error: Option<String>,
-) -> Result<(), ActorProcessingErr> {
+) -> Result<(), DbError> {
     let write = FinishWrite {
         workflow_id: d.id.clone(),
         owner: d.owner.clone(),

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::config::{Config, RestartPolicy};
 use crate::error::{Error, Result};
+use crate::fleet::FleetSettings;
 use crate::launch::Declared;
 use crate::queue::Queue;
 use crate::registry::{Registry, WorkflowConfig, WorkflowFn};
@@ -36,6 +37,7 @@ pub struct RuntimeBuilder {
     schedule_refresh: Duration,
     retention: Option<Retention>,
     cancel_sweep: Duration,
+    fleet: FleetSettings,
     registry: Registry,
     error: Option<Error>,
 }
@@ -68,6 +70,7 @@ impl Default for RuntimeBuilder {
             schedule_refresh: Duration::from_secs(10),
             retention: None,
             cancel_sweep: crate::config::DEFAULT_CANCEL_SWEEP,
+            fleet: FleetSettings::default(),
             registry: Registry::default(),
             error: None,
         }
@@ -103,10 +106,28 @@ impl RuntimeBuilder {
         self
     }
 
-    /// This executor's id. Default: `DBOS__VMID`, else `local`. Give each live process of a
-    /// fleet its own: recovery takes back every `PENDING` workflow of this id.
+    /// This executor's id. Default: `DBOS__VMID`, else `<hostname>-<pid>-<6 random hex>`
+    /// (unique per launch). On Postgres no two live processes hold one id: a launch with an id
+    /// live elsewhere fails with [`Error::ExecutorInUse`]. A fixed id lets a relaunch recover
+    /// its own work at once; any other id's work is adopted by the fleet once it is dead.
     pub fn executor_id(mut self, id: impl Into<String>) -> Self {
         self.executor_id = Some(id.into());
+        self
+    }
+
+    /// How long one proof of life (a ping every fifth of it) lets this executor start steps;
+    /// default 5 s. A process that cannot ping for this long stops its runs (fences), and is
+    /// taken for dead by its peers a little later (the lease plus a tenth and 0.5 s after
+    /// its last ping, and only once its lock session has ended).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.fleet.lease = lease;
+        self
+    }
+
+    /// How often this executor looks for dead executors whose work it can adopt; default
+    /// 2 s. Their work is adopted at most the lease, its margin and this interval after death.
+    pub fn adoption_interval(mut self, every: Duration) -> Self {
+        self.fleet.adopt_every = every;
         self
     }
 
@@ -261,17 +282,26 @@ impl RuntimeBuilder {
         if let Some(policy) = &self.retention {
             policy.validate()?;
         }
+        if self.fleet.lease < Duration::from_millis(500) || self.fleet.adopt_every.is_zero() {
+            return Err(Error::Config(
+                "the lease must be at least 500 ms and the adoption interval above zero".into(),
+            ));
+        }
+        let app_version = self
+            .app_version
+            .or_else(|| env_var("DBOS__APPVERSION"))
+            .unwrap_or_else(|| derive_version(&self.registry));
+        crate::validate_name(&app_version, "application version")?;
+        let executor_id = self
+            .executor_id
+            .or_else(|| env_var("DBOS__VMID"))
+            .unwrap_or_else(crate::fleet::default_executor_id);
+        crate::validate_name(&executor_id, "executor id")?;
         let config = Config {
             schema: self.schema,
             app_name: Some(app_name),
-            app_version: self
-                .app_version
-                .or_else(|| env_var("DBOS__APPVERSION"))
-                .unwrap_or_else(|| derive_version(&self.registry)),
-            executor_id: self
-                .executor_id
-                .or_else(|| env_var("DBOS__VMID"))
-                .unwrap_or_else(|| "local".into()),
+            app_version,
+            executor_id,
             internal_poll: self.internal_poll,
             claim_batch: 1000,
             listen_queues: self.listen_queues,
@@ -279,6 +309,7 @@ impl RuntimeBuilder {
             executes: true,
             schedule_refresh: self.schedule_refresh,
             cancel_sweep: self.cancel_sweep,
+            fleet: self.fleet,
         };
         let sys =
             sysdb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;

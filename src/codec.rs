@@ -76,12 +76,43 @@ pub(crate) fn decode_inputs(text: &str) -> Result<Value, Error> {
     })
 }
 
-/// Encodes a value as compact portable JSON.
+/// Encodes a value as compact portable JSON. Refused: a value whose `Serialize` panics, and
+/// one holding a NaN or infinite float (JSON writes it as `null`, so a replay would read back
+/// something else, or nothing its type accepts).
 pub(crate) fn encode<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<String, Error> {
-    serde_json::to_string(value).map_err(|e| Error::Encode {
+    let refused = |reason: String| Error::Encode {
         what: what.to_owned(),
-        reason: e.to_string(),
-    })
+        reason,
+    };
+    let text = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        serde_json::to_string(value)
+    }))
+    .map_err(|panic| refused(format!("its Serialize panicked: {}", panic_text(&*panic))))?
+    .map_err(|e| refused(e.to_string()))?;
+    // Only a value written with a `null` can hold one; most are checked by this search alone.
+    if text.contains("null") && crate::nonfinite::holds_non_finite(value) {
+        return Err(refused(
+            "it holds a NaN or infinite float, which JSON cannot represent (it would be \
+             recorded as null and replay differently)"
+                .into(),
+        ));
+    }
+    Ok(text)
+}
+
+/// The text of an error or value, even when its `Display` panics (the panic is described).
+pub(crate) fn describe(value: &dyn std::fmt::Display) -> String {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| value.to_string()))
+        .unwrap_or_else(|panic| format!("(its Display panicked: {})", panic_text(&*panic)))
+}
+
+/// A panic's message, when it has one.
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
 }
 
 /// Encodes the input of workflow `workflow` (its name only words the error).

@@ -27,6 +27,8 @@ pub(crate) struct Config {
     pub schedule_refresh: Duration,
     /// How often an executor looks for runs whose row another writer cancelled unannounced.
     pub cancel_sweep: Duration,
+    /// The lease and the adoption timer (an executor on Postgres).
+    pub fleet: crate::fleet::FleetSettings,
 }
 
 /// The application stead runs as when none is given (and `DBOS_APP_NAME` is unset).

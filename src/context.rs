@@ -46,6 +46,8 @@ struct Inner {
     abort: OnceLock<Abort>,
     /// Woken when an abort reason is set, to interrupt waits.
     aborted: Notify,
+    /// The liveness epoch the run began in: a fence ends it.
+    epoch: u64,
 }
 
 /// What the workflow actor knows about the run it starts.
@@ -63,11 +65,12 @@ impl Context {
         Context {
             inner: Arc::new(Inner {
                 run,
-                shared,
                 next_function_id: AtomicU32::new(1),
                 recorded: recorded.into_iter().map(|s| (s.function_id, s)).collect(),
                 abort: OnceLock::new(),
                 aborted: Notify::new(),
+                epoch: shared.liveness.epoch(),
+                shared,
             }),
         }
     }
@@ -112,12 +115,17 @@ impl Context {
         }
     }
 
-    /// Fails fast once the run has been told to stop.
+    /// Fails fast once the run has been told to stop, or once this process may no longer
+    /// start durable calls (its lease ran out, or a fence ended the run's epoch): then the run
+    /// stops as no longer its own, leaving the row to whoever recovers or adopts it.
     pub(crate) fn check_live(&self) -> Result<()> {
-        match self.inner.abort.get() {
-            None => Ok(()),
-            Some(reason) => Err(self.abort_error(reason)),
+        if let Some(reason) = self.inner.abort.get() {
+            return Err(self.abort_error(reason));
         }
+        if !self.inner.shared.liveness.admits(self.inner.epoch) {
+            return Err(self.stop(Abort::NotOwner));
+        }
+        Ok(())
     }
 
     /// Why the run must stop, if it must.
@@ -176,13 +184,20 @@ impl Context {
                 Some(run) if run.status == "CANCELLED" => Err(self.stop(Abort::Cancelled)),
                 Some(_) => Err(self.stop(Abort::NotOwner)),
             },
-            Err(e) => Err(self.crash(e)),
+            Err(e) => Err(self.db_failure(e)),
         }
     }
 
-    /// The error a database failure inside a durable call becomes: a crash of the run.
-    pub(crate) fn crash(&self, e: DbError) -> Error {
-        self.stop(Abort::Crash(e.to_string()))
+    /// The error a database failure inside a durable call becomes. A transient one that
+    /// outlasted its retries (or the runtime closing) crashes the run, to be restarted; a
+    /// permanent one (the database refused the record) fails this call only, typed: the same
+    /// write would be refused on every restart.
+    pub(crate) fn db_failure(&self, e: DbError) -> Error {
+        if e.is_transient() || e == DbError::Closed {
+            self.stop(Abort::Crash(e.to_string()))
+        } else {
+            Error::Database(e)
+        }
     }
 
     /// Records a durable call's outcome; returns the authoritative row when a competing
@@ -208,7 +223,7 @@ impl Context {
             Ok(StepOutcome::AlreadyRecorded { output, error }) => Ok(Some((output, error))),
             Ok(StepOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
             Ok(StepOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),
-            Err(e) => Err(self.crash(e)),
+            Err(e) => Err(self.db_failure(e)),
         }
     }
 
@@ -229,8 +244,7 @@ impl Context {
             Ok(OpOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
             Ok(OpOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),
             Ok(out) => Ok(out),
-            Err(e @ DbError::MissingReference { .. }) => Err(Error::Database(e)),
-            Err(e) => Err(self.crash(e)),
+            Err(e) => Err(self.db_failure(e)),
         }
     }
 }

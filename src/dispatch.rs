@@ -58,6 +58,9 @@ pub(crate) enum QueueRequest {
 pub(crate) enum WorkflowRequest {
     /// Stop before the next durable call (the row is already `CANCELLED`).
     Cancel,
+    /// Stop before the next durable call and leave the row as it is: this process's lease ran
+    /// out, so another execution may own the workflow by now.
+    Fence,
 }
 
 /// A workflow actor running in this process, and the owner token it runs under.

@@ -3,6 +3,8 @@
 //! Each variant is something a caller can act on; none carries a driver type, so the
 //! surface stays stable when the driver changes.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// Result alias used across the public surface.
@@ -15,12 +17,20 @@ pub enum Error {
     /// The runtime was configured inconsistently (a bad schema name, no database URL, ...).
     #[error("configuration error: {0}")]
     Config(String),
-    /// The database URL could not be parsed. The URL is shown with its password redacted.
+    /// The database URL is not one stead can use. A URL that does not parse may hold a
+    /// password anywhere, so `url` is only its scheme (`mysql:…`); `reason` says what was wrong.
     #[error("invalid database URL {url}: {reason}")]
     InvalidUrl { url: String, reason: String },
-    /// The system database could not be reached. The URL is shown with its password redacted.
+    /// The system database could not be reached. `url` has its password redacted (also one
+    /// given as a query parameter); `reason` is the cause's message, and the cause itself is
+    /// the error's [`source`](std::error::Error::source).
     #[error("cannot connect to the system database at {url}: {reason}")]
-    Connect { url: String, reason: String },
+    Connect {
+        url: String,
+        reason: String,
+        #[source]
+        source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+    },
     /// The database's schema is older than this version of stead needs (a client never
     /// migrates: run `stead migrate`, or launch a runtime, first).
     #[error(
@@ -104,12 +114,22 @@ pub enum Error {
     /// A queue of this name already exists.
     #[error("queue {0:?} already exists")]
     QueueExists(String),
+    /// The queue was not deleted: workflows still wait on it and nothing else would run them
+    /// (cancel them, or delete with [`WaitingWork::Cancel`](crate::WaitingWork::Cancel)).
+    #[error("queue {queue:?} still has {waiting} waiting workflow(s); cancel them first")]
+    QueueNotEmpty { queue: String, waiting: i64 },
     /// No schedule of this name exists.
     #[error("no schedule named {0:?}")]
     UnknownSchedule(String),
     /// A schedule of this name already exists.
     #[error("schedule {0:?} already exists")]
     ScheduleExists(String),
+    /// Another live process holds this executor id (its liveness lock): a launch under an id
+    /// in use elsewhere is refused before it touches anything.
+    #[error(
+        "executor id {executor_id:?} is live in another process; give each executor its own id"
+    )]
+    ExecutorInUse { executor_id: String },
     /// An argument was malformed (an empty id, a name with a NUL byte, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -150,8 +170,10 @@ impl Error {
             Error::Duplicate { .. } => "Duplicate",
             Error::UnknownQueue(_) => "UnknownQueue",
             Error::QueueExists(_) => "QueueExists",
+            Error::QueueNotEmpty { .. } => "QueueNotEmpty",
             Error::UnknownSchedule(_) => "UnknownSchedule",
             Error::ScheduleExists(_) => "ScheduleExists",
+            Error::ExecutorInUse { .. } => "ExecutorInUse",
             Error::InvalidArgument(_) => "InvalidArgument",
             Error::Database(_) => "DatabaseError",
             Error::Shutdown => "Shutdown",
@@ -168,7 +190,8 @@ impl Error {
     }
 }
 
-/// Failures of system-database calls. `Transient` ones are retried by the caller.
+/// Failures of system-database calls. `Transient` ones are retried by the caller; the others
+/// are permanent (sorted once, in `sysdb/classify.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DbError {
@@ -178,6 +201,16 @@ pub enum DbError {
     /// The statement itself failed; retrying it would fail again.
     #[error("query failed: {0}")]
     Query(String),
+    /// The database refused the values written (a data exception such as a NUL byte or an
+    /// over-long NOTIFY payload, a constraint, an index row too big): the same write is refused
+    /// every time, so a durable call fails with this error instead of being retried.
+    #[error("the system database refused the write ({code}): {reason}")]
+    Refused {
+        /// The database's error code (a Postgres SQLSTATE, a SQLite result code).
+        code: String,
+        /// The database's message.
+        reason: String,
+    },
     /// The runtime shut down; its database actor takes no more calls.
     #[error("the runtime's database actor has stopped")]
     Closed,
@@ -190,45 +223,6 @@ impl DbError {
     /// True when retrying the same idempotent call may succeed.
     pub fn is_transient(&self) -> bool {
         matches!(self, DbError::Transient(_))
-    }
-}
-
-impl From<sqlx::Error> for DbError {
-    fn from(e: sqlx::Error) -> Self {
-        if let sqlx::Error::Database(db) = &e {
-            if db.code().as_deref() == Some("23503") {
-                return DbError::MissingReference {
-                    constraint: db.constraint().unwrap_or_default().to_owned(),
-                };
-            }
-        }
-        if is_transient(&e) {
-            DbError::Transient(e.to_string())
-        } else {
-            DbError::Query(e.to_string())
-        }
-    }
-}
-
-/// Connection-level failures and server states that go away on reconnect or retry.
-fn is_transient(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Io(_)
-        | sqlx::Error::Protocol(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed
-        | sqlx::Error::Tls(_) => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|c| {
-            // 08: connection exception; 57P0x: admin/crash shutdown, cannot connect now;
-            // 40001/40P01: serialization failure, deadlock; 53300: too many connections.
-            c.starts_with("08")
-                || c.starts_with("57P0")
-                || c == "40001"
-                || c == "40P01"
-                || c == "53300"
-        }),
-        _ => false,
     }
 }
 
@@ -340,13 +334,5 @@ mod tests {
             StepError::from_portable(&foreign, "s", 1).attempts,
             vec!["bad".to_string()]
         );
-    }
-
-    #[test]
-    fn pool_and_io_errors_are_transient_syntax_errors_are_not() {
-        assert!(DbError::from(sqlx::Error::PoolTimedOut).is_transient());
-        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
-        assert!(DbError::from(sqlx::Error::Io(io)).is_transient());
-        assert!(!DbError::from(sqlx::Error::RowNotFound).is_transient());
     }
 }

@@ -116,6 +116,7 @@ impl<O> WorkflowHandle<O> {
     }
 
     async fn row(&self) -> Result<StatusRow> {
+        crate::validate_name(&self.id, "workflow id")?;
         let id = self.id.clone();
         let found = self
             .shared

@@ -63,10 +63,12 @@ mod db;
 mod directory;
 mod dispatch;
 mod error;
+mod fleet;
 mod handle;
 mod hash;
 mod launch;
 pub mod metrics;
+mod nonfinite;
 mod queue;
 mod registry;
 mod retention;
@@ -92,7 +94,7 @@ pub use config::{RestartPolicy, DEFAULT_APP_NAME};
 pub use context::Context;
 pub use error::{DbError, Error, PortableError, Result, StepError};
 pub use handle::WorkflowHandle;
-pub use queue::{Dedup, Queue, QueueLimits, RateLimit};
+pub use queue::{Dedup, Queue, QueueLimits, RateLimit, WaitingWork};
 pub use registry::{WorkflowConfig, WorkflowFn};
 pub use retention::Retention;
 #[doc(hidden)]
@@ -103,6 +105,7 @@ pub use start::{EnqueueRequest, QueueMessage, WorkflowOptions};
 pub use status::{Status, WorkflowStatus};
 pub use step::{BoxError, RetryPolicy, Step, StepFn};
 pub use sysdb::AppVersion;
+pub use sysdb::ExecutorInfo;
 pub use sysdb::MigrationReport;
 pub use workflow::{ReadAs, Untyped, Workflow, WorkflowRef};
 
@@ -117,10 +120,30 @@ pub async fn migrate(url: &str, schema: &str) -> Result<MigrationReport> {
     Client::migrate(url, &options).await
 }
 
-/// Names and ids become text columns: they must be non-empty and free of NUL bytes.
+/// The longest name, id, key or topic stead writes, in bytes. Each is a text column, often
+/// part of an index (a Postgres index row holds at most ~2,700 bytes) or of a NOTIFY payload
+/// (at most 8,000 bytes, two such values joined): at this length any two fit both.
+pub const MAX_NAME_BYTES: usize = 1024;
+
+/// Names and ids become text columns: they must be non-empty, free of NUL bytes and at most
+/// [`MAX_NAME_BYTES`] long.
 pub(crate) fn validate_name(value: &str, what: &str) -> Result<()> {
     if value.is_empty() {
         Err(Error::InvalidArgument(format!("{what} must not be empty")))
+    } else {
+        validate_text(value, what)
+    }
+}
+
+/// Keys, topics and step names may be empty, but are otherwise held to [`validate_name`]'s
+/// rules; the error shows at most the start of an over-long value.
+pub(crate) fn validate_text(value: &str, what: &str) -> Result<()> {
+    if value.len() > MAX_NAME_BYTES {
+        let start: String = value.chars().take(40).collect();
+        Err(Error::InvalidArgument(format!(
+            "{what} {start:?}... is {} bytes long; the limit is {MAX_NAME_BYTES}",
+            value.len()
+        )))
     } else if value.contains('\0') {
         Err(Error::InvalidArgument(format!(
             "{what} {value:?} contains a NUL byte"

@@ -221,6 +221,17 @@ pub enum Dedup {
     ReturnExisting,
 }
 
+/// What deleting a queue does with the workflows still waiting on it (`ENQUEUED` or
+/// `DELAYED`), which nothing would run once the queue is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WaitingWork {
+    /// Keep the queue and fail with [`Error::QueueNotEmpty`].
+    #[default]
+    Refuse,
+    /// Cancel them, then delete the queue.
+    Cancel,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

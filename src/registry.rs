@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::codec;
 use crate::context::Context;
 use crate::error::{Error, PortableError};
 use crate::metrics::WorkflowMetrics;
@@ -151,9 +152,9 @@ impl Registry {
                     )
                 })?;
                 match f.call(ctx, input).await {
-                    Ok(output) => serde_json::to_string(&output).map_err(|e| {
-                        PortableError::new("EncodeError", format!("cannot encode output: {e}"))
-                    }),
+                    Ok(output) => {
+                        codec::encode(&output, "the workflow's output").map_err(|e| e.to_portable())
+                    }
                     Err(e) => Err(to_portable::<F::Error>(e.into())),
                 }
             })
@@ -194,7 +195,7 @@ fn to_portable<E>(e: Box<dyn StdError + Send + Sync>) -> PortableError {
     };
     match e.downcast::<Error>() {
         Ok(stead) => stead.to_portable(),
-        Err(other) => PortableError::new(short_type_name::<E>(), other.to_string()),
+        Err(other) => PortableError::new(short_type_name::<E>(), codec::describe(&other)),
     }
 }
 

@@ -23,6 +23,9 @@ pub enum Status {
     Enqueued,
     /// Waiting for its delay to pass before it is enqueued.
     Delayed,
+    /// A status no DBOS version defines, written by another writer; the stored text is in
+    /// [`WorkflowStatus::stored_status`]. Never written by stead, never final.
+    Unknown,
 }
 
 impl Status {
@@ -36,6 +39,7 @@ impl Status {
             Status::Cancelled => "CANCELLED",
             Status::Enqueued => "ENQUEUED",
             Status::Delayed => "DELAYED",
+            Status::Unknown => "UNKNOWN",
         }
     }
 
@@ -99,6 +103,21 @@ pub struct WorkflowStatus {
     pub partition_key: Option<String>,
     /// When a `DELAYED` workflow becomes due (epoch ms).
     pub delay_until_ms: Option<i64>,
+    /// The text stored in the `status` column when it is none DBOS defines (then `status` is
+    /// [`Status::Unknown`]); `None` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stored_status: Option<String>,
+}
+
+impl WorkflowStatus {
+    /// The status for people: its stored text, marked when stead does not know it
+    /// (`BOGUS (unknown)`).
+    pub fn status_label(&self) -> String {
+        match &self.stored_status {
+            Some(text) => format!("{text} (unknown)"),
+            None => self.status.as_str().to_owned(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -273,6 +273,8 @@ where
     if let Some(row) = ctx.recorded(function_id, name)? {
         return replay(row, name, function_id);
     }
+    // Checked before the body runs: a name the database cannot hold fails the call at once.
+    crate::validate_text(name, "step name")?;
     let started_at = now_ms();
     let clock = Instant::now();
     // A DEBUG span: at INFO one span per step cost W2 a fifth of its CPU (the workflow's INFO
@@ -282,7 +284,10 @@ where
     let result = attempts.instrument(span).await?;
     ctx.metrics().step_finished(result.is_ok(), clock.elapsed());
     let (output, error) = match &result {
-        Ok(value) => (Some(codec::encode(value, "step output")?), None),
+        Ok(value) => {
+            let what = format!("the output of step {name:?} (call #{function_id})");
+            (Some(codec::encode(value, &what)?), None)
+        }
         Err(e) => (None, Some(codec::encode_error(&e.to_portable()))),
     };
     let call = Call {
@@ -314,7 +319,7 @@ where
 {
     Ok(f()
         .await
-        .map_err(|e| failed(name, function_id, vec![e.into().to_string()])))
+        .map_err(|e| failed(name, function_id, vec![codec::describe(&e.into())])))
 }
 
 /// Calls the body until it succeeds or the policy gives up; the inner error is the step's
@@ -337,13 +342,13 @@ where
             Ok(value) => return Ok(Ok(value)),
             Err(e) => {
                 let e: BoxError = e.into();
-                failures.push(e.to_string());
+                failures.push(codec::describe(&e));
                 let attempt = failures.len() as u32;
                 if !retry.should_retry(attempt, e.as_ref()) {
                     return Ok(Err(failed(name, function_id, failures)));
                 }
                 ctx.metrics().step_retried();
-                tracing::debug!(attempt, error = %e, "step failed; retrying");
+                tracing::debug!(attempt, error = %failures[failures.len() - 1], "step failed; retrying");
                 tokio::time::sleep(retry.backoff.delay(attempt - 1)).await;
                 ctx.check_live()?;
             }

@@ -45,8 +45,9 @@ async fn an_unparsable_url_is_a_clear_error_with_the_password_redacted() {
         .unwrap();
     let text = err.to_string();
     assert!(matches!(err, Error::InvalidUrl { .. }), "{text}");
+    // A URL that did not parse is not shown at all: only its scheme and what was wrong.
     assert!(
-        text.contains("alice:***@") && !text.contains("hunter2"),
+        text.contains("postgres:") && text.contains("port") && !text.contains("hunter2"),
         "{text}"
     );
 }

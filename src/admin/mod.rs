@@ -1,6 +1,7 @@
 //! Admin HTTP endpoints and the live dashboard (feature `admin`): health, readiness, Prometheus
-//! metrics, workflows and their steps, queues with their load, throughput, and cancel, resume
-//! and fork, as JSON; the dashboard page at `/`.
+//! metrics, workflows and their steps, queues with their load, throughput, the fleet's
+//! executors and stranded work, and cancel, resume, fork and moving stranded work, as JSON;
+//! the dashboard page at `/`.
 //!
 //! It binds to loopback unless told otherwise and can require a bearer token. It is a thin
 //! layer over [`Client`]: it never builds SQL and never runs workflow code.
@@ -20,7 +21,9 @@
 //! ```
 
 mod auth;
+mod body;
 mod dashboard;
+mod fleet;
 mod health;
 mod origin;
 mod params;
@@ -68,6 +71,7 @@ pub struct AdminOptions {
     bind: SocketAddr,
     token: Option<String>,
     prometheus: Option<PrometheusHandle>,
+    body_timeout: Duration,
 }
 
 impl Default for AdminOptions {
@@ -76,6 +80,7 @@ impl Default for AdminOptions {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             token: None,
             prometheus: None,
+            body_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -86,6 +91,7 @@ impl std::fmt::Debug for AdminOptions {
             .field("bind", &self.bind)
             .field("token", &self.token.as_ref().map(|_| "***"))
             .field("prometheus", &self.prometheus.is_some())
+            .field("body_timeout", &self.body_timeout)
             .finish()
     }
 }
@@ -111,6 +117,13 @@ impl AdminOptions {
         self
     }
 
+    /// How long a request's body may take to arrive (default 10 s); a slower one (say, a
+    /// `Content-Length` larger than what is sent) is answered `408` and its connection closed.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
     /// Serves this recorder's metrics at `/metrics` (without one, `/metrics` answers 404).
     pub fn prometheus(mut self, handle: PrometheusHandle) -> Self {
         self.prometheus = Some(handle);
@@ -125,6 +138,8 @@ pub(crate) struct AdminState {
     prometheus: Option<PrometheusHandle>,
     /// Bound to a loopback address: only loopback host names are answered.
     loopback: bool,
+    /// How long a request body may take to arrive.
+    body_timeout: Duration,
 }
 
 /// A running admin server. Dropping it stops the server, as [`AdminServer::shutdown`] does
@@ -187,6 +202,7 @@ pub async fn serve(client: &Client, options: AdminOptions) -> Result<AdminServer
         token: options.token,
         prometheus: options.prometheus,
         loopback: bind.ip().is_loopback(),
+        body_timeout: options.body_timeout,
     });
     let (stop, stopped) = oneshot::channel::<()>();
     let app = router(state);
@@ -222,6 +238,9 @@ fn router(state: Arc<AdminState>) -> Router {
         .route("/api/workflows/{id}/fork", post(workflows::fork))
         .route("/api/queues", get(queues::list))
         .route("/api/throughput", get(queues::throughput))
+        .route("/api/executors", get(fleet::executors))
+        .route("/api/stranded", get(fleet::stranded))
+        .route("/api/stranded/move", post(fleet::move_stranded))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
@@ -235,5 +254,6 @@ fn router(state: Arc<AdminState>) -> Router {
             state.clone(),
             origin::same_site_only,
         ))
+        .layer(middleware::from_fn_with_state(state.clone(), body::in_time))
         .with_state(state)
 }

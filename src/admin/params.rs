@@ -72,6 +72,13 @@ pub(super) fn throughput(pairs: &[(String, String)]) -> Result<(Duration, Durati
     ))
 }
 
+/// The body of `POST /api/stranded/move`: the version the stranded workflows move onto.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MoveBody {
+    pub(super) app_version: String,
+}
+
 /// The body of a fork: the step to fork from (1 starts over) and optional id, queue and
 /// application version of the copy.
 #[derive(Debug, Deserialize)]

@@ -47,12 +47,18 @@ impl From<Error> for ApiError {
         let status = match &e {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::InvalidArgument(_) | Error::UnknownQueue(_) => StatusCode::BAD_REQUEST,
+            Error::QueueNotEmpty { .. } => StatusCode::CONFLICT,
             Error::Shutdown | Error::Fatal(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Database(DbError::Transient(_) | DbError::Closed) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
+        // The database's own text (statements, values, server details) stays in the log.
+        if let Error::Database(db) = &e {
+            tracing::warn!(error = %db, "an admin request failed in the system database");
+            return ApiError::new(status, "the system database failed; see the server's log");
+        }
         ApiError::new(status, e.to_string())
     }
 }

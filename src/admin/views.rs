@@ -17,6 +17,9 @@ pub(super) struct WorkflowView {
     id: String,
     name: String,
     status: &'static str,
+    /// The stored text of a status no DBOS version defines (`status` is then `UNKNOWN`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stored_status: Option<String>,
     queue: Option<String>,
     executor_id: Option<String>,
     app_version: Option<String>,
@@ -67,6 +70,7 @@ impl WorkflowView {
     fn from_status(s: WorkflowStatus, payloads: Option<Payloads>) -> WorkflowView {
         WorkflowView {
             status: s.status.as_str(),
+            stored_status: s.stored_status,
             id: s.id,
             name: s.name,
             queue: s.queue_name,

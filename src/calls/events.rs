@@ -30,6 +30,7 @@ impl Context {
             if self.recorded(function_id, "DBOS.setEvent")?.is_some() {
                 return Ok(());
             }
+            crate::validate_text(key, "event key")?;
             let op = Op::SetEvent {
                 step: self.op_step(function_id, now_ms()),
                 key: key.to_owned(),
@@ -58,6 +59,8 @@ impl Context {
             if let Some(row) = self.recorded(function_id, "DBOS.getEvent")? {
                 return replayed(row, "a recorded event value");
             }
+            crate::validate_name(workflow_id, "workflow id")?;
+            crate::validate_text(key, "event key")?;
             let started = now_ms();
             let shared = self.shared();
             let mut found = read_event(shared, workflow_id, key).await?;

@@ -35,6 +35,8 @@ impl Context {
                 return Ok(());
             }
             let topic = topic.unwrap_or(NULL_TOPIC);
+            crate::validate_name(destination, "workflow id")?;
+            crate::validate_text(topic, "topic")?;
             let op = Op::Send {
                 step: self.op_step(function_id, now_ms()),
                 destination: destination.to_owned(),
@@ -70,6 +72,7 @@ impl Context {
                 return replayed(row, "a received message");
             }
             let topic = topic.unwrap_or(NULL_TOPIC).to_owned();
+            crate::validate_text(&topic, "topic")?;
             let subscription = self
                 .shared()
                 .signals

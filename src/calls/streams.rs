@@ -65,6 +65,7 @@ impl Context {
             if self.recorded(function_id, name)?.is_some() {
                 return Ok(());
             }
+            crate::validate_text(key, "stream key")?;
             let op = Op::WriteStream {
                 step: self.op_step(function_id, now_ms()),
                 key: key.to_owned(),
@@ -131,6 +132,8 @@ impl Reader {
     /// The next value, waiting for it; `None` at the end of the stream.
     async fn next_row(&mut self) -> Result<Option<StreamRow>> {
         if self.buffer.is_empty() {
+            crate::validate_name(&self.id, "workflow id")?;
+            crate::validate_text(&self.key, "stream key")?;
             let shared = self.shared.clone();
             let (id, key, from) = (self.id.clone(), self.key.clone(), self.next);
             let page = || fetch(&shared, &id, &key, from);

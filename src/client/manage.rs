@@ -248,6 +248,7 @@ impl Client {
     /// Workflows matching `filter`.
     pub async fn list_workflows(&self, filter: ListWorkflows) -> Result<Vec<WorkflowInfo>> {
         let query = filter.query;
+        check_filter(&query)?;
         let rows = self
             .shared()
             .db
@@ -268,6 +269,7 @@ impl Client {
 
     /// The recorded durable calls of workflow `id`, in order.
     pub async fn steps(&self, id: &str) -> Result<Vec<StepInfo>> {
+        crate::validate_name(id, "workflow id")?;
         let target = id.to_owned();
         let steps = self
             .shared()
@@ -286,6 +288,7 @@ impl Client {
     pub async fn resume(&self, id: &str) -> Result<WorkflowHandle> {
         let shared = self.shared();
         start::check_running(shared)?;
+        crate::validate_name(id, "workflow id")?;
         let target = id.to_owned();
         let resumed = shared
             .db
@@ -333,6 +336,7 @@ impl Client {
     }
 
     async fn delete_tree(&self, id: &str, cascade: bool) -> Result<()> {
+        crate::validate_name(id, "workflow id")?;
         let shared = self.shared();
         let target = id.to_owned();
         let deleted = shared
@@ -352,6 +356,7 @@ impl Client {
 
     /// Moves the due time of `DELAYED` workflow `id` to `delay` from now.
     pub async fn set_delay(&self, id: &str, delay: Duration) -> Result<()> {
+        crate::validate_name(id, "workflow id")?;
         let until = now_ms().saturating_add(millis(delay));
         let target = id.to_owned();
         let found = self
@@ -411,6 +416,29 @@ impl Client {
     }
 }
 
+/// Refuses filter values no stored row can hold (a NUL byte, an over-long name), so a bad
+/// filter is the caller's error rather than the database's.
+fn check_filter(q: &ListQuery) -> Result<()> {
+    for id in q.ids.iter().flatten() {
+        crate::validate_name(id, "workflow id")?;
+    }
+    let texts = [
+        (&q.name, "workflow name"),
+        (&q.queue, "queue name"),
+        (&q.app_version, "application version"),
+        (&q.app_name, "application name"),
+        (&q.parent, "parent workflow id"),
+        (&q.forked_from, "workflow id"),
+        (&q.executor, "executor id"),
+    ];
+    for (value, what) in texts {
+        if let Some(value) = value {
+            crate::validate_text(value, what)?;
+        }
+    }
+    Ok(())
+}
+
 async fn fork_as(
     shared: &crate::shared::SharedRef,
     id: &str,
@@ -419,8 +447,14 @@ async fn fork_as(
     options: ForkOptions,
 ) -> Result<()> {
     start::check_running(shared)?;
+    crate::validate_name(id, "workflow id")?;
     crate::validate_name(new_id, "a fork's id")?;
-    let from = i32::try_from(from_step.max(1)).map_err(|_| {
+    if from_step == 0 {
+        return Err(Error::InvalidArgument(
+            "fork step 0: steps count from 1 (1 starts over)".into(),
+        ));
+    }
+    let from = i32::try_from(from_step).map_err(|_| {
         Error::InvalidArgument(format!("step {from_step} is beyond any workflow's steps"))
     })?;
     let fork = Fork {
@@ -525,6 +559,7 @@ mod tests {
                 deduplication_id: None,
                 partition_key: None,
                 delay_until_ms: None,
+                stored_status: None,
             },
             inputs: Some(r#"{"positionalArgs":[7],"namedArgs":{}}"#.into()),
             output: Some("42".into()),

@@ -25,15 +25,16 @@ use crate::config::{Config, RestartPolicy, DEFAULT_CANCEL_SWEEP};
 use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::launch::{self, Part, Tree};
-use crate::queue::Queue;
+use crate::queue::{Queue, WaitingWork};
 use crate::registry::Registry;
 use crate::shared::{RunState, SharedRef};
 use crate::signals;
 use crate::start::{self, Target, WorkflowOptions};
-use crate::sysdb::{self, MigrationReport};
+use crate::sysdb::{self, MigrationReport, QueueDeletion};
 use crate::workflow::WorkflowRef;
 
 pub(crate) mod debounce;
+mod fleet;
 pub(crate) mod manage;
 pub(crate) mod observe;
 pub(crate) mod outbox;
@@ -120,6 +121,7 @@ impl Client {
             executes: false,
             schedule_refresh: Duration::from_secs(10),
             cancel_sweep: DEFAULT_CANCEL_SWEEP,
+            fleet: Default::default(),
         };
         let sys = sysdb::connect(url, &config.schema, 4, options.connect_timeout).await?;
         let tree = launch::launch(
@@ -197,6 +199,8 @@ impl Client {
         timeout: Duration,
     ) -> Result<Option<T>> {
         let shared = self.shared();
+        crate::validate_name(workflow_id, "workflow id")?;
+        crate::validate_text(key, "event key")?;
         let until = now_ms().saturating_add(millis(timeout));
         let check = || calls::read_event(shared, workflow_id, key);
         let key_signal = signals::event_key(workflow_id, key);
@@ -240,6 +244,7 @@ impl Client {
     async fn cancel_tree(&self, id: &str, cascade: bool) -> Result<()> {
         let shared = self.shared();
         start::check_running(shared)?;
+        crate::validate_name(id, "workflow id")?;
         let target = id.to_owned();
         let done = shared
             .db
@@ -272,19 +277,60 @@ impl Client {
     }
 
     /// Deletes a queue's definition; its actors finish their running workflows, then stop.
+    /// Refused with [`Error::QueueNotEmpty`] while workflows wait on it (`ENQUEUED` or
+    /// `DELAYED`): nothing would ever run them. See [`Client::delete_queue_with`].
     pub async fn delete_queue(&self, name: &str) -> Result<()> {
-        let queue = name.to_owned();
-        let deleted = self
-            .shared()
-            .db
-            .call_with(queue, move |db, queue| async move {
-                db.delete_queue(&queue).await
-            })
-            .await?;
-        if !deleted {
-            return Err(Error::UnknownQueue(name.to_owned()));
+        self.delete_queue_with(name, WaitingWork::Refuse).await
+    }
+
+    /// [`Client::delete_queue`], doing with the workflows that wait on the queue what
+    /// `waiting` says: refuse, or cancel them first (a workflow enqueued meanwhile is cancelled
+    /// on a later pass; after three passes the deletion is refused).
+    pub async fn delete_queue_with(&self, name: &str, waiting: WaitingWork) -> Result<()> {
+        let mut left = 0;
+        for _ in 0..3 {
+            let queue = name.to_owned();
+            let found = self
+                .shared()
+                .db
+                .call_with(queue, move |db, queue| async move {
+                    db.delete_queue(&queue).await
+                })
+                .await?;
+            match (found, waiting) {
+                (QueueDeletion::Missing, _) => return Err(Error::UnknownQueue(name.to_owned())),
+                (QueueDeletion::Deleted, _) => return self.tree.reconcile().await,
+                (QueueDeletion::Waiting(n), WaitingWork::Refuse) => {
+                    return Err(Error::QueueNotEmpty {
+                        queue: name.to_owned(),
+                        waiting: n,
+                    })
+                }
+                (QueueDeletion::Waiting(n), WaitingWork::Cancel) => {
+                    left = n;
+                    self.cancel_waiting(name).await?
+                }
+            }
         }
-        self.tree.reconcile().await
+        Err(Error::QueueNotEmpty {
+            queue: name.to_owned(),
+            waiting: left,
+        })
+    }
+
+    /// Cancels every workflow waiting on queue `name`.
+    async fn cancel_waiting(&self, name: &str) -> Result<()> {
+        let filter = crate::ListWorkflows::new()
+            .queue(name)
+            .status(crate::Status::Enqueued)
+            .status(crate::Status::Delayed);
+        for w in self.list_workflows(filter).await? {
+            match self.cancel(&w.status.id).await {
+                Ok(()) | Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// The queue definitions of this application.

@@ -62,6 +62,19 @@ impl Message {
         self
     }
 
+    /// Refuses, before any write, what the database would always refuse.
+    fn validate(&self) -> Result<()> {
+        crate::validate_name(&self.destination, "workflow id")?;
+        if let Some(topic) = &self.topic {
+            crate::validate_text(topic, "topic")?;
+        }
+        if let Some(key) = &self.key {
+            crate::validate_name(key, "idempotency key")?;
+            crate::validate_text(&format!("{key}::{}", self.destination), "message id")?;
+        }
+        Ok(())
+    }
+
     fn outgoing(self) -> OutgoingMessage {
         let id = match &self.key {
             Some(key) => format!("{key}::{}", self.destination),
@@ -107,6 +120,7 @@ impl Client {
     /// refused ([`Error::InvalidArgument`]), as DBOS's `send_bulk` refuses them.
     pub async fn send_bulk(&self, messages: impl IntoIterator<Item = Message>) -> Result<()> {
         let messages: Vec<Message> = messages.into_iter().collect();
+        messages.iter().try_for_each(Message::validate)?;
         refuse_repeated_keys(&messages)?;
         let outgoing: Vec<OutgoingMessage> = messages.into_iter().map(Message::outgoing).collect();
         if outgoing.is_empty() {

@@ -27,6 +27,10 @@
 //! | `stead_actor_restarts_total` | counter | `actor` | restarts | restarts by the supervision tree (`database`, `listener`, `scheduler`, `queue:<name>`, ...) |
 //! | `stead_schedule_firings_total` | counter | `schedule` | workflows | firings this process enqueued first |
 //! | `stead_workflows_collected_total` | counter | | workflows | finished workflows deleted by garbage collection |
+//! | `stead_executors_live` | gauge | | executors | live stead executors of this application (sampled on the adoption timer) |
+//! | `stead_adoptions_total` | counter | | workflows | dead executors' workflows this process put back on their queues |
+//! | `stead_workflows_stranded` | gauge | | workflows | dead executors' `PENDING` workflows no live executor can run (sampled on the adoption timer) |
+//! | `stead_fences_total` | counter | | fences | times this executor stopped its runs because it could not prove it was alive |
 //!
 //! Lanes are the database actor's connections: `start`, `checkpoint`, `finish`, `load_steps`,
 //! `claim`, `ops`. With [`install_prometheus`], histograms of seconds use [`SECONDS_BUCKETS`] and
@@ -53,6 +57,14 @@ pub const WORKFLOWS_FINISHED: &str = "stead_workflows_finished_total";
 pub const WORKFLOWS_RUNNING: &str = "stead_workflows_running";
 /// Counter: workflows re-dispatched after a crash (a take-back, or a panic restart), by `workflow`.
 pub const WORKFLOWS_RECOVERED: &str = "stead_workflow_recoveries_total";
+/// Gauge: live stead executors of this application (sampled on the adoption timer).
+pub const EXECUTORS_LIVE: &str = "stead_executors_live";
+/// Counter: dead executors' workflows this process put back on their queues.
+pub const ADOPTIONS: &str = "stead_adoptions_total";
+/// Gauge: dead executors' `PENDING` workflows that no live executor can run.
+pub const WORKFLOWS_STRANDED: &str = "stead_workflows_stranded";
+/// Counter: times this executor fenced itself (stopped its runs: it could not prove it lived).
+pub const FENCES: &str = "stead_fences_total";
 /// Counter: unfinished workflows of this executor put back on their queues at launch.
 pub const LAUNCH_RECOVERIES: &str = "stead_launch_recoveries_total";
 /// Counter: step bodies run to an outcome, by `workflow` and `outcome` (`ok` or `error`).
@@ -208,6 +220,19 @@ pub(crate) fn workflow_recovered(workflow: &str) {
 
 pub(crate) fn launch_recovered(n: u64) {
     metrics::counter!(LAUNCH_RECOVERIES).increment(n);
+}
+
+pub(crate) fn fleet_sampled(live: usize, stranded: usize) {
+    metrics::gauge!(EXECUTORS_LIVE).set(live as f64);
+    metrics::gauge!(WORKFLOWS_STRANDED).set(stranded as f64);
+}
+
+pub(crate) fn adopted(n: u64) {
+    metrics::counter!(ADOPTIONS).increment(n);
+}
+
+pub(crate) fn fenced() {
+    metrics::counter!(FENCES).increment(1);
 }
 
 pub(crate) fn db_flushed(lane: &'static str, size: usize, took: Duration) {

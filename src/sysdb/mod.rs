@@ -2,7 +2,7 @@
 //! [`Session`], in `store.rs`), the backend-neutral types it speaks, and its two
 //! implementations, `postgres/` and `sqlite/`, which hold every SQL statement stead runs.
 //!
-//! The neutral modules (one per concept: `start`, `steps`, `finish`, `ops`, `claim`, `dispatch`,
+//! The neutral modules (one per concept: `start`, `steps`, `finish`, `ops`, `claim`, `dispatch`, `fleet`,
 //! `reads`, `cancel`, `manage`, `versions`, `migrate`, `queues`, `schedules`, `debounce`,
 //! `retention`, `observe`, `listen`) declare types and their part of the interface, and contain
 //! no SQL; `rows.rs` decodes and binds what both backends share. The backends import the
@@ -13,9 +13,11 @@
 
 mod cancel;
 mod claim;
+mod classify;
 mod debounce;
 mod dispatch;
 mod finish;
+mod fleet;
 mod listen;
 mod manage;
 mod migrate;
@@ -33,6 +35,7 @@ mod steps;
 mod store;
 #[cfg(test)]
 mod suite;
+mod urls;
 mod versions;
 
 use std::sync::Arc;
@@ -45,11 +48,14 @@ pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
 pub(crate) use debounce::{Bounce, Bounced};
 pub(crate) use dispatch::Executor;
 pub(crate) use finish::{FinishOutcome, FinishWrite};
+pub use fleet::ExecutorInfo;
+pub(crate) use fleet::{Adoption, Lease, Member};
 pub(crate) use manage::{Delayed, Fork, ListQuery, ListedRow, Resumed, StepListing};
 pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;
 pub(crate) use observe::{CompletedBucket, QueueCounts};
 pub(crate) use ops::{Op, OpOutcome, OpStep, OutgoingMessage};
+pub(crate) use queues::QueueDeletion;
 pub(crate) use reads::{StatusRow, StepRow, StreamRow};
 pub(crate) use schedules::{Firings, ScheduleRow};
 pub(crate) use sqlite::default_url;
@@ -64,7 +70,8 @@ pub(crate) const DEFAULT_SCHEMA: &str = "dbos";
 /// Connects to `url` (`postgres://…` or `sqlite:…`) with `pool_size` connections and checks
 /// the database answers: the one place that picks an implementation.
 ///
-/// Errors name the URL with its password redacted.
+/// Errors name the URL with its password redacted; a URL of another scheme, or one that does
+/// not parse, is refused without being shown.
 pub(crate) async fn connect(
     url: &str,
     schema: &str,
@@ -72,7 +79,7 @@ pub(crate) async fn connect(
     connect_timeout: Duration,
 ) -> Result<Arc<dyn Store>, Error> {
     validate_schema(schema)?;
-    if sqlite::is_sqlite_url(url) {
+    if urls::scheme(url)? == urls::Scheme::Sqlite {
         // A file holds one system database, its tables unqualified: a schema name would be
         // silently ignored, so it is refused instead.
         if schema != DEFAULT_SCHEMA {
@@ -90,24 +97,15 @@ pub(crate) async fn connect(
     }
 }
 
-/// Replaces the password in a database URL with `***`, for messages and logs.
-pub(crate) fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return url.to_owned();
-    };
-    match rest[..at].find(':') {
-        Some(colon) => format!(
-            "{}{}:***{}",
-            &url[..scheme_end + 3],
-            &rest[..colon],
-            &rest[at..]
-        ),
-        None => url.to_owned(),
+/// The cause of a failed connection, kept as the error's `source()`.
+pub(crate) type Cause = Arc<dyn std::error::Error + Send + Sync>;
+
+/// A driver error's message for a connection failure: a database's own message without the
+/// server's source line (Postgres appends "at line N" to its `Display`), else the error's.
+pub(crate) fn connect_reason(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Database(db) => db.message().to_owned(),
+        other => other.to_string(),
     }
 }
 
@@ -131,19 +129,6 @@ pub(crate) fn validate_schema(schema: &str) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redacts_only_the_password() {
-        assert_eq!(
-            redact_url("postgres://bob:s3cret@db.example:5432/app?sslmode=require"),
-            "postgres://bob:***@db.example:5432/app?sslmode=require"
-        );
-        assert_eq!(redact_url("postgres://bob@db/app"), "postgres://bob@db/app");
-        assert_eq!(redact_url("postgres://db/app"), "postgres://db/app");
-        assert_eq!(redact_url("not a url"), "not a url");
-        // An '@' in the path is not userinfo.
-        assert_eq!(redact_url("postgres://db/a@b"), "postgres://db/a@b");
-    }
 
     #[test]
     fn schema_names_must_be_identifiers() {

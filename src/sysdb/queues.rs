@@ -19,6 +19,29 @@ pub(crate) trait Queues: Send + Sync {
         replace: bool,
     ) -> Result<Option<bool>, DbError>;
 
-    /// Deletes a queue's definition; false when there was none.
-    async fn delete_queue(&self, name: &str) -> Result<bool, DbError>;
+    /// Deletes a queue's definition, unless workflows still wait on it (`ENQUEUED` or
+    /// `DELAYED`): those would wait forever, so the row stays and they are counted.
+    async fn delete_queue(&self, name: &str) -> Result<QueueDeletion, DbError>;
+}
+
+/// What [`Queues::delete_queue`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QueueDeletion {
+    /// No queue of that name.
+    Missing,
+    /// Deleted (no workflow waited on it).
+    Deleted,
+    /// Kept: this many workflows wait on it.
+    Waiting(i64),
+}
+
+impl QueueDeletion {
+    /// The answer for a queue that `existed`, with `waiting` workflows.
+    pub(crate) fn of(existed: bool, waiting: i64) -> QueueDeletion {
+        match (existed, waiting) {
+            (false, _) => QueueDeletion::Missing,
+            (true, 0) => QueueDeletion::Deleted,
+            (true, n) => QueueDeletion::Waiting(n),
+        }
+    }
 }

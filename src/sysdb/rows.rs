@@ -97,13 +97,17 @@ pub(super) const STATUS_COLUMNS: &str = "w.workflow_uuid, w.status, w.name, w.ex
 pub(super) fn status_from_row(row: &impl AnyRow) -> Result<WorkflowStatus, DbError> {
     let id: String = row.at(0)?;
     let text: Option<String> = row.at(1)?;
-    let status = text
-        .as_deref()
-        .and_then(Status::parse)
-        .ok_or_else(|| DbError::Query(format!("workflow {id} has unknown status {text:?}")))?;
+    // A status another writer invented is shown as such, not an error: one foreign row must
+    // not fail every listing that meets it.
+    let status = text.as_deref().and_then(Status::parse);
+    let stored_status = match status {
+        Some(_) => None,
+        None => Some(text.unwrap_or_default()),
+    };
     Ok(WorkflowStatus {
         id,
-        status,
+        status: status.unwrap_or(Status::Unknown),
+        stored_status,
         name: row.at::<Option<String>>(2)?.unwrap_or_default(),
         executor_id: row.at(3)?,
         app_version: row.at(4)?,

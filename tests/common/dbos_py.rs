@@ -112,18 +112,18 @@ pub async fn py_client(url: &str, app: &str, command: &str, arg: Value) -> Value
     json_output(cmd, &format!("client.py {command} {arg}")).await
 }
 
-/// A running DBOS application (`tests/py/app.py`); it stops when this value is dropped.
+/// A running DBOS application (`tests/py/peer_app.py`); it stops when this value is dropped.
 pub struct PyApp {
     child: tokio::process::Child,
 }
 
 impl PyApp {
-    /// Launches `tests/py/app.py` on `url` as application `app`, serving `queue`, and waits
+    /// Launches `tests/py/peer_app.py` on `url` as application `app`, serving `queue`, and waits
     /// until it has launched.
     pub async fn launch(url: &str, app: &str, queue: &str) -> PyApp {
         use tokio::io::AsyncBufReadExt;
         let python = dbos_cli_async().await.with_file_name("python");
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/app.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/peer_app.py");
         let mut child = tokio::process::Command::new(python)
             .arg(script)
             .args([&sqlalchemy_url(url), app, queue])
@@ -134,7 +134,7 @@ impl PyApp {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .expect("run app.py");
+            .expect("run peer_app.py");
         let stdout = child.stdout.take().expect("piped");
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         let ready = async {
@@ -146,7 +146,7 @@ impl PyApp {
             false
         };
         let launched = tokio::time::timeout(PY_TIMEOUT, ready).await;
-        assert!(matches!(launched, Ok(true)), "app.py did not launch");
+        assert!(matches!(launched, Ok(true)), "peer_app.py did not launch");
         // Keep reading, so its later output never meets a closed pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         PyApp { child }

@@ -1,47 +1,35 @@
-"""A DBOS application, launched by stead's interoperability tests (tests/dbos_peer.rs).
+"""A DBOS Python 3.4 application sharing stead's database (tests/adoption.rs).
 
-Usage: python app.py <system database URL> <application name> <queue>
+Usage: python app.py <system database URL> <application name> <count>
 
-Serves <queue> (polled every 0.1 s) with portable workflows whose signatures a Rust caller must
-match: add(a, b), noargs(), greet(name, punctuation="."). Prints "ready" on stdout once
-launched, then runs until its stdin closes.
+Launches DBOS (executor id "local", its default), starts <count> workflows that record one
+step and then hold, prints their ids as {"ok": [...]} and waits to be killed.
 """
 
+import json
 import sys
+import time
 
-from dbos import DBOS
-from dbos._serialization import WorkflowSerializationFormat
+from dbos import DBOS, DBOSConfig
 
-PORTABLE = WorkflowSerializationFormat.PORTABLE
-
-url, app, queue = sys.argv[1:4]
-DBOS(
-    config={
-        "name": app,
-        "system_database_url": url,
-        "executor_id": f"py-{app}",
-        "application_version": "py-1",
-    }
-)
+url, app, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+config: DBOSConfig = {"name": app, "system_database_url": url}
+DBOS(config=config)
 
 
-@DBOS.workflow(serialization_type=PORTABLE)
-def add(a, b):
-    return {"sum": a + b, "by": "python"}
+@DBOS.step()
+def mark(i):
+    return i
 
 
-@DBOS.workflow(serialization_type=PORTABLE)
-def noargs():
-    return "called with nothing"
-
-
-@DBOS.workflow(serialization_type=PORTABLE)
-def greet(name, punctuation="."):
-    return f"Hello, {name}{punctuation}"
+@DBOS.workflow()
+def held(i):
+    mark(i)
+    time.sleep(3600)
+    return i
 
 
 DBOS.launch()
-DBOS.register_queue(queue, polling_interval_sec=0.1)
-print("ready", flush=True)
-sys.stdin.read()
-DBOS.destroy()
+ids = [DBOS.start_workflow(held, i).get_workflow_id() for i in range(count)]
+print(json.dumps({"ok": ids}), flush=True)
+time.sleep(3600)

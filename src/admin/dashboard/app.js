@@ -130,7 +130,7 @@
     },
     el("td", { class: "id", title: w.id }, w.id),
     el("td", {}, w.name),
-    el("td", { class: "status" }, statusPill(w.status)),
+    el("td", { class: "status" }, statusPill(w.stored_status ? w.stored_status + " (unknown)" : w.status)),
     el("td", {}, w.queue || ""),
     timeCell(w.created_at_ms),
     timeCell(w.updated_at_ms),
@@ -164,7 +164,7 @@
       meta.append(el("dt", {}, label), el("dd", {}, value));
     };
     add("name", w.name);
-    add("status", statusPill(w.status));
+    add("status", statusPill(w.stored_status ? w.stored_status + " (unknown)" : w.status));
     add("queue", w.queue);
     add("executor", w.executor_id);
     add("version", w.app_version);
@@ -261,6 +261,23 @@
     }));
   }
 
+  async function loadExecutors() {
+    const [body, stranded] = await Promise.all([api("/api/executors"), api("/api/stranded")]);
+    $("#executors tbody").replaceChildren(...body.executors.map((e) =>
+      el("tr", { dataset: { executor: e.executor_id } },
+        el("td", {}, e.executor_id),
+        el("td", {}, e.host + " (" + e.pid + ")"),
+        el("td", {}, e.app_version),
+        el("td", {}, e.app_name || "—"),
+        el("td", { class: "num" }, e.pending),
+        el("td", {}, el("span", { class: "pill " + (e.live ? "up" : "down") }, e.live ? "live" : "dead")),
+        timeCell(e.last_seen_ms))));
+    const n = stranded.workflows.length;
+    $("#stranded-caption").textContent = n
+      ? n + " stranded workflow(s): stead workflow stranded --move-to <version>"
+      : "";
+  }
+
   async function loadThroughput() {
     const body = await api("/api/throughput?minutes=" + THROUGHPUT_MINUTES + "&bucket=" + BUCKET_SECONDS);
     const buckets = body.buckets;
@@ -325,7 +342,7 @@
     state.again = false;
     try {
       const results = await Promise.allSettled([loadWorkflows(), loadQueues(), loadThroughput(),
-        loadHealth(), loadDetail()]);
+        loadHealth(), loadDetail(), loadExecutors()]);
       const failed = results.find((r) => r.status === "rejected");
       if (failed) banner(failed.reason.message);
       else if ($("#banner").className !== "info") banner("");

@@ -51,6 +51,15 @@ pub enum ClientCommand {
     Schedule(ScheduleCommand),
     /// Delete finished workflows by age or beyond a row count (never running ones)
     Gc(GcArgs),
+    /// Show the fleet's executors (Postgres)
+    #[command(subcommand)]
+    Executor(ExecutorCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExecutorCommand {
+    /// List stead executors: id, host, version, application, running workflows, live or dead
+    List,
 }
 
 #[derive(Debug, Subcommand)]
@@ -72,6 +81,14 @@ pub enum WorkflowCommand {
     Resume { id: String },
     /// Copy a workflow into a new one that replays the steps before --step and runs the rest
     Fork(ForkArgs),
+    /// List workflows of dead executors that no live executor can run (a version nobody
+    /// serves), or move them onto a version that runs
+    Stranded {
+        /// Move every stranded workflow onto this application version (resumed from its
+        /// checkpoints, for executors of that version to claim)
+        #[arg(long, value_name = "VERSION")]
+        move_to: Option<String>,
+    },
     /// Delete a workflow and everything recorded for it
     Delete {
         id: String,
@@ -136,7 +153,7 @@ pub struct ForkArgs {
     /// The workflow to copy
     pub id: String,
     /// The first step that runs again (1 starts over)
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub step: u32,
     /// The copy's id [default: a new UUID]
     #[arg(long, value_name = "ID")]

@@ -5,7 +5,8 @@ use serde_json::json;
 use stead::{Client, ClientOptions, Error, ForkOptions, ListWorkflows, Retention, WorkflowInfo};
 
 use crate::args::{
-    ClientCommand, ForkArgs, GcArgs, ListArgs, QueueCommand, ScheduleCommand, WorkflowCommand,
+    ClientCommand, ExecutorCommand, ForkArgs, GcArgs, ListArgs, QueueCommand, ScheduleCommand,
+    WorkflowCommand,
 };
 use crate::output::{self, QueueView, Rendered};
 
@@ -45,6 +46,10 @@ pub async fn run(client: &Client, command: ClientCommand) -> stead::Result<Rende
         }
         ClientCommand::Schedule(cmd) => schedule(client, cmd).await,
         ClientCommand::Gc(args) => gc(client, args).await,
+        ClientCommand::Executor(ExecutorCommand::List) => {
+            let executors = client.list_executors().await?;
+            Ok(Rendered::new(&executors, output::executors(&executors)))
+        }
     }
 }
 
@@ -75,6 +80,18 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
             changed(client, "resume", &id).await
         }
         WorkflowCommand::Fork(args) => fork(client, args).await,
+        WorkflowCommand::Stranded { move_to: None } => {
+            let found = client.stranded_workflows().await?;
+            Ok(Rendered::new(&found, output::stranded(&found)))
+        }
+        WorkflowCommand::Stranded {
+            move_to: Some(version),
+        } => {
+            let moved = client.move_stranded(&version).await?;
+            let value = json!({ "action": "move", "moved": moved, "app_version": version });
+            let text = format!("moved {moved} stranded workflow(s) onto version '{version}'\n");
+            Ok(Rendered::new(&value, text))
+        }
         WorkflowCommand::Delete { id, children } => {
             if children {
                 client.delete_with_children(&id).await?;

@@ -51,7 +51,7 @@ impl From<Error> for Failure {
             Error::UnknownQueue(name) => {
                 Failure::new(NOT_FOUND, format!("queue '{name}' not found"))
             }
-            Error::Connect { url, reason } => Failure::new(
+            Error::Connect { url, reason, .. } => Failure::new(
                 UNREACHABLE,
                 format!("cannot connect to database at {url}: {reason}"),
             ),

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use stead::{Queue, QueueLimits, RateLimit, ScheduleInfo, StepInfo, WorkflowInfo};
+use stead::{ExecutorInfo, Queue, QueueLimits, RateLimit, ScheduleInfo, StepInfo, WorkflowInfo};
 
 /// A command's result in both forms; `main` prints one of them.
 pub struct Rendered {
@@ -96,12 +96,64 @@ pub fn workflows(list: &[WorkflowInfo]) -> String {
         let s = &w.status;
         table.row(vec![
             s.id.clone(),
-            s.status.to_string(),
+            s.status_label(),
             s.name.clone(),
             or_dash(s.queue_name.as_deref()),
             or_dash(s.app_version.as_deref()),
             time(s.created_at_ms),
             time(s.updated_at_ms),
+        ]);
+    }
+    table.render()
+}
+
+/// Stranded workflows, and the command that moves them.
+pub fn stranded(list: &[WorkflowInfo]) -> String {
+    if list.is_empty() {
+        return "no stranded workflows\n".into();
+    }
+    let mut table = Table::new(&["ID", "NAME", "EXECUTOR", "VERSION", "QUEUE", "CREATED"]);
+    for w in list {
+        let s = &w.status;
+        table.row(vec![
+            s.id.clone(),
+            s.name.clone(),
+            or_dash(s.executor_id.as_deref()),
+            or_dash(s.app_version.as_deref()),
+            or_dash(s.queue_name.as_deref()),
+            time(s.created_at_ms),
+        ]);
+    }
+    format!(
+        "{}\n{} workflow(s) of dead executors whose version no live executor serves.\n\
+         Move them onto a version that runs: stead workflow stranded --move-to <VERSION>\n",
+        table.render(),
+        list.len()
+    )
+}
+
+/// The fleet's executors.
+pub fn executors(list: &[ExecutorInfo]) -> String {
+    let mut table = Table::new(&[
+        "EXECUTOR",
+        "HOST",
+        "PID",
+        "VERSION",
+        "APP",
+        "PENDING",
+        "STATE",
+        "LAST SEEN",
+    ]);
+    for e in list {
+        table.row(vec![
+            e.executor_id.clone(),
+            e.host.clone(),
+            e.pid.to_string(),
+            e.app_version.clone(),
+            or_dash(e.app_name.as_deref()),
+            e.pending.to_string(),
+            if e.live { "live" } else { "dead" }.into(),
+            time(e.last_seen_ms),
         ]);
     }
     table.render()
@@ -113,7 +165,7 @@ pub fn workflow(w: &WorkflowInfo) -> String {
     let json = |v: &Option<Value>| v.as_ref().map(Value::to_string);
     let mut fields: Vec<(&str, Option<String>)> = vec![
         ("id", Some(s.id.clone())),
-        ("status", Some(s.status.to_string())),
+        ("status", Some(s.status_label())),
         ("name", Some(s.name.clone())),
         ("queue", s.queue_name.clone()),
         ("app version", s.app_version.clone()),

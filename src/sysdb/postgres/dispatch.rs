@@ -16,7 +16,7 @@ const RECOVER: &str = r#"
 UPDATE {s}.workflow_status
 SET status = 'ENQUEUED', queue_name = COALESCE(queue_name, $4), owner_xid = NULL, updated_at = $5,
     application_name = COALESCE(application_name, $3)
-WHERE status = 'PENDING' AND executor_id = $1 AND application_version = $2
+WHERE status = 'PENDING' AND (executor_id = $1 OR $6) AND application_version = $2
   AND (application_name = $3 OR application_name IS NULL)
 "#;
 
@@ -44,13 +44,14 @@ RETURNING recovery_attempts
 
 #[async_trait]
 impl Dispatch for Postgres {
-    async fn recover(&self, me: &Executor<'_>) -> Result<u64, DbError> {
+    async fn recover(&self, me: &Executor<'_>, any_executor: bool) -> Result<u64, DbError> {
         let done = sqlx::query(self.sql.get(RECOVER))
             .bind(me.executor_id)
             .bind(me.app_version)
             .bind(me.app_name)
             .bind(INTERNAL_QUEUE)
             .bind(now_ms())
+            .bind(any_executor)
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected())

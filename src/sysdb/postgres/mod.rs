@@ -10,6 +10,7 @@ mod claim;
 mod debounce;
 mod dispatch;
 mod finish;
+mod fleet;
 mod listen;
 mod manage;
 mod migrate;
@@ -32,7 +33,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::ConnectOptions;
 
-use super::redact_url;
+use super::urls;
 use crate::error::Error;
 use sql::Sql;
 
@@ -65,10 +66,11 @@ impl Postgres {
         let pool = match pool {
             Ok(pool) => pool,
             Err(e) => {
-                let reason = failure_reason(&connect, e, connect_timeout).await;
+                let (reason, source) = failure_reason(&connect, e, connect_timeout).await;
                 return Err(Error::Connect {
-                    url: redact_url(url),
+                    url: urls::printable(url),
                     reason,
+                    source,
                 });
             }
         };
@@ -80,26 +82,35 @@ impl Postgres {
     }
 }
 
-/// Parses `url` into stead's connection settings; the error names the URL, password redacted.
+/// Parses `url` into stead's connection settings; the error names the scheme and what was
+/// wrong, never the URL (it did not parse, so its password could be anywhere).
 fn connect_options(url: &str) -> Result<PgConnectOptions, Error> {
     Ok(PgConnectOptions::from_str(url)
-        .map_err(|e| Error::InvalidUrl {
-            url: redact_url(url),
-            reason: e.to_string(),
-        })?
+        .map_err(|e| urls::invalid("postgres", super::connect_reason(&e)))?
         .application_name("stead")
         .disable_statement_logging())
 }
 
-/// Why a pool could not connect. The pool retries until its timeout and then reports only
-/// that it timed out; one more attempt recovers the cause (refused, unknown host, bad password).
-async fn failure_reason(options: &PgConnectOptions, e: sqlx::Error, waited: Duration) -> String {
+/// Why a pool could not connect, and the cause. The pool retries until its timeout and then
+/// reports only that it timed out; one more attempt recovers the cause (refused, unknown host,
+/// bad password).
+async fn failure_reason(
+    options: &PgConnectOptions,
+    e: sqlx::Error,
+    waited: Duration,
+) -> (String, Option<super::Cause>) {
     if !matches!(e, sqlx::Error::PoolTimedOut) {
-        return e.to_string();
+        return (super::connect_reason(&e), Some(Arc::new(e)));
     }
     let attempt = tokio::time::timeout(Duration::from_secs(2), options.connect()).await;
     match attempt {
-        Ok(Err(cause)) => format!("{cause} (retried for {waited:?})"),
-        _ => format!("no connection within {waited:?}"),
+        Ok(Err(cause)) => (
+            format!("{} (retried for {waited:?})", super::connect_reason(&cause)),
+            Some(Arc::new(cause)),
+        ),
+        _ => (
+            format!("no connection within {waited:?}"),
+            Some(Arc::new(e)),
+        ),
     }
 }

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use super::Postgres;
 use crate::error::DbError;
 use crate::queue::Queue;
-use crate::sysdb::queues::Queues;
+use crate::sysdb::queues::{QueueDeletion, Queues};
 use crate::sysdb::rows::{all, bind_queue, queue_from_row, QUEUE_COLUMNS};
 
 /// Built once per process; `Sql::get` splices the schema in.
@@ -44,7 +44,12 @@ fn upsert_sql() -> String {
     )
 }
 
-const DELETE: &str = "DELETE FROM {s}.queues WHERE name = $1";
+/// Counts the waiting workflows and deletes only when there are none, in one statement (the
+/// final `EXISTS` reads the snapshot before the delete: whether the queue existed).
+const DELETE: &str = "WITH waiting AS (SELECT count(*) AS n FROM {s}.workflow_status \
+       WHERE queue_name = $1 AND status IN ('ENQUEUED', 'DELAYED')), \
+     gone AS (DELETE FROM {s}.queues WHERE name = $1 AND (SELECT n FROM waiting) = 0) \
+     SELECT (SELECT n FROM waiting), EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1)";
 
 #[async_trait]
 impl Queues for Postgres {
@@ -66,11 +71,11 @@ impl Queues for Postgres {
         Ok(query.bind(replace).fetch_optional(&self.pool).await?)
     }
 
-    async fn delete_queue(&self, name: &str) -> Result<bool, DbError> {
-        let done = sqlx::query(self.sql.get(DELETE))
+    async fn delete_queue(&self, name: &str) -> Result<QueueDeletion, DbError> {
+        let (waiting, existed): (i64, bool) = sqlx::query_as(self.sql.get(DELETE))
             .bind(name)
-            .execute(&self.pool)
+            .fetch_one(&self.pool)
             .await?;
-        Ok(done.rows_affected() > 0)
+        Ok(QueueDeletion::of(existed, waiting))
     }
 }

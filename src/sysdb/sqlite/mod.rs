@@ -13,6 +13,7 @@ mod claim;
 mod debounce;
 mod dispatch;
 mod finish;
+mod fleet;
 mod listen;
 mod manage;
 mod migrate;
@@ -43,11 +44,6 @@ use crate::error::{DbError, Error};
 /// How long a statement waits for a lock held by another connection before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// True for URLs the embedded backend serves (`sqlite:…`).
-pub(crate) fn is_sqlite_url(url: &str) -> bool {
-    url.starts_with("sqlite:")
-}
-
 /// The URL of the default database file for application `app`, in the working directory.
 pub(crate) fn default_url(app: Option<&str>) -> String {
     format!("sqlite://{}.sqlite", app.unwrap_or("stead"))
@@ -67,10 +63,7 @@ impl Sqlite {
     /// Opens (creating if missing) the file named by `url`.
     pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Sqlite, Error> {
         let base = SqliteConnectOptions::from_str(url)
-            .map_err(|e| Error::InvalidUrl {
-                url: url.to_owned(),
-                reason: e.to_string(),
-            })?
+            .map_err(|e| super::urls::invalid("sqlite", super::connect_reason(&e)))?
             .busy_timeout(BUSY_TIMEOUT);
         let options = base
             .clone()
@@ -82,8 +75,9 @@ impl Sqlite {
             .foreign_keys(true);
         let path = options.get_filename().to_path_buf();
         let connect_err = |e: sqlx::Error| Error::Connect {
-            url: url.to_owned(),
-            reason: e.to_string(),
+            url: super::urls::printable(url),
+            reason: super::connect_reason(&e),
+            source: Some(Arc::new(e)),
         };
         let writer = SqlitePoolOptions::new()
             .max_connections(1)

@@ -6,7 +6,7 @@ use sqlx::AssertSqlSafe;
 use super::Sqlite;
 use crate::error::DbError;
 use crate::queue::Queue;
-use crate::sysdb::queues::Queues;
+use crate::sysdb::queues::{QueueDeletion, Queues};
 use crate::sysdb::rows::{all, bind_queue, queue_from_row, QUEUE_COLUMNS};
 
 #[async_trait]
@@ -59,13 +59,27 @@ impl Queues for Sqlite {
         Ok(Some(!exists))
     }
 
-    async fn delete_queue(&self, name: &str) -> Result<bool, DbError> {
+    async fn delete_queue(&self, name: &str) -> Result<QueueDeletion, DbError> {
         let mut tx = self.write().await?;
-        let done = sqlx::query("DELETE FROM queues WHERE name = ?1")
-            .bind(name)
-            .execute(&mut *tx)
-            .await?;
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM workflow_status \
+             WHERE queue_name = ?1 AND status IN ('ENQUEUED', 'DELAYED')",
+        )
+        .bind(name)
+        .fetch_one(&mut *tx)
+        .await?;
+        let existed: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM queues WHERE name = ?1)")
+                .bind(name)
+                .fetch_one(&mut *tx)
+                .await?;
+        if existed && waiting == 0 {
+            sqlx::query("DELETE FROM queues WHERE name = ?1")
+                .bind(name)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
-        Ok(done.rows_affected() > 0)
+        Ok(QueueDeletion::of(existed, waiting))
     }
 }

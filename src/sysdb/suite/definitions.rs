@@ -6,7 +6,9 @@ use std::time::Duration;
 use super::{claim_of, enqueued, owner_of, store_tests, Fixture, Kind};
 use crate::clock::now_ms;
 use crate::queue::Queue;
-use crate::sysdb::{Bounce, Bounced, FinishWrite, Firings, NewWorkflow, ScheduleRow};
+use crate::sysdb::{
+    Bounce, Bounced, FinishWrite, Firings, NewWorkflow, QueueDeletion, ScheduleRow,
+};
 
 store_tests!(
     queues_are_written_listed_replaced_and_deleted,
@@ -59,8 +61,22 @@ async fn queues_are_written_listed_replaced_and_deleted(kind: Kind) {
         Some(false)
     );
     assert_eq!(f.store.list_queues(Some("shop")).await.unwrap()[1], changed);
-    assert!(f.store.delete_queue("orders").await.unwrap());
-    assert!(!f.store.delete_queue("orders").await.unwrap());
+    // A workflow waiting on the queue keeps it: nothing else would ever run it.
+    f.start(&enqueued("waits", "orders")).await;
+    assert_eq!(
+        f.store.delete_queue("orders").await.unwrap(),
+        QueueDeletion::Waiting(1)
+    );
+    assert_eq!(f.store.list_queues(Some("shop")).await.unwrap()[1], changed);
+    f.store.cancel("waits", false).await.unwrap();
+    assert_eq!(
+        f.store.delete_queue("orders").await.unwrap(),
+        QueueDeletion::Deleted
+    );
+    assert_eq!(
+        f.store.delete_queue("orders").await.unwrap(),
+        QueueDeletion::Missing
+    );
     assert_eq!(
         f.store.list_queues(Some("shop")).await.unwrap(),
         vec![shared]

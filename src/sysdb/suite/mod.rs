@@ -8,6 +8,7 @@
 
 mod claims;
 mod definitions;
+mod fleet;
 mod manage;
 mod reads;
 mod writes;
