@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 use crate::clock::now_ms;
 use crate::error::{DbError, Error, Result};
 use crate::shared::SharedRef;
-use crate::sysdb::{Op, OpOutcome, OpStep, StepOutcome, StepRow, StepWrite};
+use crate::sysdb::{HeldRun, Op, OpOutcome, OpStep, StepOutcome, StepRow, StepWrite};
 
 /// Why a run stopped without an outcome of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,6 +232,29 @@ impl Context {
             Abort::Cancelled => Error::Cancelled { id },
             Abort::NotOwner => Error::NotOwner { id },
             Abort::Crash(reason) => Error::Database(DbError::Transient(reason.clone())),
+        }
+    }
+
+    /// Reads whether the row is still `PENDING` under this run's owner token; stops the run
+    /// when another writer cancelled (or took) it. One read, for after a long wait only.
+    pub(crate) async fn recheck(&self) -> Result<()> {
+        let held = vec![HeldRun {
+            id: self.inner.run.workflow_id.clone(),
+            owner: self.inner.run.owner.clone(),
+        }];
+        let lost = self
+            .inner
+            .shared
+            .db
+            .call_with(held, |db, held| async move { db.lost_runs(&held).await })
+            .await;
+        match lost {
+            Ok(lost) => match lost.first() {
+                None => Ok(()),
+                Some(run) if run.status == "CANCELLED" => Err(self.stop(Abort::Cancelled)),
+                Some(_) => Err(self.stop(Abort::NotOwner)),
+            },
+            Err(e) => Err(self.db_failure(e)),
         }
     }
 

@@ -71,6 +71,7 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
 pub mod admin;
 mod admission;
+mod args;
 mod attributes;
 mod backoff;
 mod builder;
@@ -108,14 +109,16 @@ mod step;
 mod sysdb;
 mod workflow;
 
+pub use args::Args;
 pub use attributes::{parse_attribute, Attributes, OTEL_CONTEXT_KEY};
 pub use builder::RuntimeBuilder;
 pub use calls::{ChildHandle, Selected, StreamValue};
 pub use client::debounce::DebounceOptions;
 pub use client::manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
 pub use client::observe::{QueueLoad, ThroughputBucket};
+pub use client::outbox::Message;
 pub use client::{Client, ClientOptions, RuntimeStats};
-pub use config::RestartPolicy;
+pub use config::{RestartPolicy, DEFAULT_APP_NAME};
 pub use context::Context;
 pub use datasource::{AppDatabase, Datasource};
 pub use error::{DbError, Error, PortableError, Result, StepError};

@@ -45,7 +45,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 
-pub(crate) use cancel::CANCEL_CHANNEL;
+pub(crate) use cancel::{CancelNote, HeldRun, CANCEL_CHANNEL};
 pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
 pub use datasource::Isolation;
 #[cfg(test)]
@@ -62,7 +62,7 @@ pub(crate) use manage::{
 pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;
 pub(crate) use observe::{CompletedBucket, QueueCounts};
-pub(crate) use ops::{Op, OpOutcome, OpStep};
+pub(crate) use ops::{Op, OpOutcome, OpStep, OutgoingMessage};
 pub(crate) use queues::QueueDeletion;
 pub(crate) use reads::{StatusRow, StepRow, StreamRow};
 pub(crate) use rewind::{Rewind, Rewound, STREAM_CLOSED};

@@ -167,6 +167,6 @@ async fn listen_hears_announcements_on_postgres_only(kind: Kind) {
         .unwrap();
     assert_eq!(
         (heard.channel.as_str(), heard.payload.as_str()),
-        (CANCEL_CHANNEL, "b")
+        (CANCEL_CHANNEL, r#"["b"]"#)
     );
 }
