@@ -611,7 +611,10 @@ async fn a_process_cut_off_its_database_for_20_s_fences_and_its_work_runs_once()
     .fetch_one(&effects)
     .await
     .unwrap();
-    assert_eq!(late, 0, "no step body began in the cut-off process after its lease");
+    assert_eq!(
+        late, 0,
+        "no step body began in the cut-off process after its lease"
+    );
     // Adopted only after the lease: the survivor's first body of this work came later.
     let first: Option<f64> = sqlx::query_scalar(
         "SELECT extract(epoch FROM min(at) - $1::timestamptz)::float8 FROM effects \
@@ -650,7 +653,10 @@ async fn a_process_cut_off_its_database_for_20_s_fences_and_its_work_runs_once()
         let open = *by_child && i64::from(*step) > done.get(wf).copied().unwrap_or(0);
         in_flight += i64::from(open);
         repeated += i64::from(*runs > 1);
-        assert!(*runs == 1 || (open && *runs == 2), "{wf} step {step} ran {runs} times");
+        assert!(
+            *runs == 1 || (open && *runs == 2),
+            "{wf} step {step} ran {runs} times"
+        );
     }
     println!(
         "cut for 20 s ({dropped} connections dropped): last body in the cut-off process began \
@@ -662,20 +668,26 @@ async fn a_process_cut_off_its_database_for_20_s_fences_and_its_work_runs_once()
     client.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
+/// The soak's children: 5 steps of 40 ms each, the default lease and adoption interval. Set on
+/// the children only (the soak's own process runs no workflow), so tests running beside it in
+/// this process keep theirs.
+fn soak_settings(cmd: &mut Command) -> &mut Command {
+    cmd.env(STEPS, "5").env(STEP_MS, "40").env(DEFAULTS, "1")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the fleet soak (4 processes, 5,000 workflows, 2 killed): run by .ci/run"]
 async fn fleet_soak() {
-    // The children read these too: 5 steps of 40 ms each.
-    std::env::set_var(STEPS, "5");
-    std::env::set_var(STEP_MS, "40");
-    std::env::set_var(DEFAULTS, "1");
     let (prefix, n) = ("soak-", 5000u64);
     let db = common::TestDb::new().await;
     let effects_db = common::TestDb::new().await;
     let effects = effects_pool(&effects_db.url, prefix).await;
     let pool = db.pool().await;
     let mut children: Vec<Killed> = (0..4)
-        .map(|i| spawn(&db.url, &effects_db.url, &format!("soak-{i}"), "v1", false))
+        .map(|i| {
+            let mut cmd = child(&db.url, &effects_db.url, &format!("soak-{i}"), "v1");
+            Killed(soak_settings(&mut cmd).spawn().unwrap())
+        })
         .collect();
     for i in 0..4 {
         wait_live(&pool, &format!("soak-{i}")).await;
