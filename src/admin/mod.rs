@@ -262,6 +262,7 @@ fn routes(state: Arc<AdminState>) -> Router {
         .route("/", get(dashboard::page))
         .route("/metrics", get(health::metrics))
         .route("/api/workflows", get(workflows::list))
+        .route("/api/workflows/counts", get(workflows::counts))
         .route("/api/workflows/{id}", get(workflows::get))
         .route("/api/workflows/{id}/steps", get(workflows::steps))
         .route("/api/workflows/{id}/cancel", post(workflows::cancel))

@@ -11,7 +11,9 @@ use crate::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::manage::{Fork, Forked, Manage};
 use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};
-use crate::sysdb::{AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StatusCount, StepListing};
+use crate::sysdb::{
+    AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StatusCount, StepListing,
+};
 
 #[async_trait]
 impl Manage for Sqlite {

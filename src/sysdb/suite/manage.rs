@@ -3,9 +3,7 @@
 use super::{enqueued, owner_of, store_tests, workflow, Fixture, Kind};
 use crate::clock::now_ms;
 use crate::queue::INTERNAL_QUEUE;
-use crate::sysdb::{
-    Fork, HeldRun, ListQuery, NewWorkflow, Op, OpStep, StatusCount, StepOutcome,
-};
+use crate::sysdb::{Fork, HeldRun, ListQuery, NewWorkflow, Op, OpStep, StatusCount, StepOutcome};
 
 store_tests!(
     cancel_stops_a_workflow_and_when_asked_its_descendants,
