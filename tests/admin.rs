@@ -120,6 +120,7 @@ async fn the_token_guards_every_endpoint_but_the_probes(db) {
     for path in [
         "/api/workflows",
         "/api/queues",
+        "/api/counts",
         "/api/throughput",
         "/metrics",
     ] {
@@ -527,16 +528,16 @@ async fn throughput_counts_completions_per_bucket(db) {
     assert!(starts.windows(2).all(|w| w[1] - w[0] == 5000));
     assert_eq!(starts[0] % 5000, 0, "aligned");
     // Counts per status, under a listing's filters (not its paging).
-    let counts = get(&server, "/api/workflows/counts").await;
+    let counts = get(&server, "/api/counts").await;
     assert_eq!(counts.status, 200, "{}", counts.body);
     let counts = counts.json();
     assert_eq!((counts["counts"]["SUCCESS"].clone(), counts["total"].clone()), (4.into(), 5.into()));
     assert_eq!(counts["counts"]["ERROR"], 1);
-    let named = get(&server, "/api/workflows/counts?name=refuse&app=stead").await.json();
+    let named = get(&server, "/api/counts?name=refuse&app=stead").await.json();
     assert_eq!(named, serde_json::json!({ "counts": { "ERROR": 1 }, "total": 1 }));
-    let other_app = get(&server, "/api/workflows/counts?app=billing").await.json();
+    let other_app = get(&server, "/api/counts?app=billing").await.json();
     assert_eq!(other_app["total"], 0);
-    assert_bad_param(&server, "/api/workflows/counts?limit=1", "limit").await;
+    assert_bad_param(&server, "/api/counts?limit=1", "limit").await;
     let default = get(&server, "/api/throughput").await.json();
     assert_eq!(default["bucket_ms"], 10_000);
 

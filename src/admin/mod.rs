@@ -262,7 +262,6 @@ fn routes(state: Arc<AdminState>) -> Router {
         .route("/", get(dashboard::page))
         .route("/metrics", get(health::metrics))
         .route("/api/workflows", get(workflows::list))
-        .route("/api/workflows/counts", get(workflows::counts))
         .route("/api/workflows/{id}", get(workflows::get))
         .route("/api/workflows/{id}/steps", get(workflows::steps))
         .route("/api/workflows/{id}/cancel", post(workflows::cancel))
@@ -272,6 +271,8 @@ fn routes(state: Arc<AdminState>) -> Router {
             "/api/workflows/{id}/attributes",
             post(workflows::attributes),
         )
+        // Not under /api/workflows/: that would shadow a workflow whose id is "counts".
+        .route("/api/counts", get(workflows::counts))
         .route("/api/queues", get(queues::list))
         .route("/api/throughput", get(queues::throughput))
         .route("/api/executors", get(fleet::executors))

@@ -26,7 +26,7 @@ pub(super) async fn list(
     Ok(Json(json!({ "workflows": views })))
 }
 
-/// `GET /api/workflows/counts?status=&name=&queue=&app=&attribute=`: how many workflows match,
+/// `GET /api/counts?status=&name=&queue=&app=&attribute=`: how many workflows match,
 /// per status (statuses with none absent), and their total.
 pub(super) async fn counts(
     State(state): State<Arc<AdminState>>,

@@ -158,7 +158,7 @@
 
   async function loadWorkflows() {
     const [body, counted] = await Promise.all([api("/api/workflows?" + listQuery()),
-      api("/api/workflows/counts?" + textQuery())]);
+      api("/api/counts?" + textQuery())]);
     for (const chip of $("#status-filter").querySelectorAll("[data-count]")) {
       chip.textContent = counted.counts[chip.dataset.count] || 0;
     }
