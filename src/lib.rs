@@ -88,7 +88,7 @@ pub use client::observe::{QueueLoad, ThroughputBucket};
 pub use client::{Client, ClientOptions, RuntimeStats};
 pub use config::RestartPolicy;
 pub use context::Context;
-pub use error::{DbError, Error, PortableError, Result, StepError};
+pub use error::{DbError, Error, PortableError, Result, StepError, StepTimeout};
 pub use handle::WorkflowHandle;
 pub use queue::{Dedup, Queue, QueueLimits, RateLimit, WaitingWork};
 pub use registry::{WorkflowConfig, WorkflowFn};
