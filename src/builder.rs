@@ -228,6 +228,21 @@ impl RuntimeBuilder {
         self
     }
 
+    /// What a replay check needs instead of a launch: the resolved URL, a client's settings, and
+    /// the registered workflows.
+    pub(crate) fn into_check(self) -> Result<(String, crate::ClientOptions, Registry)> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let url = resolve_url(self.database_url, self.app_name.as_deref(), env_var);
+        let options = crate::ClientOptions {
+            schema: self.schema,
+            app_name: self.app_name,
+            connect_timeout: self.connect_timeout,
+        };
+        Ok((url, options, self.registry))
+    }
+
     /// Connects, migrates, recovers this executor's unfinished workflows and starts running.
     pub async fn launch(self) -> Result<Runtime> {
         if let Some(e) = self.error {

@@ -78,7 +78,14 @@ mod start;
 mod status;
 mod step;
 mod sysdb;
+mod verify;
 mod workflow;
+
+/// Checks for a deploy: [`verify`](testing::verify) replays recorded histories against the code
+/// registered in a builder, without running a step or writing anything.
+pub mod testing {
+    pub use crate::verify::{verify, Divergence, Verdict};
+}
 
 pub use builder::RuntimeBuilder;
 pub use calls::{ChildHandle, Selected, StreamValue};

@@ -1,0 +1,159 @@
+//! Replay verification (`stead::testing::verify`): recorded histories replayed against new
+//! code report each divergence (call number, recorded name, new name), none on unchanged code,
+//! run no step body and write nothing.
+
+mod common;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use stead::testing::{verify, Divergence, Verdict};
+use stead::{Context, ListWorkflows, WorkflowOptions};
+
+static BODIES: AtomicU32 = AtomicU32::new(0);
+
+async fn counted(value: u32) -> Result<u32, stead::BoxError> {
+    BODIES.fetch_add(1, Ordering::SeqCst);
+    Ok(value)
+}
+
+/// The deployed code: two steps around a durable sleep, then a message it may wait for.
+async fn order_v1(ctx: Context, wait: bool) -> stead::Result<u32> {
+    let a = ctx.step("reserve", || counted(1)).await?;
+    ctx.sleep(Duration::from_millis(5)).await?;
+    let b = ctx.step("charge", || counted(2)).await?;
+    if wait {
+        ctx.recv::<u32>(Some("go"), Duration::from_secs(3600))
+            .await?;
+    }
+    Ok(a + b)
+}
+
+/// The new code renames the second step.
+async fn order_renamed(ctx: Context, wait: bool) -> stead::Result<u32> {
+    let a = ctx.step("reserve", || counted(1)).await?;
+    ctx.sleep(Duration::from_millis(5)).await?;
+    let b = ctx.step("charge-card", || counted(2)).await?;
+    if wait {
+        ctx.recv::<u32>(Some("go"), Duration::from_secs(3600))
+            .await?;
+    }
+    Ok(a + b)
+}
+
+/// The new code drops the second step.
+async fn order_shortened(ctx: Context, _wait: bool) -> stead::Result<u32> {
+    let a = ctx.step("reserve", || counted(1)).await?;
+    ctx.sleep(Duration::from_millis(5)).await?;
+    Ok(a)
+}
+
+async fn writes(pool: &impl common::CheckPool) -> String {
+    common::scalar(
+        pool,
+        "SELECT CAST((SELECT count(*) FROM dbos.operation_outputs) AS TEXT) || '/' || \
+         CAST((SELECT count(*) FROM dbos.workflow_status) AS TEXT) || '/' || \
+         CAST((SELECT max(updated_at) FROM dbos.workflow_status) AS TEXT) || '/' || \
+         CAST((SELECT sum(CASE WHEN status = 'PENDING' THEN 1 ELSE 0 END) \
+               FROM dbos.workflow_status) AS TEXT)",
+    )
+    .await
+    .expect("one row of counts")
+}
+
+fn by_id(mut verdicts: Vec<Verdict>) -> Vec<Verdict> {
+    verdicts.sort_by(|a, b| a.workflow_id.cmp(&b.workflow_id));
+    verdicts
+}
+
+both_backends! {
+async fn verification_reports_a_renamed_step_and_passes_unchanged_code(db) {
+    let _turn = one_backend_at_a_time!();
+    let rt = common::builder(&db)
+        .workflow("order", order_v1)
+        .launch()
+        .await
+        .unwrap();
+    for id in ["o-1", "o-2"] {
+        let h = rt.start("order", false, WorkflowOptions::with_id(id)).await.unwrap();
+        assert_eq!(common::within(h.result::<u32>()).await.unwrap(), 3);
+    }
+    // One still running: its history ends at the message it waits for (call #4; its timeout's
+    // sleep, #5, is recorded).
+    rt.start("order", true, WorkflowOptions::with_id("o-3")).await.unwrap();
+    let pool = db.checks().await;
+    common::wait_count(
+        &pool,
+        "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'o-3'",
+        4,
+        10,
+    )
+    .await;
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+    let before = writes(&pool).await;
+    BODIES.store(0, Ordering::SeqCst);
+
+    // Unchanged code: every recorded call matches, none runs.
+    let all = ListWorkflows::new().name("order");
+    let same = by_id(
+        verify(common::builder(&db).workflow("order", order_v1), all.clone())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(same.len(), 3);
+    for v in &same {
+        assert!(v.is_compatible(), "{v:?}");
+        let recorded = if v.workflow_id == "o-3" { 4 } else { 3 };
+        assert_eq!(v.recorded_calls, recorded, "{v:?}");
+        assert_eq!(v.matched_calls, 3, "{v:?}");
+    }
+
+    // A renamed step: the divergence names the call, the recorded name and the new one.
+    let renamed = by_id(
+        verify(common::builder(&db).workflow("order", order_renamed), all.clone())
+            .await
+            .unwrap(),
+    );
+    let expected = vec![Divergence {
+        function_id: 3,
+        recorded: "charge".into(),
+        called: Some("charge-card".into()),
+    }];
+    for v in &renamed {
+        assert_eq!(v.divergences, expected, "{v:?}");
+        assert_eq!(v.matched_calls, 2, "{v:?}");
+        assert!(!v.is_compatible());
+    }
+    assert_eq!(
+        renamed[0].divergences[0].to_string(),
+        "call #3 was recorded as \"charge\" but the code now calls \"charge-card\""
+    );
+
+    // A dropped step: the code returns before a recorded call.
+    let one = ListWorkflows::new().ids(["o-1"]);
+    let shortened = verify(common::builder(&db).workflow("order", order_shortened), one)
+        .await
+        .unwrap();
+    assert_eq!(shortened.len(), 1);
+    assert_eq!(
+        shortened[0].divergences,
+        vec![Divergence {
+            function_id: 3,
+            recorded: "charge".into(),
+            called: None,
+        }]
+    );
+
+    // The newest N, and a build that does not register the workflow.
+    let newest = ListWorkflows::new().newest_first().limit(1);
+    let unknown = verify(common::builder(&db).workflow("other", order_v1), newest)
+        .await
+        .unwrap();
+    assert_eq!(unknown.len(), 1);
+    assert_eq!(unknown[0].workflow_id, "o-3");
+    assert!(unknown[0].skipped.as_deref().unwrap_or("").contains("\"order\""), "{unknown:?}");
+
+    assert_eq!(BODIES.load(Ordering::SeqCst), 0, "no step body ran");
+    assert_eq!(writes(&pool).await, before, "nothing was written");
+}
+}
