@@ -234,17 +234,26 @@ pub struct StepError {
     pub function_id: u32,
     /// The error message of every attempt, oldest first.
     pub attempts: Vec<String>,
+    /// The last attempt's error in its stored form, when its type was registered with
+    /// [`RuntimeBuilder::typed_error`](crate::RuntimeBuilder::typed_error) (read it back with
+    /// [`Error::user_error`] or [`PortableError::decode`]).
+    pub error: Option<Box<PortableError>>,
 }
 
 impl StepError {
-    /// Stored as `{"name":"StepError","message":..,"data":{"step","function_id","attempts"}}`.
+    /// Stored as `{"name":"StepError","message":..,"data":{"step","function_id","attempts"}}`,
+    /// and `"error"` in the data when the last attempt's error was typed.
     pub(crate) fn to_portable(&self) -> PortableError {
+        let mut data = serde_json::json!({
+            "step": self.step,
+            "function_id": self.function_id,
+            "attempts": self.attempts,
+        });
+        if let (Some(error), Some(fields)) = (&self.error, data.as_object_mut()) {
+            fields.insert("error".into(), serde_json::json!(error));
+        }
         PortableError {
-            data: Some(serde_json::json!({
-                "step": self.step,
-                "function_id": self.function_id,
-                "attempts": self.attempts,
-            })),
+            data: Some(data),
             ..PortableError::new("StepError", self.to_string())
         }
     }
@@ -252,10 +261,16 @@ impl StepError {
     /// Rebuilds a recorded step failure; errors recorded by other writers keep their message
     /// as the only attempt.
     pub(crate) fn from_portable(p: &PortableError, step: &str, function_id: u32) -> StepError {
+        let error = p
+            .data
+            .as_ref()
+            .and_then(|d| d.get("error"))
+            .and_then(|e| serde_json::from_value(e.clone()).ok());
         StepError {
             step: step.to_owned(),
             function_id,
             attempts: attempts_of(p),
+            error,
         }
     }
 }
@@ -354,7 +369,7 @@ fn attempts_of(p: &PortableError) -> Vec<String> {
 }
 
 /// An error as DBOS stores it: `{"name", "message", "code", "data"}` in portable JSON.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortableError {
     /// A short kind, e.g. the error type's name.
     pub name: String,
@@ -398,6 +413,7 @@ mod tests {
             step: "charge".into(),
             function_id: 2,
             attempts: vec!["timeout".into(), "refused".into()],
+            error: None,
         };
         assert_eq!(
             e.to_string(),
@@ -411,6 +427,7 @@ mod tests {
             step: "charge".into(),
             function_id: 3,
             attempts: vec!["a".into(), "b".into()],
+            error: Some(Box::new(PortableError::new("PaymentError", "b"))),
         };
         assert_eq!(StepError::from_portable(&e.to_portable(), "charge", 3), e);
         let foreign = PortableError::new("ValueError", "bad");

@@ -78,6 +78,7 @@ mod start;
 mod status;
 mod step;
 mod sysdb;
+mod user_error;
 mod verify;
 mod workflow;
 

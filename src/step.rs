@@ -21,6 +21,7 @@ use crate::codec;
 use crate::context::{Call, Context};
 use crate::error::{Error, Result, StepError, StepTimeout};
 use crate::sysdb::StepRow;
+use crate::user_error::UserErrors;
 
 /// The error type a step's closure may fail with: anything convertible to a boxed error.
 pub type BoxError = Box<dyn StdError + Send + Sync>;
@@ -261,6 +262,7 @@ where
             name,
             function_id,
             timeout,
+            errors: &ctx.shared().registry.errors,
         };
         Box::pin(run(ctx, name, function_id, once(limit, f)))
     }
@@ -289,6 +291,7 @@ where
             name,
             function_id,
             timeout,
+            errors: &ctx.shared().registry.errors,
         };
         let attempts = attempts(ctx, limit, f, retry);
         Box::pin(run(ctx, name, function_id, attempts))
@@ -360,11 +363,13 @@ async fn within_deadline<X>(ctx: &Context, attempts: impl Future<Output = Result
     }
 }
 
-/// What bounds one attempt: the step's timeout, and the names its error carries.
+/// What bounds one attempt: the step's timeout; and what its error carries: the names, and
+/// the error types stored with their data.
 struct Limit<'a> {
     name: &'a str,
     function_id: u32,
     timeout: Option<Duration>,
+    errors: &'a UserErrors,
 }
 
 impl Limit<'_> {
@@ -412,6 +417,7 @@ impl Limit<'_> {
                 step: self.name.to_owned(),
                 function_id: self.function_id,
                 attempts,
+                error: self.errors.portable(last.as_ref()).map(Box::new),
             }),
         }
     }
