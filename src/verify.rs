@@ -7,15 +7,17 @@
 //! migrates nor runs workflows), and a replay-only context refuses every write.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::FutureExt;
 use serde_json::Value;
 
 use crate::builder::RuntimeBuilder;
 use crate::client::manage::{ListWorkflows, WorkflowInfo};
 use crate::client::Client;
-use crate::codec::PORTABLE_JSON;
+use crate::codec::{self, PORTABLE_JSON};
 use crate::context::{Context, RunInfo};
 use crate::error::{Error, Result};
 use crate::registry::Registry;
@@ -161,16 +163,24 @@ async fn replay(
         metrics: entry.metrics().clone(),
     };
     let ctx = Context::replay_only(run, client.shared().clone(), history, log.clone());
-    let finished = tokio::time::timeout(REPLAY_LIMIT, entry.run(ctx.clone(), input))
-        .await
-        .is_ok();
-    if !finished {
-        verdict.skipped = Some(format!(
-            "its body was still running after {} s of replay (waiting on something that is \
-             not a durable call)",
-            REPLAY_LIMIT.as_secs()
-        ));
-    }
+    // A panicking body is reported, not passed on to the caller of the check.
+    let body = AssertUnwindSafe(entry.run(ctx.clone(), input)).catch_unwind();
+    let finished = match tokio::time::timeout(REPLAY_LIMIT, body).await {
+        Ok(Ok(_)) => true,
+        Ok(Err(panic)) => {
+            let reason = codec::panic_text(&*panic);
+            verdict.skipped = Some(format!("its body panicked in replay: {reason}"));
+            false
+        }
+        Err(_) => {
+            verdict.skipped = Some(format!(
+                "its body was still running after {} s of replay (waiting on something that \
+                 is not a durable call)",
+                REPLAY_LIMIT.as_secs()
+            ));
+            false
+        }
+    };
     let (matched, divergences) = log.findings(finished && ctx.abort().is_none());
     verdict.matched_calls = matched;
     verdict.divergences = divergences;

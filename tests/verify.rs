@@ -48,6 +48,11 @@ async fn order_shortened(ctx: Context, _wait: bool) -> stead::Result<u32> {
     Ok(a)
 }
 
+/// A build whose body panics before its first call.
+async fn order_panics(_: Context, _wait: bool) -> stead::Result<u32> {
+    panic!("bad build")
+}
+
 async fn writes(pool: &impl common::CheckPool) -> String {
     common::scalar(
         pool,
@@ -152,6 +157,15 @@ async fn verification_reports_a_renamed_step_and_passes_unchanged_code(db) {
     assert_eq!(unknown.len(), 1);
     assert_eq!(unknown[0].workflow_id, "o-3");
     assert!(unknown[0].skipped.as_deref().unwrap_or("").contains("\"order\""), "{unknown:?}");
+
+    // A body that panics is reported, not passed on.
+    let panics = verify(
+        common::builder(&db).workflow("order", order_panics),
+        ListWorkflows::new().ids(["o-2"]),
+    )
+    .await
+    .unwrap();
+    assert!(panics[0].skipped.as_deref().unwrap_or("").contains("bad build"), "{panics:?}");
 
     assert_eq!(BODIES.load(Ordering::SeqCst), 0, "no step body ran");
     assert_eq!(writes(&pool).await, before, "nothing was written");
