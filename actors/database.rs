@@ -25,6 +25,16 @@ use crate::sysdb::{
     Session, StartOutcome, StepOutcome, StepRow, StepWrite, Store,
 };
 
+/// Every lane's name, for the metric series registered at launch.
+pub(crate) const LANE_NAMES: [&str; 6] = [
+    NewWorkflow::NAME,
+    StepWrite::NAME,
+    FinishWrite::NAME,
+    LoadSteps::NAME,
+    Op::NAME,
+    ClaimRequest::NAME,
+];
+
 /// A kind of request the actor batches: the lane's name (for metrics and logs), the most
 /// requests one flush carries, how a batch runs on a [`Session`], and where its pending requests
 /// wait in the actor's state.

@@ -5,6 +5,7 @@
 //! `directory::SchedulerRequest`) held in the actor directory.
 
 mod database;
+mod fleet;
 mod listener;
 mod queue;
 mod restart;
@@ -13,7 +14,8 @@ mod scheduler;
 mod supervisor;
 mod workflow;
 
-pub(super) use database::Database;
+pub(super) use database::{Database, LANE_NAMES};
+pub(super) use fleet::{FleetActor, FleetArgs};
 pub(super) use listener::{ListenerActor, ListenerArgs};
 pub(super) use queue::{QueueActor, QueueArgs, QueueMsg};
 pub(super) use restart::Restart;

@@ -212,6 +212,9 @@ impl SchedulerState {
         let mut armed = HashMap::new();
         for row in rows.into_iter().filter(|r| r.status == "ACTIVE") {
             let previous = self.armed.remove(&row.name);
+            if previous.is_none() {
+                metrics::register_schedule(&row.name);
+            }
             if let Some(mut kept) = previous.filter(|p| same_definition(&p.row, &row)) {
                 kept.row = row;
                 armed.insert(kept.row.name.clone(), kept);

@@ -205,6 +205,7 @@ impl SupervisorState {
         queue: Option<Queue>,
     ) -> Result<(), SpawnErr> {
         let cell = (spec.spawn)(myself.get_cell(), 0).await?;
+        metrics::register_actor(&spec.name);
         self.children.push(Child {
             spec,
             cell: Some(cell),

@@ -68,6 +68,8 @@ pub(crate) struct WorkflowState {
     queue: std::sync::Arc<str>,
     actor: ractor::ActorId,
     ctx: Option<Context>,
+    /// The workflow's deadline passed (so a cancellation is the deadline's).
+    deadline_passed: bool,
     /// The body and the deadline timer; aborted when the state is dropped (also on a kill).
     tasks: Vec<JoinHandle<()>>,
 }
@@ -117,6 +119,7 @@ impl Actor for WorkflowActor {
             queue: args.queue,
             actor: myself.get_id(),
             ctx: None,
+            deadline_passed: false,
             tasks: Vec::new(),
         })
     }
@@ -128,7 +131,12 @@ impl Actor for WorkflowActor {
     ) -> Result<(), ActorProcessingErr> {
         let d = state.dispatch.clone();
         let span = tracing::info_span!("workflow", workflow_id = %d.id, workflow = %d.name,
-            queue = %state.queue);
+            queue = %state.queue, otel.name = tracing::field::Empty);
+        #[cfg(feature = "otel")]
+        {
+            crate::otel::describe(&span, &d.name, "workflow", &d.id);
+            crate::otel::continue_trace(&span, d.trace_context.as_deref());
+        }
         let shared = state.shared.clone();
         let Some((ctx, body)) = prepare(&shared, &d).instrument(span.clone()).await? else {
             myself.stop(None);
@@ -165,8 +173,11 @@ impl Actor for WorkflowActor {
         };
         match msg {
             WorkflowMsg::Request(WorkflowRequest::Cancel) => ctx.cancel(),
+            WorkflowMsg::Request(WorkflowRequest::Fence) => {
+                ctx.stop(Abort::NotOwner);
+            }
             WorkflowMsg::Deadline => {
-                tracing::info!(workflow_id = %state.dispatch.id, "deadline passed; cancelling");
+                state.deadline_passed = true;
                 let id = state.dispatch.id.clone();
                 state
                     .shared
@@ -181,6 +192,12 @@ impl Actor for WorkflowActor {
                     None => finish(&state.shared, &state.dispatch, outcome).await?,
                     Some(Abort::Crash(reason)) => return Err(reason.into()),
                     Some(Abort::Cancelled) => {
+                        let cause = if state.deadline_passed {
+                            "deadline"
+                        } else {
+                            "cancel"
+                        };
+                        log_cancelled(&state.dispatch, cause);
                         metrics::workflow_finished(
                             &state.dispatch.name,
                             Status::Cancelled.as_str(),
@@ -194,6 +211,13 @@ impl Actor for WorkflowActor {
         }
         Ok(())
     }
+}
+
+/// The one line a run stopped by a cancel (or its deadline) logs.
+fn log_cancelled(d: &Dispatch, cause: &'static str) {
+    let e = Error::Cancelled { id: d.id.clone() };
+    tracing::info!(workflow_id = %d.id, workflow = %d.name, cause, error = %e,
+        "workflow cancelled");
 }
 
 fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
@@ -212,11 +236,11 @@ async fn prepare(
         return Ok(None);
     };
     if d.attempts > i64::from(entry.config.max_recovery_attempts) + 1 {
-        tracing::warn!(
-            attempts = d.attempts,
-            "recovery budget exhausted; parking the workflow"
-        );
-        commit(shared, d, Status::MaxRecoveryAttemptsExceeded, None, None).await?;
+        if commit(shared, d, Status::MaxRecoveryAttemptsExceeded, None, None).await? {
+            let e = Error::MaxRecoveryAttemptsExceeded { id: d.id.clone() };
+            tracing::error!(workflow_id = %d.id, workflow = %d.name, attempts = d.attempts,
+                error = %e, "workflow parked after its recovery budget");
+        }
         return Ok(None);
     }
     let input = match decode_input(d) {
@@ -265,20 +289,26 @@ async fn finish(
     d: &Dispatch,
     outcome: Result<String, PortableError>,
 ) -> Result<(), ActorProcessingErr> {
-    let (status, output, error) = match outcome {
-        Ok(output) => (Status::Success, Some(output), None),
-        Err(e) => (Status::Error, None, Some(codec::encode_error(&e))),
+    let (status, output, error) = match &outcome {
+        Ok(output) => (Status::Success, Some(output.clone()), None),
+        Err(e) => (Status::Error, None, Some(codec::encode_error(e))),
     };
-    match commit(shared, d, status, output, error).await {
+    let (recorded, failure) = match commit(shared, d, status, output, error).await {
         // The database will never take this outcome (a refused value): record why instead of
         // crashing into a restart that would run the body and be refused again.
         Err(e) if is_permanent(&e) => {
             tracing::warn!(error = %e, "the workflow's outcome was refused; recording the refusal");
-            let refused = codec::encode_error(&Error::Database(e).to_portable());
-            Ok(commit(shared, d, Status::Error, None, Some(refused)).await?)
+            let portable = Error::Database(e).to_portable();
+            let refused = codec::encode_error(&portable);
+            let recorded = commit(shared, d, Status::Error, None, Some(refused)).await?;
+            (recorded, Some(portable))
         }
-        other => Ok(other?),
+        other => (other?, outcome.err()),
+    };
+    if let (true, Some(e)) = (recorded, failure) {
+        tracing::error!(workflow_id = %d.id, workflow = %d.name, error = %e, "workflow failed");
     }
+    Ok(())
 }
 
 /// A failure that a restart would meet again: neither transient nor the runtime closing.
@@ -286,13 +316,14 @@ fn is_permanent(e: &DbError) -> bool {
     !e.is_transient() && *e != DbError::Closed
 }
 
+/// Writes the outcome; true when it was recorded (not refused: cancelled, taken over).
 async fn commit(
     shared: &SharedRef,
     d: &Dispatch,
     status: Status,
     output: Option<String>,
     error: Option<String>,
-) -> Result<(), DbError> {
+) -> Result<bool, DbError> {
     let write = FinishWrite {
         workflow_id: d.id.clone(),
         owner: d.owner.clone(),
@@ -312,8 +343,17 @@ async fn commit(
                 error,
             };
             shared.completions.finish(&d.id, finished);
+            Ok(true)
         }
-        FinishOutcome::Cancelled | FinishOutcome::NotOwner => shared.completions.abandon(&d.id),
+        FinishOutcome::Cancelled => {
+            // Cancelled elsewhere without a word to this process (DBOS's tools announce none).
+            log_cancelled(d, "cancel");
+            shared.completions.abandon(&d.id);
+            Ok(false)
+        }
+        FinishOutcome::NotOwner => {
+            shared.completions.abandon(&d.id);
+            Ok(false)
+        }
     }
-    Ok(())
 }

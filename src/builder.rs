@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::config::{Config, RestartPolicy};
 use crate::error::{Error, Result};
+use crate::fleet::FleetSettings;
 use crate::launch::Declared;
 use crate::queue::Queue;
 use crate::registry::{Registry, WorkflowConfig, WorkflowFn};
@@ -20,6 +21,7 @@ use crate::workflow::Workflow;
 /// Builds and launches a [`Runtime`].
 pub struct RuntimeBuilder {
     database_url: Option<String>,
+    pool: Option<sysdb::DatabasePool>,
     schema: String,
     app_name: Option<String>,
     app_version: Option<String>,
@@ -35,6 +37,7 @@ pub struct RuntimeBuilder {
     schedules: Vec<Schedule>,
     schedule_refresh: Duration,
     retention: Option<Retention>,
+    fleet: FleetSettings,
     registry: Registry,
     error: Option<Error>,
 }
@@ -51,6 +54,7 @@ impl Default for RuntimeBuilder {
     fn default() -> Self {
         RuntimeBuilder {
             database_url: None,
+            pool: None,
             schema: sysdb::DEFAULT_SCHEMA.into(),
             app_name: None,
             app_version: None,
@@ -66,6 +70,7 @@ impl Default for RuntimeBuilder {
             schedules: Vec::new(),
             schedule_refresh: Duration::from_secs(10),
             retention: None,
+            fleet: FleetSettings::default(),
             registry: Registry::default(),
             error: None,
         }
@@ -76,6 +81,53 @@ impl RuntimeBuilder {
     /// The system database. Without it, `STEAD_DATABASE_URL`, then `DATABASE_URL`, is used.
     pub fn database_url(mut self, url: impl Into<String>) -> Self {
         self.database_url = Some(url.into());
+        self
+    }
+
+    /// Runs on a pool the application already has (`sqlx::PgPool` or `sqlx::SqlitePool`)
+    /// instead of connecting to a URL; it takes precedence over any URL. Stead borrows its
+    /// connections for unbatched calls and (Postgres) holds one for LISTEN; it opens the write
+    /// lanes' connections itself, with the pool's connect options. See
+    /// [`DatabasePool`](crate::DatabasePool) for the details. Shutdown leaves the pool open.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stead::{Context, Runtime, WorkflowOptions};
+    ///
+    /// async fn greet(ctx: Context, name: String) -> stead::Result<String> {
+    ///     ctx.step("compose", || async move { Ok(format!("hello {name}")) }).await
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = std::env::temp_dir().join(format!("stead-doc-pool-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let file = dir.join("app.sqlite");
+    /// // The application's own pool (here over a SQLite file; a `PgPool` works the same way).
+    /// let options = sqlx::sqlite::SqliteConnectOptions::new()
+    ///     .filename(&file)
+    ///     .create_if_missing(true);
+    /// let pool = sqlx::SqlitePool::connect_with(options).await?;
+    /// let runtime = Runtime::builder()
+    ///     .pool(pool.clone())
+    ///     .workflow("greet", greet)
+    ///     .launch()
+    ///     .await?;
+    /// let handle = runtime
+    ///     .start("greet", "ada".to_string(), WorkflowOptions::with_id("greet-ada"))
+    ///     .await?;
+    /// assert_eq!(handle.result::<String>().await?, "hello ada");
+    /// runtime.shutdown(Duration::from_secs(5)).await?;
+    /// // The pool is still the application's, and sees stead's tables.
+    /// let done: i64 = sqlx::query_scalar("SELECT count(*) FROM workflow_status WHERE status = 'SUCCESS'")
+    ///     .fetch_one(&pool)
+    ///     .await?;
+    /// assert_eq!(done, 1);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok(()) }
+    /// ```
+    pub fn pool(mut self, pool: impl Into<sysdb::DatabasePool>) -> Self {
+        self.pool = Some(pool.into());
         self
     }
 
@@ -98,10 +150,28 @@ impl RuntimeBuilder {
         self
     }
 
-    /// This executor's id. Default: `DBOS__VMID`, else `local`. Give each live process of a
-    /// fleet its own: recovery takes back every `PENDING` workflow of this id.
+    /// This executor's id. Default: `DBOS__VMID`, else `<hostname>-<pid>-<6 random hex>`
+    /// (unique per launch). On Postgres no two live processes hold one id: a launch with an id
+    /// live elsewhere fails with [`Error::ExecutorInUse`]. A fixed id lets a relaunch recover
+    /// its own work at once; any other id's work is adopted by the fleet once it is dead.
     pub fn executor_id(mut self, id: impl Into<String>) -> Self {
         self.executor_id = Some(id.into());
+        self
+    }
+
+    /// How long one proof of life (a ping every fifth of it) lets this executor start steps;
+    /// default 5 s. A process that cannot ping for this long stops its runs (fences), and is
+    /// taken for dead by its peers a little later (the lease plus a tenth and 0.5 s after
+    /// its last ping, and only once its lock session has ended).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.fleet.lease = lease;
+        self
+    }
+
+    /// How often this executor looks for dead executors whose work it can adopt; default
+    /// 2 s. Their work is adopted at most the lease, its margin and this interval after death.
+    pub fn adoption_interval(mut self, every: Duration) -> Self {
+        self.fleet.adopt_every = every;
         self
     }
 
@@ -260,7 +330,6 @@ impl RuntimeBuilder {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let url = resolve_url(self.database_url, self.app_name.as_deref(), env_var);
         sysdb::validate_schema(&self.schema)?;
         let mut names = std::collections::HashSet::new();
         for q in &self.queues {
@@ -272,26 +341,42 @@ impl RuntimeBuilder {
         if let Some(policy) = &self.retention {
             policy.validate()?;
         }
+        if self.fleet.lease < Duration::from_millis(500) || self.fleet.adopt_every.is_zero() {
+            return Err(Error::Config(
+                "the lease must be at least 500 ms and the adoption interval above zero".into(),
+            ));
+        }
+        let app_version = self
+            .app_version
+            .or_else(|| env_var("DBOS__APPVERSION"))
+            .unwrap_or_else(|| derive_version(&self.registry));
+        crate::validate_name(&app_version, "application version")?;
+        let executor_id = self
+            .executor_id
+            .or_else(|| env_var("DBOS__VMID"))
+            .unwrap_or_else(crate::fleet::default_executor_id);
+        crate::validate_name(&executor_id, "executor id")?;
         let config = Config {
             schema: self.schema,
             app_name: self.app_name,
-            app_version: self
-                .app_version
-                .or_else(|| env_var("DBOS__APPVERSION"))
-                .unwrap_or_else(|| derive_version(&self.registry)),
-            executor_id: self
-                .executor_id
-                .or_else(|| env_var("DBOS__VMID"))
-                .unwrap_or_else(|| "local".into()),
+            app_version,
+            executor_id,
             internal_poll: self.internal_poll,
             claim_batch: 1000,
             listen_queues: self.listen_queues,
             reconcile_every: self.queue_refresh,
             executes: true,
             schedule_refresh: self.schedule_refresh,
+            fleet: self.fleet,
         };
-        let sys =
-            sysdb::connect(&url, &config.schema, self.pool_size, self.connect_timeout).await?;
+        let sys = match self.pool {
+            Some(pool) => sysdb::from_pool(pool, &config.schema, self.connect_timeout).await?,
+            None => {
+                let url = resolve_url(self.database_url, config.app_name.as_deref(), env_var);
+                let (size, timeout) = (self.pool_size, self.connect_timeout);
+                sysdb::connect(&url, &config.schema, size, timeout, true).await?
+            }
+        };
         Runtime::launch(
             config,
             self.registry,

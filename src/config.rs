@@ -25,6 +25,8 @@ pub(crate) struct Config {
     pub executes: bool,
     /// How often the scheduler re-reads the schedules, to follow changes made elsewhere.
     pub schedule_refresh: Duration,
+    /// The lease and the adoption timer (an executor on Postgres).
+    pub fleet: crate::fleet::FleetSettings,
 }
 
 impl Config {

@@ -46,6 +46,8 @@ struct Inner {
     abort: OnceLock<Abort>,
     /// Woken when an abort reason is set, to interrupt waits.
     aborted: Notify,
+    /// The liveness epoch the run began in: a fence ends it.
+    epoch: u64,
     /// Set for a replay-only run (verification): it replays recorded calls and never writes.
     replay: Option<Arc<crate::verify::ReplayLog>>,
 }
@@ -85,11 +87,12 @@ impl Context {
         Context {
             inner: Arc::new(Inner {
                 run,
-                shared,
                 next_function_id: AtomicU32::new(1),
                 recorded: recorded.into_iter().map(|s| (s.function_id, s)).collect(),
                 abort: OnceLock::new(),
                 aborted: Notify::new(),
+                epoch: shared.liveness.epoch(),
+                shared,
                 replay,
             }),
         }
@@ -147,12 +150,17 @@ impl Context {
         self.inner.replay.is_some()
     }
 
-    /// Fails fast once the run has been told to stop.
+    /// Fails fast once the run has been told to stop, or once this process may no longer
+    /// start durable calls (its lease ran out, or a fence ended the run's epoch): then the run
+    /// stops as no longer its own, leaving the row to whoever recovers or adopts it.
     pub(crate) fn check_live(&self) -> Result<()> {
-        match self.inner.abort.get() {
-            None => Ok(()),
-            Some(reason) => Err(self.abort_error(reason)),
+        if let Some(reason) = self.inner.abort.get() {
+            return Err(self.abort_error(reason));
         }
+        if !self.inner.shared.liveness.admits(self.inner.epoch) {
+            return Err(self.stop(Abort::NotOwner));
+        }
+        Ok(())
     }
 
     /// Why the run must stop, if it must.

@@ -24,6 +24,9 @@ pub(crate) struct Directory {
     pub running: DashMap<String, Vec<LocalRun>>,
     /// The definitions this executor last read, by queue name.
     pub queue_defs: DashMap<String, Queue>,
+    /// Queue names known to be defined for this application (at the last reload, written here,
+    /// or found by an enqueue's lookup): an enqueue to any other name reads the definitions.
+    pub queue_names: dashmap::DashSet<String>,
     /// The current scheduler actor, kept by the scheduler itself.
     pub scheduler: std::sync::RwLock<Option<DerivedActorRef<SchedulerRequest>>>,
 }

@@ -21,6 +21,10 @@ pub(crate) struct Dispatch {
     pub restarts: u32,
     /// When the workflow's time runs out (epoch ms), if it has a timeout.
     pub deadline: Option<i64>,
+    /// The trace its spans continue (the JSON of its `dbos.otelContext` attribute), if any;
+    /// read only with the `otel` feature.
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
+    pub trace_context: Option<String>,
 }
 
 impl From<Claimed> for Dispatch {
@@ -35,6 +39,7 @@ impl From<Claimed> for Dispatch {
             fresh: !c.has_steps,
             restarts: 0,
             deadline: c.deadline,
+            trace_context: c.trace_context,
         }
     }
 }
@@ -58,6 +63,9 @@ pub(crate) enum QueueRequest {
 pub(crate) enum WorkflowRequest {
     /// Stop before the next durable call (the row is already `CANCELLED`).
     Cancel,
+    /// Stop before the next durable call and leave the row as it is: this process's lease ran
+    /// out, so another execution may own the workflow by now.
+    Fence,
 }
 
 /// A workflow actor running in this process, and the owner token it runs under.

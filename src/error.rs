@@ -99,7 +99,7 @@ pub enum Error {
     #[error("workflow {id} exceeded its recovery attempts and was parked")]
     MaxRecoveryAttemptsExceeded { id: String },
     /// No workflow with this id exists.
-    #[error("workflow {0} does not exist")]
+    #[error("workflow {0:?} not found")]
     NotFound(String),
     /// Another execution took the workflow over (it was recovered or resumed elsewhere).
     #[error("workflow {id} is no longer owned by this execution")]
@@ -111,8 +111,10 @@ pub enum Error {
         dedup_id: String,
         holder: String,
     },
-    /// No queue of this name is defined (or this executor does not serve it).
-    #[error("no queue named {0:?}")]
+    /// No queue of this name is defined for the application (or this executor does not serve
+    /// it). An enqueue to a queue defined later elsewhere opts out with
+    /// [`WorkflowOptions::allow_undefined_queue`](crate::WorkflowOptions::allow_undefined_queue).
+    #[error("queue {0:?} not found")]
     UnknownQueue(String),
     /// A queue of this name already exists.
     #[error("queue {0:?} already exists")]
@@ -122,11 +124,20 @@ pub enum Error {
     #[error("queue {queue:?} still has {waiting} waiting workflow(s); cancel them first")]
     QueueNotEmpty { queue: String, waiting: i64 },
     /// No schedule of this name exists.
-    #[error("no schedule named {0:?}")]
+    #[error("schedule {0:?} not found")]
     UnknownSchedule(String),
+    /// No application version of this name is registered.
+    #[error("application version {0:?} not found")]
+    UnknownAppVersion(String),
     /// A schedule of this name already exists.
     #[error("schedule {0:?} already exists")]
     ScheduleExists(String),
+    /// Another live process holds this executor id (its liveness lock): a launch under an id
+    /// in use elsewhere is refused before it touches anything.
+    #[error(
+        "executor id {executor_id:?} is live in another process; give each executor its own id"
+    )]
+    ExecutorInUse { executor_id: String },
     /// An argument was malformed (an empty id, a name with a NUL byte, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -167,10 +178,12 @@ impl Error {
             Error::NotOwner { .. } => "NotOwner",
             Error::Duplicate { .. } => "Duplicate",
             Error::UnknownQueue(_) => "UnknownQueue",
+            Error::UnknownAppVersion(_) => "UnknownAppVersion",
             Error::QueueExists(_) => "QueueExists",
             Error::QueueNotEmpty { .. } => "QueueNotEmpty",
             Error::UnknownSchedule(_) => "UnknownSchedule",
             Error::ScheduleExists(_) => "ScheduleExists",
+            Error::ExecutorInUse { .. } => "ExecutorInUse",
             Error::InvalidArgument(_) => "InvalidArgument",
             Error::Database(_) => "DatabaseError",
             Error::Shutdown => "Shutdown",

@@ -1,8 +1,8 @@
 //! The composition root: the one core module that names actor types (`actors/` is its private
 //! child module). It builds the actor tree
-//! (supervisor → database, listener, scheduler, retention, queues), runs the launch steps in
-//! order (migrate, declare queues and schedules, recover, then fire and claim) and tears the
-//! tree down.
+//! (supervisor → database, listener, fleet, scheduler, retention, queues), runs the launch steps
+//! in order (take the executor's liveness lock, migrate, join the roster, declare queues and
+//! schedules, recover, then fire, adopt and claim) and tears the tree down.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -24,9 +24,9 @@ use crate::shared::{RunState, Shared, SharedRef};
 use crate::start::QueueMessage;
 use crate::sysdb::{self, Store};
 use actors::{
-    ChildSpec, Database, ListenerActor, ListenerArgs, QueueActor, QueueArgs, QueueMsg, QueueSet,
-    Restart, RetentionActor, RetentionArgs, Role, SchedulerActor, SchedulerArgs, Supervisor,
-    SupervisorArgs, SupervisorMsg,
+    ChildSpec, Database, FleetActor, FleetArgs, ListenerActor, ListenerArgs, QueueActor, QueueArgs,
+    QueueMsg, QueueSet, Restart, RetentionActor, RetentionArgs, Role, SchedulerActor,
+    SchedulerArgs, Supervisor, SupervisorArgs, SupervisorMsg, LANE_NAMES,
 };
 
 // The actors live here, under the composition root, so no other core module can name one: the
@@ -72,7 +72,14 @@ pub(crate) async fn launch(
         state,
         signals: Default::default(),
         directory: Directory::default(),
+        liveness: crate::fleet::Liveness::unbounded(),
     });
+    crate::metrics::register_process(&LANE_NAMES);
+    for name in shared.registry.names() {
+        if let Some(entry) = shared.registry.get(name) {
+            entry.metrics();
+        }
+    }
     let stats = Arc::new(DbStats::default());
     let restarts = Arc::new(AtomicU64::new(0));
     let queues = matches!(part, Part::Executor(_)).then(|| queue_set(&shared));
@@ -114,6 +121,7 @@ impl Tree {
     async fn prepare(&self, sys: &Arc<dyn Store>, declared: Declared) -> Result<()> {
         let shared = &self.shared;
         sys.lock_for_executor()?;
+        let mut lease = hold(shared, sys).await?;
         let schema = shared.config.schema.clone();
         let migrated = shared
             .db
@@ -124,17 +132,19 @@ impl Tree {
                 reason: e.to_string(),
             })?;
         tracing::debug!(?migrated, "system database ready");
+        lease.register(&member(&shared.config)).await?;
         for queue in declared.queues {
             put_queue(shared, queue, true).await?;
         }
         for s in declared.schedules {
+            crate::metrics::register_schedule(&s.name);
             schedule::put(shared, s, true).await?;
         }
         let me = shared.clone();
         let recovered = shared
             .db
             .call_with(me, move |db, me| async move {
-                db.recover(&me.config.executor()).await
+                db.recover(&me.config.executor(), db.is_embedded()).await
             })
             .await?;
         if recovered > 0 {
@@ -155,6 +165,7 @@ impl Tree {
         let mut children = vec![scheduler_spec(shared, self.fired.clone())];
         if !sys.is_embedded() {
             children.push(listener_spec(shared, sys));
+            children.push(fleet_spec(shared, sys, lease));
         }
         if let Some(policy) = declared.retention {
             children.push(retention_spec(shared, policy));
@@ -240,6 +251,38 @@ impl Drop for Tree {
     }
 }
 
+/// Takes this executor's liveness lock, before anything is written: a launch under an id live
+/// elsewhere fails here. A relaunch right after a crash may find its old session not yet
+/// ended by the server, so a held lock is tried again for a second before it is refused.
+async fn hold(shared: &SharedRef, sys: &Arc<dyn Store>) -> Result<Box<dyn sysdb::Lease>> {
+    let (id, fleet) = (&shared.config.executor_id, shared.config.fleet);
+    for attempt in 0..10 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let proved = std::time::Instant::now();
+        if let Some(lease) = sys.hold(id, fleet.server_timeout_ms()).await? {
+            shared.liveness.renew(proved, fleet.lease);
+            return Ok(lease);
+        }
+    }
+    Err(Error::ExecutorInUse {
+        executor_id: id.clone(),
+    })
+}
+
+/// This executor's roster row.
+pub(crate) fn member(config: &Config) -> sysdb::Member {
+    sysdb::Member {
+        executor_id: config.executor_id.clone(),
+        host: crate::fleet::host_name(),
+        pid: i64::from(std::process::id()),
+        app_name: config.app_name.clone(),
+        app_version: config.app_version.clone(),
+        lease_ms: config.fleet.lease.as_millis() as i64,
+    }
+}
+
 /// Writes a queue definition (`replace`: overwrite one that exists). `None`: it existed.
 pub(crate) async fn put_queue(
     shared: &SharedRef,
@@ -248,12 +291,15 @@ pub(crate) async fn put_queue(
 ) -> Result<Option<bool>> {
     queue.validate()?;
     let app = shared.config.app_name.clone();
-    Ok(shared
+    let name = queue.name.clone();
+    let put = shared
         .db
         .call_with((queue, app), move |db, (queue, app)| async move {
             db.put_queue(&queue, app.as_deref(), replace).await
         })
-        .await?)
+        .await?;
+    shared.directory.queue_names.insert(name);
+    Ok(put)
 }
 
 async fn start_supervisor(
@@ -292,6 +338,28 @@ fn database_spec(shared: &SharedRef, sys: &Arc<dyn Store>, stats: Arc<DbStats>) 
             Box::pin(async move {
                 let (actor, _) = Actor::spawn_linked(None, Database, (sys, stats), sup).await?;
                 db.set(Some(actor.get_derived()));
+                Ok(actor.get_cell())
+            })
+        }),
+    }
+}
+
+fn fleet_spec(shared: &SharedRef, sys: &Arc<dyn Store>, lease: Box<dyn sysdb::Lease>) -> ChildSpec {
+    let (shared, sys) = (shared.clone(), sys.clone());
+    // The first start keeps the launch's lease; a restart takes the lock again.
+    let lease = Arc::new(std::sync::Mutex::new(Some(lease)));
+    ChildSpec {
+        name: "fleet".into(),
+        restart: Restart::Permanent,
+        role: Role::Other,
+        spawn: Arc::new(move |sup, _| {
+            let args = FleetArgs {
+                shared: shared.clone(),
+                sys: sys.clone(),
+                lease: lease.lock().ok().and_then(|mut l| l.take()),
+            };
+            Box::pin(async move {
+                let (actor, _) = Actor::spawn_linked(None, FleetActor, args, sup).await?;
                 Ok(actor.get_cell())
             })
         }),
@@ -370,6 +438,13 @@ fn queue_set(shared: &SharedRef) -> QueueSet {
                         db.list_queues(app.as_deref()).await
                     })
                     .await?;
+                shared
+                    .directory
+                    .queue_names
+                    .retain(|n| defs.iter().any(|q| q.name == *n));
+                for q in &defs {
+                    shared.directory.queue_names.insert(q.name.clone());
+                }
                 let listen = shared.config.listen_queues.as_ref();
                 let mut served: Vec<Queue> = defs
                     .into_iter()

@@ -44,10 +44,34 @@
 //! on the [`Context`]: steps (a builder, for `.retry`), and `sleep`, `now`, `random`, `uuid`,
 //! `send`, `recv`, events, streams, child workflows, `select2` and forks (each an
 //! `impl Future`, numbered when created).
+//!
+//! ## The system database
+//!
+//! **SQLite is the default**: with no URL given ([`RuntimeBuilder::database_url`], else
+//! `STEAD_DATABASE_URL`, else `DATABASE_URL`), a runtime keeps its state in the file
+//! `<app name or "stead">.sqlite` in the working directory, created on first launch; one
+//! executor process per file. For a fleet of executors, give a `postgres://` URL (or an existing
+//! `sqlx` pool, [`RuntimeBuilder::pool`]). Both use DBOS Transact 3.4's schema, so DBOS tools
+//! and clients read stead's workflows.
+//!
+//! ## Cargo features
+//!
+//! | feature | default | adds |
+//! |---|---|---|
+//! | `cli` | yes | the `stead` command-line binary (and its `clap` dependency); library users may drop it with `default-features = false` |
+//! | `admin` | no | [`admin`]: the admin HTTP API and the live dashboard, as a server ([`admin::serve`]) or a router for your axum app ([`admin::router`]) |
+//! | `prometheus` | no | a Prometheus exporter: [`metrics::install_prometheus`] and [`metrics::install_prometheus_recorder`] |
+//! | `tls` | no | TLS (rustls) for Postgres connections |
+//!
+//! Items that need a feature say so in these docs.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "admin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
 pub mod admin;
 mod admission;
+mod attributes;
 mod backoff;
 mod builder;
 mod calls;
@@ -62,11 +86,14 @@ mod db;
 mod directory;
 mod dispatch;
 mod error;
+mod fleet;
 mod handle;
 mod hash;
 mod launch;
 pub mod metrics;
 mod nonfinite;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod queue;
 mod registry;
 mod retention;
@@ -88,6 +115,7 @@ pub mod testing {
     pub use crate::verify::{verify, Divergence, Verdict};
 }
 
+pub use attributes::{parse_attribute, Attributes, OTEL_CONTEXT_KEY};
 pub use builder::RuntimeBuilder;
 pub use calls::{ChildHandle, Selected, StreamValue};
 pub use client::debounce::DebounceOptions;
@@ -109,6 +137,8 @@ pub use start::{EnqueueRequest, QueueMessage, WorkflowOptions};
 pub use status::{Status, WorkflowStatus};
 pub use step::{BoxError, RetryPolicy, Step, StepFn};
 pub use sysdb::AppVersion;
+pub use sysdb::DatabasePool;
+pub use sysdb::ExecutorInfo;
 pub use sysdb::MigrationReport;
 pub use workflow::{ReadAs, Untyped, Workflow, WorkflowRef};
 

@@ -94,7 +94,47 @@ impl Runtime {
     }
 
     /// Enqueues a registered workflow on `queue` (see [`Client::enqueue`]); this runtime refuses
-    /// a name it has not registered.
+    /// a name it has not registered, and a queue no definition names
+    /// ([`Error::UnknownQueue`](crate::Error::UnknownQueue)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stead::{Context, Queue, Runtime, Workflow, WorkflowOptions};
+    ///
+    /// const SQUARE: Workflow<u64, u64> = Workflow::new("square");
+    ///
+    /// async fn square(ctx: Context, n: u64) -> stead::Result<u64> {
+    ///     ctx.step("multiply", || async move { Ok(n * n) }).await
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> stead::Result<()> {
+    /// # let dir = std::env::temp_dir().join(format!("stead-doc-enqueue-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let url = format!("sqlite://{}", dir.join("squares.sqlite").display());
+    /// let runtime = Runtime::builder()
+    ///     .database_url(url)
+    ///     .queue(Queue::new("math").worker_concurrency(2))
+    ///     .register(SQUARE, square)
+    ///     .launch()
+    ///     .await?;
+    /// let mut handles = Vec::new();
+    /// for n in 1..=3u64 {
+    ///     let options = WorkflowOptions::with_id(format!("square-{n}"));
+    ///     handles.push(runtime.enqueue("math", SQUARE, n, options).await?);
+    /// }
+    /// let mut results = Vec::new();
+    /// for handle in handles {
+    ///     results.push(handle.result().await?);
+    /// }
+    /// assert_eq!(results, [1, 4, 9]);
+    /// // A misspelt queue is refused, not left waiting forever.
+    /// let typo = runtime.enqueue("maht", SQUARE, 4, WorkflowOptions::default()).await;
+    /// assert!(matches!(typo, Err(stead::Error::UnknownQueue(_))));
+    /// runtime.shutdown(Duration::from_secs(5)).await?;
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok(()) }
+    /// ```
     pub async fn enqueue<W, I>(
         &self,
         queue: &str,

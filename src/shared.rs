@@ -37,6 +37,8 @@ pub(crate) struct Shared {
     pub signals: Signals,
     /// Where the core finds this process's actors.
     pub directory: Directory,
+    /// Whether this process may start durable calls (its lease), kept by the fleet actor.
+    pub liveness: crate::fleet::Liveness,
 }
 
 pub(crate) type SharedRef = Arc<Shared>;

@@ -9,7 +9,10 @@ use std::time::Duration;
 use ractor::{DerivedActorRef, RpcReplyPort};
 use serde::Serialize;
 
+use serde_json::Value;
+
 use crate::admission::{Permit, Tabled, Take};
+use crate::attributes::{self, Attributes};
 use crate::clock::now_ms;
 use crate::codec;
 use crate::codec::PORTABLE_JSON;
@@ -42,6 +45,9 @@ pub struct WorkflowOptions {
     partition_key: Option<String>,
     timeout: Option<Duration>,
     app_version: Option<String>,
+    attributes: Option<Attributes>,
+    /// The queue may have no definition yet (another process defines it later).
+    undefined_queue_ok: bool,
     /// Set for a child: its parent, and the parent's deadline it inherits.
     parent: Option<(String, Option<i64>)>,
 }
@@ -94,6 +100,30 @@ impl WorkflowOptions {
     /// runtime's own version; from a client, any executor running the latest version).
     pub fn app_version(mut self, version: impl Into<String>) -> Self {
         self.app_version = Some(version.into());
+        self
+    }
+
+    /// Custom attributes recorded with the workflow (DBOS's `attributes` column): listed with
+    /// it, filterable ([`crate::ListWorkflows::attributes`]) and changeable later
+    /// ([`crate::Client::update_workflow_attributes`]). Children do not inherit them.
+    pub fn attributes(mut self, attributes: Attributes) -> Self {
+        self.attributes = Some(attributes);
+        self
+    }
+
+    /// Adds one attribute (see [`WorkflowOptions::attributes`]).
+    pub fn attribute(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.attributes
+            .get_or_insert_with(Attributes::new)
+            .insert(key.into(), value.into());
+        self
+    }
+
+    /// Enqueues even when no definition (of any application) names the queue (one another
+    /// process defines later, or a DBOS application defines in its code). Without it, such an
+    /// enqueue fails with [`Error::UnknownQueue`]: a misspelt queue would wait forever.
+    pub fn allow_undefined_queue(mut self) -> Self {
+        self.undefined_queue_ok = true;
         self
     }
 
@@ -186,6 +216,9 @@ pub(crate) async fn submit(
     input_json: &str,
     options: WorkflowOptions,
 ) -> Result<WorkflowHandle> {
+    if let Target::Queue(queue) = target {
+        check_queue_defined(shared, queue, options.undefined_queue_ok).await?;
+    }
     let submission = begin(shared, target, workflow, input_json, options)?;
     tokio::spawn(submission.complete())
         .await
@@ -262,6 +295,7 @@ impl Submission {
         let target = queue.as_deref().map_or(Target::Direct, Target::Queue);
         let (id, owner, inputs) = (new.id.clone(), new.owner.clone(), new.inputs.clone());
         let deadline = new.deadline;
+        let trace = attributes::trace_context(new.attributes.as_deref());
         let outcome = shared.db.start(new).await;
         let created = matches!(outcome, Ok(StartOutcome::Created));
         let reserved = match reservation {
@@ -290,11 +324,14 @@ impl Submission {
                 match (target, owner) {
                     (Target::Direct, Some(owner)) => {
                         shared.completions.slot(&id);
-                        dispatch(shared, direct(&id, workflow, owner, inputs, deadline));
+                        dispatch(
+                            shared,
+                            direct(&id, workflow, owner, inputs, deadline, trace),
+                        );
                     }
                     (Target::Queue(_), Some(owner)) => {
                         shared.completions.slot(&id);
-                        let d = direct(&id, workflow, owner, inputs, deadline);
+                        let d = direct(&id, workflow, owner, inputs, deadline, trace);
                         if let Some((queue, slot)) = reserved {
                             // If the actor died meanwhile, its successor's take-back runs it.
                             let _ = queue.send_message(QueueRequest::RunReserved(d, slot));
@@ -386,8 +423,46 @@ fn new_row(
             .clone()
             .or_else(|| shared.config.own_version()),
         app_name: shared.config.app_name.clone(),
+        attributes: stored_attributes(options.attributes.as_ref())?,
         created_at: sysdb::next_created_at(),
     })
+}
+
+/// The attributes a new workflow stores: the given ones, plus (feature `otel`) the current span's
+/// trace context under `dbos.otelContext` unless they carry one already.
+fn stored_attributes(given: Option<&Attributes>) -> Result<Option<String>> {
+    #[cfg(feature = "otel")]
+    if let Some(with_trace) = crate::otel::with_current_trace(given) {
+        return attributes::encode(&with_trace).map(Some);
+    }
+    given.map(attributes::encode).transpose()
+}
+
+/// Refuses an enqueue to a queue no definition names (unless `allowed`):
+/// known names answer at once, others are looked up in the database.
+pub(crate) async fn check_queue_defined(
+    shared: &SharedRef,
+    queue: &str,
+    allowed: bool,
+) -> Result<()> {
+    crate::validate_name(queue, "queue name")?;
+    if allowed || queue == INTERNAL_QUEUE || shared.directory.queue_names.contains(queue) {
+        return Ok(());
+    }
+    // Any application's definition counts: names are unique across applications, and a client
+    // of no application (or another one) may feed an application's queue.
+    let defs = shared
+        .db
+        .call(|db| async move { db.list_all_queues().await })
+        .await?;
+    for (_, q) in &defs {
+        shared.directory.queue_names.insert(q.name.clone());
+    }
+    if shared.directory.queue_names.contains(queue) {
+        Ok(())
+    } else {
+        Err(Error::UnknownQueue(queue.to_owned()))
+    }
 }
 
 /// Checks queue options against the queue's definition, when this process knows it.
@@ -420,6 +495,7 @@ fn direct(
     owner: String,
     inputs: String,
     deadline: Option<i64>,
+    trace_context: Option<String>,
 ) -> Dispatch {
     Dispatch {
         id: id.to_owned(),
@@ -431,6 +507,7 @@ fn direct(
         fresh: true,
         restarts: 0,
         deadline,
+        trace_context,
     }
 }
 

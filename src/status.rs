@@ -103,6 +103,9 @@ pub struct WorkflowStatus {
     pub partition_key: Option<String>,
     /// When a `DELAYED` workflow becomes due (epoch ms).
     pub delay_until_ms: Option<i64>,
+    /// Custom attributes (DBOS's `attributes` column): a JSON object as written at start or by
+    /// an update; any JSON another writer stored is shown as it is.
+    pub attributes: Option<serde_json::Value>,
     /// The text stored in the `status` column when it is none DBOS defines (then `status` is
     /// [`Status::Unknown`]); `None` otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -316,7 +316,9 @@ where
     // A DEBUG span: at INFO one span per step cost W2 a fifth of its CPU (the workflow's INFO
     // span is its parent). It covers the attempts, where user code runs and logs, not the
     // checkpoint write: a span costs per poll it is entered.
-    let span = tracing::debug_span!("step", function_id, name);
+    let span = tracing::debug_span!("step", function_id, name, otel.name = tracing::field::Empty);
+    #[cfg(feature = "otel")]
+    crate::otel::describe(&span, name, "step", ctx.workflow_id());
     let result = within_deadline(ctx, attempts.instrument(span)).await?;
     ctx.metrics().step_finished(result.is_ok(), clock.elapsed());
     let (output, error) = match &result {
@@ -462,8 +464,12 @@ where
                     return Ok(Err(limit.failed(&e, failures)));
                 }
                 ctx.metrics().step_retried();
-                tracing::debug!(attempt, error = %failures[failures.len() - 1], "step failed; retrying");
-                tokio::time::sleep(retry.backoff.delay(attempt - 1)).await;
+                let delay = retry.backoff.delay(attempt - 1);
+                // The ids are fields, not only the spans': the step span is DEBUG.
+                tracing::warn!(workflow_id = %ctx.workflow_id(), workflow = %ctx.workflow_name(),
+                    step = limit.name, function_id = limit.function_id, attempt, retry_in = ?delay,
+                    error = %failures[failures.len() - 1], "step attempt failed; retrying");
+                tokio::time::sleep(delay).await;
                 ctx.check_live()?;
             }
         }

@@ -258,7 +258,8 @@ async fn one_workflow_shows_its_payloads_and_steps_and_unknown_ids_are_404(db) {
     for path in ["/api/workflows/nope", "/api/workflows/nope/steps"] {
         let missing = get(&server, path).await;
         assert_eq!(missing.status, 404, "{path}");
-        assert!(missing.error().contains("nope"), "{}", missing.body);
+        // Worded as the library and the CLI word it.
+        assert_eq!(missing.error(), stead::Error::NotFound("nope".into()).to_string());
     }
     let nowhere = get(&server, "/api/nothing-here").await;
     assert_eq!(nowhere.status, 404);
@@ -332,12 +333,46 @@ async fn cancel_resume_and_fork_act_and_refuse_bad_requests(db) {
     for action in ["cancel", "resume"] {
         let missing = post(&server, &format!("/api/workflows/ghost/{action}"), None).await;
         assert_eq!(missing.status, 404, "{action}: {}", missing.body);
-        assert!(missing.error().contains("ghost"));
+        assert_eq!(missing.error(), "workflow \"ghost\" not found");
     }
     let missing = post(&server, "/api/workflows/ghost/fork", Some(r#"{"step": 1}"#)).await;
     assert_eq!(missing.status, 404, "{}", missing.body);
     let wrong_method = get(&server, "/api/workflows/s-1/cancel").await;
     assert_eq!(wrong_method.status, 405);
+    server.shutdown().await;
+    rt.shutdown(Duration::from_secs(1)).await.unwrap();
+}
+
+async fn attributes_are_listed_filtered_and_changed(db) {
+    let rt = launch(&db, vec![]).await;
+    let server = serve(&rt, AdminOptions::new()).await;
+    for (id, customer) in [("a-1", "acme"), ("a-2", "globex")] {
+        let options = WorkflowOptions::with_id(id).attribute("customer", customer);
+        rt.start("double", 1u64, options).await.unwrap().result::<u64>().await.unwrap();
+    }
+    let acme = get(&server, "/api/workflows?attribute=customer%3Dacme").await;
+    assert_eq!(ids(&acme), ["a-1"]);
+    assert_eq!(acme.json()["workflows"][0]["attributes"]["customer"], "acme");
+    assert_bad_param(&server, "/api/workflows?attribute=nokey", "attribute").await;
+
+    let path = "/api/workflows/a-1/attributes";
+    let merged = post(&server, path, Some(r#"{"attributes": {"n": 2}, "merge": true}"#)).await;
+    assert_eq!(merged.status, 200, "{}", merged.body);
+    let want = serde_json::json!({"customer": "acme", "n": 2});
+    assert_eq!(merged.json()["attributes"], want);
+    let cleared = post(&server, path, Some(r#"{"attributes": null}"#)).await;
+    assert_eq!(cleared.json()["attributes"], Value::Null);
+    for (body, param) in [
+        (Some(r#"{"attributes": null, "merge": true}"#), "attributes"),
+        (Some(r#"{"attributes": [1]}"#), "body"),
+        (Some(r#"{"attributes": {}, "colour": 1}"#), "colour"),
+    ] {
+        let bad = post(&server, path, body).await;
+        assert_eq!(bad.status, 400, "{body:?}: {}", bad.body);
+        assert!(bad.error().contains(param), "{body:?}: {}", bad.body);
+    }
+    let missing = post(&server, "/api/workflows/ghost/attributes", Some("{}")).await;
+    assert_eq!(missing.status, 404, "{}", missing.body);
     server.shutdown().await;
     rt.shutdown(Duration::from_secs(1)).await.unwrap();
 }

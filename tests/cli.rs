@@ -173,8 +173,14 @@ async fn list_get_and_steps_show_every_status_as_tables_and_json(db) {
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["ID", "STATUS", "NAME", "QUEUE", "VERSION", "CREATED", "UPDATED"]
+        ["ID", "STATUS", "NAME", "QUEUE", "VERSION", "CREATED", "UPDATED", "ERROR"]
     );
+    // Times say their zone; a failed workflow shows its error in the list.
+    let bad_row = table.lines().find(|l| l.starts_with("bad-1 ")).expect(&table);
+    assert!(bad_row.contains("refused"), "{bad_row}");
+    assert_eq!(bad_row.matches('Z').count(), 2, "created and updated in UTC: {bad_row}");
+    let ok_row = table.lines().find(|l| l.starts_with("ok-1 ")).expect(&table);
+    assert_eq!(ok_row.split_whitespace().last(), Some("-"), "no error: {ok_row}");
     let rows: BTreeMap<&str, &str> = lines
         .map(|l| {
             let cells: Vec<&str> = l.split_whitespace().collect();
@@ -210,6 +216,19 @@ async fn list_get_and_steps_show_every_status_as_tables_and_json(db) {
         "1",
     ];
     assert_eq!(ids_of(&json(url, &page).await), ["bad-1", "stop-1"]);
+    // The same page with short flags, as a table: a hint names the next page.
+    let r = stead(url, &["workflow", "list", "--oldest-first", "-l", "2", "-o", "1"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.lines().count(), 3, "{}", r.stdout);
+    assert_eq!(
+        r.stderr,
+        "showing 2 from offset 1; more match: use --offset 3 for the next page\n"
+    );
+    let last = stead(url, &["workflow", "list", "--oldest-first", "-l", "2", "-o", "4"]).await;
+    assert_eq!((last.code, last.stderr.as_str()), (0, ""), "the last page has no hint");
+    let short = ["-j", "workflow", "list", "-s", "error", "-s", "cancelled", "-n", "refuse"];
+    let listed: Value = serde_json::from_str(&ok(url, &short).await).unwrap();
+    assert_eq!(ids_of(&listed), ["bad-1"]);
     let finished_badly = [
         "workflow",
         "list",
@@ -345,10 +364,12 @@ async fn cancel_resume_fork_and_delete_change_the_workflows(db) {
     ] {
         let r = stead(url, &args).await;
         let id = args[2];
-        assert_eq!(failed(&r, 3), format!("error: workflow '{id}' not found"));
+        // Worded as the library words it (and the admin API): one wording everywhere.
+        assert_eq!(failed(&r, 3), format!("error: {}", stead::Error::NotFound(id.into())));
+        assert_eq!(failed(&r, 3), format!("error: workflow \"{id}\" not found"));
     }
     let r = stead(url, &["workflow", "fork", "nope", "--step", "1"]).await;
-    assert_eq!(failed(&r, 3), "error: workflow 'nope' not found");
+    assert_eq!(failed(&r, 3), "error: workflow \"nope\" not found");
 
     client.shutdown(Duration::from_secs(5)).await.unwrap();
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -363,7 +384,7 @@ async fn queues_are_listed_and_schedules_listed_paused_and_resumed(db) {
     let queues = ok(url, &["queue", "list"]).await;
     let row = queues.lines().find(|l| l.starts_with("q ")).expect(&queues);
     let cells: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(cells, ["q", "-", "2", "10/1000ms", "no", "no", "100ms"]);
+    assert_eq!(cells, ["q", "-", "-", "2", "10/1000ms", "no", "no", "100ms"]);
     let queues = json(url, &["queue", "list"]).await;
     let q = &queues.as_array().unwrap()[0];
     assert_eq!(
@@ -372,6 +393,19 @@ async fn queues_are_listed_and_schedules_listed_paused_and_resumed(db) {
     );
     assert_eq!(q["rate_limit"]["limit"], 10);
     assert_eq!(q["concurrency"], Value::Null);
+    // Every application's queues without --app; with it, that application's and shared ones.
+    let other = common::client(&db, "billing-app").await;
+    other.create_queue(Queue::new("invoices")).await.unwrap();
+    let all = ok(url, &["queue", "list"]).await;
+    let row = all.lines().find(|l| l.starts_with("invoices ")).expect(&all);
+    assert_eq!(row.split_whitespace().nth(1), Some("billing-app"), "{all}");
+    let theirs = json(url, &["--app", "billing-app", "queue", "list"]).await;
+    let names: Vec<&str> = theirs.as_array().unwrap().iter().map(|q| q["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["invoices", "q"]);
+    let mine = json(url, &["-a", "shop", "queue", "list"]).await;
+    let names: Vec<&str> = mine.as_array().unwrap().iter().map(|q| q["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["q"]);
+    other.shutdown(Duration::from_secs(5)).await.unwrap();
 
     let table = ok(url, &["schedule", "list"]).await;
     let row = table.lines().nth(1).expect(&table);
@@ -399,7 +433,7 @@ async fn queues_are_listed_and_schedules_listed_paused_and_resumed(db) {
     );
 
     let r = stead(url, &["schedule", "pause", "nope"]).await;
-    assert_eq!(failed(&r, 3), "error: schedule 'nope' not found");
+    assert_eq!(failed(&r, 3), "error: schedule \"nope\" not found");
 
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
@@ -442,13 +476,57 @@ async fn gc_deletes_old_or_surplus_finished_workflows_only(db) {
 }
 
 both_backends! {
+async fn attributes_are_filtered_shown_and_changed(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let url = db.url.as_str();
+    for (id, customer) in [("a1", "acme"), ("a2", "globex")] {
+        let options = WorkflowOptions::with_id(id)
+            .attribute("customer", customer)
+            .attribute("tier", 1);
+        rt.start("double", 1u64, options).await.unwrap().result::<u64>().await.unwrap();
+    }
+    let acme = json(url, &["workflow", "list", "--attribute", "customer=acme"]).await;
+    assert_eq!(ids_of(&acme), ["a1"]);
+    assert_eq!(acme[0]["attributes"], serde_json::json!({"customer": "acme", "tier": 1}));
+    let both = ["workflow", "list", "--attribute", "tier=1", "--oldest-first"];
+    assert_eq!(ids_of(&json(url, &both).await), ["a1", "a2"]);
+    // `"1"` is the string, not the number.
+    let text = json(url, &["workflow", "list", "--attribute", r#"tier="1""#]).await;
+    assert_eq!(text, Value::Array(vec![]));
+
+    let merged = json(url, &["workflow", "attributes", "a1", "tier=2", "--merge"]).await;
+    let want = serde_json::json!({"id": "a1", "attributes": {"customer": "acme", "tier": 2}});
+    assert_eq!(merged, want);
+    let replaced = ok(url, &["workflow", "attributes", "a1", "only=yes"]).await;
+    assert_eq!(replaced, "{\"only\":\"yes\"}\n");
+    assert!(ok(url, &["workflow", "get", "a1"]).await.contains("attributes     {\"only\":\"yes\"}"));
+    let cleared = ok(url, &["workflow", "attributes", "a1", "--clear"]).await;
+    assert_eq!(cleared, "workflow 'a1' has no attributes\n");
+    let r = stead(url, &["workflow", "attributes", "nobody", "k=v"]).await;
+    assert!(failed(&r, 3).contains("nobody"));
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
+both_backends! {
 async fn migrate_prepares_an_empty_database_for_clients_and_runtimes(db) {
     let url = db.url.as_str();
-    let r = stead(url, &["workflow", "list"]).await;
-    assert_eq!(
-        failed(&r, 1),
-        "error: schema 'dbos' has no stead tables: run `stead migrate` first"
-    );
+    if db.is_sqlite() {
+        // A read-only command on a missing file leaves no empty file behind a mistyped path.
+        let file = url.trim_start_matches("sqlite://");
+        for args in [&["workflow", "list"][..], &["queue", "list"], &["schedule", "list"]] {
+            let r = stead(url, args).await;
+            let line = failed(&r, 4);
+            assert!(line.contains(&format!("{file} does not exist")), "{line}");
+            assert!(!std::path::Path::new(file).exists(), "{args:?} created {file}");
+        }
+    } else {
+        let r = stead(url, &["workflow", "list"]).await;
+        assert_eq!(
+            failed(&r, 1),
+            "error: schema 'dbos' has no stead tables: run `stead migrate` first"
+        );
+    }
 
     // A SQLite file has one schema, `main`; schemas of their own are Postgres's.
     let schema = if db.is_sqlite() { "main" } else { "dbos" };
@@ -487,6 +565,23 @@ async fn migrate_prepares_an_empty_database_for_clients_and_runtimes(db) {
     }
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
+
+#[tokio::test]
+async fn help_separates_global_options_and_says_database_url() {
+    let r = exec(command(&["workflow", "list", "--help"])).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (own, global) = r.stdout.split_once("Global options:").expect(&r.stdout);
+    assert!(
+        own.contains("-s, --status") && own.contains("-l, --limit"),
+        "{own}"
+    );
+    assert!(!own.contains("--database-url"), "{own}");
+    assert!(
+        global.contains("-d, --database-url") && global.contains("Database URL"),
+        "{global}"
+    );
+    assert!(!r.stdout.contains("Postgres URL"), "{}", r.stdout);
 }
 
 #[tokio::test]

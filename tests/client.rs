@@ -51,6 +51,15 @@ async fn a_client_refuses_an_unmigrated_database_and_never_migrates(db) {
     } else {
         "SELECT to_regclass('dbos.workflow_status')::text"
     };
+    if db.is_sqlite() {
+        // A missing file is not created (a mistyped path would leave an empty database).
+        let file = db.url.trim_start_matches("sqlite://");
+        let err = Client::connect(&db.url).await.err().expect("refused");
+        assert!(matches!(err, Error::Connect { .. }), "{err}");
+        assert!(err.to_string().contains("does not exist"), "{err}");
+        assert!(!std::path::Path::new(file).exists(), "the client created {file}");
+        std::fs::File::create(file).unwrap();
+    }
     let err = Client::connect(&db.url).await.err().expect("refused");
     assert!(
         matches!(err, Error::SchemaTooOld { found: None, .. }),
@@ -173,7 +182,7 @@ async fn versionless_enqueues_go_to_the_latest_version_which_an_operator_chooses
     );
     assert!(matches!(
         client.set_latest_app_version("nope").await,
-        Err(Error::NotFound(_))
+        Err(Error::UnknownAppVersion(v)) if v == "nope"
     ));
     old.shutdown(Duration::from_secs(5)).await.unwrap();
 }
@@ -219,6 +228,51 @@ async fn a_client_manages_queues_that_executors_follow(db) {
         client.delete_queue("fresh").await,
         Err(Error::UnknownQueue(_))
     ));
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
+both_backends! {
+async fn an_enqueue_to_a_queue_no_definition_names_is_refused_unless_allowed(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let client = client(&db).await;
+    let refused = [
+        rt.enqueue("nope", "double", 1u64, WorkflowOptions::with_id("u1")).await.err(),
+        client.enqueue("nope", "double", 1u64, WorkflowOptions::with_id("u2")).await.err(),
+        client
+            .debounce("k", Duration::from_secs(1), "double", 1u64,
+                      stead::DebounceOptions::default().queue("nope"))
+            .await
+            .err(),
+    ];
+    for err in refused {
+        let err = err.expect("refused");
+        assert!(matches!(&err, Error::UnknownQueue(q) if q == "nope"), "{err}");
+        assert_eq!(err.to_string(), "queue \"nope\" not found");
+    }
+    let pool = db.checks().await;
+    let rows = common::scalar(&pool, "SELECT CAST(count(*) AS TEXT) FROM dbos.workflow_status").await;
+    assert_eq!(rows.as_deref(), Some("0"), "a refused enqueue wrote a row");
+
+    // Opting out: the queue is defined later (here by the runtime), and the work then runs.
+    let early = client
+        .enqueue("later", "double", 4u64,
+                 WorkflowOptions::with_id("early").allow_undefined_queue())
+        .await
+        .unwrap();
+    common::wait_status(&pool, "early", "ENQUEUED").await;
+    rt.client()
+        .create_queue(Queue::new("later").polling_interval(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    assert_eq!(common::within(early.result::<u64>()).await.unwrap(), 8);
+    // A queue defined after the client connected is found without the opt-out.
+    let after = client
+        .enqueue("later", "double", 5u64, WorkflowOptions::with_id("after"))
+        .await
+        .unwrap();
+    assert_eq!(common::within(after.result::<u64>()).await.unwrap(), 10);
+    client.shutdown(Duration::from_secs(5)).await.unwrap();
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }

@@ -299,7 +299,8 @@ async fn a_killed_executors_claimed_workflows_finish_after_its_restart() {
                     "claimed",
                     "parked",
                     (),
-                    WorkflowOptions::with_id(format!("c-{i}")),
+                    // The child process defines the queue when it starts, maybe after this.
+                    WorkflowOptions::with_id(format!("c-{i}")).allow_undefined_queue(),
                 )
                 .await
                 .unwrap(),

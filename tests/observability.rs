@@ -1,5 +1,6 @@
 //! Metrics and tracing from day one: counters, histograms and the running gauge through the
-//! `metrics` facade, and one span per workflow with one child span per step.
+//! `metrics` facade, one span per workflow with one child span per step, and one log line per
+//! failure (a workflow's error, a retried step attempt, a parked workflow, a cancel).
 
 mod common;
 
@@ -25,8 +26,12 @@ async fn bad(_ctx: Context, _: ()) -> Result<u32, std::io::Error> {
 
 type Spans = Arc<Mutex<Vec<(String, HashMap<String, String>)>>>;
 
-/// Records every new span's name and fields, with its parent's fields as `parent.<field>`.
-struct SpanLog(Spans);
+/// Log lines (events): level and fields (`message` among them).
+type Events = Arc<Mutex<Vec<(tracing::Level, HashMap<String, String>)>>>;
+
+/// Records every new span's name and fields, with its parent's fields as `parent.<field>`, and
+/// every event.
+struct SpanLog(Spans, Events);
 
 /// A span's own fields, kept in its extensions for its children to read.
 #[derive(Clone)]
@@ -70,6 +75,15 @@ where
             .unwrap()
             .push((attrs.metadata().name().to_owned(), fields));
     }
+
+    fn on_event(&self, event: &tracing::Event<'_>, _: LayerContext<'_, S>) {
+        let mut fields = HashMap::new();
+        event.record(&mut Fields(&mut fields));
+        self.1
+            .lock()
+            .unwrap()
+            .push((*event.metadata().level(), fields));
+    }
 }
 
 /// A recorded value, detached from the snapshot.
@@ -103,19 +117,21 @@ fn value(snapshot: &Snapshot, kind: MetricKind, name: &str, labels: &[(&str, &st
     })
 }
 
-/// The process's recorder and span log, installed once: both backends' runs share them.
-fn instruments() -> &'static (Snapshotter, Spans) {
-    static INSTRUMENTS: OnceLock<(Snapshotter, Spans)> = OnceLock::new();
+/// The process's recorder, span log and log lines, installed once: both backends' runs share
+/// them.
+fn instruments() -> &'static (Snapshotter, Spans, Events) {
+    static INSTRUMENTS: OnceLock<(Snapshotter, Spans, Events)> = OnceLock::new();
     INSTRUMENTS.get_or_init(|| {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
         recorder.install().unwrap();
         let spans: Spans = Arc::default();
+        let events: Events = Arc::default();
         tracing::subscriber::set_global_default(
-            tracing_subscriber::registry().with(SpanLog(spans.clone())),
+            tracing_subscriber::registry().with(SpanLog(spans.clone(), events.clone())),
         )
         .unwrap();
-        (snapshotter, spans)
+        (snapshotter, spans, events)
     })
 }
 
@@ -125,7 +141,7 @@ both_backends! {
 async fn workflows_and_steps_emit_metrics_and_spans(db) {
     // One backend's run at a time; each starts from drained metrics and an empty span log.
     let _serial = SERIAL.lock().await;
-    let (snapshotter, spans) = instruments();
+    let (snapshotter, spans, _) = instruments();
     snapshotter.snapshot();
     spans.lock().unwrap().clear();
 
@@ -320,5 +336,114 @@ async fn workflows_and_steps_emit_metrics_and_spans(db) {
     ] {
         assert_eq!(step.1.get(field).map(String::as_str), Some(want), "{field}");
     }
+}
+}
+
+/// Its one step fails on the first attempt and is retried.
+async fn flaky(ctx: Context, _: ()) -> stead::Result<u32> {
+    let id = ctx.workflow_id().to_owned();
+    ctx.step("charge", || async {
+        common::count_body(&id, 1);
+        if common::body_run(&id, 1) == 1 {
+            return Err("card declined".into());
+        }
+        Ok(7)
+    })
+    .retry(stead::RetryPolicy::attempts(3).interval(Duration::from_millis(10)))
+    .await
+}
+
+async fn crashes(_ctx: Context, _: ()) -> stead::Result<()> {
+    panic!("poisoned input");
+}
+
+async fn waits(ctx: Context, _: ()) -> stead::Result<Option<String>> {
+    ctx.recv(Some("go"), Duration::from_secs(60)).await
+}
+
+/// The INFO-or-louder lines logged about workflow `id`, as (level, message, fields).
+fn lines_about(events: &Events, id: &str) -> Vec<(tracing::Level, HashMap<String, String>)> {
+    events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(level, f)| {
+            *level <= tracing::Level::INFO && f.get("workflow_id").map(String::as_str) == Some(id)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Waits until a line with `message` about workflow `id` was logged, and returns it.
+async fn line(
+    events: &Events,
+    id: &str,
+    message: &str,
+) -> (tracing::Level, HashMap<String, String>) {
+    for _ in 0..500 {
+        let found = lines_about(events, id)
+            .into_iter()
+            .find(|(_, f)| f.get("message").map(String::as_str) == Some(message));
+        if let Some(found) = found {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "no {message:?} line about {id}: {:?}",
+        lines_about(events, id)
+    );
+}
+
+both_backends! {
+async fn each_failure_logs_one_line_at_its_level_with_the_workflow_and_error(db) {
+    let _serial = SERIAL.lock().await;
+    let (_, _, events) = instruments();
+    let tag = format!("{:?}", db.backend);
+    let rt = common::builder(&db)
+        .workflow("bad", bad)
+        .workflow("flaky", flaky)
+        .workflow_with("crashes", stead::WorkflowConfig::default().max_recovery_attempts(0), crashes)
+        .workflow("waits", waits)
+        .launch()
+        .await
+        .unwrap();
+    let id = |name: &str| format!("{name}-{tag}");
+    let start = |name: &'static str| rt.start(name, (), WorkflowOptions::with_id(id(name)));
+    let failed = start("bad").await.unwrap();
+    assert!(common::within(failed.result::<u32>()).await.is_err());
+    let retried = start("flaky").await.unwrap();
+    assert_eq!(common::within(retried.result::<u32>()).await.unwrap(), 7);
+    let parked = start("crashes").await.unwrap();
+    assert!(common::within(parked.result::<()>()).await.is_err());
+    let waiting = start("waits").await.unwrap();
+    common::wait_status(&db.checks().await, &id("waits"), "PENDING").await;
+    rt.client().cancel(&id("waits")).await.unwrap();
+
+    use tracing::Level;
+    for (name, level, message, error) in [
+        ("bad", Level::ERROR, "workflow failed", "no"),
+        ("flaky", Level::WARN, "step attempt failed; retrying", "card declined"),
+        ("crashes", Level::ERROR, "workflow parked after its recovery budget", "recovery attempts"),
+        ("waits", Level::INFO, "workflow cancelled", "was cancelled"),
+    ] {
+        let (got, fields) = line(events, &id(name), message).await;
+        assert_eq!(got, level, "{name}: {fields:?}");
+        assert_eq!(fields.get("workflow").map(String::as_str), Some(name), "{fields:?}");
+        let logged = fields.get("error").cloned().unwrap_or_default();
+        assert!(logged.contains(error), "{name}: {logged}");
+        // One line for the event, not one per layer that saw it.
+        let same = lines_about(events, &id(name))
+            .into_iter()
+            .filter(|(_, f)| f.get("message").map(String::as_str) == Some(message))
+            .count();
+        assert_eq!(same, 1, "{name}: {:?}", lines_about(events, &id(name)));
+    }
+    // The failing workflow and the retried step log nothing else at INFO or above.
+    for name in ["bad", "flaky"] {
+        assert_eq!(lines_about(events, &id(name)).len(), 1, "{:?}", lines_about(events, &id(name)));
+    }
+    drop(waiting);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }

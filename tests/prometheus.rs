@@ -1,5 +1,5 @@
-//! The Prometheus exporter: installed on an ephemeral port, scraped over plain HTTP after a
-//! queue workload. The recorder is global, so this binary holds only tests that share it.
+//! The Prometheus exporter: installed on an ephemeral port, scraped over plain HTTP right after
+//! launch (every documented series, at zero) and after a queue workload. The recorder is global, so this binary holds only tests that share it.
 #![cfg(feature = "prometheus")]
 
 mod common;
@@ -35,6 +35,11 @@ async fn order(ctx: Context, n: u32) -> stead::Result<u32> {
     .await
 }
 
+/// Scheduled once a year: its schedule's series exists, it never runs during the test.
+async fn report(_ctx: Context, _at: stead::ScheduledTime) -> stead::Result<()> {
+    Ok(())
+}
+
 fn free_port() -> SocketAddr {
     let probe = TcpListener::bind("127.0.0.1:0").unwrap();
     probe.local_addr().unwrap()
@@ -62,6 +67,57 @@ fn sample(text: &str, series: &str) -> Option<f64> {
         .map(|v| v.trim().parse().unwrap())
 }
 
+/// The metric names the README documents (its metrics table), so the docs and the exporter
+/// cannot drift apart.
+fn documented_names() -> Vec<&'static str> {
+    let names: Vec<&str> = include_str!("../README.md")
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `stead_"))
+        .filter_map(|l| Some(&l[..l.find('`')?]))
+        .collect();
+    assert!(names.len() >= 20, "the README's metrics table: {names:?}");
+    names
+}
+
+/// A scrape right after launch, before any work: every documented series is there, zero-valued,
+/// so alerts and `rate()` work before the first event.
+fn every_documented_series_exists_at_zero(text: &str) {
+    for name in documented_names() {
+        let name = format!("stead_{name}");
+        let listed = text.lines().any(|l| {
+            l.strip_prefix(name.as_str()).is_some_and(|rest| {
+                rest.starts_with(['{', ' '])
+                    || ["_bucket{", "_sum", "_count"]
+                        .iter()
+                        .any(|s| rest.starts_with(s))
+            })
+        });
+        assert!(listed, "{name} is missing right after launch:\n{text}");
+    }
+    // One series per documented label value this process knows of at launch, each at zero.
+    for series in [
+        r#"stead_workflows_started_total{workflow="order"}"#,
+        r#"stead_workflows_finished_total{workflow="order",status="ERROR"}"#,
+        r#"stead_workflows_finished_total{workflow="order",status="CANCELLED"}"#,
+        r#"stead_workflows_finished_total{workflow="order",status="MAX_RECOVERY_ATTEMPTS_EXCEEDED"}"#,
+        r#"stead_workflow_recoveries_total{workflow="order"}"#,
+        r#"stead_step_retries_total{workflow="order"}"#,
+        r#"stead_step_duration_seconds_count{workflow="order"}"#,
+        r#"stead_queue_claimed_total{queue="orders"}"#,
+        r#"stead_queue_deduplicated_total{queue="orders"}"#,
+        r#"stead_queue_rate_limited_total{queue="orders"}"#,
+        r#"stead_db_errors_total{lane="checkpoint",kind="transient"}"#,
+        r#"stead_db_errors_total{lane="claim",kind="query"}"#,
+        r#"stead_actor_restarts_total{actor="database"}"#,
+        r#"stead_actor_restarts_total{actor="queue:orders"}"#,
+        r#"stead_schedule_firings_total{schedule="yearly"}"#,
+        "stead_launch_recoveries_total",
+        "stead_workflows_collected_total",
+    ] {
+        assert_eq!(sample(text, series), Some(0.0), "{series}:\n{text}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scrape_after_a_queue_workload_reports_its_counts_and_histograms() {
     let addr = free_port();
@@ -82,9 +138,12 @@ async fn a_scrape_after_a_queue_workload_reports_its_counts_and_histograms() {
     let rt = common::builder(&db)
         .workflow("order", order)
         .queue(Queue::new("orders").worker_concurrency(4))
+        .workflow("report", report)
+        .schedule(stead::Schedule::new("yearly", "report", "0 0 3 1 1 *"))
         .launch()
         .await
         .unwrap();
+    every_documented_series_exists_at_zero(&scrape(addr));
     let mut handles = Vec::new();
     for n in 0..20u32 {
         let options = WorkflowOptions::with_id(format!("order-{n}"));

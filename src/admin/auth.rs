@@ -82,7 +82,7 @@ fn same(given: &[u8], expected: &[u8]) -> bool {
 const TOKEN_FORM: &str = "<!doctype html><meta charset=utf-8><title>stead admin</title>\
 <body style=\"font-family:sans-serif;margin:3em\"><h1>stead admin</h1>\
 <p>This dashboard requires the admin token.</p>\
-<form method=get action=\"/\"><input type=password name=token autofocus \
+<form method=get action=\"\"><input type=password name=token autofocus \
 placeholder=token> <button>Open</button></form></body>";
 
 #[cfg(test)]

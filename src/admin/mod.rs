@@ -1,9 +1,13 @@
 //! Admin HTTP endpoints and the live dashboard (feature `admin`): health, readiness, Prometheus
-//! metrics, workflows and their steps, queues with their load, throughput, and cancel, resume
-//! and fork, as JSON; the dashboard page at `/`.
+//! metrics, workflows and their steps, queues with their load, throughput, the fleet's
+//! executors and stranded work, and cancel, resume, fork and moving stranded work, as JSON;
+//! the dashboard page at `/`.
 //!
-//! It binds to loopback unless told otherwise and can require a bearer token. It is a thin
-//! layer over [`Client`]: it never builds SQL and never runs workflow code.
+//! [`serve`] runs it as a server of its own, bound to loopback unless told otherwise;
+//! [`router`] gives the same routes as an [`axum::Router`] to nest in your own app under any
+//! path (the dashboard finds its API relative to where it is served). Either can require a
+//! bearer token. It is a thin layer over [`Client`]: it never builds SQL and never runs
+//! workflow code.
 //!
 //! ```no_run
 //! # async fn demo(runtime: stead::Runtime) -> Result<(), stead::admin::AdminError> {
@@ -18,10 +22,25 @@
 //! server.shutdown().await;
 //! # Ok(()) }
 //! ```
+//!
+//! Mounted under `/admin` of an axum app (`examples/dashboard.rs` runs this):
+//!
+//! ```no_run
+//! # async fn demo(runtime: stead::Runtime) -> Result<(), Box<dyn std::error::Error>> {
+//! use stead::admin::{self, AdminOptions};
+//! let app = axum::Router::new()
+//!     .route("/", axum::routing::get(|| async { "my service" }))
+//!     .nest("/admin", admin::router(runtime.client(), AdminOptions::new())?);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! // Dashboard: http://127.0.0.1:3000/admin, a workflow at /admin#workflow/<id>
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
 
 mod auth;
 mod body;
 mod dashboard;
+mod fleet;
 mod health;
 mod origin;
 mod params;
@@ -102,7 +121,8 @@ impl AdminOptions {
     }
 
     /// Listens on `addr`. Anything but loopback exposes workflow data and controls to the
-    /// network: set a [`token`](AdminOptions::token) then.
+    /// network: set a [`token`](AdminOptions::token) then. For [`router`], the address your app
+    /// serves on: a loopback one (the default) makes the routes answer only loopback host names.
     pub fn bind(mut self, addr: impl Into<SocketAddr>) -> Self {
         self.bind = addr.into();
         self
@@ -182,28 +202,41 @@ impl Drop for AdminServer {
     }
 }
 
-/// Starts the admin server for `client` (a runtime's: `runtime.client()`) on a task of the
-/// current Tokio runtime. The server keeps a clone of the client.
-pub async fn serve(client: &Client, options: AdminOptions) -> Result<AdminServer, AdminError> {
+/// The admin routes and the dashboard for `client` (a runtime's: `runtime.client()`), to serve
+/// in your own axum app, nested under any path (`.nest("/admin", router)`): the page calls its
+/// API relative to its own address, and a workflow's deep link is `<page>#workflow/<id>`. The
+/// router keeps a clone of the client. `options.bind` is not bound: it tells the router the
+/// address your app serves on (see [`AdminOptions::bind`]).
+pub fn router(client: &Client, options: AdminOptions) -> Result<Router, AdminError> {
+    Ok(routes(state(client, options)?))
+}
+
+fn state(client: &Client, options: AdminOptions) -> Result<Arc<AdminState>, AdminError> {
     if let Some(token) = &options.token {
         auth::validate(token)?;
     }
+    Ok(Arc::new(AdminState {
+        client: client.clone(),
+        token: options.token,
+        prometheus: options.prometheus,
+        loopback: options.bind.ip().is_loopback(),
+        body_timeout: options.body_timeout,
+    }))
+}
+
+/// Starts the admin server for `client` (a runtime's: `runtime.client()`) on a task of the
+/// current Tokio runtime. The server keeps a clone of the client.
+pub async fn serve(client: &Client, options: AdminOptions) -> Result<AdminServer, AdminError> {
     let bind = options.bind;
+    let state = state(client, options)?;
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|source| AdminError::Bind { addr: bind, source })?;
     let addr = listener
         .local_addr()
         .map_err(|source| AdminError::Bind { addr: bind, source })?;
-    let state = Arc::new(AdminState {
-        client: client.clone(),
-        token: options.token,
-        prometheus: options.prometheus,
-        loopback: bind.ip().is_loopback(),
-        body_timeout: options.body_timeout,
-    });
     let (stop, stopped) = oneshot::channel::<()>();
-    let app = router(state);
+    let app = routes(state);
     let task = tokio::spawn(async move {
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
@@ -224,7 +257,7 @@ pub async fn serve(client: &Client, options: AdminOptions) -> Result<AdminServer
 
 /// Every route: the health probes are open, the rest behind the token (when one is set); all
 /// of them refuse cross-site requests.
-fn router(state: Arc<AdminState>) -> Router {
+fn routes(state: Arc<AdminState>) -> Router {
     let guarded = Router::new()
         .route("/", get(dashboard::page))
         .route("/metrics", get(health::metrics))
@@ -234,8 +267,15 @@ fn router(state: Arc<AdminState>) -> Router {
         .route("/api/workflows/{id}/cancel", post(workflows::cancel))
         .route("/api/workflows/{id}/resume", post(workflows::resume))
         .route("/api/workflows/{id}/fork", post(workflows::fork))
+        .route(
+            "/api/workflows/{id}/attributes",
+            post(workflows::attributes),
+        )
         .route("/api/queues", get(queues::list))
         .route("/api/throughput", get(queues::throughput))
+        .route("/api/executors", get(fleet::executors))
+        .route("/api/stranded", get(fleet::stranded))
+        .route("/api/stranded/move", post(fleet::move_stranded))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,

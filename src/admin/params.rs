@@ -8,6 +8,7 @@ use axum::extract::Query;
 use serde::Deserialize;
 
 use super::reply::ApiError;
+use crate::attributes::{parse_attribute, Attributes};
 use crate::client::manage::{ForkOptions, ListWorkflows};
 use crate::status::Status;
 
@@ -26,12 +27,14 @@ pub(super) fn pairs(query: QueryPairs) -> Result<Vec<(String, String)>, ApiError
         .map_err(|e| ApiError::bad_param("query", e.body_text()))
 }
 
-/// Parses `status`, `name`, `queue`, `limit`, `offset` and `order` (`asc` or `desc`, the
-/// default: newest first). `status` may repeat or list several values separated by commas.
+/// Parses `status`, `name`, `queue`, `attribute`, `limit`, `offset` and `order` (`asc` or
+/// `desc`, the default: newest first). `status` may repeat or list several values separated by
+/// commas; `attribute` is `KEY=VALUE` (see [`crate::parse_attribute`]) and may repeat.
 pub(super) fn list_filter(pairs: &[(String, String)]) -> Result<ListWorkflows, ApiError> {
     let mut filter = ListWorkflows::new();
     let mut limit = DEFAULT_LIMIT;
     let mut newest_first = true;
+    let mut attributes = Attributes::new();
     for (key, value) in pairs {
         match key.as_str() {
             "status" => {
@@ -41,13 +44,23 @@ pub(super) fn list_filter(pairs: &[(String, String)]) -> Result<ListWorkflows, A
             }
             "name" => filter = filter.name(value),
             "queue" => filter = filter.queue(value),
+            "attribute" => {
+                let (k, v) = parse_attribute(value)
+                    .map_err(|e| ApiError::bad_param("attribute", e.to_string()))?;
+                attributes.insert(k, v);
+            }
             "limit" => limit = count("limit", value, MAX_LIMIT)?,
             "offset" => filter = filter.offset(count("offset", value, u32::MAX)?),
             "order" => newest_first = order(value)?,
-            other => return Err(unknown(other, "status, name, queue, limit, offset, order")),
+            other => {
+                return Err(unknown(
+                    other,
+                    "status, name, queue, attribute, limit, offset, order",
+                ))
+            }
         }
     }
-    filter = filter.limit(limit);
+    filter = filter.attributes(attributes).limit(limit);
     Ok(if newest_first {
         filter.newest_first()
     } else {
@@ -70,6 +83,13 @@ pub(super) fn throughput(pairs: &[(String, String)]) -> Result<(Duration, Durati
         Duration::from_secs(u64::from(minutes) * 60),
         Duration::from_secs(u64::from(bucket)),
     ))
+}
+
+/// The body of `POST /api/stranded/move`: the version the stranded workflows move onto.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MoveBody {
+    pub(super) app_version: String,
 }
 
 /// The body of a fork: the step to fork from (1 starts over) and optional id, queue and
@@ -101,6 +121,16 @@ impl ForkBody {
         }
         Ok((self.step, options))
     }
+}
+
+/// The body of an attributes update: the new attributes (`null` clears them) and whether they
+/// merge into the stored ones (top-level keys) instead of replacing them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AttributesBody {
+    pub(super) attributes: Option<Attributes>,
+    #[serde(default)]
+    pub(super) merge: bool,
 }
 
 fn status(text: &str) -> Result<Status, ApiError> {
@@ -172,6 +202,7 @@ mod tests {
             ("status", "pending,Enqueued"),
             ("limit", "5"),
             ("order", "asc"),
+            ("attribute", "customer=acme"),
         ]);
         assert!(list_filter(&ok).is_ok());
         for bad in [
@@ -180,6 +211,7 @@ mod tests {
             ("limit", "1001"),
             ("offset", "x"),
             ("order", "up"),
+            ("attribute", "novalue"),
             ("colour", "red"),
         ] {
             let err = list_filter(&pairs(&[bad])).unwrap_err();

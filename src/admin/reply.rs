@@ -45,7 +45,9 @@ impl IntoResponse for ApiError {
 impl From<Error> for ApiError {
     fn from(e: Error) -> ApiError {
         let status = match &e {
-            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::NotFound(_) | Error::UnknownSchedule(_) | Error::UnknownAppVersion(_) => {
+                StatusCode::NOT_FOUND
+            }
             Error::InvalidArgument(_) | Error::UnknownQueue(_) => StatusCode::BAD_REQUEST,
             Error::QueueNotEmpty { .. } => StatusCode::CONFLICT,
             Error::Shutdown | Error::Fatal(_) => StatusCode::SERVICE_UNAVAILABLE,

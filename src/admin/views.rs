@@ -37,6 +37,10 @@ pub(super) struct WorkflowView {
     deduplication_id: Option<String>,
     partition_key: Option<String>,
     delay_until_ms: Option<i64>,
+    attributes: Option<Value>,
+    /// In a listing, the error of a failed workflow (the detail has it among its payloads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<PortableError>,
     #[serde(flatten)]
     payloads: Option<Payloads>,
 }
@@ -53,7 +57,9 @@ struct Payloads {
 impl WorkflowView {
     /// The status record alone, for listings.
     pub(super) fn summary(info: WorkflowInfo) -> WorkflowView {
-        WorkflowView::from_status(info.status, None)
+        let mut view = WorkflowView::from_status(info.status, None);
+        view.error = info.error;
+        view
     }
 
     /// The record with its payloads.
@@ -89,7 +95,9 @@ impl WorkflowView {
             priority: s.priority,
             deduplication_id: s.deduplication_id,
             partition_key: s.partition_key,
+            attributes: s.attributes,
             delay_until_ms: s.delay_until_ms,
+            error: None,
             payloads,
         }
     }

@@ -1,5 +1,5 @@
 //! Workflow endpoints: list (filtered), one workflow with its payloads, its steps, and the
-//! operator's actions (cancel, resume, fork). Each answers JSON; an unknown id is a 404.
+//! operator's actions (cancel, resume, fork, change attributes). Each answers JSON; an unknown id is a 404.
 
 use std::sync::Arc;
 
@@ -8,18 +8,19 @@ use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::params::{self, pairs, ForkBody, QueryPairs};
+use super::params::{self, pairs, AttributesBody, ForkBody, QueryPairs};
 use super::reply::ApiError;
 use super::views::{StepView, WorkflowView};
 use super::AdminState;
 use crate::client::manage::{ListWorkflows, WorkflowInfo};
 
-/// `GET /api/workflows?status=&name=&queue=&limit=&offset=&order=`
+/// `GET /api/workflows?status=&name=&queue=&attribute=&limit=&offset=&order=`
 pub(super) async fn list(
     State(state): State<Arc<AdminState>>,
     query: QueryPairs,
 ) -> Result<Json<Value>, ApiError> {
-    let filter = params::list_filter(&pairs(query)?)?;
+    // Payloads for each row's error (the list shows it); inputs and outputs are not sent.
+    let filter = params::list_filter(&pairs(query)?)?.with_payloads();
     let found = state.client.list_workflows(filter).await?;
     let views: Vec<WorkflowView> = found.into_iter().map(WorkflowView::summary).collect();
     Ok(Json(json!({ "workflows": views })))
@@ -78,6 +79,30 @@ pub(super) async fn fork(
     ))
 }
 
+/// `POST /api/workflows/{id}/attributes` with `{"attributes": {..} | null, "merge"?: bool}`:
+/// replaces, merges (top-level keys) or clears them; answers the attributes now.
+pub(super) async fn attributes(
+    State(state): State<Arc<AdminState>>,
+    Path(id): Path<String>,
+    body: Result<Json<AttributesBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::bad_param("body", e.body_text()))?;
+    match (body.attributes, body.merge) {
+        (Some(given), true) => state.client.merge_workflow_attributes(&id, given).await?,
+        (None, true) => {
+            return Err(ApiError::bad_param(
+                "attributes",
+                "a merge needs an object, not null",
+            ))
+        }
+        (given, false) => state.client.update_workflow_attributes(&id, given).await?,
+    }
+    let info = find(&state, &id, false).await?;
+    Ok(Json(
+        json!({ "id": id, "attributes": info.status.attributes }),
+    ))
+}
+
 /// Workflow `id`, or a 404 naming it.
 async fn find(state: &AdminState, id: &str, payloads: bool) -> Result<WorkflowInfo, ApiError> {
     let mut filter = ListWorkflows::new().ids([id]);
@@ -88,7 +113,7 @@ async fn find(state: &AdminState, id: &str, payloads: bool) -> Result<WorkflowIn
     found
         .into_iter()
         .next()
-        .ok_or_else(|| ApiError::not_found(format!("no workflow with id {id:?}")))
+        .ok_or_else(|| ApiError::from(crate::error::Error::NotFound(id.to_owned())))
 }
 
 async fn status_reply(state: &AdminState, id: &str) -> Result<Json<Value>, ApiError> {

@@ -37,6 +37,7 @@ pub struct DebounceOptions {
     queue: Option<String>,
     id: Option<String>,
     timeout: Option<Duration>,
+    undefined_queue_ok: bool,
 }
 
 impl DebounceOptions {
@@ -50,6 +51,13 @@ impl DebounceOptions {
     /// The queue the run goes to (default: the internal queue).
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         self.queue = Some(queue.into());
+        self
+    }
+
+    /// Debounces onto the queue even when no definition names it (see
+    /// [`WorkflowOptions::allow_undefined_queue`](crate::WorkflowOptions::allow_undefined_queue)).
+    pub fn allow_undefined_queue(mut self) -> Self {
+        self.undefined_queue_ok = true;
         self
     }
 
@@ -96,7 +104,7 @@ pub(crate) async fn debounce<I: Serialize>(
         .queue
         .clone()
         .unwrap_or_else(|| INTERNAL_QUEUE.into());
-    crate::validate_name(&queue, "queue name")?;
+    start::check_queue_defined(shared, &queue, options.undefined_queue_ok).await?;
     if let Some(id) = &options.id {
         crate::validate_name(id, "workflow id")?;
     }

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::attributes::Attributes;
 use crate::client::Client;
 use crate::clock::{millis, now_ms};
 use crate::codec;
@@ -108,6 +109,16 @@ impl ListWorkflows {
     /// Only workflows last dispatched to this executor.
     pub fn executor(mut self, executor_id: impl Into<String>) -> Self {
         self.query.executor = Some(executor_id.into());
+        self
+    }
+
+    /// Only workflows whose attributes contain every top-level pair of `attributes` (Postgres:
+    /// JSON containment, `@>`, so an object value matches a stored object holding at least its
+    /// pairs; SQLite: each key's stored value equals the given one as JSON text). An empty map
+    /// filters nothing.
+    pub fn attributes(mut self, attributes: Attributes) -> Self {
+        self.query.attributes =
+            (!attributes.is_empty()).then(|| Value::Object(attributes).to_string());
         self
     }
 
@@ -411,7 +422,7 @@ impl Client {
         if promoted {
             Ok(())
         } else {
-            Err(Error::NotFound(format!("application version {version:?}")))
+            Err(Error::UnknownAppVersion(version.to_owned()))
         }
     }
 }
@@ -435,6 +446,9 @@ fn check_filter(q: &ListQuery) -> Result<()> {
         if let Some(value) = value {
             crate::validate_text(value, what)?;
         }
+    }
+    if let Some(attributes) = &q.attributes {
+        crate::attributes::check_encoded(attributes)?;
     }
     Ok(())
 }
@@ -559,6 +573,7 @@ mod tests {
                 deduplication_id: None,
                 partition_key: None,
                 delay_until_ms: None,
+                attributes: None,
                 stored_status: None,
             },
             inputs: Some(r#"{"positionalArgs":[7],"namedArgs":{}}"#.into()),

@@ -7,7 +7,7 @@
 //! sharing the runtime's actors.
 //!
 //! This file is the client's core; its feature extensions (`manage`, `observe`, `schedule`,
-//! `debounce`, `retention`) are `impl Client` blocks in the submodules, built on the core and the
+//! `debounce`, `retention`, `attributes`) are `impl Client` blocks in the submodules, built on the core and the
 //! feature modules; nothing in the core names them.
 
 use std::sync::atomic::Ordering;
@@ -33,7 +33,9 @@ use crate::start::{self, Target, WorkflowOptions};
 use crate::sysdb::{self, MigrationReport, QueueDeletion};
 use crate::workflow::WorkflowRef;
 
+mod attributes;
 pub(crate) mod debounce;
+mod fleet;
 pub(crate) mod manage;
 pub(crate) mod observe;
 mod retention;
@@ -105,6 +107,22 @@ impl Client {
     /// Connects with explicit settings.
     pub async fn connect_with(url: &str, options: ClientOptions) -> Result<Client> {
         sysdb::validate_schema(&options.schema)?;
+        let sys = sysdb::connect(url, &options.schema, 4, options.connect_timeout, false).await?;
+        Client::launch(sys, options).await
+    }
+
+    /// A client on a pool the application already has (`sqlx::PgPool` or `sqlx::SqlitePool`);
+    /// see [`DatabasePool`](crate::DatabasePool) for which connections stead takes from it.
+    /// Shutting the client down leaves the pool open.
+    pub async fn from_pool(
+        pool: impl Into<sysdb::DatabasePool>,
+        options: ClientOptions,
+    ) -> Result<Client> {
+        let sys = sysdb::from_pool(pool.into(), &options.schema, options.connect_timeout).await?;
+        Client::launch(sys, options).await
+    }
+
+    async fn launch(sys: Arc<dyn sysdb::Store>, options: ClientOptions) -> Result<Client> {
         let config = Config {
             schema: options.schema,
             app_name: options.app_name,
@@ -116,8 +134,8 @@ impl Client {
             reconcile_every: Duration::from_secs(60),
             executes: false,
             schedule_refresh: Duration::from_secs(10),
+            fleet: Default::default(),
         };
-        let sys = sysdb::connect(url, &config.schema, 4, options.connect_timeout).await?;
         let tree = launch::launch(
             config,
             Registry::default(),
@@ -138,7 +156,7 @@ impl Client {
     /// Safe to run concurrently with other migrators.
     pub async fn migrate(url: &str, options: &ClientOptions) -> Result<MigrationReport> {
         let schema = options.schema.as_str();
-        let db = sysdb::connect(url, schema, 1, options.connect_timeout).await?;
+        let db = sysdb::connect(url, schema, 1, options.connect_timeout, true).await?;
         let report = db.migrate().await.map_err(|e| Error::Migration {
             schema: schema.to_owned(),
             reason: e.to_string(),
@@ -369,6 +387,16 @@ impl Client {
             .call_with(app, move |db, app| async move {
                 db.list_queues(app.as_deref()).await
             })
+            .await?)
+    }
+
+    /// Every application's queue definitions (not only this client's), by name, each with the
+    /// application it belongs to (`None`: shared by all).
+    pub async fn all_queues(&self) -> Result<Vec<(Option<String>, Queue)>> {
+        Ok(self
+            .shared()
+            .db
+            .call(|db| async move { db.list_all_queues().await })
             .await?)
     }
 

@@ -27,6 +27,10 @@
 //! | `stead_actor_restarts_total` | counter | `actor` | restarts | restarts by the supervision tree (`database`, `listener`, `scheduler`, `queue:<name>`, ...) |
 //! | `stead_schedule_firings_total` | counter | `schedule` | workflows | firings this process enqueued first |
 //! | `stead_workflows_collected_total` | counter | | workflows | finished workflows deleted by garbage collection |
+//! | `stead_executors_live` | gauge | | executors | live stead executors of this application (sampled on the adoption timer) |
+//! | `stead_adoptions_total` | counter | | workflows | dead executors' workflows this process put back on their queues |
+//! | `stead_workflows_stranded` | gauge | | workflows | dead executors' `PENDING` workflows no live executor can run (sampled on the adoption timer) |
+//! | `stead_fences_total` | counter | | fences | times this executor stopped its runs because it could not prove it was alive |
 //!
 //! Lanes are the database actor's connections: `start`, `checkpoint`, `finish`, `load_steps`,
 //! `claim`, `ops`. With [`install_prometheus`], histograms of seconds use [`SECONDS_BUCKETS`] and
@@ -35,6 +39,7 @@
 #[cfg(feature = "prometheus")]
 mod prometheus;
 #[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub use prometheus::{
     install_prometheus, install_prometheus_recorder, PrometheusError, PrometheusHandle,
     SECONDS_BUCKETS, SIZE_BUCKETS,
@@ -53,6 +58,14 @@ pub const WORKFLOWS_FINISHED: &str = "stead_workflows_finished_total";
 pub const WORKFLOWS_RUNNING: &str = "stead_workflows_running";
 /// Counter: workflows re-dispatched after a crash (a take-back, or a panic restart), by `workflow`.
 pub const WORKFLOWS_RECOVERED: &str = "stead_workflow_recoveries_total";
+/// Gauge: live stead executors of this application (sampled on the adoption timer).
+pub const EXECUTORS_LIVE: &str = "stead_executors_live";
+/// Counter: dead executors' workflows this process put back on their queues.
+pub const ADOPTIONS: &str = "stead_adoptions_total";
+/// Gauge: dead executors' `PENDING` workflows that no live executor can run.
+pub const WORKFLOWS_STRANDED: &str = "stead_workflows_stranded";
+/// Counter: times this executor fenced itself (stopped its runs: it could not prove it lived).
+pub const FENCES: &str = "stead_fences_total";
 /// Counter: unfinished workflows of this executor put back on their queues at launch.
 pub const LAUNCH_RECOVERIES: &str = "stead_launch_recoveries_total";
 /// Counter: step bodies run to an outcome, by `workflow` and `outcome` (`ok` or `error`).
@@ -87,8 +100,8 @@ pub const SCHEDULE_FIRINGS: &str = "stead_schedule_firings_total";
 /// Counter: finished workflows deleted by garbage collection.
 pub const WORKFLOWS_COLLECTED: &str = "stead_workflows_collected_total";
 
-/// One workflow name's hot-path metrics, registered once (at its first run) instead of per
-/// event: a labelled macro call allocates and hashes its key every time. Registered handles
+/// One workflow name's hot-path metrics, registered once (at launch, for every registered
+/// workflow; for a name only a client enqueues, at its first use) instead of per event: a labelled macro call allocates and hashes its key every time. Registered handles
 /// keep the recorder installed when they were made, so install a recorder before launching.
 pub(crate) struct WorkflowMetrics {
     started: Counter,
@@ -105,6 +118,10 @@ impl WorkflowMetrics {
         let name = || workflow.to_owned();
         let finished = |status: &'static str| metrics::counter!(WORKFLOWS_FINISHED, "workflow" => name(), "status" => status);
         let steps = |outcome: &'static str| metrics::counter!(STEPS, "workflow" => name(), "outcome" => outcome);
+        // Series emitted through the macros below, registered now so they exist at zero.
+        let _ = finished("CANCELLED");
+        let _ = finished("MAX_RECOVERY_ATTEMPTS_EXCEEDED");
+        let _ = metrics::counter!(WORKFLOWS_RECOVERED, "workflow" => name());
         Arc::new(WorkflowMetrics {
             started: metrics::counter!(WORKFLOWS_STARTED, "workflow" => name()),
             succeeded: finished("SUCCESS"),
@@ -162,7 +179,11 @@ impl QueueMetrics {
             claim_seconds: metrics::histogram!(QUEUE_CLAIM_SECONDS, "queue" => name()),
             enqueued: metrics::gauge!(QUEUE_ENQUEUED, "queue" => name()),
             rate_limited: metrics::counter!(QUEUE_RATE_LIMITED, "queue" => name()),
-            workflows_running: metrics::gauge!(WORKFLOWS_RUNNING),
+            workflows_running: {
+                // Emitted through the macro; registered now so it exists at zero.
+                let _ = metrics::counter!(QUEUE_DEDUPLICATED, "queue" => name());
+                metrics::gauge!(WORKFLOWS_RUNNING)
+            },
         }
     }
 
@@ -193,6 +214,35 @@ impl QueueMetrics {
     }
 }
 
+/// Registers the process's series that have no per-name label, and each lane's, zero-valued:
+/// a scrape right after launch lists them, so alerts and `rate()` work before the first event.
+/// Per-name series are registered where the name becomes known: workflows at launch (their
+/// handles), queues when their actor starts, actors when supervised, schedules when armed.
+///
+/// Registering is asking the recorder for a handle; the handles are dropped, the series stay.
+pub(crate) fn register_process(lanes: &[&'static str]) {
+    let _ = metrics::gauge!(WORKFLOWS_RUNNING);
+    let _ = metrics::counter!(LAUNCH_RECOVERIES);
+    let _ = metrics::counter!(WORKFLOWS_COLLECTED);
+    for &lane in lanes {
+        let _ = metrics::histogram!(DB_FLUSH_SIZE, "lane" => lane);
+        let _ = metrics::histogram!(DB_FLUSH_SECONDS, "lane" => lane);
+        for kind in ["transient", "query"] {
+            let _ = metrics::counter!(DB_ERRORS, "lane" => lane, "kind" => kind);
+        }
+    }
+}
+
+/// Registers actor `actor`'s restart counter at zero.
+pub(crate) fn register_actor(actor: &str) {
+    let _ = metrics::counter!(ACTOR_RESTARTS, "actor" => actor.to_owned());
+}
+
+/// Registers schedule `schedule`'s firing counter at zero.
+pub(crate) fn register_schedule(schedule: &str) {
+    let _ = metrics::counter!(SCHEDULE_FIRINGS, "schedule" => schedule.to_owned());
+}
+
 pub(crate) fn workflow_started(workflow: &str) {
     metrics::counter!(WORKFLOWS_STARTED, "workflow" => workflow.to_owned()).increment(1);
 }
@@ -208,6 +258,19 @@ pub(crate) fn workflow_recovered(workflow: &str) {
 
 pub(crate) fn launch_recovered(n: u64) {
     metrics::counter!(LAUNCH_RECOVERIES).increment(n);
+}
+
+pub(crate) fn fleet_sampled(live: usize, stranded: usize) {
+    metrics::gauge!(EXECUTORS_LIVE).set(live as f64);
+    metrics::gauge!(WORKFLOWS_STRANDED).set(stranded as f64);
+}
+
+pub(crate) fn adopted(n: u64) {
+    metrics::counter!(ADOPTIONS).increment(n);
+}
+
+pub(crate) fn fenced() {
+    metrics::counter!(FENCES).increment(1);
 }
 
 pub(crate) fn db_flushed(lane: &'static str, size: usize, took: Duration) {

@@ -57,6 +57,8 @@ pub(crate) struct Claimed {
     pub has_steps: bool,
     /// When the workflow's time runs out, if it has a timeout.
     pub deadline: Option<i64>,
+    /// The trace context its starter recorded (the JSON of its `dbos.otelContext` attribute).
+    pub trace_context: Option<String>,
 }
 
 /// What a claim found besides the workflows it took.

@@ -17,9 +17,10 @@ pub(crate) struct Executor<'a> {
 #[async_trait]
 pub(crate) trait Dispatch: Send + Sync {
     /// Puts this executor's `PENDING` workflows (of its version and application) back on their
-    /// queue, the internal one when they had none, so the queue actors claim them again.
-    /// Returns how many were recovered.
-    async fn recover(&self, me: &Executor<'_>) -> Result<u64, DbError>;
+    /// queue, the internal one when they had none, so the queue actors claim them again;
+    /// `any_executor`: those of every executor id (an embedded database, which one executor
+    /// serves at a time). Returns how many were recovered.
+    async fn recover(&self, me: &Executor<'_>, any_executor: bool) -> Result<u64, DbError>;
 
     /// Takes back the `PENDING` workflows of `queue` that this executor owns but runs no actor
     /// for (a crashed queue actor's, or a claim whose answer was lost): each gets a fresh owner

@@ -26,6 +26,8 @@ pub(crate) struct ListQuery {
     pub newest_first: bool,
     pub limit: Option<i64>,
     pub offset: i64,
+    /// A JSON object: only workflows whose attributes contain each of its top-level pairs.
+    pub attributes: Option<String>,
 }
 
 /// A listed workflow: its status record and, when asked, its payloads as stored.
@@ -84,6 +86,16 @@ pub(crate) struct Forked {
     pub made: bool,
 }
 
+/// How [`Manage::update_attributes`] changes a workflow's attributes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AttributesUpdate {
+    /// Replaces them with this JSON object, or clears them (`None`).
+    Replace(Option<String>),
+    /// Sets each top-level key of this JSON object, keeping the others (a value that is not
+    /// an object counts as empty), as DBOS's `update_workflow_attributes(merge=True)`.
+    Merge(String),
+}
+
 /// A workflow's status and queue, as a change of delay found it.
 #[derive(Debug, Clone)]
 pub(crate) struct Delayed {
@@ -111,6 +123,10 @@ pub(crate) trait Manage: Send + Sync {
     /// Deletes `id` (and its descendants when `cascade`) with every row that belongs to it;
     /// returns the ids deleted.
     async fn delete_workflow(&self, id: &str, cascade: bool) -> Result<Vec<String>, DbError>;
+
+    /// Changes the attributes of workflow `id`; false when there is no such workflow.
+    async fn update_attributes(&self, id: &str, update: &AttributesUpdate)
+        -> Result<bool, DbError>;
 
     /// Moves a `DELAYED` workflow's due time to `until`; returns its status and queue (`None`:
     /// no such workflow). A workflow in another state is left alone.

@@ -2,7 +2,7 @@
 //! [`Session`], in `store.rs`), the backend-neutral types it speaks, and its two
 //! implementations, `postgres/` and `sqlite/`, which hold every SQL statement stead runs.
 //!
-//! The neutral modules (one per concept: `start`, `steps`, `finish`, `ops`, `claim`, `dispatch`,
+//! The neutral modules (one per concept: `start`, `steps`, `finish`, `ops`, `claim`, `dispatch`, `fleet`,
 //! `reads`, `cancel`, `manage`, `versions`, `migrate`, `queues`, `schedules`, `debounce`,
 //! `retention`, `observe`, `listen`) declare types and their part of the interface, and contain
 //! no SQL; `rows.rs` decodes and binds what both backends share. The backends import the
@@ -17,6 +17,7 @@ mod classify;
 mod debounce;
 mod dispatch;
 mod finish;
+mod fleet;
 mod listen;
 mod manage;
 mod migrate;
@@ -47,7 +48,11 @@ pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
 pub(crate) use debounce::{Bounce, Bounced};
 pub(crate) use dispatch::Executor;
 pub(crate) use finish::{FinishOutcome, FinishWrite};
-pub(crate) use manage::{Delayed, Fork, ListQuery, ListedRow, Resumed, StepListing};
+pub use fleet::ExecutorInfo;
+pub(crate) use fleet::{Adoption, Lease, Member};
+pub(crate) use manage::{
+    AttributesUpdate, Delayed, Fork, ListQuery, ListedRow, Resumed, StepListing,
+};
 pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;
 pub(crate) use observe::{CompletedBucket, QueueCounts};
@@ -65,7 +70,9 @@ pub use versions::AppVersion;
 pub(crate) const DEFAULT_SCHEMA: &str = "dbos";
 
 /// Connects to `url` (`postgres://…` or `sqlite:…`) with `pool_size` connections and checks
-/// the database answers: the one place that picks an implementation.
+/// the database answers: the one place that picks an implementation. A missing SQLite file is
+/// created only when `create` is set (a runtime, a migration); otherwise it is an error, so a
+/// client (every read-only CLI command) leaves no empty file behind a mistyped path.
 ///
 /// Errors name the URL with its password redacted; a URL of another scheme, or one that does
 /// not parse, is refused without being shown.
@@ -74,23 +81,81 @@ pub(crate) async fn connect(
     schema: &str,
     pool_size: u32,
     connect_timeout: Duration,
+    create: bool,
 ) -> Result<Arc<dyn Store>, Error> {
     validate_schema(schema)?;
     if urls::scheme(url)? == urls::Scheme::Sqlite {
-        // A file holds one system database, its tables unqualified: a schema name would be
-        // silently ignored, so it is refused instead.
         if schema != DEFAULT_SCHEMA {
-            return Err(Error::Config(format!(
-                "schema {schema:?} given for the SQLite database {url}: schemas are a \
-                 Postgres feature (a SQLite file holds one system database)"
-            )));
+            return Err(sqlite_schema_refused(
+                schema,
+                &format!("the SQLite database {url}"),
+            ));
         }
         Ok(Arc::new(
-            sqlite::Sqlite::connect(url, connect_timeout).await?,
+            sqlite::Sqlite::connect(url, connect_timeout, create).await?,
         ))
     } else {
         let db = postgres::Postgres::connect(url, schema, pool_size, connect_timeout).await?;
         Ok(Arc::new(db))
+    }
+}
+
+/// A connection pool the application already has, handed to stead instead of a URL
+/// ([`RuntimeBuilder::pool`](crate::RuntimeBuilder::pool), [`Client::from_pool`](crate::Client::from_pool)).
+///
+/// What stead takes from it and what it opens itself:
+///
+/// - **Postgres**: every unbatched call (reads, management, queue and schedule definitions,
+///   recovery, migration) borrows a connection from the pool for the call's length; the
+///   listener (`LISTEN` for queue wake-ups, cancels and waits) holds one of the pool's
+///   connections for the runtime's life. The database actor's lanes (start, checkpoint,
+///   finish, load_steps, ops, claim: six for a runtime, as many for a client) are dedicated
+///   connections stead opens itself with the pool's connect options, outside the pool's limit,
+///   with their own session settings (`plan_cache_mode`, `enable_seqscan`). The pool needs at
+///   least 2 connections (one is held for LISTEN); give it a few more than your own load.
+/// - **SQLite**: reads borrow from the pool; stead opens its one writer connection to the same
+///   file itself (WAL, `synchronous=FULL`), which every write and every lane shares. The pool
+///   must be over a file, not `:memory:`.
+///
+/// Shutting stead down never closes the pool: it stays the application's.
+#[derive(Debug, Clone)]
+pub enum DatabasePool {
+    /// A Postgres pool (`sqlx::PgPool`).
+    Postgres(sqlx::PgPool),
+    /// A pool over a SQLite file (`sqlx::SqlitePool`).
+    Sqlite(sqlx::SqlitePool),
+}
+
+impl From<sqlx::PgPool> for DatabasePool {
+    fn from(pool: sqlx::PgPool) -> Self {
+        DatabasePool::Postgres(pool)
+    }
+}
+
+impl From<sqlx::SqlitePool> for DatabasePool {
+    fn from(pool: sqlx::SqlitePool) -> Self {
+        DatabasePool::Sqlite(pool)
+    }
+}
+
+/// Uses the application's pool: the other place that picks an implementation, by the pool's
+/// type. See [`DatabasePool`] for which connections come from it.
+pub(crate) async fn from_pool(
+    pool: DatabasePool,
+    schema: &str,
+    connect_timeout: Duration,
+) -> Result<Arc<dyn Store>, Error> {
+    validate_schema(schema)?;
+    match pool {
+        DatabasePool::Postgres(pool) => Ok(Arc::new(postgres::Postgres::from_pool(pool, schema)?)),
+        DatabasePool::Sqlite(pool) => {
+            if schema != DEFAULT_SCHEMA {
+                return Err(sqlite_schema_refused(schema, "the SQLite pool"));
+            }
+            Ok(Arc::new(
+                sqlite::Sqlite::from_pool(pool, connect_timeout).await?,
+            ))
+        }
     }
 }
 
@@ -104,6 +169,15 @@ pub(crate) fn connect_reason(e: &sqlx::Error) -> String {
         sqlx::Error::Database(db) => db.message().to_owned(),
         other => other.to_string(),
     }
+}
+
+/// A file holds one system database, its tables unqualified: a schema name would be silently
+/// ignored, so it is refused instead.
+fn sqlite_schema_refused(schema: &str, what: &str) -> Error {
+    Error::Config(format!(
+        "schema {schema:?} given for {what}: schemas are a Postgres feature (a SQLite file \
+         holds one system database)"
+    ))
 }
 
 /// Checks a schema name is a plain identifier, so it can be spliced into statements safely.

@@ -91,7 +91,7 @@ pub(super) const STATUS_COLUMNS: &str = "w.workflow_uuid, w.status, w.name, w.ex
     w.application_version, w.application_name, w.queue_name, w.recovery_attempts, w.created_at, \
     w.updated_at, w.started_at_epoch_ms, w.completed_at, w.parent_workflow_id, w.forked_from, \
     w.workflow_timeout_ms, w.workflow_deadline_epoch_ms, w.priority, w.deduplication_id, \
-    w.queue_partition_key, w.delay_until_epoch_ms";
+    w.queue_partition_key, w.delay_until_epoch_ms, w.attributes";
 
 /// A status record, columns in [`STATUS_COLUMNS`] order.
 pub(super) fn status_from_row(row: &impl AnyRow) -> Result<WorkflowStatus, DbError> {
@@ -126,6 +126,7 @@ pub(super) fn status_from_row(row: &impl AnyRow) -> Result<WorkflowStatus, DbErr
         deduplication_id: row.at(17)?,
         partition_key: row.at(18)?,
         delay_until_ms: row.at(19)?,
+        attributes: row.at(20)?,
     })
 }
 
@@ -134,9 +135,9 @@ impl StatusRow {
     pub(super) fn from_row(row: &impl AnyRow) -> Result<StatusRow, DbError> {
         Ok(StatusRow {
             status: status_from_row(row)?,
-            serialization: row.at(20)?,
-            output: row.at(21)?,
-            error: row.at(22)?,
+            serialization: row.at(21)?,
+            output: row.at(22)?,
+            error: row.at(23)?,
         })
     }
 }
@@ -146,15 +147,15 @@ impl ListedRow {
     pub(super) fn from_row(row: &impl AnyRow) -> Result<ListedRow, DbError> {
         Ok(ListedRow {
             status: status_from_row(row)?,
-            serialization: row.at(20)?,
-            inputs: row.at(21)?,
-            output: row.at(22)?,
-            error: row.at(23)?,
+            serialization: row.at(21)?,
+            inputs: row.at(22)?,
+            output: row.at(23)?,
+            error: row.at(24)?,
         })
     }
 }
 
-/// Binds a listing's filters after its ids and statuses (parameters 3 to 15).
+/// Binds a listing's filters after its ids and statuses (parameters 3 to 16).
 pub(super) fn bind_filters<'q, B: Bind<'q>>(b: B, q: &'q ListQuery) -> B {
     b.arg(&q.name)
         .arg(&q.queue)
@@ -169,6 +170,7 @@ pub(super) fn bind_filters<'q, B: Bind<'q>>(b: B, q: &'q ListQuery) -> B {
         .arg(q.queued_only)
         .arg(q.limit)
         .arg(q.offset)
+        .arg(&q.attributes)
 }
 
 impl StepRow {
@@ -215,7 +217,8 @@ impl StreamRow {
 
 impl Claimed {
     /// A taken row with its dispatch key (priority, `created_at`), from column `at` on: id,
-    /// name, owner, attempts, inputs, serialization, has steps, priority, created, deadline.
+    /// name, owner, attempts, inputs, serialization, has steps, priority, created, deadline,
+    /// trace context.
     pub(super) fn keyed_from_row(
         row: &impl AnyRow,
         at: usize,
@@ -229,6 +232,7 @@ impl Claimed {
             serialization: row.at(at + 5)?,
             has_steps: row.at(at + 6)?,
             deadline: row.at(at + 9)?,
+            trace_context: row.at(at + 10)?,
         };
         Ok(((row.at(at + 7)?, row.at(at + 8)?), claimed))
     }
@@ -278,6 +282,13 @@ pub(super) fn bind_queue<'q, B: Bind<'q>>(b: B, q: &'q Queue, app: Option<&'q st
         .arg(q.partition_rate_limit.map(|r| secs(r.period)))
         .arg(app)
         .arg(now_ms())
+}
+
+/// A `queues` row of [`QUEUE_COLUMNS`] then `application_name`.
+pub(super) fn app_queue_from_row(
+    row: &impl AnyRow,
+) -> Result<(Option<String>, Queue), sqlx::Error> {
+    Ok((row.at(12)?, queue_from_row(row)?))
 }
 
 /// A `queues` row, columns in [`QUEUE_COLUMNS`] order.

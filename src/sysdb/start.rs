@@ -34,6 +34,8 @@ pub(crate) struct NewWorkflow {
     /// `None`: any executor running the latest version may run it.
     pub app_version: Option<String>,
     pub app_name: Option<String>,
+    /// Custom attributes, a JSON object (DBOS's `attributes` column).
+    pub attributes: Option<String>,
     /// Stamped when the request was made (strictly increasing in this process): the queue's
     /// order is the order of submission, however the writes interleave.
     pub created_at: i64,

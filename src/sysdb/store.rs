@@ -14,6 +14,7 @@ use super::claim::{ClaimOutcome, ClaimRequest};
 use super::debounce::Debounce;
 use super::dispatch::Dispatch;
 use super::finish::{FinishOutcome, FinishWrite};
+use super::fleet::Fleet;
 use super::listen::Listen;
 use super::manage::Manage;
 use super::migrate::Schema;
@@ -48,6 +49,7 @@ pub(crate) trait Store:
     + Collect
     + Observe
     + Listen
+    + Fleet
     + Send
     + Sync
 {

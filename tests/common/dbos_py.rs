@@ -26,6 +26,37 @@ macro_rules! require_dbos {
     };
 }
 
+/// Like `require_dbos!()`, and also skips when the venv lacks DBOS's `otel` extra (the
+/// OpenTelemetry SDK), which `.ci/test-deps` installs.
+#[macro_export]
+macro_rules! require_dbos_otel {
+    () => {
+        $crate::require_dbos!();
+        if let Err(why) = $crate::common::dbos_py::otel_located() {
+            $crate::common::skip(concat!(file!(), ":", line!()), &why);
+            return;
+        }
+    };
+}
+
+/// Whether the venv's Python has the OpenTelemetry SDK (`dbos[otel]`), or why not.
+pub fn otel_located() -> Result<(), String> {
+    let python = dbos_cli().with_file_name("python");
+    let out = Command::new(&python)
+        .args(["-c", "import opentelemetry.sdk.trace"])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the OpenTelemetry SDK (dbos[otel]=={DBOS_VERSION}) is not installed beside {}; run \
+             .ci/test-deps",
+            python.display()
+        ))
+    }
+}
+
 /// The venv's `dbos` command, or why it cannot be used.
 pub fn located() -> Result<PathBuf, String> {
     static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
@@ -110,6 +141,26 @@ pub async fn py_client(url: &str, app: &str, command: &str, arg: Value) -> Value
     cmd.arg(script)
         .args([&sqlalchemy_url(url), app, command, &arg.to_string()]);
     json_output(cmd, &format!("client.py {command} {arg}")).await
+}
+
+/// Runs the Python script `tests/py/<script>` with the system database `url` (as SQLAlchemy
+/// wants it) and `arg` as JSON; returns the last line of its output, parsed.
+pub async fn py_script(script: &str, url: &str, arg: Value) -> Value {
+    let python = dbos_cli_async().await.with_file_name("python");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/py")
+        .join(script);
+    let mut cmd = tokio::process::Command::new(python);
+    cmd.arg(path).args([&sqlalchemy_url(url), &arg.to_string()]);
+    json_output(cmd, &format!("{script} {arg}")).await
+}
+
+/// The `ok` of a `client.py` answer, failing the test on its `error`.
+pub fn ok_answer(answer: Value) -> Value {
+    match answer {
+        Value::Object(mut m) if m.contains_key("ok") => m.remove("ok").unwrap_or_default(),
+        other => panic!("the Python client failed: {other}"),
+    }
 }
 
 /// Runs `dbos workflow <args> -s <url>` and parses its JSON output.

@@ -5,9 +5,11 @@ Usage: python client.py <system database URL> <application name> <command> <JSON
 Prints one JSON object on stdout: {"ok": <value>} or {"error": {"type": ..., "message": ...}}
 (with "name", "code" and "data" when the error is a portable one).
 Commands:
-  enqueue     {"workflow", "queue", "id", "args", "kwargs", "portable", "wait"}
+  enqueue     {"workflow", "queue", "id", "args", "kwargs", "portable", "wait", "attributes"}
               enqueues with DBOSClient.enqueue (portable JSON unless "portable" is false); with
               "wait", returns the handle's get_result(), else the workflow id
+  list        {"attributes"}: ids of DBOSClient.list_workflows(attributes=...), oldest first
+  update_attributes {"id", "attributes", "merge"}: DBOSClient.update_workflow_attributes
   result      {"id"}: the workflow's get_result()
   send        {"to", "message", "topic", "portable"}: DBOSClient.send
   get_event   {"id", "key", "timeout"}: DBOSClient.get_event
@@ -34,6 +36,8 @@ def enqueue(client, args):
     }
     if "id" in args:
         options["workflow_id"] = args["id"]
+    if "attributes" in args:
+        options["attributes"] = args["attributes"]
     handle = client.enqueue(options, *args.get("args", []), **args.get("kwargs", {}))
     if args.get("wait"):
         return handle.get_result(polling_interval_sec=0.1)
@@ -58,7 +62,26 @@ def get_event(client, args):
     return client.get_event(args["id"], args["key"], args.get("timeout", 10))
 
 
-COMMANDS = {"enqueue": enqueue, "result": result, "send": send, "get_event": get_event}
+def list_ids(client, args):
+    found = client.list_workflows(attributes=args.get("attributes"))
+    return [w.workflow_id for w in found]
+
+
+def update_attributes(client, args):
+    client.update_workflow_attributes(
+        args["id"], args.get("attributes"), merge=args.get("merge", False)
+    )
+    return None
+
+
+COMMANDS = {
+    "enqueue": enqueue,
+    "result": result,
+    "send": send,
+    "get_event": get_event,
+    "list": list_ids,
+    "update_attributes": update_attributes,
+}
 
 
 def main():

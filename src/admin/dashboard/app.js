@@ -12,7 +12,12 @@
 
   // A token given as ?token= is sent as a bearer header with every API call.
   const token = new URLSearchParams(location.search).get("token") || "";
-  const state = { selected: null, timer: null, busy: false, again: false };
+  // Where the page is served (`/` of its own server, or e.g. `/admin` nested in an app): every
+  // API path is relative to it.
+  const BASE = location.pathname.replace(/\/+$/, "");
+  // A workflow's own URL: the page with `#workflow/<id>`.
+  const LINK = "#workflow/";
+  const state = { selected: null, timer: null, busy: false, again: false, offset: 0, reveal: false };
   const $ = (sel) => document.querySelector(sel);
 
   function el(tag, attrs, ...children) {
@@ -35,7 +40,7 @@
     const headers = { Accept: "application/json" };
     if (token) headers.Authorization = "Bearer " + token;
     if (options && options.body) headers["Content-Type"] = "application/json";
-    const response = await fetch(path, Object.assign({ headers, cache: "no-store" }, options));
+    const response = await fetch(BASE + path, Object.assign({ headers, cache: "no-store" }, options));
     let body = null;
     try { body = await response.json(); } catch (_) { /* not JSON */ }
     if (!response.ok) {
@@ -81,6 +86,18 @@
     return el("pre", {}, value === undefined || value === null ? "null" : JSON.stringify(value, null, 2));
   }
 
+  // An error as the text it says (`name: message`), not as escaped JSON.
+  function errorText(e) {
+    if (e === undefined || e === null) return "";
+    if (typeof e === "string") return e;
+    if (typeof e.message === "string") return (e.name ? e.name + ": " : "") + e.message;
+    return JSON.stringify(e);
+  }
+
+  function errorBlock(e) {
+    return el("pre", { class: "error-text" }, errorText(e));
+  }
+
   // Filters ----------------------------------------------------------------------------------
 
   function buildStatusFilter() {
@@ -102,8 +119,28 @@
       if (value) query.set(key, value);
     }
     query.set("limit", form.elements.limit.value);
+    query.set("offset", state.offset);
     query.set("order", "desc");
     return query;
+  }
+
+  // A filter changed: back to the first page.
+  function filtersChanged() {
+    state.offset = 0;
+    refresh();
+  }
+
+  function page(delta) {
+    const limit = Number($("#filters").elements.limit.value);
+    state.offset = Math.max(0, state.offset + delta * limit);
+    refresh();
+  }
+
+  // "Open by id": the workflow's detail (its own URL), whatever the list shows.
+  function openId(event) {
+    event.preventDefault();
+    const id = $("#open-form").elements.id.value.trim();
+    if (id) select(id);
   }
 
   // Workflows --------------------------------------------------------------------------------
@@ -112,8 +149,13 @@
     const body = await api("/api/workflows?" + listQuery());
     const rows = body.workflows.map(workflowRow);
     $("#workflows tbody").replaceChildren(...(rows.length ? rows
-      : [el("tr", {}, el("td", { colspan: 7, class: "empty" }, "no workflows match"))]));
-    $("#workflow-count").textContent = "(" + rows.length + " shown, newest first)";
+      : [el("tr", {}, el("td", { colspan: 8, class: "empty" }, "no workflows match"))]));
+    const limit = Number($("#filters").elements.limit.value);
+    const from = rows.length ? state.offset + 1 : state.offset;
+    $("#workflow-count").textContent = "(" + from + "–" + (state.offset + rows.length)
+      + ", newest first)";
+    $("#prev-page").disabled = state.offset === 0;
+    $("#next-page").disabled = rows.length < limit;
   }
 
   function workflowRow(w) {
@@ -134,6 +176,7 @@
     el("td", {}, w.queue || ""),
     timeCell(w.created_at_ms),
     timeCell(w.updated_at_ms),
+    el("td", { class: "error-preview", title: errorText(w.error) }, errorText(w.error)),
     actions);
   }
 
@@ -175,9 +218,14 @@
     add("recovery attempts", w.recovery_attempts);
     add("input", json(w.input));
     if (w.output !== null) add("output", json(w.output));
-    if (w.error) add("error", json(w.error));
+    if (w.error) add("error", errorBlock(w.error));
     $("#detail-meta").replaceChildren(meta);
     $("#timeline").replaceChildren(timeline(w, steps.steps));
+    // Opened by the user: bring it into view (it sits below the list).
+    if (state.reveal) {
+      state.reveal = false;
+      $("#detail").scrollIntoView({ block: "start" });
+    }
   }
 
   function timeline(w, steps) {
@@ -185,26 +233,35 @@
       const final = !CANCELLABLE.has(w.status);
       return el("div", { class: "empty" }, final ? "no recorded steps" : "no recorded steps yet");
     }
+    const now = Date.now();
+    const live = CANCELLABLE.has(w.status);
+    // A sleep records its wake-up time (epoch seconds) when it starts: while the workflow runs
+    // and that time is ahead, the step is waiting, not done.
+    const wakes = (s) => (s.name === "DBOS.sleep" && typeof s.output === "number"
+      && live && s.output * 1000 > now ? s.output * 1000 : null);
+    const endOf = (s) => (wakes(s) ? now : Math.min(s.completed_at_ms || now, now));
     const starts = steps.map((s) => s.started_at_ms).filter(Boolean);
     const begin = Math.min(w.started_at_ms || w.created_at_ms, ...starts);
-    const ends = steps.map((s) => s.completed_at_ms || Date.now());
-    const end = Math.max(w.completed_at_ms || 0, ...ends, begin + 1);
+    const end = Math.max(w.completed_at_ms || 0, ...steps.map(endOf), begin + 1);
     const span = end - begin;
     const box = el("div", { class: "steps" });
     for (const s of steps) {
       const from = (s.started_at_ms || begin) - begin;
-      const to = (s.completed_at_ms || Date.now()) - begin;
+      const to = endOf(s) - begin;
+      const until = wakes(s);
       const bar = el("span", {});
       bar.style.left = (100 * from / span).toFixed(2) + "%";
       bar.style.width = (100 * Math.max(to - from, 0) / span).toFixed(2) + "%";
-      const took = s.started_at_ms && s.completed_at_ms ? duration(s.completed_at_ms - s.started_at_ms) : "";
-      box.append(el("div", { class: "step" + (s.error ? " failed" : ""), dataset: { step: s.function_id } },
+      const took = until ? "waiting, wakes " + when(until)
+        : s.started_at_ms && s.completed_at_ms ? duration(s.completed_at_ms - s.started_at_ms) : "";
+      const cls = "step" + (s.error ? " failed" : "") + (until ? " waiting" : "");
+      box.append(el("div", { class: cls, dataset: { step: s.function_id } },
         el("span", { class: "muted" }, "#" + s.function_id),
         el("span", { title: s.name }, s.name, s.child_workflow_id ? " → " + s.child_workflow_id : ""),
         el("div", { class: "track", title: "+" + duration(from) }, bar),
         el("span", { class: "muted" }, took),
         el("details", {}, el("summary", {}, s.error ? "error" : "output"),
-          json(s.error ? s.error : s.output))));
+          s.error ? errorBlock(s.error) : json(s.output))));
     }
     return box;
   }
@@ -223,8 +280,19 @@
     }
   }
 
-  function select(id) {
+  function linkedId() {
+    return location.hash.startsWith(LINK)
+      ? decodeURIComponent(location.hash.slice(LINK.length)) || null : null;
+  }
+
+  // Selecting a workflow gives it its URL (so it can be shared, and Back returns to the list).
+  function select(id, fromLink) {
+    if (!fromLink && linkedId() !== id) {
+      history.pushState(null, "", id ? LINK + encodeURIComponent(id)
+        : location.pathname + location.search);
+    }
     state.selected = id;
+    state.reveal = Boolean(id);
     for (const row of document.querySelectorAll("#workflows tbody tr")) {
       row.classList.toggle("selected", row.dataset.workflowId === id);
     }
@@ -259,6 +327,23 @@
         el("td", { title: cap ? q.running + " of " + cap : q.running + " running" },
           el("div", { class: "bar" }, fill)));
     }));
+  }
+
+  async function loadExecutors() {
+    const [body, stranded] = await Promise.all([api("/api/executors"), api("/api/stranded")]);
+    $("#executors tbody").replaceChildren(...body.executors.map((e) =>
+      el("tr", { dataset: { executor: e.executor_id } },
+        el("td", {}, e.executor_id),
+        el("td", {}, e.host + " (" + e.pid + ")"),
+        el("td", {}, e.app_version),
+        el("td", {}, e.app_name || "—"),
+        el("td", { class: "num" }, e.pending),
+        el("td", {}, el("span", { class: "pill " + (e.live ? "up" : "down") }, e.live ? "live" : "dead")),
+        timeCell(e.last_seen_ms))));
+    const n = stranded.workflows.length;
+    $("#stranded-caption").textContent = n
+      ? n + " stranded workflow(s): stead workflow stranded --move-to <version>"
+      : "";
   }
 
   async function loadThroughput() {
@@ -325,7 +410,7 @@
     state.again = false;
     try {
       const results = await Promise.allSettled([loadWorkflows(), loadQueues(), loadThroughput(),
-        loadHealth(), loadDetail()]);
+        loadHealth(), loadDetail(), loadExecutors()]);
       const failed = results.find((r) => r.status === "rejected");
       if (failed) banner(failed.reason.message);
       else if ($("#banner").className !== "info") banner("");
@@ -343,9 +428,12 @@
 
   function wire() {
     buildStatusFilter();
-    $("#filters").addEventListener("change", refresh);
-    $("#filters").addEventListener("submit", (e) => { e.preventDefault(); refresh(); });
-    $("#filters").addEventListener("input", (e) => { if (e.target.type === "text") refresh(); });
+    $("#filters").addEventListener("change", filtersChanged);
+    $("#filters").addEventListener("submit", (e) => { e.preventDefault(); filtersChanged(); });
+    $("#filters").addEventListener("input", (e) => { if (e.target.type === "text") filtersChanged(); });
+    $("#open-form").addEventListener("submit", openId);
+    $("#prev-page").addEventListener("click", () => page(-1));
+    $("#next-page").addEventListener("click", () => page(1));
     $("#refresh").addEventListener("click", refresh);
     $("#auto").addEventListener("change", schedule);
     $("#detail-close").addEventListener("click", () => select(null));
@@ -360,6 +448,9 @@
       const row = event.target.closest("tr[data-workflow-id]");
       if (row) select(row.dataset.workflowId);
     });
+    window.addEventListener("popstate", () => select(linkedId(), true));
+    window.addEventListener("hashchange", () => select(linkedId(), true));
+    state.selected = linkedId();
     schedule();
     refresh();
   }

@@ -1,29 +1,35 @@
 //! The command line `stead` accepts, parsed by clap, and the parsers of its values (durations,
-//! times, statuses). It never touches the database.
+//! times, statuses, attributes). It never touches the database.
 
 use std::time::{Duration, SystemTime};
 
 use clap::{Args, Parser, Subcommand};
+use serde_json::Value;
 use stead::Status;
+
+/// Where `--help` lists the options every command takes, apart from the command's own.
+const GLOBAL: &str = "Global options";
 
 /// Inspect and manage stead (and DBOS) workflows in a system database.
 #[derive(Debug, Parser)]
 #[command(name = "stead", version)]
 pub struct Cli {
-    /// Postgres URL of the system database [default: $STEAD_DATABASE_URL, then $DATABASE_URL]
-    #[arg(long, global = true, value_name = "URL")]
+    /// Database URL of the system database: postgres://… or sqlite://<file>
+    /// [default: $STEAD_DATABASE_URL, then $DATABASE_URL]
+    #[arg(short = 'd', long, global = true, value_name = "URL", help_heading = GLOBAL)]
     pub database_url: Option<String>,
-    /// Schema of the system tables
-    #[arg(long, global = true, default_value = "dbos")]
+    /// Schema of the system tables (Postgres)
+    #[arg(long, global = true, default_value = "dbos", help_heading = GLOBAL)]
     pub schema: String,
-    /// Application whose queues and schedules are shown (rows of no application always are)
-    #[arg(long, global = true, value_name = "NAME")]
+    /// Application whose schedules are shown (rows of no application always are)
+    #[arg(short = 'a', long, global = true, value_name = "NAME", help_heading = GLOBAL)]
     pub app: Option<String>,
     /// Print JSON instead of tables
-    #[arg(long, global = true)]
+    #[arg(short = 'j', long, global = true, help_heading = GLOBAL)]
     pub json: bool,
     /// How long to wait for the database (e.g. 500ms, 5s, 1m)
-    #[arg(long, global = true, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, global = true, default_value = "5s", value_parser = parse_duration,
+          help_heading = GLOBAL)]
     pub connect_timeout: Duration,
     #[command(subcommand)]
     pub command: Command,
@@ -51,6 +57,15 @@ pub enum ClientCommand {
     Schedule(ScheduleCommand),
     /// Delete finished workflows by age or beyond a row count (never running ones)
     Gc(GcArgs),
+    /// Show the fleet's executors (Postgres)
+    #[command(subcommand)]
+    Executor(ExecutorCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExecutorCommand {
+    /// List stead executors: id, host, version, application, running workflows, live or dead
+    List,
 }
 
 #[derive(Debug, Subcommand)]
@@ -72,6 +87,28 @@ pub enum WorkflowCommand {
     Resume { id: String },
     /// Copy a workflow into a new one that replays the steps before --step and runs the rest
     Fork(ForkArgs),
+    /// List workflows of dead executors that no live executor can run (a version nobody
+    /// serves), or move them onto a version that runs
+    Stranded {
+        /// Move every stranded workflow onto this application version (resumed from its
+        /// checkpoints, for executors of that version to claim)
+        #[arg(long, value_name = "VERSION")]
+        move_to: Option<String>,
+    },
+    /// Show a workflow's attributes, or change them: KEY=VALUE pairs replace them all (or,
+    /// with --merge, set only those keys); --clear removes them. A VALUE that parses as JSON is
+    /// that JSON (3, true, {"a":1}); anything else is a string
+    Attributes {
+        id: String,
+        #[arg(value_name = "KEY=VALUE", value_parser = parse_attribute)]
+        pairs: Vec<(String, Value)>,
+        /// Set the given keys and keep the others
+        #[arg(long, requires = "pairs", conflicts_with = "clear")]
+        merge: bool,
+        /// Remove every attribute
+        #[arg(long, conflicts_with = "pairs")]
+        clear: bool,
+    },
     /// Delete a workflow and everything recorded for it
     Delete {
         id: String,
@@ -85,13 +122,13 @@ pub enum WorkflowCommand {
 pub struct ListArgs {
     /// Only this status (repeat for several): pending, enqueued, delayed, success, error,
     /// cancelled, max_recovery_attempts_exceeded
-    #[arg(long = "status", value_name = "STATUS", value_parser = parse_status)]
+    #[arg(short = 's', long = "status", value_name = "STATUS", value_parser = parse_status)]
     pub statuses: Vec<Status>,
     /// Only workflows of this name
-    #[arg(long)]
+    #[arg(short = 'n', long)]
     pub name: Option<String>,
     /// Only workflows enqueued on this queue
-    #[arg(long)]
+    #[arg(short = 'q', long)]
     pub queue: Option<String>,
     /// Only workflows waiting on or running from a queue (enqueued, delayed, pending)
     #[arg(long)]
@@ -111,6 +148,9 @@ pub struct ListArgs {
     /// Only forks of this workflow
     #[arg(long, value_name = "ID")]
     pub forked_from: Option<String>,
+    /// Only workflows with this attribute (repeat for several; VALUE as in `attributes`)
+    #[arg(long = "attribute", value_name = "KEY=VALUE", value_parser = parse_attribute)]
+    pub attributes: Vec<(String, Value)>,
     /// Only workflows created at or after this time (RFC 3339, or a duration ago: 2h)
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub since: Option<SystemTime>,
@@ -118,10 +158,10 @@ pub struct ListArgs {
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub until: Option<SystemTime>,
     /// At most this many workflows (0: no limit)
-    #[arg(long, default_value_t = 100)]
+    #[arg(short = 'l', long, default_value_t = 100)]
     pub limit: u32,
     /// Skip this many matches first (for pages)
-    #[arg(long, default_value_t = 0)]
+    #[arg(short = 'o', long, default_value_t = 0)]
     pub offset: u32,
     /// Oldest first
     #[arg(long)]
@@ -136,7 +176,7 @@ pub struct ForkArgs {
     /// The workflow to copy
     pub id: String,
     /// The first step that runs again (1 starts over)
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short = 's', long, value_parser = clap::value_parser!(u32).range(1..))]
     pub step: u32,
     /// The copy's id [default: a new UUID]
     #[arg(long, value_name = "ID")]
@@ -223,6 +263,11 @@ pub fn parse_time(text: &str) -> Result<SystemTime, String> {
     SystemTime::now()
         .checked_sub(ago)
         .ok_or_else(|| format!("{text:?} reaches before the epoch"))
+}
+
+/// `KEY=VALUE` (see [`stead::parse_attribute`]).
+pub fn parse_attribute(text: &str) -> Result<(String, Value), String> {
+    stead::parse_attribute(text).map_err(|e| e.to_string())
 }
 
 /// A workflow status, in any letter case.

@@ -2,10 +2,13 @@
 //! Every database access goes through the library; this module builds no SQL.
 
 use serde_json::json;
-use stead::{Client, ClientOptions, Error, ForkOptions, ListWorkflows, Retention, WorkflowInfo};
+use stead::{
+    Attributes, Client, ClientOptions, Error, ForkOptions, ListWorkflows, Retention, WorkflowInfo,
+};
 
 use crate::args::{
-    ClientCommand, ForkArgs, GcArgs, ListArgs, QueueCommand, ScheduleCommand, WorkflowCommand,
+    ClientCommand, ExecutorCommand, ForkArgs, GcArgs, ListArgs, QueueCommand, ScheduleCommand,
+    WorkflowCommand,
 };
 use crate::output::{self, QueueView, Rendered};
 
@@ -32,19 +35,34 @@ pub async fn migrate(url: &str, options: &ClientOptions) -> stead::Result<Render
         "version": report.version,
         "applied": report.applied,
     });
-    Ok(Rendered { json: value, text })
+    Ok(Rendered::new(&value, text))
 }
 
 /// Runs a command on a connected client.
-pub async fn run(client: &Client, command: ClientCommand) -> stead::Result<Rendered> {
+pub async fn run(
+    client: &Client,
+    app: Option<&str>,
+    command: ClientCommand,
+) -> stead::Result<Rendered> {
     match command {
         ClientCommand::Workflow(cmd) => workflow(client, cmd).await,
         ClientCommand::Queue(QueueCommand::List) => {
-            let views: Vec<QueueView> = client.queues().await?.iter().map(Into::into).collect();
+            // With --app, that application's queues (and shared ones); else every application's.
+            let views: Vec<QueueView> = client
+                .all_queues()
+                .await?
+                .iter()
+                .filter(|(owner, _)| app.is_none() || owner.is_none() || owner.as_deref() == app)
+                .map(|(owner, q)| QueueView::new(owner.as_deref(), q))
+                .collect();
             Ok(Rendered::new(&views, output::queues(&views)))
         }
         ClientCommand::Schedule(cmd) => schedule(client, cmd).await,
         ClientCommand::Gc(args) => gc(client, args).await,
+        ClientCommand::Executor(ExecutorCommand::List) => {
+            let executors = client.list_executors().await?;
+            Ok(Rendered::new(&executors, output::executors(&executors)))
+        }
     }
 }
 
@@ -75,6 +93,24 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
             changed(client, "resume", &id).await
         }
         WorkflowCommand::Fork(args) => fork(client, args).await,
+        WorkflowCommand::Stranded { move_to: None } => {
+            let found = client.stranded_workflows().await?;
+            Ok(Rendered::new(&found, output::stranded(&found)))
+        }
+        WorkflowCommand::Stranded {
+            move_to: Some(version),
+        } => {
+            let moved = client.move_stranded(&version).await?;
+            let value = json!({ "action": "move", "moved": moved, "app_version": version });
+            let text = format!("moved {moved} stranded workflow(s) onto version '{version}'\n");
+            Ok(Rendered::new(&value, text))
+        }
+        WorkflowCommand::Attributes {
+            id,
+            pairs,
+            merge,
+            clear,
+        } => attributes(client, &id, pairs, merge, clear).await,
         WorkflowCommand::Delete { id, children } => {
             if children {
                 client.delete_with_children(&id).await?;
@@ -120,6 +156,9 @@ fn filter(args: ListArgs) -> ListWorkflows {
     if let Some(id) = args.forked_from {
         f = f.forked_from(id);
     }
+    if !args.attributes.is_empty() {
+        f = f.attributes(args.attributes.into_iter().collect());
+    }
     if let Some(t) = args.since {
         f = f.created_after(t);
     }
@@ -132,15 +171,41 @@ fn filter(args: ListArgs) -> ListWorkflows {
     f
 }
 
-async fn list(client: &Client, args: ListArgs) -> stead::Result<Rendered> {
-    let queued = args.queued;
+/// One page of workflows, and a note naming the next page when more match (one more row is
+/// read to know, rather than counting every match).
+async fn list(client: &Client, mut args: ListArgs) -> stead::Result<Rendered> {
+    let (queued, payloads, limit, offset) = (args.queued, args.payloads, args.limit, args.offset);
+    if limit > 0 {
+        args.limit = limit.saturating_add(1);
+    }
+    // The table's error column needs the errors; JSON shows payloads only when asked.
+    args.payloads = true;
     let f = filter(args);
-    let found = if queued {
+    let mut found = if queued {
         client.list_queued_workflows(f).await?
     } else {
         client.list_workflows(f).await?
     };
-    Ok(Rendered::new(&found, output::workflows(&found)))
+    let more = limit > 0 && found.len() > limit as usize;
+    found.truncate(if limit > 0 {
+        limit as usize
+    } else {
+        found.len()
+    });
+    let text = output::workflows(&found);
+    if !payloads {
+        for w in &mut found {
+            (w.input, w.output, w.error) = (None, None, None);
+        }
+    }
+    let mut rendered = Rendered::new(&found, text);
+    if more {
+        let next = offset.saturating_add(limit);
+        rendered.note = Some(format!(
+            "showing {limit} from offset {offset}; more match: use --offset {next} for the next page"
+        ));
+    }
+    Ok(rendered)
 }
 
 /// One workflow with its payloads, or `NotFound`.
@@ -152,6 +217,31 @@ async fn get(client: &Client, id: &str) -> stead::Result<WorkflowInfo> {
         .into_iter()
         .next()
         .ok_or_else(|| Error::NotFound(id.to_owned()))
+}
+
+/// `workflow attributes`: changes them when asked, then shows them.
+async fn attributes(
+    client: &Client,
+    id: &str,
+    pairs: Vec<(String, serde_json::Value)>,
+    merge: bool,
+    clear: bool,
+) -> stead::Result<Rendered> {
+    let given: Attributes = pairs.into_iter().collect();
+    if clear {
+        client.update_workflow_attributes(id, None).await?;
+    } else if merge {
+        client.merge_workflow_attributes(id, given).await?;
+    } else if !given.is_empty() {
+        client.update_workflow_attributes(id, Some(given)).await?;
+    }
+    let now = get(client, id).await?.status.attributes;
+    let text = match &now {
+        Some(value) => format!("{value}\n"),
+        None => format!("workflow '{id}' has no attributes\n"),
+    };
+    let value = json!({ "id": id, "attributes": now });
+    Ok(Rendered::new(&value, text))
 }
 
 /// After a cancel or a resume: the workflow's status now.

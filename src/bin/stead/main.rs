@@ -44,13 +44,11 @@ impl Failure {
 impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         match e {
-            Error::NotFound(id) => Failure::new(NOT_FOUND, format!("workflow '{id}' not found")),
-            Error::UnknownSchedule(name) => {
-                Failure::new(NOT_FOUND, format!("schedule '{name}' not found"))
-            }
-            Error::UnknownQueue(name) => {
-                Failure::new(NOT_FOUND, format!("queue '{name}' not found"))
-            }
+            // Worded by the library, as the admin API words them.
+            e @ (Error::NotFound(_)
+            | Error::UnknownSchedule(_)
+            | Error::UnknownQueue(_)
+            | Error::UnknownAppVersion(_)) => Failure::new(NOT_FOUND, e.to_string()),
             Error::Connect { url, reason, .. } => Failure::new(
                 UNREACHABLE,
                 format!("cannot connect to database at {url}: {reason}"),
@@ -89,6 +87,10 @@ fn main() -> ExitCode {
     match outcome {
         Ok(rendered) => {
             print(&rendered, json);
+            // Tables are read by people; a script reading JSON chose its page itself.
+            if let (Some(note), false) = (&rendered.note, json) {
+                eprintln!("{note}");
+            }
             ExitCode::SUCCESS
         }
         Err(failure) => {
@@ -102,6 +104,7 @@ fn main() -> ExitCode {
 
 async fn execute(cli: Cli) -> Result<Rendered, Failure> {
     let url = database_url(cli.database_url)?;
+    let app = cli.app.clone();
     let options = ClientOptions {
         schema: cli.schema,
         app_name: cli.app,
@@ -112,7 +115,7 @@ async fn execute(cli: Cli) -> Result<Rendered, Failure> {
         Command::Client(command) => command,
     };
     let client = Client::connect_with(&url, options).await?;
-    let result = commands::run(&client, command).await;
+    let result = commands::run(&client, app.as_deref(), command).await;
     let _ = client.shutdown(std::time::Duration::from_secs(1)).await;
     Ok(result?)
 }

@@ -3,12 +3,14 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use stead::{Queue, QueueLimits, RateLimit, ScheduleInfo, StepInfo, WorkflowInfo};
+use stead::{ExecutorInfo, Queue, QueueLimits, RateLimit, ScheduleInfo, StepInfo, WorkflowInfo};
 
 /// A command's result in both forms; `main` prints one of them.
 pub struct Rendered {
     pub json: Value,
     pub text: String,
+    /// A line for the person at the terminal (on stderr, so stdout stays the result).
+    pub note: Option<String>,
 }
 
 impl Rendered {
@@ -17,6 +19,7 @@ impl Rendered {
         Rendered {
             json: serde_json::to_value(value).unwrap_or(Value::Null),
             text,
+            note: None,
         }
     }
 }
@@ -58,10 +61,10 @@ impl Table {
     }
 }
 
-/// Epoch milliseconds as `2026-11-29 12:21:23` (UTC).
+/// Epoch milliseconds as `2026-11-29 12:21:23Z`: UTC, and marked so.
 pub fn time(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+        .map(|t| t.format("%Y-%m-%d %H:%M:%SZ").to_string())
         .unwrap_or_else(|| ms.to_string())
 }
 
@@ -90,7 +93,7 @@ fn clip(value: &str, max: usize) -> String {
 
 pub fn workflows(list: &[WorkflowInfo]) -> String {
     let mut table = Table::new(&[
-        "ID", "STATUS", "NAME", "QUEUE", "VERSION", "CREATED", "UPDATED",
+        "ID", "STATUS", "NAME", "QUEUE", "VERSION", "CREATED", "UPDATED", "ERROR",
     ]);
     for w in list {
         let s = &w.status;
@@ -102,6 +105,61 @@ pub fn workflows(list: &[WorkflowInfo]) -> String {
             or_dash(s.app_version.as_deref()),
             time(s.created_at_ms),
             time(s.updated_at_ms),
+            w.error
+                .as_ref()
+                .map_or_else(dash, |e| clip(&e.to_string(), 48)),
+        ]);
+    }
+    table.render()
+}
+
+/// Stranded workflows, and the command that moves them.
+pub fn stranded(list: &[WorkflowInfo]) -> String {
+    if list.is_empty() {
+        return "no stranded workflows\n".into();
+    }
+    let mut table = Table::new(&["ID", "NAME", "EXECUTOR", "VERSION", "QUEUE", "CREATED"]);
+    for w in list {
+        let s = &w.status;
+        table.row(vec![
+            s.id.clone(),
+            s.name.clone(),
+            or_dash(s.executor_id.as_deref()),
+            or_dash(s.app_version.as_deref()),
+            or_dash(s.queue_name.as_deref()),
+            time(s.created_at_ms),
+        ]);
+    }
+    format!(
+        "{}\n{} workflow(s) of dead executors whose version no live executor serves.\n\
+         Move them onto a version that runs: stead workflow stranded --move-to <VERSION>\n",
+        table.render(),
+        list.len()
+    )
+}
+
+/// The fleet's executors.
+pub fn executors(list: &[ExecutorInfo]) -> String {
+    let mut table = Table::new(&[
+        "EXECUTOR",
+        "HOST",
+        "PID",
+        "VERSION",
+        "APP",
+        "PENDING",
+        "STATE",
+        "LAST SEEN",
+    ]);
+    for e in list {
+        table.row(vec![
+            e.executor_id.clone(),
+            e.host.clone(),
+            e.pid.to_string(),
+            e.app_version.clone(),
+            or_dash(e.app_name.as_deref()),
+            e.pending.to_string(),
+            if e.live { "live" } else { "dead" }.into(),
+            time(e.last_seen_ms),
         ]);
     }
     table.render()
@@ -135,6 +193,7 @@ pub fn workflow(w: &WorkflowInfo) -> String {
         ),
         ("dedup id", s.deduplication_id.clone()),
         ("partition", s.partition_key.clone()),
+        ("attributes", json(&s.attributes)),
         ("serialization", w.serialization.clone()),
         ("input", json(&w.input)),
         ("output", json(&w.output)),
@@ -172,14 +231,17 @@ pub fn steps(list: &[StepInfo]) -> String {
 #[derive(Serialize)]
 pub struct QueueView {
     name: String,
+    /// The application the queue belongs to (`null`: shared by every application).
+    app: Option<String>,
     #[serde(flatten)]
     limits: QueueLimits,
 }
 
-impl From<&Queue> for QueueView {
-    fn from(q: &Queue) -> QueueView {
+impl QueueView {
+    pub fn new(app: Option<&str>, q: &Queue) -> QueueView {
         QueueView {
             name: q.name().to_owned(),
+            app: app.map(str::to_owned),
             limits: q.limits(),
         }
     }
@@ -188,6 +250,7 @@ impl From<&Queue> for QueueView {
 pub fn queues(list: &[QueueView]) -> String {
     let mut table = Table::new(&[
         "NAME",
+        "APP",
         "CONCURRENCY",
         "WORKER_CONCURRENCY",
         "RATE_LIMIT",
@@ -204,6 +267,7 @@ pub fn queues(list: &[QueueView]) -> String {
         let l = &q.limits;
         table.row(vec![
             q.name.clone(),
+            or_dash(q.app.as_deref()),
             limit(l.concurrency),
             limit(l.worker_concurrency),
             rate(l.rate_limit),
@@ -260,6 +324,6 @@ mod tests {
 
     #[test]
     fn times_are_utc_to_the_second() {
-        assert_eq!(time(1_767_323_045_123), "2026-01-02 03:04:05");
+        assert_eq!(time(1_767_323_045_123), "2026-01-02 03:04:05Z");
     }
 }

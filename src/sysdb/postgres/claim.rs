@@ -100,7 +100,8 @@ const TAKE: &str = r#", claimed AS (
                   WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
         w.serialization,
         EXISTS (SELECT 1 FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid),
-        w.priority, w.created_at, w.workflow_deadline_epoch_ms
+        w.priority, w.created_at, w.workflow_deadline_epoch_ms,
+        (w.attributes -> 'dbos.otelContext')::text
 ), promoted AS (
     -- A debounced row releases its debounce key as it leaves DELAYED: later calls start anew.
     UPDATE {s}.workflow_status SET status = 'ENQUEUED', updated_at = $6,

@@ -15,7 +15,7 @@ use crate::sysdb::Claimed;
 const RECOVER: &str = r#"
 UPDATE {s}.workflow_status
 SET status = 'ENQUEUED', queue_name = COALESCE(queue_name, $4), owner_xid = NULL, updated_at = $5
-WHERE status = 'PENDING' AND executor_id = $1 AND application_version = $2
+WHERE status = 'PENDING' AND (executor_id = $1 OR $6) AND application_version = $2
   AND (application_name = $3 OR application_name IS NULL)
 "#;
 
@@ -31,7 +31,8 @@ RETURNING w.workflow_uuid, w.name, w.owner_xid, w.recovery_attempts,
               WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
     w.serialization,
     EXISTS (SELECT 1 FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid),
-    w.priority, w.created_at, w.workflow_deadline_epoch_ms
+    w.priority, w.created_at, w.workflow_deadline_epoch_ms,
+    (w.attributes -> 'dbos.otelContext')::text
 "#;
 
 const BUMP_ATTEMPTS: &str = r#"
@@ -43,13 +44,14 @@ RETURNING recovery_attempts
 
 #[async_trait]
 impl Dispatch for Postgres {
-    async fn recover(&self, me: &Executor<'_>) -> Result<u64, DbError> {
+    async fn recover(&self, me: &Executor<'_>, any_executor: bool) -> Result<u64, DbError> {
         let done = sqlx::query(self.sql.get(RECOVER))
             .bind(me.executor_id)
             .bind(me.app_version)
             .bind(me.app_name)
             .bind(INTERNAL_QUEUE)
             .bind(now_ms())
+            .bind(any_executor)
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected())

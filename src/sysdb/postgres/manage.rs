@@ -12,7 +12,7 @@ use crate::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::manage::{Fork, Forked, Manage};
 use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};
-use crate::sysdb::{Delayed, ListQuery, ListedRow, Resumed, StepListing};
+use crate::sysdb::{AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StepListing};
 
 /// Built once per process; `Sql::get` splices the schema in.
 static LIST_DESC: LazyLock<String> = LazyLock::new(|| list_sql(true));
@@ -41,6 +41,7 @@ fn list_sql(newest_first: bool) -> String {
            AND ($9::text IS NULL OR w.parent_workflow_id = $9) \
            AND ($10::text IS NULL OR w.forked_from = $10) \
            AND ($11::text IS NULL OR w.executor_id = $11) \
+           AND ($16::jsonb IS NULL OR w.attributes @> $16::jsonb) \
            AND (NOT $13 OR (w.queue_name IS NOT NULL \
                 AND w.status IN ('ENQUEUED', 'PENDING', 'DELAYED'))) \
          ORDER BY w.created_at {order}, w.workflow_uuid {order} \
@@ -86,10 +87,10 @@ WITH src AS (
         workflow_uuid, status, name, class_name, config_name, queue_name, application_version,
         application_name, authenticated_user, assumed_role, authenticated_roles, serialization,
         forked_from, recovery_attempts, priority, created_at, updated_at, workflow_timeout_ms,
-        inputs)
+        inputs, attributes)
     SELECT $2, 'ENQUEUED', name, class_name, config_name, $3, COALESCE($4, application_version),
         application_name, authenticated_user, assumed_role, authenticated_roles, serialization,
-        $1, 0, 0, $6, $6, workflow_timeout_ms, inputs
+        $1, 0, 0, $6, $6, workflow_timeout_ms, inputs, attributes
     FROM src
     ON CONFLICT (workflow_uuid) DO NOTHING
     RETURNING workflow_uuid
@@ -147,6 +148,18 @@ WITH RECURSIVE tree AS (
     RETURNING workflow_uuid
 )
 SELECT workflow_uuid FROM gone
+"#;
+
+/// Replaces (`$3` false) or merges top-level keys into (`$3` true) the attributes of `$1`; a
+/// stored value that is not an object merges as `{}`, as in DBOS.
+const UPDATE_ATTRIBUTES: &str = r#"
+UPDATE {s}.workflow_status
+SET attributes = CASE WHEN $3 THEN
+        (CASE WHEN jsonb_typeof(attributes) = 'object' THEN attributes ELSE '{}'::jsonb END)
+        || $2::jsonb
+    ELSE $2::jsonb END,
+    updated_at = $4
+WHERE workflow_uuid = $1
 "#;
 
 const SET_DELAY: &str = r#"
@@ -219,6 +232,25 @@ impl Manage for Postgres {
             .bind(cascade)
             .fetch_all(&self.pool)
             .await?)
+    }
+
+    async fn update_attributes(
+        &self,
+        id: &str,
+        update: &AttributesUpdate,
+    ) -> Result<bool, DbError> {
+        let (value, merge) = match update {
+            AttributesUpdate::Replace(value) => (value.as_deref(), false),
+            AttributesUpdate::Merge(value) => (Some(value.as_str()), true),
+        };
+        let done = sqlx::query(self.sql.get(UPDATE_ATTRIBUTES))
+            .bind(id)
+            .bind(value)
+            .bind(merge)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     async fn set_delay(&self, id: &str, until: i64) -> Result<Option<Delayed>, DbError> {

@@ -18,6 +18,9 @@ const MIGRATION_LOCK: i64 = 1_234_567_890;
 /// The schema template; `{s}` stands for the quoted schema name.
 const SCRIPT: &str = include_str!("../../../migrations/postgres/0001_dbos_3_4.sql");
 
+/// stead's own tables beside DBOS's (idempotent, run on every migration): the fleet's roster.
+const STEAD_SCRIPT: &str = include_str!("../../../migrations/postgres/stead_executors.sql");
+
 const SCHEMA_VERSION: &str = "SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL \
     ELSE (xpath('/row/v/text()', query_to_xml(format('SELECT max(version) AS v FROM %s', $1), \
     false, true, '')))[1]::text::int8 END";
@@ -46,7 +49,16 @@ async fn migrate_pg(conn: &mut PgConnection, schema: &str) -> Result<MigrationRe
         .bind(MIGRATION_LOCK)
         .execute(&mut *conn)
         .await?;
-    let outcome = migrate_locked(conn, schema).await;
+    let mut outcome = migrate_locked(conn, schema).await;
+    if outcome.is_ok() {
+        let script = STEAD_SCRIPT.replace("{s}", &format!("\"{schema}\""));
+        if let Err(e) = sqlx::raw_sql(AssertSqlSafe(script))
+            .execute(&mut *conn)
+            .await
+        {
+            outcome = Err(e.into());
+        }
+    }
     let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
         .bind(MIGRATION_LOCK)
         .execute(&mut *conn)

@@ -10,6 +10,7 @@ mod claim;
 mod debounce;
 mod dispatch;
 mod finish;
+mod fleet;
 mod listen;
 mod manage;
 mod migrate;
@@ -42,6 +43,8 @@ pub(crate) struct Postgres {
     /// Opens the lanes' dedicated connections.
     connect: PgConnectOptions,
     sql: Arc<Sql>,
+    /// False for a pool the application handed over: stead's shutdown leaves it open.
+    owns_pool: bool,
 }
 
 impl Postgres {
@@ -77,6 +80,27 @@ impl Postgres {
             pool,
             connect,
             sql: Arc::new(Sql::new(schema)),
+            owns_pool: true,
+        })
+    }
+
+    /// Uses the application's `pool` for unbatched calls and LISTEN; the lanes' connections are
+    /// opened with the pool's connect options (same server, user and settings), outside it.
+    /// A pool of one connection is refused: LISTEN would hold it and every call would wait.
+    pub(crate) fn from_pool(pool: PgPool, schema: &str) -> Result<Postgres, Error> {
+        let max = pool.options().get_max_connections();
+        if max < 2 {
+            return Err(Error::Config(format!(
+                "the Postgres pool allows {max} connection(s); stead needs at least 2 (one is \
+                 held for LISTEN, the others serve calls)"
+            )));
+        }
+        let connect = (*pool.connect_options()).clone();
+        Ok(Postgres {
+            pool,
+            connect,
+            sql: Arc::new(Sql::new(schema)),
+            owns_pool: false,
         })
     }
 }

@@ -8,13 +8,18 @@ use super::Postgres;
 use crate::error::DbError;
 use crate::queue::Queue;
 use crate::sysdb::queues::{QueueDeletion, Queues};
-use crate::sysdb::rows::{all, bind_queue, queue_from_row, QUEUE_COLUMNS};
+use crate::sysdb::rows::{all, app_queue_from_row, bind_queue, queue_from_row, QUEUE_COLUMNS};
 
 /// Built once per process; `Sql::get` splices the schema in.
 static UPSERT: LazyLock<String> = LazyLock::new(upsert_sql);
 
 /// Built once per process; `Sql::get` splices the schema in.
 static LIST: LazyLock<String> = LazyLock::new(list_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static LIST_ALL: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {QUEUE_COLUMNS}, application_name FROM {{s}}.queues ORDER BY name")
+});
 
 fn list_sql() -> String {
     format!(
@@ -59,6 +64,13 @@ impl Queues for Postgres {
             .fetch_all(&self.pool)
             .await?;
         all(&rows, queue_from_row)
+    }
+
+    async fn list_all_queues(&self) -> Result<Vec<(Option<String>, Queue)>, DbError> {
+        let rows = sqlx::query(self.sql.get(&LIST_ALL))
+            .fetch_all(&self.pool)
+            .await?;
+        all(&rows, app_queue_from_row)
     }
 
     async fn put_queue(

@@ -33,12 +33,16 @@ impl Store for Postgres {
     }
 
     async fn close(&self) {
-        self.pool.close().await;
+        if self.owns_pool {
+            self.pool.close().await;
+        }
     }
 
     fn close_now(&self) {
         // `close` marks the pool closed when called; its future only waits.
-        drop(self.pool.close());
+        if self.owns_pool {
+            drop(self.pool.close());
+        }
     }
 
     fn lock_for_executor(&self) -> Result<(), Error> {

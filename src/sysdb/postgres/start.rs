@@ -19,7 +19,7 @@ fn statement() -> String {
     format!("WITH {}\n{RESULT}", cte(1))
 }
 
-/// The inserts as CTEs `sr`/`s_ins`/`s_inp`/`s_announce`; parameters start at `${p}` (fifteen
+/// The inserts as CTEs `sr`/`s_ins`/`s_inp`/`s_announce`; parameters start at `${p}` (sixteen
 /// arrays, then executor id and app name).
 fn cte(p: usize) -> String {
     let a = |i: usize| format!("${}", p + i);
@@ -27,20 +27,22 @@ fn cte(p: usize) -> String {
         r#"sr AS (
     SELECT * FROM UNNEST({}::text[], {}::text[], {}::text[], {}::text[], {}::text[],
                          {}::text[], {}::int4[], {}::text[], {}::text[], {}::int8[], {}::int8[],
-                         {}::int8[], {}::int8[], {}::text[], {}::text[])
+                         {}::int8[], {}::int8[], {}::text[], {}::text[], {}::text[])
         WITH ORDINALITY AS r(id, name, owner, inputs, status, queue, priority, dedup, part,
-                             delay_until, created, timeout, deadline, parent, version, n)
+                             delay_until, created, timeout, deadline, parent, version, attrs,
+                             n)
 ), s_ins AS (
     INSERT INTO {{s}}.workflow_status AS w (
         workflow_uuid, status, name, owner_xid, executor_id, application_version,
         application_name, queue_name, priority, deduplication_id, queue_partition_key,
         delay_until_epoch_ms, recovery_attempts, serialization, created_at, updated_at,
         started_at_epoch_ms, workflow_timeout_ms, workflow_deadline_epoch_ms,
-        parent_workflow_id)
+        parent_workflow_id, attributes)
     SELECT r.id, r.status, r.name, r.owner, CASE WHEN r.owner IS NOT NULL THEN {exec} END,
         r.version, {app}, r.queue, r.priority, r.dedup, r.part, r.delay_until,
         CASE WHEN r.owner IS NOT NULL THEN 1 ELSE 0 END, 'portable_json', r.created, r.created,
-        CASE WHEN r.owner IS NOT NULL THEN r.created END, r.timeout, r.deadline, r.parent
+        CASE WHEN r.owner IS NOT NULL THEN r.created END, r.timeout, r.deadline, r.parent,
+        r.attrs::jsonb
     FROM sr r ORDER BY r.n
     -- Either key: the workflow id, or the queue's deduplication id.
     ON CONFLICT DO NOTHING
@@ -69,8 +71,9 @@ fn cte(p: usize) -> String {
         a(12),
         a(13),
         a(14),
-        exec = a(15),
-        app = a(16)
+        a(15),
+        exec = a(16),
+        app = a(17)
     )
 }
 
@@ -114,6 +117,7 @@ fn bind<'q>(q: PgQuery<'q>, batch: &[&'q NewWorkflow]) -> PgQuery<'q> {
         .bind(batch.iter().map(|w| w.deadline).collect::<Vec<_>>())
         .bind(col(|w| w.parent.as_deref()))
         .bind(col(|w| w.app_version.as_deref()))
+        .bind(col(|w| w.attributes.as_deref()))
         .bind(head.map(|w| w.executor_id.as_str()))
         .bind(head.and_then(|w| w.app_name.as_deref()))
 }

@@ -25,7 +25,8 @@ const CLAIMED_COLUMNS: &str = "w.workflow_uuid, w.name, w.owner_xid, \
         WHERE i.workflow_uuid = w.workflow_uuid), w.inputs), \
     w.serialization, EXISTS (SELECT 1 FROM operation_outputs o \
         WHERE o.workflow_uuid = w.workflow_uuid), \
-    w.priority, w.created_at, w.workflow_deadline_epoch_ms";
+    w.priority, w.created_at, w.workflow_deadline_epoch_ms, \
+    CASE WHEN json_valid(w.attributes) THEN w.attributes -> '$.\"dbos.otelContext\"' END";
 
 /// Claims by `r` inside the flush's write transaction.
 pub(super) async fn run(

@@ -15,13 +15,13 @@ use crate::sysdb::Claimed;
 
 #[async_trait]
 impl Dispatch for Sqlite {
-    async fn recover(&self, me: &Executor<'_>) -> Result<u64, DbError> {
+    async fn recover(&self, me: &Executor<'_>, any_executor: bool) -> Result<u64, DbError> {
         let mut tx = self.write().await?;
         let done = sqlx::query(
             "UPDATE workflow_status \
              SET status = 'ENQUEUED', queue_name = COALESCE(queue_name, ?4), owner_xid = NULL, \
                  updated_at = ?5 \
-             WHERE status = 'PENDING' AND executor_id = ?1 AND application_version = ?2 \
+             WHERE status = 'PENDING' AND (executor_id = ?1 OR ?6) AND application_version = ?2 \
                AND (application_name = ?3 OR application_name IS NULL)",
         )
         .bind(me.executor_id)
@@ -29,6 +29,7 @@ impl Dispatch for Sqlite {
         .bind(me.app_name)
         .bind(INTERNAL_QUEUE)
         .bind(now_ms())
+        .bind(any_executor)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

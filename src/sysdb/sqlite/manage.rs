@@ -11,7 +11,7 @@ use crate::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::manage::{Fork, Forked, Manage};
 use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};
-use crate::sysdb::{Delayed, ListQuery, ListedRow, Resumed, StepListing};
+use crate::sysdb::{AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StepListing};
 
 #[async_trait]
 impl Manage for Sqlite {
@@ -86,11 +86,11 @@ impl Manage for Sqlite {
                     workflow_uuid, status, name, class_name, config_name, queue_name,
                     application_version, application_name, authenticated_user, assumed_role,
                     authenticated_roles, serialization, forked_from, recovery_attempts, priority,
-                    created_at, updated_at, workflow_timeout_ms, inputs)
+                    created_at, updated_at, workflow_timeout_ms, inputs, attributes)
                  SELECT ?2, 'ENQUEUED', name, class_name, config_name, ?3,
                     COALESCE(?4, application_version), application_name, authenticated_user,
                     assumed_role, authenticated_roles, serialization, ?1, 0, 0, ?5, ?5,
-                    workflow_timeout_ms, inputs
+                    workflow_timeout_ms, inputs, attributes
                  FROM workflow_status WHERE workflow_uuid = ?1
                  ON CONFLICT (workflow_uuid) DO NOTHING",
             )
@@ -144,6 +144,39 @@ impl Manage for Sqlite {
         Ok(gone)
     }
 
+    async fn update_attributes(
+        &self,
+        id: &str,
+        update: &AttributesUpdate,
+    ) -> Result<bool, DbError> {
+        // The write transaction holds the file's write lock, so reading, merging here and
+        // writing back is as atomic as Postgres's one statement.
+        let mut tx = self.write().await?;
+        let Some(stored) = sqlx::query_scalar::<_, Option<String>>(
+            "SELECT attributes FROM workflow_status WHERE workflow_uuid = ?1",
+        )
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        else {
+            return Ok(false);
+        };
+        let value = match update {
+            AttributesUpdate::Replace(value) => value.clone(),
+            AttributesUpdate::Merge(patch) => Some(merged(stored.as_deref(), patch)?),
+        };
+        sqlx::query(
+            "UPDATE workflow_status SET attributes = ?2, updated_at = ?3 WHERE workflow_uuid = ?1",
+        )
+        .bind(id)
+        .bind(value)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
     async fn set_delay(&self, id: &str, until: i64) -> Result<Option<Delayed>, DbError> {
         let mut tx = self.write().await?;
         sqlx::query(
@@ -163,6 +196,19 @@ impl Manage for Sqlite {
         tx.commit().await?;
         Ok(row.as_ref().map(Delayed::from_row).transpose()?)
     }
+}
+
+/// `patch`'s top-level keys set over `stored`'s (a stored value that is not an object, or is
+/// not JSON, counts as `{}`).
+fn merged(stored: Option<&str>, patch: &str) -> Result<String, DbError> {
+    let mut base = match stored.and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok()) {
+        Some(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    let patch: serde_json::Map<String, serde_json::Value> = serde_json::from_str(patch)
+        .map_err(|e| DbError::Query(format!("attributes to merge are not a JSON object: {e}")))?;
+    base.extend(patch);
+    Ok(serde_json::Value::Object(base).to_string())
 }
 
 /// JSON arrays for the id and status lists, and a negative limit (no bound) for a missing one.
@@ -187,6 +233,8 @@ fn list_sql(newest_first: bool) -> String {
            AND (?9 IS NULL OR w.parent_workflow_id = ?9) \
            AND (?10 IS NULL OR w.forked_from = ?10) \
            AND (?11 IS NULL OR w.executor_id = ?11) \
+           AND (?16 IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?16) f \
+                WHERE (w.attributes -> f.fullkey) IS NOT (?16 -> f.fullkey))) \
            AND (NOT ?13 OR (w.queue_name IS NOT NULL \
                 AND w.status IN ('ENQUEUED', 'PENDING', 'DELAYED'))) \
          ORDER BY w.created_at {order}, w.workflow_uuid {order} \

@@ -13,6 +13,7 @@ mod claim;
 mod debounce;
 mod dispatch;
 mod finish;
+mod fleet;
 mod listen;
 mod manage;
 mod migrate;
@@ -43,6 +44,11 @@ use crate::error::{DbError, Error};
 /// How long a statement waits for a lock held by another connection before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// True for SQLite's in-memory databases, which have no file to find.
+fn is_in_memory(url: &str) -> bool {
+    url.contains(":memory:") || url.contains("mode=memory")
+}
+
 /// The URL of the default database file for application `app`, in the working directory.
 pub(crate) fn default_url(app: Option<&str>) -> String {
     format!("sqlite://{}.sqlite", app.unwrap_or("stead"))
@@ -53,49 +59,63 @@ pub(crate) fn default_url(app: Option<&str>) -> String {
 pub(crate) struct Sqlite {
     writer: SqlitePool,
     reader: SqlitePool,
+    /// False for a pool the application handed over: stead's shutdown leaves it open.
+    owns_reader: bool,
     path: PathBuf,
     /// The executor's lock on `<file>.lock`, held until the database is closed.
     lock: Arc<Mutex<Option<File>>>,
 }
 
 impl Sqlite {
-    /// Opens (creating if missing) the file named by `url`.
-    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Sqlite, Error> {
+    /// Opens the file named by `url`, creating it if missing when `create` is set (otherwise a
+    /// missing file is a connect error naming it).
+    pub(crate) async fn connect(
+        url: &str,
+        timeout: Duration,
+        create: bool,
+    ) -> Result<Sqlite, Error> {
         let base = SqliteConnectOptions::from_str(url)
             .map_err(|e| super::urls::invalid("sqlite", super::connect_reason(&e)))?
             .busy_timeout(BUSY_TIMEOUT);
-        let options = base
-            .clone()
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // FULL: a committed checkpoint survives a power cut, not only a process crash.
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(BUSY_TIMEOUT)
-            .foreign_keys(true);
-        let path = options.get_filename().to_path_buf();
-        let connect_err = |e: sqlx::Error| Error::Connect {
-            url: super::urls::printable(url),
-            reason: super::connect_reason(&e),
-            source: Some(Arc::new(e)),
-        };
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(BUSY_TIMEOUT.max(timeout))
-            .connect_with(options.clone())
-            .await
-            .map_err(connect_err)?;
+        let file = base.get_filename();
+        if !create && !file.exists() && !is_in_memory(url) {
+            return Err(Error::Connect {
+                url: super::urls::printable(url),
+                reason: format!(
+                    "{} does not exist (a runtime or `stead migrate` creates it)",
+                    file.display()
+                ),
+                source: None,
+            });
+        }
+        let writer = open_writer(base.clone().create_if_missing(create), url, timeout).await?;
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
             .acquire_timeout(BUSY_TIMEOUT.max(timeout))
             .connect_with(base.read_only(true))
             .await
-            .map_err(connect_err)?;
-        Ok(Sqlite {
+            .map_err(|e| connect_error(url, e))?;
+        Ok(Sqlite::new(writer, reader, true))
+    }
+
+    /// Reads through the application's `pool`; the one writer connection is opened with the
+    /// pool's connect options (same file), under stead's settings (WAL, `synchronous=FULL`).
+    pub(crate) async fn from_pool(pool: SqlitePool, timeout: Duration) -> Result<Sqlite, Error> {
+        let options = (*pool.connect_options()).clone();
+        let name = options.get_filename().display().to_string();
+        let writer = open_writer(options.busy_timeout(BUSY_TIMEOUT), &name, timeout).await?;
+        Ok(Sqlite::new(writer, pool, false))
+    }
+
+    fn new(writer: SqlitePool, reader: SqlitePool, owns_reader: bool) -> Sqlite {
+        let path = writer.connect_options().get_filename().to_path_buf();
+        Sqlite {
             writer,
             reader,
+            owns_reader,
             path,
             lock: Arc::default(),
-        })
+        }
     }
 
     /// Begins a write transaction on the one writer connection.
@@ -141,6 +161,33 @@ impl Sqlite {
         if let Ok(mut held) = self.lock.lock() {
             held.take();
         }
+    }
+}
+
+/// The one writer connection, with the file's durability settings.
+async fn open_writer(
+    options: SqliteConnectOptions,
+    url: &str,
+    timeout: Duration,
+) -> Result<SqlitePool, Error> {
+    let options = options
+        .journal_mode(SqliteJournalMode::Wal)
+        // FULL: a committed checkpoint survives a power cut, not only a process crash.
+        .synchronous(SqliteSynchronous::Full)
+        .foreign_keys(true);
+    SqlitePoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(BUSY_TIMEOUT.max(timeout))
+        .connect_with(options)
+        .await
+        .map_err(|e| connect_error(url, e))
+}
+
+fn connect_error(url: &str, e: sqlx::Error) -> Error {
+    Error::Connect {
+        url: super::urls::printable(url),
+        reason: super::connect_reason(&e),
+        source: Some(Arc::new(e)),
     }
 }
 

@@ -7,7 +7,7 @@ use super::Sqlite;
 use crate::error::DbError;
 use crate::queue::Queue;
 use crate::sysdb::queues::{QueueDeletion, Queues};
-use crate::sysdb::rows::{all, bind_queue, queue_from_row, QUEUE_COLUMNS};
+use crate::sysdb::rows::{all, app_queue_from_row, bind_queue, queue_from_row, QUEUE_COLUMNS};
 
 #[async_trait]
 impl Queues for Sqlite {
@@ -21,6 +21,14 @@ impl Queues for Sqlite {
             .fetch_all(self.reader())
             .await?;
         all(&rows, queue_from_row)
+    }
+
+    async fn list_all_queues(&self) -> Result<Vec<(Option<String>, Queue)>, DbError> {
+        let sql = format!("SELECT {QUEUE_COLUMNS}, application_name FROM queues ORDER BY name");
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .fetch_all(self.reader())
+            .await?;
+        all(&rows, app_queue_from_row)
     }
 
     async fn put_queue(

@@ -20,13 +20,17 @@ impl Store for Sqlite {
 
     async fn close(&self) {
         self.writer.close().await;
-        self.reader.close().await;
+        if self.owns_reader {
+            self.reader.close().await;
+        }
         self.release();
     }
 
     fn close_now(&self) {
         drop(self.writer.close());
-        drop(self.reader.close());
+        if self.owns_reader {
+            drop(self.reader.close());
+        }
         self.release();
     }
 

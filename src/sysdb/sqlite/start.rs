@@ -13,10 +13,10 @@ INSERT INTO workflow_status (
     workflow_uuid, status, name, owner_xid, executor_id, application_version, application_name,
     queue_name, priority, deduplication_id, queue_partition_key, delay_until_epoch_ms,
     recovery_attempts, serialization, created_at, updated_at, started_at_epoch_ms,
-    workflow_timeout_ms, workflow_deadline_epoch_ms, parent_workflow_id)
+    workflow_timeout_ms, workflow_deadline_epoch_ms, parent_workflow_id, attributes)
 VALUES (?1, ?2, ?3, ?4, CASE WHEN ?4 IS NOT NULL THEN ?5 END, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
     CASE WHEN ?4 IS NOT NULL THEN 1 ELSE 0 END, ?13, ?14, ?14,
-    CASE WHEN ?4 IS NOT NULL THEN ?14 END, ?15, ?16, ?17)
+    CASE WHEN ?4 IS NOT NULL THEN ?14 END, ?15, ?16, ?17, ?18)
 ON CONFLICT DO NOTHING
 "#;
 
@@ -52,6 +52,7 @@ async fn start_one(tx: &mut SqliteConnection, w: &NewWorkflow) -> Result<StartOu
         .bind(w.timeout_ms)
         .bind(w.deadline)
         .bind(&w.parent)
+        .bind(&w.attributes)
         .execute(&mut *tx)
         .await?
         .rows_affected()

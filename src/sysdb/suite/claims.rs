@@ -236,7 +236,7 @@ async fn recover_requeues_this_executors_pending_workflows(kind: Kind) {
         ..workflow("elsewhere")
     };
     f.start(&elsewhere).await;
-    assert_eq!(f.store.recover(&me()).await.unwrap(), 2);
+    assert_eq!(f.store.recover(&me(), false).await.unwrap(), 2);
     assert_eq!(
         f.column("direct", "status").await.as_deref(),
         Some("ENQUEUED")
@@ -250,6 +250,12 @@ async fn recover_requeues_this_executors_pending_workflows(kind: Kind) {
     assert_eq!(
         f.column("elsewhere", "status").await.as_deref(),
         Some("PENDING")
+    );
+    // An embedded database's relaunch recovers every executor id's work.
+    assert_eq!(f.store.recover(&me(), true).await.unwrap(), 1);
+    assert_eq!(
+        f.column("elsewhere", "status").await.as_deref(),
+        Some("ENQUEUED")
     );
 }
 

@@ -43,6 +43,15 @@ async fn queues_are_written_listed_replaced_and_deleted(kind: Kind) {
         .unwrap();
     let listed = f.store.list_queues(Some("shop")).await.unwrap();
     assert_eq!(listed, vec![shared.clone(), q.clone()]);
+    let every = f.store.list_all_queues().await.unwrap();
+    assert_eq!(
+        every,
+        vec![
+            (Some("other".into()), theirs.clone()),
+            (None, shared.clone()),
+            (Some("shop".into()), q.clone()),
+        ]
+    );
     // Left alone unless replacing.
     let changed = Queue::new("orders").concurrency(1);
     assert_eq!(

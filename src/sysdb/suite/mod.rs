@@ -6,8 +6,10 @@
 //! operation gets its test here. Rows are checked through [`Fixture`]'s probe, a connection of
 //! its own that reads (`dbos.` qualifies a table on either backend).
 
+mod attributes;
 mod claims;
 mod definitions;
+mod fleet;
 mod manage;
 mod reads;
 mod writes;
@@ -203,9 +205,15 @@ impl Fixture {
     }
 
     async fn connect(scratch: &Scratch) -> Arc<dyn Store> {
-        connect(scratch.url(), DEFAULT_SCHEMA, 4, Duration::from_secs(10))
-            .await
-            .expect("connect")
+        connect(
+            scratch.url(),
+            DEFAULT_SCHEMA,
+            4,
+            Duration::from_secs(10),
+            true,
+        )
+        .await
+        .expect("connect")
     }
 
     /// Another store on the same database (another process, as far as the database knows).
@@ -333,6 +341,7 @@ pub(crate) fn workflow(id: &str) -> NewWorkflow {
         executor_id: "e1".into(),
         app_version: Some("v1".into()),
         app_name: None,
+        attributes: None,
         created_at: next_created_at(),
     }
 }

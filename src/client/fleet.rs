@@ -1,0 +1,67 @@
+//! `impl Client` for the fleet: the executors (live or dead, with their `PENDING` work), the
+//! stranded workflows (a dead executor's work no live executor can run) and moving them onto a
+//! version. Reads and moves only through the store; never runs workflow code.
+
+use super::manage::{ListWorkflows, WorkflowInfo};
+use super::Client;
+use crate::error::Result;
+use crate::status::Status;
+use crate::sysdb::ExecutorInfo;
+impl Client {
+    /// The stead executors that have used this database (of this client's application, or
+    /// all when it has none), live ones first, with the workflows each has `PENDING`. On
+    /// SQLite the list is empty: a file serves one executor, whose liveness is its file lock.
+    pub async fn list_executors(&self) -> Result<Vec<ExecutorInfo>> {
+        let app = self.shared().config.app_name.clone();
+        Ok(self
+            .shared()
+            .db
+            .call_with(app, |db, app| async move {
+                db.list_executors(app.as_deref()).await
+            })
+            .await?)
+    }
+
+    /// Workflows left `PENDING` by dead executors that no live executor can run (none serves
+    /// their application version), oldest first. Move them onto a version that runs with
+    /// [`Client::move_stranded`] (`stead workflow stranded --move-to <version>`).
+    pub async fn stranded_workflows(&self) -> Result<Vec<WorkflowInfo>> {
+        let ids = self.stranded_ids().await?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.list_workflows(ListWorkflows::new().ids(ids).status(Status::Pending))
+            .await
+    }
+
+    /// Moves every stranded workflow onto application version `version`: each is resumed
+    /// from its checkpoints on its queue (the internal one for a direct start) for executors
+    /// of that version to claim. Returns how many moved.
+    pub async fn move_stranded(&self, version: &str) -> Result<u64> {
+        crate::validate_name(version, "application version")?;
+        let ids = self.stranded_ids().await?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let version = version.to_owned();
+        Ok(self
+            .shared()
+            .db
+            .call_with((ids, version), |db, (ids, version)| async move {
+                db.move_stranded(&ids, &version).await
+            })
+            .await?)
+    }
+
+    async fn stranded_ids(&self) -> Result<Vec<String>> {
+        let app = self.shared().config.app_name.clone();
+        Ok(self
+            .shared()
+            .db
+            .call_with(
+                app,
+                |db, app| async move { db.stranded(app.as_deref()).await },
+            )
+            .await?)
+    }
+}

@@ -1,0 +1,303 @@
+//! The fleet on Postgres: liveness locks (two-int4 advisory locks, session-level on a lease's
+//! own connection, transaction-level for adoption), the roster in `stead_executors`, adoption
+//! and stranded work. Liveness is read from `pg_locks`, so listing never takes a lock a
+//! relaunch could then miss.
+
+use std::sync::{Arc, LazyLock};
+
+use async_trait::async_trait;
+use sqlx::postgres::PgConnection;
+use sqlx::{ConnectOptions, Connection, Row};
+
+use super::sql::Sql;
+use super::Postgres;
+use crate::error::DbError;
+use crate::queue::INTERNAL_QUEUE;
+use crate::sysdb::dispatch::Executor;
+use crate::sysdb::fleet::{
+    lock_key, Adopted, Adoption, ExecutorInfo, Fleet, Lease, Member, QUIET_MARGIN,
+};
+
+/// The server's clock in epoch ms: every roster time is the database's, so no two hosts'
+/// clocks are ever compared.
+const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::int8";
+
+/// Whether roster row `e`'s lock is held by some session of this database.
+const LIVE: &str = "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' \
+    AND l.granted AND l.objsubid = 2 \
+    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+    AND l.classid::int8 = (e.lock_key1::int8 & 4294967295) \
+    AND l.objid::int8 = (e.lock_key2::int8 & 4294967295))";
+
+const REGISTER: &str = r#"
+INSERT INTO {s}.stead_executors AS e (executor_id, host, pid, application_name,
+    application_version, lock_key1, lock_key2, lease_ms, started_at, last_seen)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, {NOW}, {NOW})
+ON CONFLICT (executor_id) DO UPDATE SET host = $2, pid = $3, application_name = $4,
+    application_version = $5, lock_key1 = $6, lock_key2 = $7, lease_ms = $8,
+    started_at = {NOW}, last_seen = {NOW}
+"#;
+
+const PING: &str = "UPDATE {s}.stead_executors SET last_seen = {NOW} WHERE executor_id = $1";
+
+const LIST: &str = r#"
+SELECT e.executor_id, e.host, e.pid, e.application_name, e.application_version, e.started_at,
+       e.last_seen, {LIVE} AS live, COALESCE(p.n, 0)
+FROM {s}.stead_executors e
+LEFT JOIN (SELECT executor_id, count(*) AS n FROM {s}.workflow_status
+           WHERE status = 'PENDING' GROUP BY executor_id) p ON p.executor_id = e.executor_id
+WHERE $1::text IS NULL OR e.application_name = $1
+ORDER BY 8 DESC, e.executor_id
+"#;
+
+const ADOPTABLE: &str = r#"
+SELECT e.executor_id FROM {s}.stead_executors e
+WHERE e.executor_id <> $1 AND {QUIET} AND NOT {LIVE}
+  AND EXISTS (SELECT 1 FROM {s}.workflow_status w
+              WHERE w.status = 'PENDING' AND w.executor_id = e.executor_id
+                AND w.application_version = $2
+                AND (w.application_name = $3 OR w.application_name IS NULL))
+ORDER BY e.last_seen
+"#;
+
+const ADOPT: &str = r#"
+WITH got AS MATERIALIZED (
+    SELECT pg_try_advisory_xact_lock(e.lock_key1, e.lock_key2) AS ok
+    FROM {s}.stead_executors e WHERE e.executor_id = $1 AND {QUIET}
+), moved AS (
+    UPDATE {s}.workflow_status w
+    SET status = 'ENQUEUED', queue_name = COALESCE(w.queue_name, $5), owner_xid = NULL,
+        started_at_epoch_ms = NULL, updated_at = {NOW}
+    WHERE w.status = 'PENDING' AND w.executor_id = $1 AND w.application_version = $2
+      AND (w.application_name = $3 OR w.application_name IS NULL)
+      AND w.name = ANY($4::text[])
+      AND COALESCE((SELECT ok FROM got), false)
+    RETURNING w.queue_name
+), queues AS (
+    SELECT DISTINCT queue_name FROM moved
+), told AS (
+    SELECT pg_notify('stead_queue_channel', queue_name) FROM queues
+)
+SELECT COALESCE((SELECT ok FROM got), false), (SELECT count(*) FROM moved),
+       (SELECT COALESCE(array_agg(queue_name), '{}') FROM queues), (SELECT count(*) FROM told)
+"#;
+
+const STRANDED: &str = r#"
+SELECT w.workflow_uuid FROM {s}.workflow_status w
+JOIN {s}.stead_executors e ON e.executor_id = w.executor_id
+WHERE w.status = 'PENDING' AND ($1::text IS NULL OR e.application_name = $1)
+  AND {QUIET} AND NOT {LIVE}
+  AND NOT EXISTS (SELECT 1 FROM {s}.stead_executors e2
+                  WHERE e2.application_version = w.application_version
+                    AND e2.application_name IS NOT DISTINCT FROM e.application_name
+                    AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory'
+                        AND l.granted AND l.objsubid = 2
+                        AND l.database = (SELECT oid FROM pg_database
+                                          WHERE datname = current_database())
+                        AND l.classid::int8 = (e2.lock_key1::int8 & 4294967295)
+                        AND l.objid::int8 = (e2.lock_key2::int8 & 4294967295)))
+ORDER BY w.created_at, w.workflow_uuid
+"#;
+
+const MOVE: &str = r#"
+WITH dead AS MATERIALIZED (
+    SELECT e.executor_id, pg_try_advisory_xact_lock(e.lock_key1, e.lock_key2) AS ok
+    FROM {s}.stead_executors e
+    WHERE {QUIET}
+      AND e.executor_id IN (SELECT executor_id FROM {s}.workflow_status
+                            WHERE workflow_uuid = ANY($1::text[]) AND status = 'PENDING')
+), moved AS (
+    UPDATE {s}.workflow_status w
+    SET status = 'ENQUEUED', application_version = $2, queue_name = COALESCE(w.queue_name, $3),
+        owner_xid = NULL, started_at_epoch_ms = NULL, updated_at = {NOW}
+    WHERE w.workflow_uuid = ANY($1::text[]) AND w.status = 'PENDING'
+      AND w.executor_id IN (SELECT executor_id FROM dead WHERE ok)
+    RETURNING w.queue_name
+), told AS (
+    SELECT pg_notify('stead_queue_channel', q) FROM (SELECT DISTINCT queue_name AS q FROM moved) x
+)
+SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM told)
+"#;
+
+fn splice(t: &str) -> String {
+    let quiet = format!("e.last_seen < {NOW} - (e.lease_ms + {QUIET_MARGIN})");
+    t.replace("{QUIET}", &quiet)
+        .replace("{NOW}", NOW)
+        .replace("{LIVE}", LIVE)
+}
+
+// Built once per process with `{NOW}` and `{LIVE}` spliced in; `Sql::get` splices the schema.
+static REGISTER_SQL: LazyLock<String> = LazyLock::new(|| splice(REGISTER));
+static PING_SQL: LazyLock<String> = LazyLock::new(|| splice(PING));
+static LIST_SQL: LazyLock<String> = LazyLock::new(|| splice(LIST));
+static ADOPTABLE_SQL: LazyLock<String> = LazyLock::new(|| splice(ADOPTABLE));
+static ADOPT_SQL: LazyLock<String> = LazyLock::new(|| splice(ADOPT));
+static STRANDED_SQL: LazyLock<String> = LazyLock::new(|| splice(STRANDED));
+static MOVE_SQL: LazyLock<String> = LazyLock::new(|| splice(MOVE));
+
+/// The lease's session settings, so the server ends a session whose process froze or lost
+/// the network within `timeout_ms` (older servers lack some: those are skipped).
+fn session_settings(timeout_ms: u64) -> [(&'static str, String); 5] {
+    let secs = (timeout_ms / 3000).max(1).to_string();
+    [
+        ("idle_session_timeout", timeout_ms.to_string()),
+        ("tcp_user_timeout", timeout_ms.to_string()),
+        ("tcp_keepalives_idle", secs.clone()),
+        ("tcp_keepalives_interval", secs),
+        ("tcp_keepalives_count", "2".into()),
+    ]
+}
+
+struct PgLease {
+    conn: PgConnection,
+    sql: Arc<Sql>,
+    key: (i32, i32),
+}
+
+#[async_trait]
+impl Lease for PgLease {
+    async fn register(&mut self, me: &Member) -> Result<(), DbError> {
+        sqlx::query(self.sql.get(&REGISTER_SQL))
+            .bind(&me.executor_id)
+            .bind(&me.host)
+            .bind(me.pid)
+            .bind(&me.app_name)
+            .bind(&me.app_version)
+            .bind(self.key.0)
+            .bind(self.key.1)
+            .bind(me.lease_ms)
+            .execute(&mut self.conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn ping(&mut self, executor_id: &str) -> Result<(), DbError> {
+        sqlx::query(self.sql.get(&PING_SQL))
+            .bind(executor_id)
+            .execute(&mut self.conn)
+            .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Fleet for Postgres {
+    async fn hold(
+        &self,
+        executor_id: &str,
+        timeout_ms: u64,
+    ) -> Result<Option<Box<dyn Lease>>, DbError> {
+        let mut conn = self.connect.clone().connect().await?;
+        for (name, value) in session_settings(timeout_ms) {
+            let set = sqlx::query("SELECT set_config($1, $2, false)")
+                .bind(name)
+                .bind(value)
+                .execute(&mut conn)
+                .await;
+            // 42704: a setting this server does not know.
+            if let Err(e) = set {
+                match &e {
+                    sqlx::Error::Database(db) if db.code().as_deref() == Some("42704") => {}
+                    _ => return Err(e.into()),
+                }
+            }
+        }
+        let key = lock_key(&self.sql.schema, executor_id);
+        let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
+            .bind(key.0)
+            .bind(key.1)
+            .fetch_one(&mut conn)
+            .await?;
+        if !got {
+            let _ = conn.close().await;
+            return Ok(None);
+        }
+        Ok(Some(Box::new(PgLease {
+            conn,
+            sql: self.sql.clone(),
+            key,
+        })))
+    }
+
+    async fn list_executors(&self, app: Option<&str>) -> Result<Vec<ExecutorInfo>, DbError> {
+        let rows = sqlx::query(self.sql.get(&LIST_SQL))
+            .bind(app)
+            .fetch_all(&self.pool)
+            .await;
+        let rows = match rows {
+            Ok(rows) => rows,
+            // 42P01: no roster yet (a schema DBOS migrated that no stead executor used).
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P01") => {
+                return Ok(Vec::new())
+            }
+            Err(e) => return Err(e.into()),
+        };
+        rows.iter()
+            .map(|r| {
+                Ok(ExecutorInfo {
+                    executor_id: r.try_get(0)?,
+                    host: r.try_get(1)?,
+                    pid: r.try_get(2)?,
+                    app_name: r.try_get(3)?,
+                    app_version: r.try_get(4)?,
+                    started_at_ms: r.try_get(5)?,
+                    last_seen_ms: r.try_get(6)?,
+                    live: r.try_get(7)?,
+                    pending: r.try_get(8)?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(Into::into)
+    }
+
+    async fn adoptable(&self, me: &Executor<'_>) -> Result<Vec<String>, DbError> {
+        Ok(sqlx::query_scalar(self.sql.get(&ADOPTABLE_SQL))
+            .bind(me.executor_id)
+            .bind(me.app_version)
+            .bind(me.app_name)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    async fn adopt(&self, a: &Adoption<'_>) -> Result<Option<Adopted>, DbError> {
+        let row = sqlx::query(self.sql.get(&ADOPT_SQL))
+            .bind(a.dead)
+            .bind(a.me.app_version)
+            .bind(a.me.app_name)
+            .bind(a.names)
+            .bind(INTERNAL_QUEUE)
+            .fetch_one(&self.pool)
+            .await?;
+        if !row.try_get::<bool, _>(0)? {
+            return Ok(None);
+        }
+        Ok(Some(Adopted {
+            workflows: row.try_get::<i64, _>(1)? as u64,
+            queues: row.try_get(2)?,
+        }))
+    }
+
+    async fn stranded(&self, app: Option<&str>) -> Result<Vec<String>, DbError> {
+        let ids = sqlx::query_scalar(self.sql.get(&STRANDED_SQL))
+            .bind(app)
+            .fetch_all(&self.pool)
+            .await;
+        match ids {
+            Ok(ids) => Ok(ids),
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P01") => {
+                Ok(Vec::new())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn move_stranded(&self, ids: &[String], version: &str) -> Result<u64, DbError> {
+        let moved: i64 = sqlx::query_scalar(self.sql.get(&MOVE_SQL))
+            .bind(ids)
+            .bind(version)
+            .bind(INTERNAL_QUEUE)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(moved as u64)
+    }
+}
