@@ -19,8 +19,9 @@ use crate::client::manage::{ListWorkflows, WorkflowInfo};
 use crate::client::Client;
 use crate::codec::{self, PORTABLE_JSON};
 use crate::context::{Context, RunInfo};
-use crate::error::{Error, Result};
+use crate::error::{Error, PortableError, Result};
 use crate::registry::Registry;
+use crate::status::Status;
 use crate::sysdb::StepRow;
 
 /// How long one workflow's replay may take: replayed calls read memory only, so a body still
@@ -42,15 +43,19 @@ pub struct Verdict {
     /// Where the new code and the history part, by call number; empty when the code replays the
     /// history.
     pub divergences: Vec<Divergence>,
+    /// The error the new code returned in replay where the workflow had not failed (it is
+    /// `SUCCESS` or still running), e.g. a recorded output that no longer decodes into its
+    /// step's type.
+    pub failed: Option<PortableError>,
     /// Why the workflow could not be replayed at all (its name is not registered in this build,
-    /// its input cannot be read, or its body never got past a non-durable wait).
+    /// its input cannot be read, its body panicked, or it never got past a non-durable wait).
     pub skipped: Option<String>,
 }
 
 impl Verdict {
     /// True when the new code replays the recorded history (and it was replayed).
     pub fn is_compatible(&self) -> bool {
-        self.divergences.is_empty() && self.skipped.is_none()
+        self.divergences.is_empty() && self.failed.is_none() && self.skipped.is_none()
     }
 }
 
@@ -141,6 +146,7 @@ async fn replay(
         recorded_calls: history.len(),
         matched_calls: 0,
         divergences: Vec::new(),
+        failed: None,
         skipped: None,
     };
     let Some(entry) = registry.get(&status.name) else {
@@ -166,7 +172,13 @@ async fn replay(
     // A panicking body is reported, not passed on to the caller of the check.
     let body = AssertUnwindSafe(entry.run(ctx.clone(), input)).catch_unwind();
     let finished = match tokio::time::timeout(REPLAY_LIMIT, body).await {
-        Ok(Ok(_)) => true,
+        Ok(Ok(outcome)) => {
+            // Stopped by the history's end or a divergence, the body's error is ours, not its.
+            if let (Err(e), None) = (outcome, ctx.abort()) {
+                verdict.failed = (status.status != Status::Error).then_some(e);
+            }
+            true
+        }
         Ok(Err(panic)) => {
             let reason = codec::panic_text(&*panic);
             verdict.skipped = Some(format!("its body panicked in replay: {reason}"));

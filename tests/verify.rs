@@ -48,6 +48,14 @@ async fn order_shortened(ctx: Context, _wait: bool) -> stead::Result<u32> {
     Ok(a)
 }
 
+/// The new code's first step returns another type than the one recorded.
+async fn order_retyped(ctx: Context, _wait: bool) -> stead::Result<u32> {
+    let a: String = ctx
+        .step("reserve", || async { Ok("one".to_string()) })
+        .await?;
+    Ok(a.len() as u32)
+}
+
 /// A build whose body panics before its first call.
 async fn order_panics(_: Context, _wait: bool) -> stead::Result<u32> {
     panic!("bad build")
@@ -157,6 +165,17 @@ async fn verification_reports_a_renamed_step_and_passes_unchanged_code(db) {
     assert_eq!(unknown.len(), 1);
     assert_eq!(unknown[0].workflow_id, "o-3");
     assert!(unknown[0].skipped.as_deref().unwrap_or("").contains("\"order\""), "{unknown:?}");
+
+    // A recorded output that no longer decodes: the replay's error is reported.
+    let retyped = verify(
+        common::builder(&db).workflow("order", order_retyped),
+        ListWorkflows::new().ids(["o-1"]),
+    )
+    .await
+    .unwrap();
+    let failed = retyped[0].failed.as_ref().expect("the replay failed");
+    assert_eq!(failed.name, "DecodeError", "{retyped:?}");
+    assert!(!retyped[0].is_compatible());
 
     // A body that panics is reported, not passed on.
     let panics = verify(
