@@ -14,7 +14,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use crate::backoff::Backoff;
 use crate::shared::SharedRef;
 use crate::start;
-use crate::sysdb::{Store, CANCEL_CHANNEL, QUEUE_CHANNEL};
+use crate::sysdb::{CancelNote, Store, CANCEL_CHANNEL, QUEUE_CHANNEL};
 
 pub(crate) struct ListenerActor;
 
@@ -86,10 +86,12 @@ const CHANNELS: &[&str] = &[
 fn route(shared: &SharedRef, channel: &str, payload: &str) {
     match channel {
         QUEUE_CHANNEL => start::wake(shared, payload),
-        // `<id>` after a cancel; `<id>::<owner>` after a takeover, for that run only.
-        CANCEL_CHANNEL => match payload.split_once("::") {
-            Some((id, owner)) => shared.directory.cancel_local(id, Some(owner)),
-            None => shared.directory.cancel_local(payload, None),
+        // Every run of the id after a cancel; only the owner's run after a takeover.
+        CANCEL_CHANNEL => match CancelNote::parse(payload) {
+            Some(note) => shared
+                .directory
+                .cancel_local(&note.id, note.owner.as_deref()),
+            None => tracing::debug!(payload, "ignored a cancel announcement not of ours"),
         },
         "dbos_notifications_channel" => shared.signals.notify(&format!("n:{payload}")),
         "dbos_workflow_events_channel" => shared.signals.notify(&format!("e:{payload}")),

@@ -12,6 +12,7 @@ mod restart;
 mod retention;
 mod scheduler;
 mod supervisor;
+mod sweep;
 mod workflow;
 
 pub(super) use database::{Database, LANE_NAMES};
@@ -22,3 +23,4 @@ pub(super) use restart::Restart;
 pub(super) use retention::{RetentionActor, RetentionArgs};
 pub(super) use scheduler::{SchedulerActor, SchedulerArgs};
 pub(super) use supervisor::{ChildSpec, QueueSet, Role, Supervisor, SupervisorArgs, SupervisorMsg};
+pub(super) use sweep::{SweepActor, SweepArgs};

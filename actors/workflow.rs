@@ -272,7 +272,15 @@ async fn prepare(
         metrics: entry.metrics().clone(),
     };
     let ctx = Context::new(run, shared.clone(), recorded);
-    let body = entry.run(ctx.clone(), input);
+    let run = entry.run(ctx.clone(), input);
+    let done = ctx.clone();
+    // Datasources are released once the body has its outcome, before that outcome is written
+    // (as DBOS does): the step checkpoints cover the deleted records.
+    let body = Box::pin(async move {
+        let outcome = run.await;
+        done.release_datasources().await;
+        outcome
+    });
     Ok(Some((ctx, body)))
 }
 

@@ -37,6 +37,7 @@ pub struct RuntimeBuilder {
     schedules: Vec<Schedule>,
     schedule_refresh: Duration,
     retention: Option<Retention>,
+    cancel_sweep: Duration,
     fleet: FleetSettings,
     registry: Registry,
     error: Option<Error>,
@@ -70,6 +71,7 @@ impl Default for RuntimeBuilder {
             schedules: Vec::new(),
             schedule_refresh: Duration::from_secs(10),
             retention: None,
+            cancel_sweep: crate::config::DEFAULT_CANCEL_SWEEP,
             fleet: FleetSettings::default(),
             registry: Registry::default(),
             error: None,
@@ -137,7 +139,10 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The application name written to `application_name`; claims and recovery are scoped by it.
+    /// The application name written to `application_name`; claims, recovery, queues, schedules
+    /// and versions are scoped by it. Default: `DBOS_APP_NAME`, else
+    /// [`DEFAULT_APP_NAME`](crate::DEFAULT_APP_NAME)
+    /// (`stead`): DBOS apps take unnamed rows for their own, so stead never writes one.
     pub fn app_name(mut self, name: impl Into<String>) -> Self {
         self.app_name = Some(name.into());
         self
@@ -203,6 +208,16 @@ impl RuntimeBuilder {
     /// How often the internal queue is polled for recovered, resumed or forked workflows.
     pub fn internal_queue_poll(mut self, every: Duration) -> Self {
         self.internal_poll = every;
+        self
+    }
+
+    /// How often this executor checks, in one read, whether any workflow it runs was cancelled
+    /// (or resumed) by a writer that does not announce it, such as DBOS's CLI or client
+    /// (default 1 s). Such a run stops within this interval: its waits are interrupted and its
+    /// slot freed; a step body already running finishes, but its result is not recorded.
+    /// Cancels by stead itself are announced and stop a run at once.
+    pub fn cancel_sweep(mut self, every: Duration) -> Self {
+        self.cancel_sweep = every.max(Duration::from_millis(10));
         self
     }
 
@@ -330,6 +345,7 @@ impl RuntimeBuilder {
         if let Some(e) = self.error {
             return Err(e);
         }
+        let app_name = crate::config::app_name_or_default(self.app_name);
         sysdb::validate_schema(&self.schema)?;
         let mut names = std::collections::HashSet::new();
         for q in &self.queues {
@@ -358,7 +374,7 @@ impl RuntimeBuilder {
         crate::validate_name(&executor_id, "executor id")?;
         let config = Config {
             schema: self.schema,
-            app_name: self.app_name,
+            app_name: Some(app_name),
             app_version,
             executor_id,
             internal_poll: self.internal_poll,
@@ -367,6 +383,7 @@ impl RuntimeBuilder {
             reconcile_every: self.queue_refresh,
             executes: true,
             schedule_refresh: self.schedule_refresh,
+            cancel_sweep: self.cancel_sweep,
             fleet: self.fleet,
         };
         let sys = match self.pool {

@@ -12,9 +12,31 @@ use crate::error::{Error, PortableError};
 /// The only payload format stead writes and reads (the `serialization` column).
 pub(crate) const PORTABLE_JSON: &str = "portable_json";
 
-/// Wraps a workflow input (JSON text) in DBOS's envelope as the one positional argument.
+/// Wraps a workflow input (JSON text) in DBOS's envelope as the one positional argument; an
+/// [`Args`](crate::Args) value is the envelope itself, and `null` (`()`, `None`) is no argument
+/// at all (which stead reads back as `null`, and another language's `f()` accepts).
 pub(crate) fn encode_inputs(input_json: &str) -> String {
+    if let Some(envelope) = args_envelope(input_json) {
+        return envelope.to_owned();
+    }
+    if input_json == "null" {
+        return r#"{"positionalArgs":[],"namedArgs":{}}"#.to_owned();
+    }
     format!(r#"{{"positionalArgs":[{input_json}],"namedArgs":{{}}}}"#)
+}
+
+/// The envelope inside a serialized `Args`, if `input_json` is one.
+fn args_envelope(input_json: &str) -> Option<&str> {
+    let prefix = format!(r#"{{"{}":"#, crate::args::ARGS_MARKER);
+    input_json.strip_prefix(&prefix)?.strip_suffix('}')
+}
+
+/// The input as a stead workflow receives it (JSON text): itself, unless it is an `Args`.
+pub(crate) fn as_received(input_json: &str) -> Result<std::borrow::Cow<'_, str>, Error> {
+    match args_envelope(input_json) {
+        None => Ok(std::borrow::Cow::Borrowed(input_json)),
+        Some(envelope) => Ok(decode_inputs(envelope)?.to_string().into()),
+    }
 }
 
 /// Reads an input envelope into the one value a Rust workflow takes.
@@ -148,6 +170,36 @@ mod tests {
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v, json!({"positionalArgs":[{"order":17}],"namedArgs":{}}));
         assert_eq!(decode_inputs(&text).unwrap(), json!({"order": 17}));
+    }
+
+    #[test]
+    fn args_are_the_envelope_and_null_is_no_argument() {
+        let args = crate::Args::new().arg(2).arg("b").named("sep", "-");
+        let text = encode_inputs(&encode(&args, "args").unwrap());
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v,
+            json!({"positionalArgs": [2, "b"], "namedArgs": {"sep": "-"}})
+        );
+        assert_eq!(decode_inputs(&text).unwrap(), json!([2, "b"]));
+        let none = encode_inputs(&encode(&crate::Args::new(), "args").unwrap());
+        assert_eq!(none, r#"{"namedArgs":{},"positionalArgs":[]}"#);
+        assert_eq!(
+            encode_inputs("null"),
+            r#"{"positionalArgs":[],"namedArgs":{}}"#
+        );
+        assert_eq!(decode_inputs(&encode_inputs("null")).unwrap(), Value::Null);
+        // A value that only looks like the marker's content is one argument.
+        let lookalike = r#"{"positionalArgs":[1]}"#;
+        assert_eq!(
+            decode_inputs(&encode_inputs(lookalike)).unwrap(),
+            json!({"positionalArgs":[1]})
+        );
+        let bad = crate::Args::new().arg(f64::NAN).arg(1);
+        assert!(encode(&bad, "args").is_ok(), "NaN is null in serde_json");
+        let unencodable =
+            crate::Args::new().named("m", std::collections::HashMap::from([((1, 2), 3)]));
+        assert!(encode(&unencodable, "args").is_err());
     }
 
     #[test]

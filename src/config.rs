@@ -25,9 +25,28 @@ pub(crate) struct Config {
     pub executes: bool,
     /// How often the scheduler re-reads the schedules, to follow changes made elsewhere.
     pub schedule_refresh: Duration,
+    /// How often an executor looks for runs whose row another writer cancelled unannounced.
+    pub cancel_sweep: Duration,
     /// The lease and the adoption timer (an executor on Postgres).
     pub fleet: crate::fleet::FleetSettings,
 }
+
+/// The application stead runs as when none is given (and `DBOS_APP_NAME` is unset).
+pub const DEFAULT_APP_NAME: &str = "stead";
+
+/// The application name: the one given, else `DBOS_APP_NAME`, else [`DEFAULT_APP_NAME`].
+pub(crate) fn app_name_or_default(given: Option<String>) -> String {
+    given
+        .or_else(|| {
+            std::env::var("DBOS_APP_NAME")
+                .ok()
+                .filter(|v| !v.is_empty())
+        })
+        .unwrap_or_else(|| DEFAULT_APP_NAME.to_owned())
+}
+
+/// How often an executor sweeps for runs cancelled by a writer that did not announce it.
+pub(crate) const DEFAULT_CANCEL_SWEEP: Duration = Duration::from_secs(1);
 
 impl Config {
     /// The version new workflows are written with: a runtime's own; none from a client, so any

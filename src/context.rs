@@ -7,14 +7,16 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use futures::future::BoxFuture;
 
 use tokio::sync::Notify;
 
 use crate::clock::now_ms;
 use crate::error::{DbError, Error, Result};
 use crate::shared::SharedRef;
-use crate::sysdb::{Op, OpOutcome, OpStep, StepOutcome, StepRow, StepWrite};
+use crate::sysdb::{HeldRun, Op, OpOutcome, OpStep, StepOutcome, StepRow, StepWrite};
 
 /// Why a run stopped without an outcome of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,8 +50,20 @@ struct Inner {
     aborted: Notify,
     /// The liveness epoch the run began in: a fence ends it.
     epoch: u64,
+    /// Application databases this run's transactional steps used, released when it finishes.
+    datasources: Mutex<Vec<Arc<dyn Release>>>,
     /// Set for a replay-only run (verification): it replays recorded calls and never writes.
     replay: Option<Arc<crate::verify::ReplayLog>>,
+}
+
+/// Something a run holds outside the system database and lets go of when it finishes (the
+/// records of a datasource's transactional steps).
+pub(crate) trait Release: Send + Sync {
+    /// Identifies the underlying resource, so it is released once however often it was used.
+    fn key(&self) -> usize;
+
+    /// Releases what this run holds; false when another execution owns the workflow now.
+    fn release<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, bool>;
 }
 
 /// What the workflow actor knows about the run it starts.
@@ -92,6 +106,7 @@ impl Context {
                 abort: OnceLock::new(),
                 aborted: Notify::new(),
                 epoch: shared.liveness.epoch(),
+                datasources: Mutex::new(Vec::new()),
                 shared,
                 replay,
             }),
@@ -116,6 +131,40 @@ impl Context {
         &self.inner.shared
     }
 
+    /// The owner token this execution writes under.
+    pub(crate) fn owner(&self) -> &str {
+        &self.inner.run.owner
+    }
+
+    /// Remembers a datasource this run used, to release it when the run finishes.
+    pub(crate) fn use_datasource(&self, used: Arc<dyn Release>) {
+        let mut list = self
+            .inner
+            .datasources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if list.iter().all(|d| d.key() != used.key()) {
+            list.push(used);
+        }
+    }
+
+    /// Releases every datasource this run used, once its body has returned with an outcome
+    /// of its own (never after an abort: the next execution still needs the records).
+    pub(crate) async fn release_datasources(&self) {
+        let used = std::mem::take(
+            &mut *self
+                .inner
+                .datasources
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        for ds in used {
+            if self.abort().is_some() || !ds.release(self).await {
+                return;
+            }
+        }
+    }
+
     pub(crate) fn deadline(&self) -> Option<i64> {
         self.inner.run.deadline
     }
@@ -123,6 +172,27 @@ impl Context {
     /// Takes the next durable-call number (1-based, as DBOS numbers them).
     pub(crate) fn next_function_id(&self) -> u32 {
         self.inner.next_function_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The number the next durable call will take, without taking it.
+    pub(crate) fn peek_function_id(&self) -> u32 {
+        self.inner.next_function_id.load(Ordering::Relaxed)
+    }
+
+    /// Takes number `expected` if no other call took it first (a patch's reservation).
+    pub(crate) fn take_function_id(&self, expected: u32) -> bool {
+        self.inner
+            .next_function_id
+            .compare_exchange(expected, expected + 1, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// The name recorded at `function_id` in the history this run replays, if any.
+    pub(crate) fn recorded_name(&self, function_id: u32) -> Option<&str> {
+        self.inner
+            .recorded
+            .get(&function_id)
+            .map(|r| r.name.as_str())
     }
 
     /// The recorded call at `function_id`, checked against the name the code now uses.
@@ -197,6 +267,29 @@ impl Context {
             Abort::Cancelled => Error::Cancelled { id },
             Abort::NotOwner => Error::NotOwner { id },
             Abort::Crash(reason) => Error::Database(DbError::Transient(reason.clone())),
+        }
+    }
+
+    /// Reads whether the row is still `PENDING` under this run's owner token; stops the run
+    /// when another writer cancelled (or took) it. One read, for after a long wait only.
+    pub(crate) async fn recheck(&self) -> Result<()> {
+        let held = vec![HeldRun {
+            id: self.inner.run.workflow_id.clone(),
+            owner: self.inner.run.owner.clone(),
+        }];
+        let lost = self
+            .inner
+            .shared
+            .db
+            .call_with(held, |db, held| async move { db.lost_runs(&held).await })
+            .await;
+        match lost {
+            Ok(lost) => match lost.first() {
+                None => Ok(()),
+                Some(run) if run.status == "CANCELLED" => Err(self.stop(Abort::Cancelled)),
+                Some(_) => Err(self.stop(Abort::NotOwner)),
+            },
+            Err(e) => Err(self.db_failure(e)),
         }
     }
 

@@ -11,6 +11,7 @@ use ractor::DerivedActorRef;
 use crate::admission::Slots;
 use crate::dispatch::{LocalRun, QueueRequest, WorkflowRequest};
 use crate::queue::Queue;
+use crate::sysdb::HeldRun;
 
 /// The current actors of one runtime, by what the core looks them up by.
 #[derive(Default)]
@@ -39,6 +40,23 @@ pub(crate) enum SchedulerRequest {
 }
 
 impl Directory {
+    /// Every run this process holds, with its owner token.
+    pub(crate) fn held_runs(&self) -> Vec<HeldRun> {
+        self.running
+            .iter()
+            .flat_map(|e| {
+                let id = e.key();
+                e.value()
+                    .iter()
+                    .map(|r| HeldRun {
+                        id: id.clone(),
+                        owner: r.owner.clone(),
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// Tells the actors of `id` running in this process to stop: all of them after a cancel, or
     /// only the one running as `owner` after a takeover (resume).
     pub(crate) fn cancel_local(&self, id: &str, owner: Option<&str>) {

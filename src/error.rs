@@ -80,6 +80,21 @@ pub enum Error {
         recorded: String,
         called: String,
     },
+    /// `Context::patch` or `Context::deprecate_patch` ran while another durable call of the
+    /// same workflow took a number, so the marker's position would depend on scheduling; call
+    /// it from sequential workflow code.
+    #[error(
+        "patch {patch:?} of workflow {workflow_id} was called concurrently with other durable \
+         calls; call it from sequential workflow code"
+    )]
+    PatchNondeterminism { workflow_id: String, patch: String },
+    /// A rewind found the workflow still running (`PENDING`, `ENQUEUED` or `DELAYED`): only
+    /// a finished workflow can be rewound, so cancel it first.
+    #[error("cannot rewind workflow {id} ({status}): only a finished workflow can be rewound")]
+    StillActive { id: String, status: String },
+    /// A start refused an id that already exists (`WorkflowOptions::reject_existing`).
+    #[error("workflow id {0:?} already exists")]
+    WorkflowExists(String),
     /// A step failed (after its retries, if any).
     #[error(transparent)]
     Step(#[from] StepError),
@@ -169,6 +184,9 @@ impl Error {
             Error::Decode { .. } => "DecodeError",
             Error::UnsupportedSerialization { .. } => "UnsupportedSerialization",
             Error::NonDeterminism { .. } => "NonDeterminism",
+            Error::PatchNondeterminism { .. } => "PatchNondeterminism",
+            Error::WorkflowExists(_) => "WorkflowExists",
+            Error::StillActive { .. } => "StillActive",
             Error::Step(_) => "StepError",
             Error::StepTimeout(_) => "StepTimeout",
             Error::WorkflowFailed { .. } => "WorkflowFailed",

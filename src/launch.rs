@@ -26,7 +26,7 @@ use crate::sysdb::{self, Store};
 use actors::{
     ChildSpec, Database, FleetActor, FleetArgs, ListenerActor, ListenerArgs, QueueActor, QueueArgs,
     QueueMsg, QueueSet, Restart, RetentionActor, RetentionArgs, Role, SchedulerActor,
-    SchedulerArgs, Supervisor, SupervisorArgs, SupervisorMsg, LANE_NAMES,
+    SchedulerArgs, Supervisor, SupervisorArgs, SupervisorMsg, SweepActor, SweepArgs, LANE_NAMES,
 };
 
 // The actors live here, under the composition root, so no other core module can name one: the
@@ -162,7 +162,10 @@ impl Tree {
             })
             .await?;
         // An embedded database has no other writers to hear from: local writes wake locally.
-        let mut children = vec![scheduler_spec(shared, self.fired.clone())];
+        let mut children = vec![
+            scheduler_spec(shared, self.fired.clone()),
+            sweep_spec(shared),
+        ];
         if !sys.is_embedded() {
             children.push(listener_spec(shared, sys));
             children.push(fleet_spec(shared, sys, lease));
@@ -398,6 +401,25 @@ fn scheduler_spec(shared: &SharedRef, fired: Arc<AtomicU64>) -> ChildSpec {
             };
             Box::pin(async move {
                 let (actor, _) = Actor::spawn_linked(None, SchedulerActor, args, sup).await?;
+                Ok(actor.get_cell())
+            })
+        }),
+    }
+}
+
+fn sweep_spec(shared: &SharedRef) -> ChildSpec {
+    let shared = shared.clone();
+    ChildSpec {
+        name: "cancel sweep".into(),
+        restart: Restart::Permanent,
+        role: Role::Other,
+        spawn: Arc::new(move |sup, _| {
+            let args = SweepArgs {
+                shared: shared.clone(),
+                every: shared.config.cancel_sweep,
+            };
+            Box::pin(async move {
+                let (actor, _) = Actor::spawn_linked(None, SweepActor, args, sup).await?;
                 Ok(actor.get_cell())
             })
         }),

@@ -71,6 +71,7 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
 pub mod admin;
 mod admission;
+mod args;
 mod attributes;
 mod backoff;
 mod builder;
@@ -82,6 +83,7 @@ mod completion;
 mod config;
 mod context;
 mod cron;
+mod datasource;
 mod db;
 mod directory;
 mod dispatch;
@@ -115,15 +117,18 @@ pub mod testing {
     pub use crate::verify::{verify, Divergence, Verdict};
 }
 
+pub use args::Args;
 pub use attributes::{parse_attribute, Attributes, OTEL_CONTEXT_KEY};
 pub use builder::RuntimeBuilder;
 pub use calls::{ChildHandle, Selected, StreamValue};
 pub use client::debounce::DebounceOptions;
 pub use client::manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
 pub use client::observe::{QueueLoad, ThroughputBucket};
+pub use client::outbox::Message;
 pub use client::{Client, ClientOptions, RuntimeStats};
-pub use config::RestartPolicy;
+pub use config::{RestartPolicy, DEFAULT_APP_NAME};
 pub use context::Context;
+pub use datasource::{AppDatabase, Datasource};
 pub use error::{DbError, Error, PortableError, Result, StepError, StepTimeout};
 pub use handle::WorkflowHandle;
 pub use queue::{Dedup, Queue, QueueLimits, RateLimit, WaitingWork};
@@ -139,6 +144,7 @@ pub use step::{BoxError, RetryPolicy, Step, StepFn};
 pub use sysdb::AppVersion;
 pub use sysdb::DatabasePool;
 pub use sysdb::ExecutorInfo;
+pub use sysdb::Isolation;
 pub use sysdb::MigrationReport;
 pub use workflow::{ReadAs, Untyped, Workflow, WorkflowRef};
 

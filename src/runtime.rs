@@ -29,6 +29,9 @@ pub enum Fault {
     PanicDatabase,
     /// The named queue's actor panics (`_dbos_internal_queue` runs direct starts).
     PanicQueue(String),
+    /// Every transactional step in this process parks for good right after its application
+    /// commit, before its system checkpoint (a test then kills the process there).
+    HoldAfterTransactionCommit,
 }
 
 /// A running stead runtime, embedded in a service. Cloning shares it; dropping the last clone
@@ -197,6 +200,10 @@ impl Runtime {
             Fault::PanicQueue(name) => {
                 let queue = shared.directory.queues.get(&name).map(|q| q.clone());
                 queue.is_some_and(|q| q.send_message(QueueRequest::Panic).is_ok())
+            }
+            Fault::HoldAfterTransactionCommit => {
+                crate::datasource::hold_after_commit();
+                true
             }
         }
     }

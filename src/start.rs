@@ -50,12 +50,25 @@ pub struct WorkflowOptions {
     undefined_queue_ok: bool,
     /// Set for a child: its parent, and the parent's deadline it inherits.
     parent: Option<(String, Option<i64>)>,
+    reject_existing: bool,
+    app_name: Option<String>,
+    /// A workflow this process need not implement (a child enqueued by name for another
+    /// process, possibly another language's).
+    foreign: bool,
 }
 
 impl WorkflowOptions {
     /// Options with a chosen workflow id: starting the same id again returns the same workflow.
     pub fn with_id(id: impl Into<String>) -> WorkflowOptions {
         WorkflowOptions::default().id(id)
+    }
+
+    /// Refuses an id that already exists with [`Error::WorkflowExists`], instead of returning
+    /// a handle on the existing workflow (DBOS's `workflow_id_reuse_policy="reject"`). A retry
+    /// of this same start after a lost answer still succeeds.
+    pub fn reject_existing(mut self) -> Self {
+        self.reject_existing = true;
+        self
     }
 
     /// The workflow id (a fresh UUID when unset).
@@ -124,6 +137,21 @@ impl WorkflowOptions {
     /// enqueue fails with [`Error::UnknownQueue`]: a misspelt queue would wait forever.
     pub fn allow_undefined_queue(mut self) -> Self {
         self.undefined_queue_ok = true;
+        self
+    }
+
+    /// The application whose executors may run it (default: this process's). Name another
+    /// application (a DBOS app, say) to enqueue work only it implements.
+    pub fn app_name(mut self, name: impl Into<String>) -> Self {
+        self.app_name = Some(name.into());
+        self
+    }
+
+    /// Accepts a workflow name this process has not registered (an enqueue for other
+    /// executors); its version defaults to none, so the latest version of its application
+    /// runs it.
+    pub(crate) fn foreign(mut self) -> Self {
+        self.foreign = true;
         self
     }
 
@@ -232,6 +260,7 @@ pub(crate) struct Submission {
     new: NewWorkflow,
     reservation: Reservation,
     dedup: Option<(String, Dedup)>,
+    reject_existing: bool,
 }
 
 /// Everything of a submission that must happen in the caller's order: checks, the queue
@@ -246,9 +275,12 @@ pub(crate) fn begin(
 ) -> Result<Submission> {
     check_running(shared)?;
     match shared.registry.get(workflow) {
-        Some(entry) => entry.check_input(input_json)?,
-        // A client enqueues by name for the executors that do run it.
-        None if !shared.config.executes && matches!(target, Target::Queue(_)) => {
+        Some(entry) => entry.check_input(&codec::as_received(input_json)?)?,
+        // A client (or a workflow's foreign child) enqueues by name for the executors that do
+        // run it.
+        None if (!shared.config.executes || options.foreign)
+            && matches!(target, Target::Queue(_)) =>
+        {
             crate::validate_name(workflow, "workflow name")?
         }
         None => return Err(Error::UnknownWorkflow(workflow.to_owned())),
@@ -263,7 +295,9 @@ pub(crate) fn begin(
     let mut new = new_row(shared, target, workflow, input_json, &options, id)?;
     // An enqueue that may run here at once is written as already claimed by this executor.
     let reservation = match target {
-        Target::Queue(queue) if options.delay.is_none() && runs_here(shared, &options) => {
+        Target::Queue(queue)
+            if options.delay.is_none() && runs_here(shared, workflow, &options) =>
+        {
             reserve(shared, queue)
         }
         _ => Reservation::NoActor,
@@ -278,6 +312,7 @@ pub(crate) fn begin(
         new,
         reservation,
         dedup: options.dedup,
+        reject_existing: options.reject_existing,
     })
 }
 
@@ -289,6 +324,7 @@ impl Submission {
             new,
             reservation,
             dedup,
+            reject_existing,
         } = self;
         let (workflow, queue) = (new.name.clone(), new.queue.clone());
         let (shared, workflow) = (&shared, workflow.as_str());
@@ -347,6 +383,9 @@ impl Submission {
                     existing: name,
                     requested: workflow.to_owned(),
                 })
+            }
+            StartOutcome::Existing { .. } if reject_existing => {
+                return Err(Error::WorkflowExists(id))
             }
             StartOutcome::Existing { .. } => {}
             StartOutcome::Duplicate { holder } => {
@@ -418,11 +457,17 @@ fn new_row(
         deadline,
         parent: options.parent.as_ref().map(|(p, _)| p.clone()),
         executor_id: shared.config.executor_id.clone(),
-        app_version: options
-            .app_version
+        app_version: match shared.registry.get(workflow) {
+            Some(_) => options
+                .app_version
+                .clone()
+                .or_else(|| shared.config.own_version()),
+            None => options.app_version.clone(),
+        },
+        app_name: options
+            .app_name
             .clone()
-            .or_else(|| shared.config.own_version()),
-        app_name: shared.config.app_name.clone(),
+            .or_else(|| shared.config.app_name.clone()),
         attributes: stored_attributes(options.attributes.as_ref())?,
         created_at: sysdb::next_created_at(),
     })
@@ -525,11 +570,16 @@ fn dispatch(shared: &SharedRef, d: Dispatch) {
 }
 
 /// Whether this executor's version may run the workflow.
-fn runs_here(shared: &SharedRef, options: &WorkflowOptions) -> bool {
-    options
-        .app_version
-        .as_ref()
-        .is_none_or(|v| *v == shared.config.app_version)
+fn runs_here(shared: &SharedRef, workflow: &str, options: &WorkflowOptions) -> bool {
+    shared.registry.get(workflow).is_some()
+        && options
+            .app_name
+            .as_ref()
+            .is_none_or(|a| Some(a) == shared.config.app_name.as_ref())
+        && options
+            .app_version
+            .as_ref()
+            .is_none_or(|v| *v == shared.config.app_version)
 }
 
 /// Where an enqueue from this process goes.

@@ -300,10 +300,18 @@ where
 
 /// Replays the step, or runs `attempts` (the body's one call, or its retry loop) and records
 /// its outcome. `attempts` is not polled on a replay.
-async fn run<T, A>(ctx: &Context, name: &str, function_id: u32, attempts: A) -> Result<T>
+///
+/// The attempts' own error is a [`StepError`] or, for a timeout, an [`Error::StepTimeout`].
+pub(crate) async fn run<T, E, A>(
+    ctx: &Context,
+    name: &str,
+    function_id: u32,
+    attempts: A,
+) -> Result<T>
 where
     T: Serialize + DeserializeOwned + Send,
-    A: Future<Output = Result<std::result::Result<T, Error>>> + Send,
+    E: Into<Error>,
+    A: Future<Output = Result<std::result::Result<T, E>>> + Send,
 {
     ctx.check_live()?;
     if let Some(row) = ctx.recorded(function_id, name)? {
@@ -319,7 +327,9 @@ where
     let span = tracing::debug_span!("step", function_id, name, otel.name = tracing::field::Empty);
     #[cfg(feature = "otel")]
     crate::otel::describe(&span, name, "step", ctx.workflow_id());
-    let result = within_deadline(ctx, attempts.instrument(span)).await?;
+    let result = within_deadline(ctx, attempts.instrument(span))
+        .await?
+        .map_err(Into::into);
     ctx.metrics().step_finished(result.is_ok(), clock.elapsed());
     let (output, error) = match &result {
         Ok(value) => {
@@ -416,10 +426,8 @@ impl Limit<'_> {
                 ..timeout.clone()
             }),
             None => Error::Step(StepError {
-                step: self.name.to_owned(),
-                function_id: self.function_id,
-                attempts,
                 error: self.errors.portable(last.as_ref()).map(Box::new),
+                ..failed(self.name, self.function_id, attempts)
             }),
         }
     }
@@ -476,6 +484,16 @@ where
     }
 }
 
+/// A step failure with these attempts (and no typed error).
+pub(crate) fn failed(name: &str, function_id: u32, attempts: Vec<String>) -> StepError {
+    StepError {
+        step: name.to_owned(),
+        function_id,
+        attempts,
+        error: None,
+    }
+}
+
 fn replay<T: DeserializeOwned>(row: &StepRow, name: &str, function_id: u32) -> Result<T> {
     codec::check_format(
         row.serialization.as_deref(),
@@ -489,7 +507,7 @@ fn replay<T: DeserializeOwned>(row: &StepRow, name: &str, function_id: u32) -> R
     )
 }
 
-fn decode<T: DeserializeOwned>(
+pub(crate) fn decode<T: DeserializeOwned>(
     output: Option<&str>,
     error: Option<&str>,
     name: &str,

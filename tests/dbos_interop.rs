@@ -500,3 +500,46 @@ async fn stead_sql_functions_do_what_dbos_functions_do() {
     assert_eq!(dbos.1, ["23505", "23503", "P0001"]);
     assert_eq!(stead.1, ["23505", "23503", "22023"]);
 }
+
+/// `stead::Args` writes the envelope a Python caller writes: a stead workflow reads both alike.
+#[tokio::test]
+async fn args_from_stead_read_like_a_python_callers() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let rt = launch(&db).await;
+    let args = stead::Args::new().arg(2).arg(3);
+    let h = rt
+        .start("add", args, WorkflowOptions::with_id("rust-args"))
+        .await
+        .unwrap();
+    assert_eq!(common::within(h.result::<Sum>()).await.unwrap().sum, 5);
+    let named = stead::Args::new().named("name", "Ada");
+    let h = rt
+        .enqueue(
+            QUEUE,
+            "greet",
+            named,
+            WorkflowOptions::with_id("rust-named"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        common::within(h.result::<String>()).await.unwrap(),
+        "Hello, Ada"
+    );
+    // A registered workflow is checked against what it will receive.
+    let wrong = rt.start(
+        "add",
+        stead::Args::new().arg("two"),
+        WorkflowOptions::default(),
+    );
+    assert!(matches!(wrong.await, Err(Error::Input { .. })));
+    let inputs = common::scalar(
+        &db.pool().await,
+        "SELECT inputs FROM dbos.workflow_input WHERE workflow_uuid = 'rust-args'",
+    )
+    .await;
+    let inputs: Value = serde_json::from_str(&inputs.unwrap_or_default()).unwrap();
+    assert_eq!(inputs, json!({"positionalArgs": [2, 3], "namedArgs": {}}));
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}

@@ -190,3 +190,78 @@ async fn verification_reports_a_renamed_step_and_passes_unchanged_code(db) {
     assert_eq!(writes(&pool).await, before, "nothing was written");
 }
 }
+
+/// The patched code: new runs take the new charge, pre-patch histories the old one.
+async fn order_patched(ctx: Context, _wait: bool) -> stead::Result<u32> {
+    let a = ctx.step("reserve", || counted(1)).await?;
+    ctx.sleep(Duration::from_millis(5)).await?;
+    let b = if ctx.patch("card").await? {
+        ctx.step("charge-card", || counted(2)).await?
+    } else {
+        ctx.step("charge", || counted(2)).await?
+    };
+    Ok(a + b)
+}
+
+/// After every pre-patch run finished: the patch is deprecated, only the new path remains.
+async fn order_deprecated(ctx: Context, _wait: bool) -> stead::Result<u32> {
+    let a = ctx.step("reserve", || counted(1)).await?;
+    ctx.sleep(Duration::from_millis(5)).await?;
+    ctx.deprecate_patch("card")?;
+    let b = ctx.step("charge-card", || counted(2)).await?;
+    Ok(a + b)
+}
+
+both_backends! {
+async fn a_patch_makes_renamed_code_verify_against_old_and_new_histories(db) {
+    let _turn = one_backend_at_a_time!();
+    let rt = common::builder(&db)
+        .workflow("order", order_v1)
+        .launch()
+        .await
+        .unwrap();
+    let h = rt.start("order", false, WorkflowOptions::with_id("old")).await.unwrap();
+    common::within(h.result::<u32>()).await.unwrap();
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+    let rt = common::builder(&db)
+        .workflow("order", order_patched)
+        .launch()
+        .await
+        .unwrap();
+    let h = rt.start("order", false, WorkflowOptions::with_id("new")).await.unwrap();
+    common::within(h.result::<u32>()).await.unwrap();
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+    BODIES.store(0, Ordering::SeqCst);
+
+    // The patched code replays both histories: the old one without the marker, the new one
+    // with it (the marker counts as a matched call, not a leftover).
+    let all = ListWorkflows::new().name("order");
+    let patched = by_id(
+        verify(common::builder(&db).workflow("order", order_patched), all.clone())
+            .await
+            .unwrap(),
+    );
+    let calls: Vec<_> = patched
+        .iter()
+        .map(|v| (v.workflow_id.as_str(), v.is_compatible(), v.matched_calls))
+        .collect();
+    assert_eq!(calls, vec![("new", true, 4), ("old", true, 3)], "{patched:?}");
+
+    // Deprecated: the new history still replays; the old one now diverges at its charge.
+    let deprecated = by_id(
+        verify(common::builder(&db).workflow("order", order_deprecated), all)
+            .await
+            .unwrap(),
+    );
+    assert!(deprecated[0].is_compatible(), "{deprecated:?}");
+    assert_eq!(
+        deprecated[1].divergences,
+        vec![Divergence {
+            function_id: 3,
+            recorded: "charge".into(),
+            called: Some("charge-card".into()),
+        }]
+    );
+    assert_eq!(BODIES.load(Ordering::SeqCst), 0, "no step body ran");
+}
+}

@@ -60,7 +60,11 @@ impl Context {
         self.child(function_id, None, name, input, options)
     }
 
-    /// Enqueues `workflow` on `queue` as a child.
+    /// Enqueues `workflow` on `queue` as a child. It need not be registered here: a name (or a
+    /// [`Workflow<I, O>`](crate::Workflow) declared for it) that another process implements,
+    /// in any language, is enqueued for that process's executors (name its application with
+    /// [`WorkflowOptions::app_name`]). The start is recorded like any child's, and its result
+    /// is awaited the same way.
     pub fn enqueue_child<'c, W, I>(
         &'c self,
         queue: &'c str,
@@ -74,7 +78,7 @@ impl Context {
     {
         let function_id = self.next_function_id();
         let (name, input) = named_input(&workflow, &input);
-        self.child(function_id, Some(queue), name, input, options)
+        self.child(function_id, Some(queue), name, input, options.foreign())
     }
 
     /// Starts a child and waits for its result: an `O` for a typed

@@ -9,6 +9,7 @@
 mod children;
 mod events;
 mod messages;
+mod patch;
 mod select;
 mod streams;
 mod time;

@@ -18,7 +18,7 @@ use crate::signals::stream_key;
 use crate::sysdb::{Op, StreamRow};
 
 /// DBOS's closing sentinel, as stored (portable JSON of the string).
-const CLOSED: &str = "\"__DBOS_STREAM_CLOSED__\"";
+const CLOSED: &str = crate::sysdb::STREAM_CLOSED;
 const PAGE: i64 = 256;
 
 /// One value of a stream and its position.

@@ -49,17 +49,22 @@ impl Context {
         }
     }
 
-    /// Waits until `until` (epoch ms), or until the run is cancelled.
+    /// Waits until `until` (epoch ms), or until the run is cancelled. A wait that ran its
+    /// course re-reads the row once: a cancel by a writer that does not announce it (DBOS's
+    /// tools) then stops the run here, before the next step's body.
     pub(crate) async fn wait_until(&self, until: i64) -> Result<()> {
         // A replay-only run (verification) checks the calls, not the time between them.
         if self.is_replay_only() {
             return self.check_live();
         }
+        let mut waited = false;
         loop {
             let left = until - now_ms();
             if left <= 0 {
-                return self.check_live();
+                self.check_live()?;
+                return if waited { self.recheck().await } else { Ok(()) };
             }
+            waited = true;
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(left as u64)) => {}
                 _ = self.aborted() => return self.check_live(),

@@ -95,7 +95,7 @@ pub(crate) async fn debounce<I: Serialize>(
     crate::validate_name(key, "debounce key")?;
     let json = codec::encode_input(workflow, &input)?;
     match shared.registry.get(workflow) {
-        Some(entry) => entry.check_input(&json)?,
+        Some(entry) => entry.check_input(&codec::as_received(&json)?)?,
         // A client debounces by name for the executors that do run it.
         None if !shared.config.executes => crate::validate_name(workflow, "workflow name")?,
         None => return Err(Error::UnknownWorkflow(workflow.to_owned())),

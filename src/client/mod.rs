@@ -21,8 +21,8 @@ use serde::Serialize;
 use crate::calls::{self, StreamValue};
 use crate::clock::{millis, now_ms};
 use crate::codec;
-use crate::config::{Config, RestartPolicy};
-use crate::error::{DbError, Error, Result};
+use crate::config::{Config, RestartPolicy, DEFAULT_CANCEL_SWEEP};
+use crate::error::{Error, Result};
 use crate::handle::WorkflowHandle;
 use crate::launch::{self, Part, Tree};
 use crate::queue::{Queue, WaitingWork};
@@ -38,7 +38,9 @@ pub(crate) mod debounce;
 mod fleet;
 pub(crate) mod manage;
 pub(crate) mod observe;
+pub(crate) mod outbox;
 mod retention;
+mod rewind;
 mod schedule;
 
 /// Counters of database traffic and supervision.
@@ -81,7 +83,9 @@ pub struct Client {
 pub struct ClientOptions {
     /// The schema of the system tables (default `dbos`).
     pub schema: String,
-    /// The application whose queues and versions the client sees.
+    /// The application the client acts for: its queues, versions and schedules, and the owner
+    /// of what it enqueues. Default (`None`): `DBOS_APP_NAME`, else
+    /// [`DEFAULT_APP_NAME`](crate::DEFAULT_APP_NAME), as a runtime's.
     pub app_name: Option<String>,
     /// How long to wait for the database when connecting.
     pub connect_timeout: Duration,
@@ -125,7 +129,7 @@ impl Client {
     async fn launch(sys: Arc<dyn sysdb::Store>, options: ClientOptions) -> Result<Client> {
         let config = Config {
             schema: options.schema,
-            app_name: options.app_name,
+            app_name: Some(crate::config::app_name_or_default(options.app_name)),
             app_version: String::new(),
             executor_id: "client".into(),
             internal_poll: Duration::from_secs(1),
@@ -134,6 +138,7 @@ impl Client {
             reconcile_every: Duration::from_secs(60),
             executes: false,
             schedule_refresh: Duration::from_secs(10),
+            cancel_sweep: DEFAULT_CANCEL_SWEEP,
             fleet: Default::default(),
         };
         let tree = launch::launch(
@@ -201,39 +206,6 @@ impl Client {
     /// read as the type the caller asks for.
     pub fn handle(&self, id: impl Into<String>) -> WorkflowHandle {
         WorkflowHandle::new(id.into(), self.shared().clone())
-    }
-
-    /// Sends `message` to workflow `destination` on `topic`, from outside any workflow.
-    pub async fn send<T: Serialize>(
-        &self,
-        destination: &str,
-        message: &T,
-        topic: Option<&str>,
-    ) -> Result<()> {
-        let shared = self.shared();
-        let message = codec::encode(message, "a message")?;
-        let topic = topic.unwrap_or(calls::NULL_TOPIC).to_owned();
-        crate::validate_name(destination, "workflow id")?;
-        crate::validate_text(&topic, "topic")?;
-        let (dest, t) = (destination.to_owned(), topic.clone());
-        let id = uuid::Uuid::new_v4().to_string();
-        let sent = shared
-            .db
-            .call_with(
-                (id, dest, t, message),
-                |db, (id, dest, t, message)| async move { db.send(&id, &dest, &t, &message).await },
-            )
-            .await;
-        match sent {
-            Err(DbError::MissingReference { .. }) => {
-                return Err(Error::NotFound(destination.to_owned()))
-            }
-            other => other?,
-        }
-        shared
-            .signals
-            .notify(&signals::message_key(destination, &topic));
-        Ok(())
     }
 
     /// Reads event `key` of workflow `workflow_id`, waiting up to `timeout` for it to be set.

@@ -14,6 +14,7 @@
 mod cancel;
 mod claim;
 mod classify;
+mod datasource;
 mod debounce;
 mod dispatch;
 mod finish;
@@ -27,6 +28,7 @@ mod postgres;
 mod queues;
 mod reads;
 mod retention;
+mod rewind;
 mod rows;
 mod schedules;
 mod sqlite;
@@ -43,8 +45,12 @@ use std::time::Duration;
 
 use crate::error::Error;
 
-pub(crate) use cancel::CANCEL_CHANNEL;
+pub(crate) use cancel::{CancelNote, HeldRun, CANCEL_CHANNEL};
 pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
+pub use datasource::Isolation;
+#[cfg(test)]
+pub(crate) use datasource::DATASOURCE_SCHEMA_VERSION;
+pub(crate) use datasource::{AppSql, RecordRow, Recorded};
 pub(crate) use debounce::{Bounce, Bounced};
 pub(crate) use dispatch::Executor;
 pub(crate) use finish::{FinishOutcome, FinishWrite};
@@ -56,9 +62,10 @@ pub(crate) use manage::{
 pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;
 pub(crate) use observe::{CompletedBucket, QueueCounts};
-pub(crate) use ops::{Op, OpOutcome, OpStep};
+pub(crate) use ops::{Op, OpOutcome, OpStep, OutgoingMessage};
 pub(crate) use queues::QueueDeletion;
 pub(crate) use reads::{StatusRow, StepRow, StreamRow};
+pub(crate) use rewind::{Rewind, Rewound, STREAM_CLOSED};
 pub(crate) use schedules::{Firings, ScheduleRow};
 pub(crate) use sqlite::default_url;
 pub(crate) use start::{next_created_at, NewWorkflow, StartOutcome, QUEUE_CHANNEL};

@@ -110,16 +110,24 @@ impl From<StepOutcome> for OpOutcome {
     }
 }
 
+/// A message sent from outside any workflow.
+#[derive(Debug, Clone)]
+pub(crate) struct OutgoingMessage {
+    /// Its `message_uuid`: a resend under the same id is a no-op.
+    pub id: String,
+    pub destination: String,
+    pub topic: String,
+    /// Portable JSON.
+    pub message: String,
+    /// Its `created_at_epoch_ms`, stamped by the sender so receives keep the sending order.
+    pub created_at: i64,
+}
+
 /// Messages from outside any workflow.
 #[async_trait]
 pub(crate) trait Messages: Send + Sync {
-    /// Sends `message` to workflow `destination` on `topic`; `message_id` makes a resend a
-    /// no-op. A missing destination is `DbError::MissingReference`.
-    async fn send(
-        &self,
-        message_id: &str,
-        destination: &str,
-        topic: &str,
-        message: &str,
-    ) -> Result<(), DbError>;
+    /// Sends every message in one statement (one transaction on SQLite); a message whose id
+    /// exists is skipped. A missing destination fails them all with
+    /// `DbError::MissingReference`.
+    async fn send_bulk(&self, messages: &[OutgoingMessage]) -> Result<(), DbError>;
 }

@@ -48,6 +48,10 @@ pub(crate) trait Reads: Send + Sync {
         key: &str,
     ) -> Result<Option<(String, Option<String>)>, DbError>;
 
+    /// The owner token (`owner_xid`) of workflow `id`: `None` when it has none or does not
+    /// exist. A transactional step checks it while holding its row, as DBOS does.
+    async fn workflow_owner(&self, id: &str) -> Result<Option<String>, DbError>;
+
     /// Up to `limit` values of stream `key` of workflow `id`, from `offset` on, in order.
     async fn read_stream(
         &self,

@@ -23,6 +23,7 @@ use super::ops::{Messages, Op, OpOutcome};
 use super::queues::Queues;
 use super::reads::{Reads, StepRow};
 use super::retention::Collect;
+use super::rewind::Rewinds;
 use super::schedules::Schedules;
 use super::start::{NewWorkflow, StartOutcome};
 use super::steps::{StepOutcome, StepWrite};
@@ -41,6 +42,7 @@ pub(crate) trait Store:
     + Cancels
     + Dispatch
     + Manage
+    + Rewinds
     + Versions
     + Schema
     + Queues

@@ -163,6 +163,58 @@ pub fn ok_answer(answer: Value) -> Value {
     }
 }
 
+/// A running DBOS application (`tests/py/peer_app.py`); it stops when this value is dropped.
+pub struct PyApp {
+    child: tokio::process::Child,
+}
+
+impl PyApp {
+    /// Launches `tests/py/peer_app.py` on `url` as application `app`, serving `queue`, and waits
+    /// until it has launched.
+    pub async fn launch(url: &str, app: &str, queue: &str) -> PyApp {
+        use tokio::io::AsyncBufReadExt;
+        let python = dbos_cli_async().await.with_file_name("python");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/peer_app.py");
+        let mut child = tokio::process::Command::new(python)
+            .arg(script)
+            .args([&sqlalchemy_url(url), app, queue])
+            .current_dir(dbos_cli().parent().unwrap_or(Path::new("/")))
+            .env_remove("DBOS_SYSTEM_DATABASE_URL")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("run peer_app.py");
+        let stdout = child.stdout.take().expect("piped");
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let ready = async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.trim() == "ready" {
+                    return true;
+                }
+            }
+            false
+        };
+        let launched = tokio::time::timeout(PY_TIMEOUT, ready).await;
+        assert!(matches!(launched, Ok(true)), "peer_app.py did not launch");
+        // Keep reading, so its later output never meets a closed pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        PyApp { child }
+    }
+
+    /// Stops the app and waits for it to exit.
+    pub async fn stop(mut self) {
+        drop(self.child.stdin.take());
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
 /// Runs `dbos workflow <args> -s <url>` and parses its JSON output.
 pub async fn dbos_workflow_cli(url: &str, args: &[&str]) -> Value {
     let mut cmd = tokio::process::Command::new(dbos_cli_async().await);

@@ -11,8 +11,11 @@ Commands:
   list        {"attributes"}: ids of DBOSClient.list_workflows(attributes=...), oldest first
   update_attributes {"id", "attributes", "merge"}: DBOSClient.update_workflow_attributes
   result      {"id"}: the workflow's get_result()
-  send        {"to", "message", "topic", "portable"}: DBOSClient.send
+  send        {"to", "message", "topic", "portable", "key"}: DBOSClient.send ("key": its
+              idempotency key)
   get_event   {"id", "key", "timeout"}: DBOSClient.get_event
+  cancel      {"id"}: DBOSClient.cancel_workflow
+  list        {filters of DBOSClient.list_workflows}: the ids listed
 """
 
 import json
@@ -53,18 +56,23 @@ def send(client, args):
         args["to"],
         args["message"],
         args.get("topic"),
+        args.get("key"),
         serialization_type=serialization(args),
     )
     return None
 
 
-def get_event(client, args):
-    return client.get_event(args["id"], args["key"], args.get("timeout", 10))
+def cancel(client, args):
+    client.cancel_workflow(args["id"])
+    return None
 
 
 def list_ids(client, args):
-    found = client.list_workflows(attributes=args.get("attributes"))
-    return [w.workflow_id for w in found]
+    return [w.workflow_id for w in client.list_workflows(**args)]
+
+
+def get_event(client, args):
+    return client.get_event(args["id"], args["key"], args.get("timeout", 10))
 
 
 def update_attributes(client, args):
@@ -79,6 +87,7 @@ COMMANDS = {
     "result": result,
     "send": send,
     "get_event": get_event,
+    "cancel": cancel,
     "list": list_ids,
     "update_attributes": update_attributes,
 }

@@ -109,6 +109,14 @@ pub enum WorkflowCommand {
         #[arg(long, conflicts_with = "pairs")]
         clear: bool,
     },
+    /// Run a finished workflow again under its own id: replay the steps before --step, run
+    /// the rest
+    Rewind {
+        id: String,
+        /// The first step that runs again (1 starts over)
+        #[arg(long, default_value_t = 1)]
+        step: u32,
+    },
     /// Delete a workflow and everything recorded for it
     Delete {
         id: String,

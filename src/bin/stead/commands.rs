@@ -111,6 +111,10 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
             merge,
             clear,
         } => attributes(client, &id, pairs, merge, clear).await,
+        WorkflowCommand::Rewind { id, step } => {
+            client.rewind(&id, step).await?;
+            changed(client, "rewind", &id).await
+        }
         WorkflowCommand::Delete { id, children } => {
             if children {
                 client.delete_with_children(&id).await?;

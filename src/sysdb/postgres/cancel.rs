@@ -7,7 +7,15 @@ use sqlx::Row;
 use super::Postgres;
 use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::cancel::{Cancelled, Cancels};
+use crate::sysdb::cancel::{Cancelled, Cancels, HeldRun, LostRun};
+
+/// Held runs ($1 ids, $2 owner tokens) whose row moved on: by primary key only.
+const LOST: &str = r#"
+SELECT w.workflow_uuid, r.owner, w.status
+FROM UNNEST($1::text[], $2::text[]) AS r(id, owner)
+JOIN {s}.workflow_status w ON w.workflow_uuid = r.id
+WHERE w.status <> 'PENDING' OR w.owner_xid IS DISTINCT FROM r.owner
+"#;
 
 const CANCEL: &str = r#"
 WITH RECURSIVE tree AS (
@@ -18,12 +26,12 @@ WITH RECURSIVE tree AS (
 ), done AS (
     UPDATE {s}.workflow_status w
     SET status = 'CANCELLED', queue_name = NULL, deduplication_id = NULL, owner_xid = NULL,
-        updated_at = $3
+        started_at_epoch_ms = NULL, updated_at = $3, completed_at = $3
     FROM tree
-    WHERE w.workflow_uuid = tree.id AND w.status NOT IN ('SUCCESS', 'ERROR', 'CANCELLED')
+    WHERE w.workflow_uuid = tree.id AND w.status NOT IN ('SUCCESS', 'ERROR')
     RETURNING w.workflow_uuid
 ), note AS (
-    SELECT pg_notify('stead_cancel_channel', workflow_uuid) FROM done
+    SELECT pg_notify('stead_cancel_channel', json_build_array(workflow_uuid)::text) FROM done
 )
 SELECT (SELECT count(*) FROM {s}.workflow_status WHERE workflow_uuid = $1),
        (SELECT count(*) FROM note),
@@ -51,5 +59,24 @@ impl Cancels for Postgres {
             }
         }
         Ok(out)
+    }
+
+    async fn lost_runs(&self, runs: &[HeldRun]) -> Result<Vec<LostRun>, DbError> {
+        let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+        let owners: Vec<&str> = runs.iter().map(|r| r.owner.as_str()).collect();
+        let rows = sqlx::query(self.sql.get(LOST))
+            .bind(ids)
+            .bind(owners)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(LostRun {
+                    id: r.try_get(0)?,
+                    owner: r.try_get(1)?,
+                    status: r.try_get(2)?,
+                })
+            })
+            .collect()
     }
 }

@@ -90,6 +90,8 @@ const TAKE: &str = r#", claimed AS (
     SET status = 'PENDING', owner_xid = gen_random_uuid()::text, executor_id = $5,
         application_version = $2, started_at_epoch_ms = $6, updated_at = $6,
         recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1,
+        -- An unowned row becomes this application's once it runs here.
+        application_name = COALESCE(w.application_name, $3),
         rate_limited = ($8::int8 IS NOT NULL OR $13::int8 IS NOT NULL),
         workflow_deadline_epoch_ms = CASE
             WHEN w.workflow_timeout_ms IS NOT NULL AND w.workflow_deadline_epoch_ms IS NULL

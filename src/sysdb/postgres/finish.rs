@@ -32,7 +32,12 @@ fn cte(p: usize) -> String {
 ), f_upd AS (
     UPDATE {{s}}.workflow_status w
     SET status = r.status, owner_xid = NULL, deduplication_id = NULL,
-        completed_at = {now}, updated_at = {now}
+        completed_at = {now}, updated_at = {now},
+        -- Parked as DBOS dead-letters: off its queue, out of rate-limit windows.
+        started_at_epoch_ms = CASE WHEN r.status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED'
+            THEN NULL ELSE w.started_at_epoch_ms END,
+        queue_name = CASE WHEN r.status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED'
+            THEN NULL ELSE w.queue_name END
     FROM fr r
     -- Not `status = 'PENDING'`: that would let the partial index of PENDING rows drive the
     -- join, a scan of every running workflow per batch. This form leaves only the primary key.

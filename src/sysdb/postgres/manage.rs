@@ -68,7 +68,7 @@ WITH old AS (
     WHERE w.workflow_uuid = old.workflow_uuid AND old.status NOT IN ('SUCCESS', 'ERROR')
     RETURNING w.workflow_uuid
 ), taken AS (
-    SELECT pg_notify('stead_cancel_channel', old.workflow_uuid || '::' || old.owner_xid)
+    SELECT pg_notify('stead_cancel_channel', json_build_array(old.workflow_uuid, old.owner_xid)::text)
     FROM old JOIN upd ON upd.workflow_uuid = old.workflow_uuid WHERE old.owner_xid IS NOT NULL
 ), wake AS (
     SELECT pg_notify('stead_queue_channel', $2) FROM upd

@@ -7,6 +7,7 @@
 
 mod cancel;
 mod claim;
+mod datasource;
 mod debounce;
 mod dispatch;
 mod finish;
@@ -19,6 +20,7 @@ mod ops;
 mod queues;
 mod reads;
 mod retention;
+mod rewind;
 mod schedules;
 mod session;
 mod sql;

@@ -14,7 +14,7 @@ use super::steps::classify_one;
 use super::Postgres;
 use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::ops::Messages;
+use crate::sysdb::ops::{Messages, OutgoingMessage};
 use crate::sysdb::{Op, OpOutcome};
 
 /// Built once per process; `Sql::get` splices the schema in.
@@ -165,24 +165,24 @@ pub(super) async fn run(sql: &Sql, conn: &mut PgConnection, op: &Op) -> Result<O
     Ok(found.into())
 }
 
-const SEND: &str = "INSERT INTO {s}.notifications \
-    (message_uuid, destination_uuid, topic, message, serialization) \
-    VALUES ($1, $2, $3, $4, 'portable_json') ON CONFLICT (message_uuid) DO NOTHING";
+/// The messages as arrays: $1 ids, $2 destinations, $3 topics, $4 messages, $5 times.
+const SEND_BULK: &str = "INSERT INTO {s}.notifications \
+    (message_uuid, destination_uuid, topic, message, serialization, created_at_epoch_ms) \
+    SELECT m.id, m.destination, m.topic, m.message, 'portable_json', m.created_at \
+    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[]) \
+        AS m(id, destination, topic, message, created_at) \
+    ON CONFLICT (message_uuid) DO NOTHING";
 
 #[async_trait]
 impl Messages for Postgres {
-    async fn send(
-        &self,
-        message_id: &str,
-        destination: &str,
-        topic: &str,
-        message: &str,
-    ) -> Result<(), DbError> {
-        sqlx::query(self.sql.get(SEND))
-            .bind(message_id)
-            .bind(destination)
-            .bind(topic)
-            .bind(message)
+    async fn send_bulk(&self, messages: &[OutgoingMessage]) -> Result<(), DbError> {
+        let column = |f: fn(&OutgoingMessage) -> &str| messages.iter().map(f).collect::<Vec<_>>();
+        sqlx::query(self.sql.get(SEND_BULK))
+            .bind(column(|m| &m.id))
+            .bind(column(|m| &m.destination))
+            .bind(column(|m| &m.topic))
+            .bind(column(|m| &m.message))
+            .bind(messages.iter().map(|m| m.created_at).collect::<Vec<_>>())
             .execute(&self.pool)
             .await?;
         Ok(())

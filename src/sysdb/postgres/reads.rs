@@ -29,6 +29,8 @@ fn status_sql() -> String {
 const GET_EVENT: &str =
     "SELECT value, serialization FROM {s}.workflow_events WHERE workflow_uuid = $1 AND key = $2";
 
+const OWNER: &str = "SELECT owner_xid FROM {s}.workflow_status WHERE workflow_uuid = $1";
+
 const READ_STREAM: &str = r#"
 SELECT "offset", value, serialization FROM {s}.streams
 WHERE workflow_uuid = $1 AND key = $2 AND "offset" >= $3
@@ -43,6 +45,14 @@ impl Reads for Postgres {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(StatusRow::from_row).transpose()
+    }
+
+    async fn workflow_owner(&self, id: &str) -> Result<Option<String>, DbError> {
+        let row = sqlx::query(self.sql.get(OWNER))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get(0)).transpose()?.flatten())
     }
 
     async fn get_event(

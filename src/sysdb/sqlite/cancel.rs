@@ -7,7 +7,15 @@ use sqlx::Row;
 use super::Sqlite;
 use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::cancel::{Cancelled, Cancels};
+use crate::sysdb::cancel::{Cancelled, Cancels, HeldRun, LostRun};
+
+/// Held runs (?1: a JSON array of `[id, owner]` pairs) whose row moved on.
+const LOST: &str = r#"
+SELECT w.workflow_uuid, json_extract(r.value, '$[1]'), w.status
+FROM json_each(?1) r
+JOIN workflow_status w ON w.workflow_uuid = json_extract(r.value, '$[0]')
+WHERE w.status <> 'PENDING' OR w.owner_xid IS NOT json_extract(r.value, '$[1]')
+"#;
 
 const CANCEL: &str = r#"
 WITH RECURSIVE tree(id) AS (
@@ -18,9 +26,9 @@ WITH RECURSIVE tree(id) AS (
 )
 UPDATE workflow_status
 SET status = 'CANCELLED', queue_name = NULL, deduplication_id = NULL, owner_xid = NULL,
-    updated_at = ?3
+    started_at_epoch_ms = NULL, updated_at = ?3, completed_at = ?3
 WHERE workflow_uuid IN (SELECT id FROM tree)
-  AND status NOT IN ('SUCCESS', 'ERROR', 'CANCELLED')
+  AND status NOT IN ('SUCCESS', 'ERROR')
 RETURNING workflow_uuid
 "#;
 
@@ -47,5 +55,23 @@ impl Cancels for Sqlite {
                 .map(|r| r.try_get(0))
                 .collect::<Result<_, _>>()?,
         })
+    }
+
+    async fn lost_runs(&self, runs: &[HeldRun]) -> Result<Vec<LostRun>, DbError> {
+        let pairs: Vec<[&str; 2]> = runs.iter().map(|r| [&*r.id, &*r.owner]).collect();
+        let pairs = serde_json::to_string(&pairs).map_err(|e| DbError::Query(e.to_string()))?;
+        let rows = sqlx::query(LOST)
+            .bind(pairs)
+            .fetch_all(self.reader())
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(LostRun {
+                    id: r.try_get(0)?,
+                    owner: r.try_get(1)?,
+                    status: r.try_get(2)?,
+                })
+            })
+            .collect()
     }
 }

@@ -167,6 +167,7 @@ async fn take(
          SET status = 'PENDING', owner_xid = ?2, executor_id = ?3, application_version = ?4, \
              started_at_epoch_ms = ?5, updated_at = ?5, \
              recovery_attempts = COALESCE(recovery_attempts, 0) + 1, rate_limited = ?6, \
+             application_name = COALESCE(application_name, ?7), \
              workflow_deadline_epoch_ms = CASE \
                  WHEN workflow_timeout_ms IS NOT NULL AND workflow_deadline_epoch_ms IS NULL \
                  THEN ?5 + workflow_timeout_ms ELSE workflow_deadline_epoch_ms END \
@@ -178,6 +179,7 @@ async fn take(
     .bind(&r.app_version)
     .bind(r.now)
     .bind(r.rate_limited())
+    .bind(&r.app_name)
     .execute(&mut *tx)
     .await?
     .rows_affected()

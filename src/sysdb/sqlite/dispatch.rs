@@ -20,7 +20,7 @@ impl Dispatch for Sqlite {
         let done = sqlx::query(
             "UPDATE workflow_status \
              SET status = 'ENQUEUED', queue_name = COALESCE(queue_name, ?4), owner_xid = NULL, \
-                 updated_at = ?5 \
+                 updated_at = ?5, application_name = COALESCE(application_name, ?3) \
              WHERE status = 'PENDING' AND (executor_id = ?1 OR ?6) AND application_version = ?2 \
                AND (application_name = ?3 OR application_name IS NULL)",
         )

@@ -23,7 +23,11 @@ async fn finish_one(tx: &mut SqliteConnection, f: &FinishWrite) -> Result<Finish
     let now = now_ms();
     let updated = sqlx::query(
         "UPDATE workflow_status SET status = ?3, owner_xid = NULL, deduplication_id = NULL, \
-             completed_at = ?4, updated_at = ?4 \
+             completed_at = ?4, updated_at = ?4, \
+             started_at_epoch_ms = CASE WHEN ?3 = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED' \
+                 THEN NULL ELSE started_at_epoch_ms END, \
+             queue_name = CASE WHEN ?3 = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED' \
+                 THEN NULL ELSE queue_name END \
          WHERE workflow_uuid = ?1 AND status = 'PENDING' AND owner_xid = ?2",
     )
     .bind(&f.workflow_id)

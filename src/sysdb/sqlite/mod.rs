@@ -10,6 +10,7 @@
 
 mod cancel;
 mod claim;
+mod datasource;
 mod debounce;
 mod dispatch;
 mod finish;
@@ -22,6 +23,7 @@ mod ops;
 mod queues;
 mod reads;
 mod retention;
+mod rewind;
 mod schedules;
 mod session;
 mod start;

@@ -14,7 +14,7 @@ use super::Sqlite;
 use crate::clock::now_ms;
 use crate::codec::PORTABLE_JSON;
 use crate::error::DbError;
-use crate::sysdb::ops::Messages;
+use crate::sysdb::ops::{Messages, OutgoingMessage};
 use crate::sysdb::{next_created_at, Op, OpOutcome, OpStep};
 
 /// Records call `function_id` with `output`, when the workflow is ours and the call has no row.
@@ -33,15 +33,11 @@ const SEND: &str = "INSERT INTO notifications \
 
 #[async_trait]
 impl Messages for Sqlite {
-    async fn send(
-        &self,
-        message_id: &str,
-        destination: &str,
-        topic: &str,
-        message: &str,
-    ) -> Result<(), DbError> {
+    async fn send_bulk(&self, messages: &[OutgoingMessage]) -> Result<(), DbError> {
         let mut tx = self.write().await?;
-        insert_message(&mut tx, message_id, destination, topic, message).await?;
+        for m in messages {
+            insert_message(&mut tx, m).await?;
+        }
         tx.commit().await?;
         Ok(())
     }
@@ -49,15 +45,9 @@ impl Messages for Sqlite {
 
 /// The message row; a missing destination fails with `MissingReference`, as the foreign key
 /// does on Postgres.
-async fn insert_message(
-    tx: &mut SqliteConnection,
-    message_id: &str,
-    destination: &str,
-    topic: &str,
-    message: &str,
-) -> Result<(), DbError> {
+async fn insert_message(tx: &mut SqliteConnection, m: &OutgoingMessage) -> Result<(), DbError> {
     let exists = sqlx::query("SELECT 1 FROM workflow_status WHERE workflow_uuid = ?1")
-        .bind(destination)
+        .bind(&m.destination)
         .fetch_optional(&mut *tx)
         .await?
         .is_some();
@@ -66,14 +56,13 @@ async fn insert_message(
             constraint: "notifications_destination_uuid_fkey".into(),
         });
     }
-    // Stamped in process order: the default has second resolution, and receives go oldest first.
     sqlx::query(SEND)
-        .bind(message_id)
-        .bind(destination)
-        .bind(topic)
-        .bind(message)
+        .bind(&m.id)
+        .bind(&m.destination)
+        .bind(&m.topic)
+        .bind(&m.message)
         .bind(PORTABLE_JSON)
-        .bind(next_created_at())
+        .bind(m.created_at)
         .execute(&mut *tx)
         .await?;
     Ok(())
@@ -111,8 +100,16 @@ async fn run(tx: &mut SqliteConnection, op: &Op) -> Result<OpOutcome, DbError> {
             message,
             ..
         } => {
-            let id = Op::message_id(step);
-            insert_message(tx, &id, destination, topic, message).await?;
+            // Stamped in process order: the default has second resolution, and receives go
+            // oldest first.
+            let m = OutgoingMessage {
+                id: Op::message_id(step),
+                destination: destination.clone(),
+                topic: topic.clone(),
+                message: message.clone(),
+                created_at: next_created_at(),
+            };
+            insert_message(tx, &m).await?;
         }
         Op::SetEvent { key, value, .. } => set_event(tx, step, key, value).await?,
         Op::WriteStream { key, value, .. } => write_stream(tx, step, key, value).await?,

@@ -29,6 +29,14 @@ impl Reads for Sqlite {
         Ok(Some(StatusRow::from_row(&row)?))
     }
 
+    async fn workflow_owner(&self, id: &str) -> Result<Option<String>, DbError> {
+        let row = sqlx::query("SELECT owner_xid FROM workflow_status WHERE workflow_uuid = ?1")
+            .bind(id)
+            .fetch_optional(self.reader())
+            .await?;
+        Ok(row.map(|r| r.try_get(0)).transpose()?.flatten())
+    }
+
     async fn get_event(
         &self,
         id: &str,

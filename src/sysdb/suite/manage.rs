@@ -3,10 +3,11 @@
 use super::{enqueued, owner_of, store_tests, workflow, Fixture, Kind};
 use crate::clock::now_ms;
 use crate::queue::INTERNAL_QUEUE;
-use crate::sysdb::{Fork, ListQuery, NewWorkflow, Op, OpStep, StepOutcome};
+use crate::sysdb::{Fork, HeldRun, ListQuery, NewWorkflow, Op, OpStep, StepOutcome};
 
 store_tests!(
     cancel_stops_a_workflow_and_when_asked_its_descendants,
+    lost_runs_are_those_whose_row_moved_on,
     list_filters_orders_and_pages,
     list_steps_shows_every_recorded_call,
     resume_requeues_unless_finished,
@@ -32,15 +33,51 @@ async fn cancel_stops_a_workflow_and_when_asked_its_descendants(kind: Kind) {
     assert_eq!(got.ids, vec!["p"]);
     assert_eq!(f.column("p", "status").await.as_deref(), Some("CANCELLED"));
     assert_eq!(f.column("p", "owner_xid").await, None);
+    // DBOS's cancelled row: no start time (it leaves rate-limit windows), a completion time.
+    assert_eq!(f.column("p", "started_at_epoch_ms").await, None);
+    assert!(f.column("p", "completed_at").await.is_some());
     assert_eq!(f.column("c", "status").await.as_deref(), Some("ENQUEUED"));
-    // A cascade reaches every descendant; the parent, already final, is left alone.
+    // A cascade reaches every descendant; the parent, already cancelled, is cancelled again
+    // (a new completion time), as DBOS leaves only succeeded and failed rows alone.
     got = f.store.cancel("p", true).await.unwrap();
     got.ids.sort();
-    assert_eq!(got.ids, vec!["c", "g"]);
+    assert_eq!(got.ids, vec!["c", "g", "p"]);
     assert_eq!(f.column("g", "status").await.as_deref(), Some("CANCELLED"));
     assert_eq!(f.column("g", "queue_name").await, None);
     let missing = f.store.cancel("nobody", true).await.unwrap();
     assert!(!missing.exists && missing.ids.is_empty());
+}
+
+async fn lost_runs_are_those_whose_row_moved_on(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    for id in ["kept", "cancelled", "taken"] {
+        f.running(id).await;
+    }
+    f.store.cancel("cancelled", false).await.unwrap();
+    let held = |id: &str, owner: String| HeldRun {
+        id: id.into(),
+        owner,
+    };
+    let runs = [
+        held("kept", owner_of("kept")),
+        held("cancelled", owner_of("cancelled")),
+        held("taken", "an older owner".into()),
+        held("not-written-yet", "o".into()),
+    ];
+    let mut lost = f.store.lost_runs(&runs).await.unwrap();
+    lost.sort_by(|a, b| a.id.cmp(&b.id));
+    let lost: Vec<(&str, &str, &str)> = lost
+        .iter()
+        .map(|l| (l.id.as_str(), l.owner.as_str(), l.status.as_str()))
+        .collect();
+    assert_eq!(
+        lost,
+        [
+            ("cancelled", "owner-cancelled", "CANCELLED"),
+            ("taken", "an older owner", "PENDING")
+        ]
+    );
+    assert!(f.store.lost_runs(&[]).await.unwrap().is_empty());
 }
 
 async fn list_filters_orders_and_pages(kind: Kind) {

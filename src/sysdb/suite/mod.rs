@@ -8,10 +8,12 @@
 
 mod attributes;
 mod claims;
+mod datasource;
 mod definitions;
 mod fleet;
 mod manage;
 mod reads;
+mod rewind;
 mod writes;
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -166,6 +168,22 @@ pub(crate) struct Fixture {
 }
 
 impl Fixture {
+    /// The probe's pool on Postgres (as an application database would be).
+    pub(crate) fn pg_pool(&self) -> Option<PgPool> {
+        match &self.probe {
+            Probe::Postgres(pool) => Some(pool.clone()),
+            Probe::Sqlite(_) => None,
+        }
+    }
+
+    /// The probe's pool on SQLite (as an application database would be).
+    pub(crate) fn sqlite_pool(&self) -> Option<SqlitePool> {
+        match &self.probe {
+            Probe::Sqlite(pool) => Some(pool.clone()),
+            Probe::Postgres(_) => None,
+        }
+    }
+
     /// A migrated store.
     pub(crate) async fn new(kind: Kind) -> Fixture {
         let f = Fixture::empty(kind).await;

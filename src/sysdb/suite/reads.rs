@@ -11,6 +11,7 @@ use crate::sysdb::{FinishWrite, NewWorkflow, Op, OpStep, CANCEL_CHANNEL, QUEUE_C
 store_tests!(
     status_reads_the_row_and_its_outcome,
     get_event_reads_the_latest_value,
+    workflow_owner_reads_the_token,
     observation_counts_queues_and_completions,
     listen_hears_announcements_on_postgres_only,
 );
@@ -50,6 +51,18 @@ async fn status_reads_the_row_and_its_outcome(kind: Kind) {
     assert_eq!(done.error.as_deref(), Some("\"boom\""));
     assert_eq!(done.serialization.as_deref(), Some("portable_json"));
     assert!(done.status.completed_at_ms.is_some());
+}
+
+async fn workflow_owner_reads_the_token(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    assert_eq!(f.store.workflow_owner("nobody").await.unwrap(), None);
+    f.start(&enqueued("q1", "q")).await;
+    assert_eq!(f.store.workflow_owner("q1").await.unwrap(), None);
+    f.running("a").await;
+    assert_eq!(
+        f.store.workflow_owner("a").await.unwrap(),
+        Some(owner_of("a"))
+    );
 }
 
 async fn get_event_reads_the_latest_value(kind: Kind) {
@@ -154,6 +167,6 @@ async fn listen_hears_announcements_on_postgres_only(kind: Kind) {
         .unwrap();
     assert_eq!(
         (heard.channel.as_str(), heard.payload.as_str()),
-        (CANCEL_CHANNEL, "b")
+        (CANCEL_CHANNEL, r#"["b"]"#)
     );
 }

@@ -5,7 +5,8 @@ use super::{enqueued, owner_of, step_write, store_tests, workflow, Fixture, Kind
 use crate::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::{
-    FinishOutcome, FinishWrite, NewWorkflow, Op, OpOutcome, OpStep, StartOutcome, StepOutcome,
+    FinishOutcome, FinishWrite, NewWorkflow, Op, OpOutcome, OpStep, OutgoingMessage, StartOutcome,
+    StepOutcome,
 };
 
 store_tests!(
@@ -208,8 +209,15 @@ fn finish_of(id: &str, status: &'static str) -> FinishWrite {
 
 async fn finish_records_the_outcome_once_and_only_for_the_owner(kind: Kind) {
     let f = Fixture::new(kind).await;
-    for id in ["a", "b", "c", "d"] {
+    for id in ["b", "c"] {
         f.running(id).await;
+    }
+    for id in ["a", "d"] {
+        let on_queue = NewWorkflow {
+            owner: Some(super::owner_of(id)),
+            ..enqueued(id, "q")
+        };
+        assert_eq!(f.start(&on_queue).await, StartOutcome::Created);
     }
     f.store.cancel("c", false).await.unwrap();
     let stranger = FinishWrite {
@@ -244,6 +252,11 @@ async fn finish_records_the_outcome_once_and_only_for_the_owner(kind: Kind) {
         Some("MAX_RECOVERY_ATTEMPTS_EXCEEDED")
     );
     assert_eq!(f.rows_of("workflow_output", "d").await, 0);
+    // As DBOS: an outcome keeps the queue and start time; a parked run leaves both.
+    assert_eq!(f.column("a", "queue_name").await.as_deref(), Some("q"));
+    assert!(f.column("a", "started_at_epoch_ms").await.is_some());
+    assert_eq!(f.column("d", "queue_name").await, None);
+    assert_eq!(f.column("d", "started_at_epoch_ms").await, None);
     // A retry of a write that landed is finished, not refused.
     assert_eq!(
         session.finish(&[&a]).await.unwrap(),
@@ -357,8 +370,14 @@ async fn ops_commit_their_effect_with_their_record(kind: Kind) {
 async fn recv_takes_the_oldest_message_or_gives_up(kind: Kind) {
     let f = Fixture::new(kind).await;
     f.running("r").await;
-    f.store.send("m1", "r", "t", "\"first\"").await.unwrap();
-    f.store.send("m2", "r", "t", "\"second\"").await.unwrap();
+    f.store
+        .send_bulk(&[outgoing("m1", "r", "\"first\"")])
+        .await
+        .unwrap();
+    f.store
+        .send_bulk(&[outgoing("m2", "r", "\"second\"")])
+        .await
+        .unwrap();
     let recv = |fid, give_up| Op::Recv {
         step: op_step("r", fid),
         topic: "t".into(),
@@ -396,11 +415,25 @@ async fn recv_takes_the_oldest_message_or_gives_up(kind: Kind) {
     );
 }
 
+fn outgoing(id: &str, destination: &str, message: &str) -> OutgoingMessage {
+    OutgoingMessage {
+        id: id.into(),
+        destination: destination.into(),
+        topic: "t".into(),
+        message: message.into(),
+        created_at: crate::sysdb::next_created_at(),
+    }
+}
+
 async fn send_from_outside_is_idempotent_and_needs_a_destination(kind: Kind) {
     let f = Fixture::new(kind).await;
     f.start(&enqueued("dest", "q")).await;
-    f.store.send("m", "dest", "t", "1").await.unwrap();
-    f.store.send("m", "dest", "t", "2").await.unwrap();
+    let (first, again) = (outgoing("m", "dest", "1"), outgoing("m", "dest", "2"));
+    f.store
+        .send_bulk(&[first, outgoing("n", "dest", "3")])
+        .await
+        .unwrap();
+    f.store.send_bulk(&[again]).await.unwrap();
     assert_eq!(
         f.text("SELECT message FROM dbos.notifications WHERE message_uuid = 'm'")
             .await
@@ -409,11 +442,17 @@ async fn send_from_outside_is_idempotent_and_needs_a_destination(kind: Kind) {
     );
     assert_eq!(
         f.int("SELECT count(*) FROM dbos.notifications").await,
-        Some(1)
+        Some(2)
     );
-    let missing = f.store.send("m2", "nobody", "t", "1").await.unwrap_err();
+    // One missing destination fails the whole batch.
+    let batch = [outgoing("m2", "dest", "1"), outgoing("m3", "nobody", "1")];
+    let missing = f.store.send_bulk(&batch).await.unwrap_err();
     assert!(
         matches!(missing, DbError::MissingReference { .. }),
         "{missing:?}"
+    );
+    assert_eq!(
+        f.int("SELECT count(*) FROM dbos.notifications").await,
+        Some(2)
     );
 }

@@ -1,0 +1,70 @@
+//! The cancel sweep actor: every interval, asks the database which of the workflows running in
+//! this process have a row that moved on without an announcement (cancelled or resumed by
+//! another writer, such as DBOS's CLI or client), and stops those runs. Started by executors.
+//!
+//! It only reads, and only when something runs here; it never writes and never runs user code.
+
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+use crate::error::Result;
+use crate::shared::SharedRef;
+
+pub(crate) struct SweepActor;
+
+pub(crate) struct SweepArgs {
+    pub shared: SharedRef,
+    pub every: Duration,
+}
+
+/// Time to sweep.
+pub(crate) struct Tick;
+
+impl Actor for SweepActor {
+    type Msg = Tick;
+    type State = SweepArgs;
+    type Arguments = SweepArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Tick>,
+        args: SweepArgs,
+    ) -> Result<SweepArgs, ActorProcessingErr> {
+        myself.send_after(args.every, || Tick);
+        Ok(args)
+    }
+
+    /// One sweep, then the next tick: sweeps never overlap, and a slow one delays the next.
+    async fn handle(
+        &self,
+        myself: ActorRef<Tick>,
+        _: Tick,
+        state: &mut SweepArgs,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Err(e) = sweep(&state.shared).await {
+            tracing::warn!(error = %e, "cancel sweep failed; retrying at the next interval");
+        }
+        myself.send_after(state.every, || Tick);
+        Ok(())
+    }
+}
+
+/// Stops the runs of this process whose row moved on without an announcement (another writer
+/// cancelled or resumed it: DBOS's tools do not announce).
+async fn sweep(shared: &SharedRef) -> Result<()> {
+    let held = shared.directory.held_runs();
+    if held.is_empty() {
+        return Ok(());
+    }
+    let lost = shared
+        .db
+        .call_with(held, |db, held| async move { db.lost_runs(&held).await })
+        .await?;
+    for run in &lost {
+        tracing::info!(workflow_id = %run.id, status = %run.status,
+            "the workflow's row moved on without an announcement; stopping its run");
+        shared.directory.cancel_local(&run.id, Some(&run.owner));
+    }
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! Rewinding a finished workflow on SQLite: one write transaction of the statements below.
+
+use async_trait::async_trait;
+use sqlx::Row;
+
+use super::Sqlite;
+use crate::clock::now_ms;
+use crate::error::DbError;
+use crate::sysdb::rewind::{is_active, Rewind, Rewinds, Rewound, STREAM_CLOSED};
+
+/// Events published at or past the cut go; those published before it come back from the
+/// history (DBOS's undo log), then the history and checkpoints past the cut go.
+const DROP_EVENTS: &str = "DELETE FROM workflow_events WHERE workflow_uuid = ?1 AND EXISTS (
+    SELECT 1 FROM workflow_events_history d
+    WHERE d.workflow_uuid = ?1 AND d.key = workflow_events.key AND d.function_id >= ?2)";
+
+const RESTORE_EVENTS: &str =
+    "INSERT INTO workflow_events (workflow_uuid, key, value, serialization)
+SELECT workflow_uuid, key, value, serialization FROM (
+    SELECT h.workflow_uuid, h.key, h.value, h.serialization,
+           row_number() OVER (PARTITION BY h.key ORDER BY h.function_id DESC) AS rn
+    FROM workflow_events_history h
+    WHERE h.workflow_uuid = ?1 AND h.function_id < ?2 AND EXISTS (
+        SELECT 1 FROM workflow_events_history d
+        WHERE d.workflow_uuid = ?1 AND d.key = h.key AND d.function_id >= ?2)
+) WHERE rn = 1";
+
+const DROP_STEPS: &str =
+    "DELETE FROM operation_outputs WHERE workflow_uuid = ?1 AND function_id >= ?2";
+const DROP_HISTORY: &str =
+    "DELETE FROM workflow_events_history WHERE workflow_uuid = ?1 AND function_id >= ?2";
+const DROP_MESSAGES: &str = "DELETE FROM notifications WHERE destination_uuid = ?1 \
+     AND (consumed_by_function_id >= ?2 OR consumed = 0)";
+
+#[async_trait]
+impl Rewinds for Sqlite {
+    async fn rewind(&self, r: &Rewind) -> Result<Rewound, DbError> {
+        let mut tx = self.write().await?;
+        let Some(row) = sqlx::query("SELECT status FROM workflow_status WHERE workflow_uuid = ?1")
+            .bind(&r.id)
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            return Ok(Rewound::NotFound);
+        };
+        let status: String = row.try_get(0)?;
+        if is_active(&status) {
+            return Ok(Rewound::Active { status });
+        }
+        let step = i64::from(r.from_step);
+        for sql in [DROP_EVENTS, RESTORE_EVENTS] {
+            sqlx::query(sql)
+                .bind(&r.id)
+                .bind(step)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query(
+            "DELETE FROM streams WHERE workflow_uuid = ?1 AND function_id >= ?2 \
+             AND value = ?3 AND serialization = 'portable_json'",
+        )
+        .bind(&r.id)
+        .bind(step)
+        .bind(STREAM_CLOSED)
+        .execute(&mut *tx)
+        .await?;
+        for sql in [DROP_STEPS, DROP_HISTORY, DROP_MESSAGES] {
+            sqlx::query(sql)
+                .bind(&r.id)
+                .bind(step)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("DELETE FROM workflow_output WHERE workflow_uuid = ?1")
+            .bind(&r.id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE workflow_status \
+             SET status = 'ENQUEUED', owner_xid = NULL, \
+                 application_version = COALESCE(?3, application_version), queue_name = ?4, \
+                 queue_partition_key = NULL, recovery_attempts = 0, \
+                 workflow_deadline_epoch_ms = NULL, deduplication_id = NULL, \
+                 started_at_epoch_ms = NULL, updated_at = ?5, completed_at = NULL, \
+                 output = NULL, error = NULL \
+             WHERE workflow_uuid = ?1 AND status = ?2",
+        )
+        .bind(&r.id)
+        .bind(&status)
+        .bind(&r.app_version)
+        .bind(&r.queue)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Rewound::Requeued)
+    }
+}
