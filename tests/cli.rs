@@ -384,7 +384,8 @@ async fn queues_are_listed_and_schedules_listed_paused_and_resumed(db) {
     let queues = ok(url, &["queue", "list"]).await;
     let row = queues.lines().find(|l| l.starts_with("q ")).expect(&queues);
     let cells: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(cells, ["q", "-", "-", "2", "10/1000ms", "no", "no", "100ms"]);
+    // The runtime defines its queues under its application name, `stead` by default.
+    assert_eq!(cells, ["q", "stead", "-", "2", "10/1000ms", "no", "no", "100ms"]);
     let queues = json(url, &["queue", "list"]).await;
     let q = &queues.as_array().unwrap()[0];
     assert_eq!(
@@ -401,8 +402,8 @@ async fn queues_are_listed_and_schedules_listed_paused_and_resumed(db) {
     assert_eq!(row.split_whitespace().nth(1), Some("billing-app"), "{all}");
     let theirs = json(url, &["--app", "billing-app", "queue", "list"]).await;
     let names: Vec<&str> = theirs.as_array().unwrap().iter().map(|q| q["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["invoices", "q"]);
-    let mine = json(url, &["-a", "shop", "queue", "list"]).await;
+    assert_eq!(names, ["invoices"]);
+    let mine = json(url, &["-a", "stead", "queue", "list"]).await;
     let names: Vec<&str> = mine.as_array().unwrap().iter().map(|q| q["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["q"]);
     other.shutdown(Duration::from_secs(5)).await.unwrap();

@@ -224,6 +224,10 @@ pub(crate) fn register_process(lanes: &[&'static str]) {
     let _ = metrics::gauge!(WORKFLOWS_RUNNING);
     let _ = metrics::counter!(LAUNCH_RECOVERIES);
     let _ = metrics::counter!(WORKFLOWS_COLLECTED);
+    let _ = metrics::gauge!(EXECUTORS_LIVE);
+    let _ = metrics::counter!(ADOPTIONS);
+    let _ = metrics::gauge!(WORKFLOWS_STRANDED);
+    let _ = metrics::counter!(FENCES);
     for &lane in lanes {
         let _ = metrics::histogram!(DB_FLUSH_SIZE, "lane" => lane);
         let _ = metrics::histogram!(DB_FLUSH_SECONDS, "lane" => lane);
