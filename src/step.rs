@@ -209,7 +209,7 @@ pub struct Step<'c, F, R = ()> {
     timeout: Option<Duration>,
 }
 
-impl<F, R> Step<'_, F, R> {
+impl<'c, F, R> Step<'c, F, R> {
     /// Bounds each attempt: past `limit` the body's future is dropped and the attempt fails
     /// with a [`StepTimeout`]; the retry policy then applies as to any failure (each attempt
     /// gets the full `limit`; waits between attempts do not count). When the last attempt
@@ -218,6 +218,18 @@ impl<F, R> Step<'_, F, R> {
     pub fn timeout(mut self, limit: Duration) -> Self {
         self.timeout = Some(limit);
         self
+    }
+
+    /// Takes the step's number, here in program order so concurrent steps replay identically,
+    /// and parts the step into its context, limit, body and retry policy.
+    fn numbered(self) -> (&'c Context, Limit<'c>, F, R) {
+        let limit = Limit {
+            name: self.name,
+            function_id: self.ctx.next_function_id(),
+            timeout: self.timeout,
+            errors: &self.ctx.shared().registry.errors,
+        };
+        (self.ctx, limit, self.f, self.retry)
     }
 }
 
@@ -249,21 +261,8 @@ where
     type IntoFuture = BoxFuture<'c, Result<T>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        // The number is taken here, in program order, so concurrent steps replay identically.
-        let function_id = self.ctx.next_function_id();
-        let Step {
-            ctx,
-            name,
-            f,
-            timeout,
-            ..
-        } = self;
-        let limit = Limit {
-            name,
-            function_id,
-            timeout,
-            errors: &ctx.shared().registry.errors,
-        };
+        let (ctx, limit, f, ()) = self.numbered();
+        let (name, function_id) = (limit.name, limit.function_id);
         Box::pin(run(ctx, name, function_id, once(limit, f)))
     }
 }
@@ -279,20 +278,8 @@ where
     type IntoFuture = BoxFuture<'c, Result<T>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        let function_id = self.ctx.next_function_id();
-        let Step {
-            ctx,
-            name,
-            f,
-            retry,
-            timeout,
-        } = self;
-        let limit = Limit {
-            name,
-            function_id,
-            timeout,
-            errors: &ctx.shared().registry.errors,
-        };
+        let (ctx, limit, f, retry) = self.numbered();
+        let (name, function_id) = (limit.name, limit.function_id);
         let attempts = attempts(ctx, limit, f, retry);
         Box::pin(run(ctx, name, function_id, attempts))
     }

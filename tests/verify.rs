@@ -11,17 +11,20 @@ use stead::testing::{verify, Divergence, Verdict};
 use stead::{Context, ListWorkflows, WorkflowOptions};
 
 static BODIES: AtomicU32 = AtomicU32::new(0);
+/// Every test here counts step bodies in `BODIES`, so they take turns (across tests and
+/// backends).
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn counted(value: u32) -> Result<u32, stead::BoxError> {
     BODIES.fetch_add(1, Ordering::SeqCst);
     Ok(value)
 }
 
-/// The deployed code: two steps around a durable sleep, then a message it may wait for.
-async fn order_v1(ctx: Context, wait: bool) -> stead::Result<u32> {
+/// Two steps around a durable sleep, the second named `charge`, then a message it may wait for.
+async fn order_charging(ctx: Context, wait: bool, charge: &str) -> stead::Result<u32> {
     let a = ctx.step("reserve", || counted(1)).await?;
     ctx.sleep(Duration::from_millis(5)).await?;
-    let b = ctx.step("charge", || counted(2)).await?;
+    let b = ctx.step(charge, || counted(2)).await?;
     if wait {
         ctx.recv::<u32>(Some("go"), Duration::from_secs(3600))
             .await?;
@@ -29,16 +32,14 @@ async fn order_v1(ctx: Context, wait: bool) -> stead::Result<u32> {
     Ok(a + b)
 }
 
+/// The deployed code.
+async fn order_v1(ctx: Context, wait: bool) -> stead::Result<u32> {
+    order_charging(ctx, wait, "charge").await
+}
+
 /// The new code renames the second step.
 async fn order_renamed(ctx: Context, wait: bool) -> stead::Result<u32> {
-    let a = ctx.step("reserve", || counted(1)).await?;
-    ctx.sleep(Duration::from_millis(5)).await?;
-    let b = ctx.step("charge-card", || counted(2)).await?;
-    if wait {
-        ctx.recv::<u32>(Some("go"), Duration::from_secs(3600))
-            .await?;
-    }
-    Ok(a + b)
+    order_charging(ctx, wait, "charge-card").await
 }
 
 /// The new code drops the second step.
@@ -74,6 +75,27 @@ async fn writes(pool: &impl common::CheckPool) -> String {
     .expect("one row of counts")
 }
 
+/// A runtime running `code` as workflow `order`.
+async fn launch<F>(db: &common::TestDb, code: F) -> stead::Runtime
+where
+    F: stead::WorkflowFn<bool, u32>,
+{
+    common::builder(db)
+        .workflow("order", code)
+        .launch()
+        .await
+        .unwrap()
+}
+
+/// Runs `order` under `id` to its end.
+async fn finish(rt: &stead::Runtime, id: &str) {
+    let h = rt
+        .start("order", false, WorkflowOptions::with_id(id))
+        .await
+        .unwrap();
+    common::within(h.result::<u32>()).await.unwrap();
+}
+
 fn by_id(mut verdicts: Vec<Verdict>) -> Vec<Verdict> {
     verdicts.sort_by(|a, b| a.workflow_id.cmp(&b.workflow_id));
     verdicts
@@ -81,16 +103,10 @@ fn by_id(mut verdicts: Vec<Verdict>) -> Vec<Verdict> {
 
 both_backends! {
 async fn verification_reports_a_renamed_step_and_passes_unchanged_code(db) {
-    let _turn = one_backend_at_a_time!();
-    let rt = common::builder(&db)
-        .workflow("order", order_v1)
-        .launch()
-        .await
-        .unwrap();
-    for id in ["o-1", "o-2"] {
-        let h = rt.start("order", false, WorkflowOptions::with_id(id)).await.unwrap();
-        assert_eq!(common::within(h.result::<u32>()).await.unwrap(), 3);
-    }
+    let _turn = TURN.lock().await;
+    let rt = launch(&db, order_v1).await;
+    finish(&rt, "o-1").await;
+    finish(&rt, "o-2").await;
     // One still running: its history ends at the message it waits for (call #4; its timeout's
     // sleep, #5, is recorded).
     rt.start("order", true, WorkflowOptions::with_id("o-3")).await.unwrap();
@@ -214,22 +230,12 @@ async fn order_deprecated(ctx: Context, _wait: bool) -> stead::Result<u32> {
 
 both_backends! {
 async fn a_patch_makes_renamed_code_verify_against_old_and_new_histories(db) {
-    let _turn = one_backend_at_a_time!();
-    let rt = common::builder(&db)
-        .workflow("order", order_v1)
-        .launch()
-        .await
-        .unwrap();
-    let h = rt.start("order", false, WorkflowOptions::with_id("old")).await.unwrap();
-    common::within(h.result::<u32>()).await.unwrap();
+    let _turn = TURN.lock().await;
+    let rt = launch(&db, order_v1).await;
+    finish(&rt, "old").await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
-    let rt = common::builder(&db)
-        .workflow("order", order_patched)
-        .launch()
-        .await
-        .unwrap();
-    let h = rt.start("order", false, WorkflowOptions::with_id("new")).await.unwrap();
-    common::within(h.result::<u32>()).await.unwrap();
+    let rt = launch(&db, order_patched).await;
+    finish(&rt, "new").await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
     BODIES.store(0, Ordering::SeqCst);
 
