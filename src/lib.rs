@@ -123,7 +123,7 @@ pub use builder::RuntimeBuilder;
 pub use calls::{ChildHandle, Selected, StreamValue};
 pub use client::debounce::DebounceOptions;
 pub use client::manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
-pub use client::observe::{QueueLoad, ThroughputBucket};
+pub use client::observe::{AppQueueLoad, QueueLoad, ThroughputBucket};
 pub use client::outbox::Message;
 pub use client::{Client, ClientOptions, RuntimeStats};
 pub use config::{RestartPolicy, DEFAULT_APP_NAME};

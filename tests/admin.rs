@@ -120,6 +120,7 @@ async fn the_token_guards_every_endpoint_but_the_probes(db) {
     for path in [
         "/api/workflows",
         "/api/queues",
+        "/api/counts",
         "/api/throughput",
         "/metrics",
     ] {
@@ -420,6 +421,19 @@ async fn queues_show_their_limits_depth_and_running_count(db) {
         .polling_interval(Duration::from_millis(100));
     let rt = launch(&db, vec![one_at_a_time, Queue::new("idle")]).await;
     let server = serve(&rt, AdminOptions::new()).await;
+    // Another application's queue is listed too, with its application; `app` narrows.
+    let billing = common::client(&db, "billing").await;
+    billing.create_queue(Queue::new("payouts")).await.unwrap();
+    let names = |r: Response| -> Vec<String> {
+        assert_eq!(r.status, 200, "{}", r.body);
+        let listed = r.json()["queues"].as_array().unwrap().clone();
+        listed.iter().map(|q| q["name"].as_str().unwrap().to_owned()).collect()
+    };
+    let theirs = names(get(&server, "/api/queues?app=billing").await);
+    assert_eq!(theirs, ["_dbos_internal_queue", "payouts"]);
+    let ours = names(get(&server, "/api/queues?app=stead").await);
+    assert_eq!(ours, ["_dbos_internal_queue", "idle", "narrow"]);
+    assert_bad_param(&server, "/api/queues?application=x", "application").await;
     for i in 0..3 {
         rt.enqueue(
             "narrow",
@@ -441,7 +455,9 @@ async fn queues_show_their_limits_depth_and_running_count(db) {
         .iter()
         .map(|q| q["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["_dbos_internal_queue", "idle", "narrow"]);
+    assert_eq!(names, ["_dbos_internal_queue", "idle", "narrow", "payouts"]);
+    let apps: Vec<&Value> = queues.as_array().unwrap().iter().map(|q| &q["app"]).collect();
+    assert_eq!(apps, [&Value::Null, &"stead".into(), &"stead".into(), &"billing".into()]);
     assert_eq!(queues[0]["internal"], true);
     let narrow = &queues[2];
     assert_eq!(
@@ -511,6 +527,17 @@ async fn throughput_counts_completions_per_bucket(db) {
         .collect();
     assert!(starts.windows(2).all(|w| w[1] - w[0] == 5000));
     assert_eq!(starts[0] % 5000, 0, "aligned");
+    // Counts per status, under a listing's filters (not its paging).
+    let counts = get(&server, "/api/counts").await;
+    assert_eq!(counts.status, 200, "{}", counts.body);
+    let counts = counts.json();
+    assert_eq!((counts["counts"]["SUCCESS"].clone(), counts["total"].clone()), (4.into(), 5.into()));
+    assert_eq!(counts["counts"]["ERROR"], 1);
+    let named = get(&server, "/api/counts?name=refuse&app=stead").await.json();
+    assert_eq!(named, serde_json::json!({ "counts": { "ERROR": 1 }, "total": 1 }));
+    let other_app = get(&server, "/api/counts?app=billing").await.json();
+    assert_eq!(other_app["total"], 0);
+    assert_bad_param(&server, "/api/counts?limit=1", "limit").await;
     let default = get(&server, "/api/throughput").await.json();
     assert_eq!(default["bucket_ms"], 10_000);
 

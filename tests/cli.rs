@@ -222,8 +222,14 @@ async fn list_get_and_steps_show_every_status_as_tables_and_json(db) {
     assert_eq!(r.stdout.lines().count(), 3, "{}", r.stdout);
     assert_eq!(
         r.stderr,
-        "showing 2 from offset 1; more match: use --offset 3 for the next page\n"
+        "showing 2 of 6 from offset 1; use --offset 3 for the next page\n"
     );
+    // The total counts what the filters match.
+    let finished = ["workflow", "list", "-s", "success", "-s", "error", "-s", "cancelled", "-l", "1"];
+    let r = stead(url, &finished).await;
+    assert_eq!(r.stderr, "showing 1 of 3 from offset 0; use --offset 1 for the next page\n");
+    let queued = stead(url, &["workflow", "list", "--queued", "-l", "1"]).await;
+    assert_eq!(queued.stderr, "showing 1 of 2 from offset 0; use --offset 1 for the next page\n");
     let last = stead(url, &["workflow", "list", "--oldest-first", "-l", "2", "-o", "4"]).await;
     assert_eq!((last.code, last.stderr.as_str()), (0, ""), "the last page has no hint");
     let short = ["-j", "workflow", "list", "-s", "error", "-s", "cancelled", "-n", "refuse"];

@@ -62,6 +62,19 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
     assert_eq!(shown, "PENDING", "the page lists the running workflow");
     let finished = browser.wait_for(ROW_STATUS, json!(["quick-1"]), 5).await;
     assert_eq!(finished, "SUCCESS");
+    // Each status chip counts the workflows in that status; the heading gives the total.
+    let counts = browser
+        .wait_for(
+            "const c = (s) => document.querySelector(`[data-count=\"${s}\"]`).textContent; \
+             const all = [c('PENDING'), c('SUCCESS'), c('ERROR'), \
+                          document.querySelector('#workflow-count').textContent]; \
+             return all[0] === '1' && all[1] === '1' ? all : null;",
+            json!([]),
+            10,
+        )
+        .await;
+    assert_eq!(counts[2], "0", "{counts}");
+    assert!(counts[3].as_str().unwrap().contains("of 2"), "{counts}");
     let page = browser
         .script(
             "return { banner: document.querySelector('#banner').hidden, \
@@ -119,6 +132,15 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
         )
         .await;
     assert_eq!(now, "CANCELLED", "the page shows the new status");
+    let cancelled = browser
+        .wait_for(
+            "const c = document.querySelector('[data-count=\"CANCELLED\"]').textContent; \
+             return c === '1' ? c : null;",
+            json!([]),
+            10,
+        )
+        .await;
+    assert_eq!(cancelled, "1", "the chip counts the cancel");
 
     browser.quit().await;
     server.shutdown().await;

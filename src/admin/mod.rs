@@ -271,6 +271,8 @@ fn routes(state: Arc<AdminState>) -> Router {
             "/api/workflows/{id}/attributes",
             post(workflows::attributes),
         )
+        // Not under /api/workflows/: that would shadow a workflow whose id is "counts".
+        .route("/api/counts", get(workflows::counts))
         .route("/api/queues", get(queues::list))
         .route("/api/throughput", get(queues::throughput))
         .route("/api/executors", get(fleet::executors))

@@ -27,7 +27,7 @@ pub(super) fn pairs(query: QueryPairs) -> Result<Vec<(String, String)>, ApiError
         .map_err(|e| ApiError::bad_param("query", e.body_text()))
 }
 
-/// Parses `status`, `name`, `queue`, `attribute`, `limit`, `offset` and `order` (`asc` or
+/// Parses `status`, `name`, `queue`, `app`, `attribute`, `limit`, `offset` and `order` (`asc` or
 /// `desc`, the default: newest first). `status` may repeat or list several values separated by
 /// commas; `attribute` is `KEY=VALUE` (see [`crate::parse_attribute`]) and may repeat.
 pub(super) fn list_filter(pairs: &[(String, String)]) -> Result<ListWorkflows, ApiError> {
@@ -44,6 +44,7 @@ pub(super) fn list_filter(pairs: &[(String, String)]) -> Result<ListWorkflows, A
             }
             "name" => filter = filter.name(value),
             "queue" => filter = filter.queue(value),
+            "app" => filter = filter.app_name(value),
             "attribute" => {
                 let (k, v) = parse_attribute(value)
                     .map_err(|e| ApiError::bad_param("attribute", e.to_string()))?;
@@ -55,7 +56,7 @@ pub(super) fn list_filter(pairs: &[(String, String)]) -> Result<ListWorkflows, A
             other => {
                 return Err(unknown(
                     other,
-                    "status, name, queue, attribute, limit, offset, order",
+                    "status, name, queue, app, attribute, limit, offset, order",
                 ))
             }
         }
@@ -66,6 +67,29 @@ pub(super) fn list_filter(pairs: &[(String, String)]) -> Result<ListWorkflows, A
     } else {
         filter
     })
+}
+
+/// Parses the filters of a count: a listing's, without its paging and order.
+pub(super) fn count_filter(pairs: &[(String, String)]) -> Result<ListWorkflows, ApiError> {
+    if let Some((key, _)) = pairs
+        .iter()
+        .find(|(k, _)| matches!(k.as_str(), "limit" | "offset" | "order"))
+    {
+        return Err(unknown(key, "status, name, queue, app, attribute"));
+    }
+    list_filter(pairs)
+}
+
+/// Parses `app`, the only parameter of the queue listing.
+pub(super) fn queue_app(pairs: &[(String, String)]) -> Result<Option<String>, ApiError> {
+    let mut app = None;
+    for (key, value) in pairs {
+        match key.as_str() {
+            "app" => app = Some(value.clone()),
+            other => return Err(unknown(other, "app")),
+        }
+    }
+    Ok(app)
 }
 
 /// Parses `minutes` (the window, default 15, at most a day) and `bucket` (seconds per bucket,

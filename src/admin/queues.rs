@@ -1,4 +1,4 @@
-//! Load endpoints: the queues with their limits, depth and running counts, and how many
+//! Load endpoints: every application's queues with their limits, depth and running counts, and how many
 //! workflows completed per time bucket recently.
 
 use std::sync::Arc;
@@ -12,9 +12,14 @@ use super::reply::ApiError;
 use super::views::{QueueView, ThroughputView};
 use super::AdminState;
 
-/// `GET /api/queues`: the internal queue first, then the application's queues by name.
-pub(super) async fn list(State(state): State<Arc<AdminState>>) -> Result<Json<Value>, ApiError> {
-    let loads = state.client.queue_loads().await?;
+/// `GET /api/queues?app=`: the internal queue first, then every application's queues (only
+/// `app`'s and those shared by all, when given) by name, each with its application.
+pub(super) async fn list(
+    State(state): State<Arc<AdminState>>,
+    query: QueryPairs,
+) -> Result<Json<Value>, ApiError> {
+    let app = params::queue_app(&pairs(query)?)?;
+    let loads = state.client.all_queue_loads(app.as_deref()).await?;
     let views: Vec<QueueView> = loads.into_iter().map(QueueView::from).collect();
     Ok(Json(json!({ "queues": views })))
 }

@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::client::manage::{StepInfo, WorkflowInfo};
-use crate::client::observe::{QueueLoad, ThroughputBucket};
+use crate::client::observe::{AppQueueLoad, ThroughputBucket};
 use crate::error::PortableError;
 use crate::queue::QueueLimits;
 use crate::queue::INTERNAL_QUEUE;
@@ -133,6 +133,8 @@ impl From<StepInfo> for StepView {
 #[derive(Debug, Serialize)]
 pub(super) struct QueueView {
     name: String,
+    /// The application that defined it (`null`: shared by all).
+    app: Option<String>,
     /// The internal queue (recovery, resume, fork, direct starts): defined by no row.
     internal: bool,
     #[serde(flatten)]
@@ -143,9 +145,10 @@ pub(super) struct QueueView {
     running: u64,
 }
 
-impl From<QueueLoad> for QueueView {
-    fn from(load: QueueLoad) -> QueueView {
+impl From<AppQueueLoad> for QueueView {
+    fn from(AppQueueLoad { app, load }: AppQueueLoad) -> QueueView {
         QueueView {
+            app,
             internal: load.queue.name() == INTERNAL_QUEUE,
             name: load.queue.name().to_owned(),
             limits: load.queue.limits(),

@@ -14,7 +14,7 @@ use super::views::{StepView, WorkflowView};
 use super::AdminState;
 use crate::client::manage::{ListWorkflows, WorkflowInfo};
 
-/// `GET /api/workflows?status=&name=&queue=&attribute=&limit=&offset=&order=`
+/// `GET /api/workflows?status=&name=&queue=&app=&attribute=&limit=&offset=&order=`
 pub(super) async fn list(
     State(state): State<Arc<AdminState>>,
     query: QueryPairs,
@@ -24,6 +24,18 @@ pub(super) async fn list(
     let found = state.client.list_workflows(filter).await?;
     let views: Vec<WorkflowView> = found.into_iter().map(WorkflowView::summary).collect();
     Ok(Json(json!({ "workflows": views })))
+}
+
+/// `GET /api/counts?status=&name=&queue=&app=&attribute=`: how many workflows match,
+/// per status (statuses with none absent), and their total.
+pub(super) async fn counts(
+    State(state): State<Arc<AdminState>>,
+    query: QueryPairs,
+) -> Result<Json<Value>, ApiError> {
+    let filter = params::count_filter(&pairs(query)?)?;
+    let counts = state.client.count_workflows(filter).await?;
+    let total: u64 = counts.values().sum();
+    Ok(Json(json!({ "counts": counts, "total": total })))
 }
 
 /// `GET /api/workflows/{id}`: the status record with input, output and error.

@@ -36,7 +36,7 @@ use crate::sysdb::{AppVersion, Fork, ListQuery, ListedRow, StepListing};
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct ListWorkflows {
-    query: ListQuery,
+    pub(super) query: ListQuery,
 }
 
 impl ListWorkflows {
@@ -429,7 +429,7 @@ impl Client {
 
 /// Refuses filter values no stored row can hold (a NUL byte, an over-long name), so a bad
 /// filter is the caller's error rather than the database's.
-fn check_filter(q: &ListQuery) -> Result<()> {
+pub(super) fn check_filter(q: &ListQuery) -> Result<()> {
     for id in q.ids.iter().flatten() {
         crate::validate_name(id, "workflow id")?;
     }

@@ -1,11 +1,14 @@
 //! Observation, on a [`Client`] (and so on a runtime): whether the system database answers,
-//! how loaded each queue is, and how many workflows completed per time bucket. What the admin
+//! how loaded each queue is, how many workflows there are per status, and how many completed
+//! per time bucket. What the admin
 //! endpoints and the dashboard show; useful on their own for health checks and gauges.
 //!
 //! It only reads, and builds no SQL: it calls the store (`sysdb::observe`).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::client::manage::{check_filter, ListWorkflows};
 use crate::client::Client;
 use crate::clock::now_ms;
 use crate::error::{Error, Result};
@@ -25,6 +28,16 @@ pub struct QueueLoad {
     pub enqueued: u64,
     /// Workflows claimed and running (`PENDING`).
     pub pending: u64,
+}
+
+/// A queue definition of some application, with its load.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct AppQueueLoad {
+    /// The application that defined it (`None`: shared by all).
+    pub app: Option<String>,
+    /// The definition and load.
+    pub load: QueueLoad,
 }
 
 /// Workflows that completed in `[start_ms, start_ms + width)` (epoch ms).
@@ -49,11 +62,66 @@ impl Client {
             .await?)
     }
 
+    /// How many workflows match `filter`, per stored status (its paging, order and payload
+    /// options are ignored); statuses with none are absent. One count query, for a dashboard's
+    /// totals or a listing's "N of M".
+    pub async fn count_workflows(&self, filter: ListWorkflows) -> Result<BTreeMap<String, u64>> {
+        let query = filter.query;
+        check_filter(&query)?;
+        let counts = self
+            .shared()
+            .db
+            .call_with(query, |db, query| async move {
+                db.count_workflows(&query).await
+            })
+            .await?;
+        Ok(counts
+            .into_iter()
+            .map(|c| (c.status, c.count.max(0) as u64))
+            .collect())
+    }
+
+    /// [`count_workflows`](Client::count_workflows) of the workflows waiting on or running from
+    /// a queue, as [`list_queued_workflows`](Client::list_queued_workflows) lists them.
+    pub async fn count_queued_workflows(
+        &self,
+        filter: ListWorkflows,
+    ) -> Result<BTreeMap<String, u64>> {
+        let mut filter = filter;
+        filter.query.queued_only = true;
+        self.count_workflows(filter).await
+    }
+
     /// Every queue of this application (and the internal queue, first) with its load.
     pub async fn queue_loads(&self) -> Result<Vec<QueueLoad>> {
         let internal = Queue::internal(self.shared().config.internal_poll);
         let mut queues = vec![internal];
         queues.extend(self.queues().await?);
+        self.loads(queues).await
+    }
+
+    /// The queues of every application (or only of `app` and those shared by all), each with
+    /// its application and load, by name; the internal queue first (shared by all).
+    pub async fn all_queue_loads(&self, app: Option<&str>) -> Result<Vec<AppQueueLoad>> {
+        let internal = Queue::internal(self.shared().config.internal_poll);
+        let mut owned = vec![(None, internal)];
+        owned.extend(
+            self.all_queues()
+                .await?
+                .into_iter()
+                .filter(|(owner, _)| app.is_none() || owner.is_none() || owner.as_deref() == app),
+        );
+        let (apps, queues): (Vec<_>, Vec<_>) = owned.into_iter().unzip();
+        let loads = self.loads(queues).await?;
+        Ok(apps
+            .into_iter()
+            .zip(loads)
+            .map(|(app, load)| AppQueueLoad { app, load })
+            .collect())
+    }
+
+    /// `queues` with their loads, in order.
+    async fn loads(&self, queues: Vec<Queue>) -> Result<Vec<QueueLoad>> {
         let names: Vec<String> = queues.iter().map(|q| q.name().to_owned()).collect();
         let counts = self
             .shared()

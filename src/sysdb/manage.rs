@@ -40,6 +40,13 @@ pub(crate) struct ListedRow {
     pub serialization: Option<String>,
 }
 
+/// How many listed workflows have one stored status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StatusCount {
+    pub status: String,
+    pub count: i64,
+}
+
 /// One recorded durable call, for display.
 #[derive(Debug, Clone)]
 pub(crate) struct StepListing {
@@ -107,6 +114,10 @@ pub(crate) struct Delayed {
 pub(crate) trait Manage: Send + Sync {
     /// Workflows matching `q`, in creation order (newest first when asked).
     async fn list_workflows(&self, q: &ListQuery) -> Result<Vec<ListedRow>, DbError>;
+
+    /// How many workflows match `q` (its paging and payload fields ignored), per stored
+    /// status; statuses with none are absent.
+    async fn count_workflows(&self, q: &ListQuery) -> Result<Vec<StatusCount>, DbError>;
 
     /// The recorded calls of workflow `id`, in order.
     async fn list_steps(&self, id: &str) -> Result<Vec<StepListing>, DbError>;

@@ -57,7 +57,7 @@ pub(crate) use finish::{FinishOutcome, FinishWrite};
 pub use fleet::ExecutorInfo;
 pub(crate) use fleet::{Adoption, Lease, Member};
 pub(crate) use manage::{
-    AttributesUpdate, Delayed, Fork, ListQuery, ListedRow, Resumed, StepListing,
+    AttributesUpdate, Delayed, Fork, ListQuery, ListedRow, Resumed, StatusCount, StepListing,
 };
 pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;

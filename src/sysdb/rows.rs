@@ -9,7 +9,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Decode, Encode, Postgres, Row, Sqlite, Type};
 
 use super::claim::Claimed;
-use super::manage::{Delayed, ListQuery, ListedRow, StepListing};
+use super::manage::{Delayed, ListQuery, ListedRow, StatusCount, StepListing};
 use super::observe::{CompletedBucket, QueueCounts};
 use super::reads::{StatusRow, StepRow, StreamRow};
 use super::schedules::ScheduleRow;
@@ -171,6 +171,16 @@ pub(super) fn bind_filters<'q, B: Bind<'q>>(b: B, q: &'q ListQuery) -> B {
         .arg(q.limit)
         .arg(q.offset)
         .arg(&q.attributes)
+}
+
+impl StatusCount {
+    /// Status (a foreign writer's `NULL` counts as `""`) and count.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<StatusCount, sqlx::Error> {
+        Ok(StatusCount {
+            status: row.at::<Option<String>>(0)?.unwrap_or_default(),
+            count: row.at(1)?,
+        })
+    }
 }
 
 impl StepRow {

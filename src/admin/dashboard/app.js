@@ -105,19 +105,30 @@
     for (const status of STATUSES) {
       box.append(el("label", {},
         el("input", { type: "checkbox", name: "status", value: status }), " ",
-        statusPill(status)));
+        statusPill(status), " ", el("span", { class: "count muted", dataset: { count: status } })));
     }
   }
 
-  function listQuery() {
+  function checkedStatuses() {
+    return [...$("#filters").querySelectorAll("input[name=status]:checked")].map((i) => i.value);
+  }
+
+  // The text filters; the status chips count workflows under these alone.
+  function textQuery() {
     const form = $("#filters");
     const query = new URLSearchParams();
-    const statuses = [...form.querySelectorAll("input[name=status]:checked")].map((i) => i.value);
-    if (statuses.length) query.set("status", statuses.join(","));
     for (const key of ["name", "queue"]) {
       const value = form.elements[key].value.trim();
       if (value) query.set(key, value);
     }
+    return query;
+  }
+
+  function listQuery() {
+    const form = $("#filters");
+    const query = textQuery();
+    const statuses = checkedStatuses();
+    if (statuses.length) query.set("status", statuses.join(","));
     query.set("limit", form.elements.limit.value);
     query.set("offset", state.offset);
     query.set("order", "desc");
@@ -146,14 +157,21 @@
   // Workflows --------------------------------------------------------------------------------
 
   async function loadWorkflows() {
-    const body = await api("/api/workflows?" + listQuery());
+    const [body, counted] = await Promise.all([api("/api/workflows?" + listQuery()),
+      api("/api/counts?" + textQuery())]);
+    for (const chip of $("#status-filter").querySelectorAll("[data-count]")) {
+      chip.textContent = counted.counts[chip.dataset.count] || 0;
+    }
+    const statuses = checkedStatuses();
+    const matching = statuses.length
+      ? statuses.reduce((sum, s) => sum + (counted.counts[s] || 0), 0) : counted.total;
     const rows = body.workflows.map(workflowRow);
     $("#workflows tbody").replaceChildren(...(rows.length ? rows
       : [el("tr", {}, el("td", { colspan: 8, class: "empty" }, "no workflows match"))]));
     const limit = Number($("#filters").elements.limit.value);
     const from = rows.length ? state.offset + 1 : state.offset;
     $("#workflow-count").textContent = "(" + from + "–" + (state.offset + rows.length)
-      + ", newest first)";
+      + " of " + matching + ", newest first)";
     $("#prev-page").disabled = state.offset === 0;
     $("#next-page").disabled = rows.length < limit;
   }
@@ -321,6 +339,7 @@
       fill.style.width = Math.min(100, cap ? 100 * q.running / cap : (q.running ? 100 : 0)) + "%";
       return el("tr", { dataset: { queue: q.name } },
         el("td", {}, q.internal ? el("span", { class: "muted", title: q.name }, "internal") : q.name),
+        el("td", { class: "app" }, q.app || el("span", { class: "muted" }, "all")),
         el("td", {}, limitsText(q)),
         el("td", { class: "num" }, q.depth),
         el("td", { class: "num" }, q.running),

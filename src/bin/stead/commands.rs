@@ -176,7 +176,7 @@ fn filter(args: ListArgs) -> ListWorkflows {
 }
 
 /// One page of workflows, and a note naming the next page when more match (one more row is
-/// read to know, rather than counting every match).
+/// read to know; only then are the matches counted, for the note's total).
 async fn list(client: &Client, mut args: ListArgs) -> stead::Result<Rendered> {
     let (queued, payloads, limit, offset) = (args.queued, args.payloads, args.limit, args.offset);
     if limit > 0 {
@@ -186,9 +186,9 @@ async fn list(client: &Client, mut args: ListArgs) -> stead::Result<Rendered> {
     args.payloads = true;
     let f = filter(args);
     let mut found = if queued {
-        client.list_queued_workflows(f).await?
+        client.list_queued_workflows(f.clone()).await?
     } else {
-        client.list_workflows(f).await?
+        client.list_workflows(f.clone()).await?
     };
     let more = limit > 0 && found.len() > limit as usize;
     found.truncate(if limit > 0 {
@@ -204,9 +204,16 @@ async fn list(client: &Client, mut args: ListArgs) -> stead::Result<Rendered> {
     }
     let mut rendered = Rendered::new(&found, text);
     if more {
+        let counts = if queued {
+            client.count_queued_workflows(f).await?
+        } else {
+            client.count_workflows(f).await?
+        };
+        let total: u64 = counts.values().sum();
         let next = offset.saturating_add(limit);
         rendered.note = Some(format!(
-            "showing {limit} from offset {offset}; more match: use --offset {next} for the next page"
+            "showing {limit} of {total} from offset {offset}; \
+             use --offset {next} for the next page"
         ));
     }
     Ok(rendered)

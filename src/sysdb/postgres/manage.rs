@@ -12,13 +12,24 @@ use crate::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::manage::{Fork, Forked, Manage};
 use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};
-use crate::sysdb::{AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StepListing};
+use crate::sysdb::{
+    AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StatusCount, StepListing,
+};
 
 /// Built once per process; `Sql::get` splices the schema in.
 static LIST_DESC: LazyLock<String> = LazyLock::new(|| list_sql(true));
 
 /// Built once per process; `Sql::get` splices the schema in.
 static LIST_ASC: LazyLock<String> = LazyLock::new(|| list_sql(false));
+
+/// Built once per process; `Sql::get` splices the schema in.
+static COUNT: LazyLock<String> = LazyLock::new(|| {
+    // $12, $14 and $15 (payloads and paging) are bound but unused: a count has neither.
+    format!(
+        "SELECT w.status, count(*) FROM {{s}}.workflow_status w WHERE {LIST_WHERE} \
+         GROUP BY w.status"
+    )
+});
 
 fn list_sql(newest_first: bool) -> String {
     let order = if newest_first { "DESC" } else { "ASC" };
@@ -30,24 +41,28 @@ fn list_sql(newest_first: bool) -> String {
          FROM {{s}}.workflow_status w \
          LEFT JOIN {{s}}.workflow_input i ON $12 AND i.workflow_uuid = w.workflow_uuid \
          LEFT JOIN {{s}}.workflow_output o ON $12 AND o.workflow_uuid = w.workflow_uuid \
-         WHERE ($1::text[] IS NULL OR w.workflow_uuid = ANY($1)) \
-           AND ($2::text[] IS NULL OR w.status = ANY($2)) \
-           AND ($3::text IS NULL OR w.name = $3) \
-           AND ($4::text IS NULL OR w.queue_name = $4) \
-           AND ($5::text IS NULL OR w.application_version = $5) \
-           AND ($6::text IS NULL OR w.application_name = $6) \
-           AND ($7::int8 IS NULL OR w.created_at >= $7) \
-           AND ($8::int8 IS NULL OR w.created_at < $8) \
-           AND ($9::text IS NULL OR w.parent_workflow_id = $9) \
-           AND ($10::text IS NULL OR w.forked_from = $10) \
-           AND ($11::text IS NULL OR w.executor_id = $11) \
-           AND ($16::jsonb IS NULL OR w.attributes @> $16::jsonb) \
-           AND (NOT $13 OR (w.queue_name IS NOT NULL \
-                AND w.status IN ('ENQUEUED', 'PENDING', 'DELAYED'))) \
+         WHERE {LIST_WHERE} \
          ORDER BY w.created_at {order}, w.workflow_uuid {order} \
          LIMIT $14 OFFSET $15"
     )
 }
+
+/// The filters of a listing, over `workflow_status w`, in `bind_filters` order after the ids
+/// (`$1`) and statuses (`$2`).
+const LIST_WHERE: &str = "($1::text[] IS NULL OR w.workflow_uuid = ANY($1)) \
+    AND ($2::text[] IS NULL OR w.status = ANY($2)) \
+    AND ($3::text IS NULL OR w.name = $3) \
+    AND ($4::text IS NULL OR w.queue_name = $4) \
+    AND ($5::text IS NULL OR w.application_version = $5) \
+    AND ($6::text IS NULL OR w.application_name = $6) \
+    AND ($7::int8 IS NULL OR w.created_at >= $7) \
+    AND ($8::int8 IS NULL OR w.created_at < $8) \
+    AND ($9::text IS NULL OR w.parent_workflow_id = $9) \
+    AND ($10::text IS NULL OR w.forked_from = $10) \
+    AND ($11::text IS NULL OR w.executor_id = $11) \
+    AND ($16::jsonb IS NULL OR w.attributes @> $16::jsonb) \
+    AND (NOT $13 OR (w.queue_name IS NOT NULL \
+         AND w.status IN ('ENQUEUED', 'PENDING', 'DELAYED')))";
 
 const STEPS: &str = "SELECT function_id, function_name, output, error, \
     child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, serialization \
@@ -186,6 +201,14 @@ impl Manage for Postgres {
             .bind(&q.statuses);
         let rows = bind_filters(query, q).fetch_all(&self.pool).await?;
         rows.iter().map(ListedRow::from_row).collect()
+    }
+
+    async fn count_workflows(&self, q: &ListQuery) -> Result<Vec<StatusCount>, DbError> {
+        let query = sqlx::query(self.sql.get(&COUNT).clone())
+            .bind(&q.ids)
+            .bind(&q.statuses);
+        let rows = bind_filters(query, q).fetch_all(&self.pool).await?;
+        all(&rows, StatusCount::from_row)
     }
 
     async fn list_steps(&self, id: &str) -> Result<Vec<StepListing>, DbError> {

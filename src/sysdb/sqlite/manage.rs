@@ -11,7 +11,9 @@ use crate::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::manage::{Fork, Forked, Manage};
 use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};
-use crate::sysdb::{AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StepListing};
+use crate::sysdb::{
+    AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StatusCount, StepListing,
+};
 
 #[async_trait]
 impl Manage for Sqlite {
@@ -22,6 +24,19 @@ impl Manage for Sqlite {
             .bind(q.statuses.as_deref().map(json_list));
         let rows = bind_filters(query, q).fetch_all(self.reader()).await?;
         rows.iter().map(ListedRow::from_row).collect()
+    }
+
+    async fn count_workflows(&self, q: &ListQuery) -> Result<Vec<StatusCount>, DbError> {
+        // ?12, ?14 and ?15 (payloads and paging) are bound but unused: a count has neither.
+        let sql = format!(
+            "SELECT w.status, count(*) FROM workflow_status w WHERE {LIST_WHERE} \
+             GROUP BY w.status"
+        );
+        let query = sqlx::query(AssertSqlSafe(sql))
+            .bind(q.ids.as_deref().map(json_list))
+            .bind(q.statuses.as_deref().map(json_list));
+        let rows = bind_filters(query, q).fetch_all(self.reader()).await?;
+        all(&rows, StatusCount::from_row)
     }
 
     async fn list_steps(&self, id: &str) -> Result<Vec<StepListing>, DbError> {
@@ -222,25 +237,29 @@ fn list_sql(newest_first: bool) -> String {
          FROM workflow_status w \
          LEFT JOIN workflow_input i ON ?12 AND i.workflow_uuid = w.workflow_uuid \
          LEFT JOIN workflow_output o ON ?12 AND o.workflow_uuid = w.workflow_uuid \
-         WHERE (?1 IS NULL OR w.workflow_uuid IN (SELECT value FROM json_each(?1))) \
-           AND (?2 IS NULL OR w.status IN (SELECT value FROM json_each(?2))) \
-           AND (?3 IS NULL OR w.name = ?3) \
-           AND (?4 IS NULL OR w.queue_name = ?4) \
-           AND (?5 IS NULL OR w.application_version = ?5) \
-           AND (?6 IS NULL OR w.application_name = ?6) \
-           AND (?7 IS NULL OR w.created_at >= ?7) \
-           AND (?8 IS NULL OR w.created_at < ?8) \
-           AND (?9 IS NULL OR w.parent_workflow_id = ?9) \
-           AND (?10 IS NULL OR w.forked_from = ?10) \
-           AND (?11 IS NULL OR w.executor_id = ?11) \
-           AND (?16 IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?16) f \
-                WHERE (w.attributes -> f.fullkey) IS NOT (?16 -> f.fullkey))) \
-           AND (NOT ?13 OR (w.queue_name IS NOT NULL \
-                AND w.status IN ('ENQUEUED', 'PENDING', 'DELAYED'))) \
+         WHERE {LIST_WHERE} \
          ORDER BY w.created_at {order}, w.workflow_uuid {order} \
          LIMIT COALESCE(?14, -1) OFFSET ?15"
     )
 }
+
+/// The filters of a listing, over `workflow_status w`, in `bind_filters` order after the ids
+/// (`?1`) and statuses (`?2`).
+const LIST_WHERE: &str = "(?1 IS NULL OR w.workflow_uuid IN (SELECT value FROM json_each(?1))) \
+    AND (?2 IS NULL OR w.status IN (SELECT value FROM json_each(?2))) \
+    AND (?3 IS NULL OR w.name = ?3) \
+    AND (?4 IS NULL OR w.queue_name = ?4) \
+    AND (?5 IS NULL OR w.application_version = ?5) \
+    AND (?6 IS NULL OR w.application_name = ?6) \
+    AND (?7 IS NULL OR w.created_at >= ?7) \
+    AND (?8 IS NULL OR w.created_at < ?8) \
+    AND (?9 IS NULL OR w.parent_workflow_id = ?9) \
+    AND (?10 IS NULL OR w.forked_from = ?10) \
+    AND (?11 IS NULL OR w.executor_id = ?11) \
+    AND (?16 IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?16) f \
+         WHERE (w.attributes -> f.fullkey) IS NOT (?16 -> f.fullkey))) \
+    AND (NOT ?13 OR (w.queue_name IS NOT NULL \
+         AND w.status IN ('ENQUEUED', 'PENDING', 'DELAYED')))";
 
 /// The fork's copies: input, the calls before `from_step`, the events they set (the latest
 /// value of each key) and their stream values; then marks the original as forked.

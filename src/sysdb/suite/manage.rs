@@ -3,12 +3,13 @@
 use super::{enqueued, owner_of, store_tests, workflow, Fixture, Kind};
 use crate::clock::now_ms;
 use crate::queue::INTERNAL_QUEUE;
-use crate::sysdb::{Fork, HeldRun, ListQuery, NewWorkflow, Op, OpStep, StepOutcome};
+use crate::sysdb::{Fork, HeldRun, ListQuery, NewWorkflow, Op, OpStep, StatusCount, StepOutcome};
 
 store_tests!(
     cancel_stops_a_workflow_and_when_asked_its_descendants,
     lost_runs_are_those_whose_row_moved_on,
     list_filters_orders_and_pages,
+    count_groups_the_listed_workflows_by_status,
     list_steps_shows_every_recorded_call,
     resume_requeues_unless_finished,
     fork_copies_the_history_before_the_step,
@@ -185,6 +186,47 @@ async fn list_filters_orders_and_pages(kind: Kind) {
         .contains("positionalArgs"));
     assert_eq!(full[0].serialization.as_deref(), Some("portable_json"));
     assert_eq!(full[1].status.parent_workflow_id.as_deref(), Some("a"));
+}
+
+async fn count_groups_the_listed_workflows_by_status(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("a").await;
+    f.start(&child_of("b", "a")).await;
+    f.start(&enqueued("c", "other")).await;
+    let count = |q: ListQuery| {
+        let store = f.store.clone();
+        async move {
+            let mut counts = store.count_workflows(&q).await.unwrap();
+            counts.sort_by(|x, y| x.status.cmp(&y.status));
+            counts
+        }
+    };
+    let of = |status: &str, count: i64| StatusCount {
+        status: status.into(),
+        count,
+    };
+    assert_eq!(
+        count(ListQuery::default()).await,
+        vec![of("ENQUEUED", 2), of("PENDING", 1)]
+    );
+    // The listing's filters apply; its paging does not.
+    let on_q = ListQuery {
+        queue: Some("q".into()),
+        limit: Some(1),
+        offset: 5,
+        ..ListQuery::default()
+    };
+    assert_eq!(count(on_q).await, vec![of("ENQUEUED", 1)]);
+    let pending = ListQuery {
+        statuses: Some(vec!["PENDING".into()]),
+        ..ListQuery::default()
+    };
+    assert_eq!(count(pending).await, vec![of("PENDING", 1)]);
+    let nobody = ListQuery {
+        app_name: Some("none".into()),
+        ..ListQuery::default()
+    };
+    assert_eq!(count(nobody).await, vec![]);
 }
 
 async fn list_steps_shows_every_recorded_call(kind: Kind) {
