@@ -313,6 +313,33 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Stores errors of type `E` (a workflow's or a step's) with their serde data, in DBOS's
+    /// portable error shape (`name`: the type's name, `message`: its `Display`, `data`: its
+    /// JSON), so a caller reads them back as an `E` with [`Error::user_error`] and other SDKs
+    /// read the same fields. Without it an error is stored with its name and message only.
+    pub fn typed_error<E>(mut self) -> Self
+    where
+        E: std::error::Error + Serialize + 'static,
+    {
+        self.registry.errors.add::<E>();
+        self
+    }
+
+    /// What a replay check needs instead of a launch: the resolved URL, a client's settings, and
+    /// the registered workflows.
+    pub(crate) fn into_check(self) -> Result<(String, crate::ClientOptions, Registry)> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let url = resolve_url(self.database_url, self.app_name.as_deref(), env_var);
+        let options = crate::ClientOptions {
+            schema: self.schema,
+            app_name: self.app_name,
+            connect_timeout: self.connect_timeout,
+        };
+        Ok((url, options, self.registry))
+    }
+
     /// Connects, migrates, recovers this executor's unfinished workflows and starts running.
     pub async fn launch(self) -> Result<Runtime> {
         if let Some(e) = self.error {

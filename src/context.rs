@@ -52,6 +52,8 @@ struct Inner {
     epoch: u64,
     /// Application databases this run's transactional steps used, released when it finishes.
     datasources: Mutex<Vec<Arc<dyn Release>>>,
+    /// Set for a replay-only run (verification): it replays recorded calls and never writes.
+    replay: Option<Arc<crate::verify::ReplayLog>>,
 }
 
 /// Something a run holds outside the system database and lets go of when it finishes (the
@@ -76,6 +78,26 @@ pub(crate) struct RunInfo {
 
 impl Context {
     pub(crate) fn new(run: RunInfo, shared: SharedRef, recorded: Vec<StepRow>) -> Context {
+        Context::with_replay(run, shared, recorded, None)
+    }
+
+    /// A replay-only run: each call is checked against `recorded` and logged in `log`; the
+    /// first call past the history, or differing from it, stops the run. Nothing is written.
+    pub(crate) fn replay_only(
+        run: RunInfo,
+        shared: SharedRef,
+        recorded: Vec<StepRow>,
+        log: Arc<crate::verify::ReplayLog>,
+    ) -> Context {
+        Context::with_replay(run, shared, recorded, Some(log))
+    }
+
+    fn with_replay(
+        run: RunInfo,
+        shared: SharedRef,
+        recorded: Vec<StepRow>,
+        replay: Option<Arc<crate::verify::ReplayLog>>,
+    ) -> Context {
         Context {
             inner: Arc::new(Inner {
                 run,
@@ -86,6 +108,7 @@ impl Context {
                 epoch: shared.liveness.epoch(),
                 datasources: Mutex::new(Vec::new()),
                 shared,
+                replay,
             }),
         }
     }
@@ -174,7 +197,14 @@ impl Context {
 
     /// The recorded call at `function_id`, checked against the name the code now uses.
     pub(crate) fn recorded(&self, function_id: u32, name: &str) -> Result<Option<&StepRow>> {
-        match self.inner.recorded.get(&function_id) {
+        let row = self.inner.recorded.get(&function_id);
+        if let Some(log) = &self.inner.replay {
+            return match log.visit(function_id, name, row) {
+                true => Ok(row),
+                false => Err(self.stop(Abort::Cancelled)),
+            };
+        }
+        match row {
             Some(row) if row.name != name => Err(Error::NonDeterminism {
                 workflow_id: self.inner.run.workflow_id.clone(),
                 function_id,
@@ -183,6 +213,11 @@ impl Context {
             }),
             other => Ok(other),
         }
+    }
+
+    /// True for a replay-only run, which must not wait for time to pass.
+    pub(crate) fn is_replay_only(&self) -> bool {
+        self.inner.replay.is_some()
     }
 
     /// Fails fast once the run has been told to stop, or once this process may no longer
@@ -276,6 +311,7 @@ impl Context {
         &self,
         call: Call<'_>,
     ) -> Result<Option<(Option<String>, Option<String>)>> {
+        self.refuse_in_replay()?;
         let write = StepWrite {
             workflow_id: self.inner.run.workflow_id.clone(),
             owner: self.inner.run.owner.clone(),
@@ -297,6 +333,14 @@ impl Context {
         }
     }
 
+    /// A replay-only run never writes (its calls stop at the history's end before they would).
+    fn refuse_in_replay(&self) -> Result<()> {
+        match self.inner.replay {
+            Some(_) => Err(self.stop(Abort::Cancelled)),
+            None => Ok(()),
+        }
+    }
+
     /// The identity of call `function_id` for an op that writes its effect with its record.
     pub(crate) fn op_step(&self, function_id: u32, started_at: i64) -> OpStep {
         OpStep {
@@ -310,6 +354,7 @@ impl Context {
 
     /// Runs an op; an abort it discovers stops the run.
     pub(crate) async fn op(&self, op: Op) -> Result<OpOutcome> {
+        self.refuse_in_replay()?;
         match self.inner.shared.db.op(op).await {
             Ok(OpOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
             Ok(OpOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),

@@ -98,6 +98,9 @@ pub enum Error {
     /// A step failed (after its retries, if any).
     #[error(transparent)]
     Step(#[from] StepError),
+    /// A step's last attempt ran past the step's timeout (its body was dropped).
+    #[error(transparent)]
+    StepTimeout(#[from] StepTimeout),
     /// The workflow finished with an error; `error` is what it returned, as stored.
     #[error("workflow {id} failed: {error}")]
     WorkflowFailed {
@@ -185,6 +188,7 @@ impl Error {
             Error::WorkflowExists(_) => "WorkflowExists",
             Error::StillActive { .. } => "StillActive",
             Error::Step(_) => "StepError",
+            Error::StepTimeout(_) => "StepTimeout",
             Error::WorkflowFailed { .. } => "WorkflowFailed",
             Error::Cancelled { .. } => "Cancelled",
             Error::MaxRecoveryAttemptsExceeded { .. } => "MaxRecoveryAttemptsExceeded",
@@ -209,6 +213,7 @@ impl Error {
     pub(crate) fn to_portable(&self) -> PortableError {
         match self {
             Error::Step(step) => step.to_portable(),
+            Error::StepTimeout(timeout) => timeout.to_portable(),
             other => PortableError::new(other.kind(), other.to_string()),
         }
     }
@@ -260,17 +265,26 @@ pub struct StepError {
     pub function_id: u32,
     /// The error message of every attempt, oldest first.
     pub attempts: Vec<String>,
+    /// The last attempt's error in its stored form, when its type was registered with
+    /// [`RuntimeBuilder::typed_error`](crate::RuntimeBuilder::typed_error) (read it back with
+    /// [`Error::user_error`] or [`PortableError::decode`]).
+    pub error: Option<Box<PortableError>>,
 }
 
 impl StepError {
-    /// Stored as `{"name":"StepError","message":..,"data":{"step","function_id","attempts"}}`.
+    /// Stored as `{"name":"StepError","message":..,"data":{"step","function_id","attempts"}}`,
+    /// and `"error"` in the data when the last attempt's error was typed.
     pub(crate) fn to_portable(&self) -> PortableError {
+        let mut data = serde_json::json!({
+            "step": self.step,
+            "function_id": self.function_id,
+            "attempts": self.attempts,
+        });
+        if let (Some(error), Some(fields)) = (&self.error, data.as_object_mut()) {
+            fields.insert("error".into(), serde_json::json!(error));
+        }
         PortableError {
-            data: Some(serde_json::json!({
-                "step": self.step,
-                "function_id": self.function_id,
-                "attempts": self.attempts,
-            })),
+            data: Some(data),
             ..PortableError::new("StepError", self.to_string())
         }
     }
@@ -278,23 +292,115 @@ impl StepError {
     /// Rebuilds a recorded step failure; errors recorded by other writers keep their message
     /// as the only attempt.
     pub(crate) fn from_portable(p: &PortableError, step: &str, function_id: u32) -> StepError {
-        let attempts = p
+        let error = p
             .data
             .as_ref()
-            .and_then(|d| d.get("attempts"))
-            .and_then(|a| serde_json::from_value::<Vec<String>>(a.clone()).ok())
-            .filter(|a| !a.is_empty())
-            .unwrap_or_else(|| vec![p.message.clone()]);
+            .and_then(|d| d.get("error"))
+            .and_then(|e| serde_json::from_value(e.clone()).ok());
         StepError {
             step: step.to_owned(),
             function_id,
-            attempts,
+            attempts: attempts_of(p),
+            error,
         }
     }
 }
 
+/// A step attempt that ran past the step's timeout: its body's future was dropped. It is the
+/// error a [`RetryPolicy`](crate::RetryPolicy)'s predicate sees for that attempt, and the
+/// step's outcome ([`Error::StepTimeout`]) when the last attempt timed out.
+///
+/// Stored as DBOS 3.4 stores its `DBOSStepTimeoutError` (error code 18), so other SDKs read it
+/// as a step timeout: `{"name":"DBOSStepTimeoutError","message":"DBOS Error 18: Step <name> was
+/// cancelled after exceeding its timeout of <s> seconds","code":18,"data":{..}}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("step {step:?} (call #{function_id}) was cancelled after exceeding its timeout of {} seconds", timeout.as_secs_f64())]
+pub struct StepTimeout {
+    /// The step's name as passed to `ctx.step`.
+    pub step: String,
+    /// Its 1-based position among the workflow's durable calls.
+    pub function_id: u32,
+    /// The timeout each attempt had.
+    pub timeout: std::time::Duration,
+    /// The error message of every attempt, oldest first (empty in the per-attempt error).
+    pub attempts: Vec<String>,
+}
+
+/// DBOS's name for a step timeout, and its `DBOSErrorCode.StepTimeout`.
+const STEP_TIMEOUT_NAME: &str = "DBOSStepTimeoutError";
+const STEP_TIMEOUT_CODE: i64 = 18;
+
+impl StepTimeout {
+    pub(crate) fn to_portable(&self) -> PortableError {
+        let seconds = self.timeout.as_secs_f64();
+        // Python's float text: `1.0`, not `1`, so the message reads as DBOS's own.
+        let text = match seconds.fract() == 0.0 {
+            true => format!("{seconds:.1}"),
+            false => seconds.to_string(),
+        };
+        PortableError {
+            code: Some(STEP_TIMEOUT_CODE.into()),
+            data: Some(serde_json::json!({
+                "step": self.step,
+                "function_id": self.function_id,
+                "timeout_seconds": seconds,
+                "attempts": self.attempts,
+            })),
+            ..PortableError::new(
+                STEP_TIMEOUT_NAME,
+                format!(
+                    "DBOS Error {STEP_TIMEOUT_CODE}: Step {} was cancelled after exceeding its \
+                     timeout of {text} seconds",
+                    self.step
+                ),
+            )
+        }
+    }
+
+    /// Rebuilds a recorded timeout (also one DBOS recorded, whose data is absent: the timeout
+    /// is then read from the message).
+    fn from_portable(p: &PortableError, step: &str, function_id: u32) -> StepTimeout {
+        let data = p.data.as_ref();
+        let seconds = data
+            .and_then(|d| d.get("timeout_seconds"))
+            .and_then(serde_json::Value::as_f64)
+            .or_else(|| {
+                let tail = p.message.rsplit("timeout of ").next()?;
+                tail.split_whitespace().next()?.parse().ok()
+            })
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .unwrap_or(0.0);
+        StepTimeout {
+            step: step.to_owned(),
+            function_id,
+            timeout: std::time::Duration::from_secs_f64(seconds),
+            attempts: attempts_of(p),
+        }
+    }
+}
+
+/// A recorded step failure as the error the step's caller sees: a timeout when it was stored
+/// as one (by stead or DBOS), else a [`StepError`].
+pub(crate) fn step_failure(p: &PortableError, step: &str, function_id: u32) -> Error {
+    if p.name == STEP_TIMEOUT_NAME {
+        Error::StepTimeout(StepTimeout::from_portable(p, step, function_id))
+    } else {
+        Error::Step(StepError::from_portable(p, step, function_id))
+    }
+}
+
+/// The attempts a stored step failure lists; another writer's message is the only attempt.
+fn attempts_of(p: &PortableError) -> Vec<String> {
+    p.data
+        .as_ref()
+        .and_then(|d| d.get("attempts"))
+        .and_then(|a| serde_json::from_value::<Vec<String>>(a.clone()).ok())
+        .filter(|a| !a.is_empty())
+        .unwrap_or_else(|| vec![p.message.clone()])
+}
+
 /// An error as DBOS stores it: `{"name", "message", "code", "data"}` in portable JSON.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortableError {
     /// A short kind, e.g. the error type's name.
     pub name: String,
@@ -338,6 +444,7 @@ mod tests {
             step: "charge".into(),
             function_id: 2,
             attempts: vec!["timeout".into(), "refused".into()],
+            error: None,
         };
         assert_eq!(
             e.to_string(),
@@ -351,6 +458,7 @@ mod tests {
             step: "charge".into(),
             function_id: 3,
             attempts: vec!["a".into(), "b".into()],
+            error: Some(Box::new(PortableError::new("PaymentError", "b"))),
         };
         assert_eq!(StepError::from_portable(&e.to_portable(), "charge", 3), e);
         let foreign = PortableError::new("ValueError", "bad");
@@ -358,5 +466,30 @@ mod tests {
             StepError::from_portable(&foreign, "s", 1).attempts,
             vec!["bad".to_string()]
         );
+    }
+
+    #[test]
+    fn step_timeouts_survive_their_stored_form_and_dbos_reads_as_one() {
+        let t = StepTimeout {
+            step: "slow".into(),
+            function_id: 2,
+            timeout: std::time::Duration::from_millis(200),
+            attempts: vec!["a".into(), "b".into()],
+        };
+        let p = t.to_portable();
+        assert_eq!(
+            p.message,
+            "DBOS Error 18: Step slow was cancelled after exceeding its timeout of 0.2 seconds"
+        );
+        assert!(matches!(step_failure(&p, "slow", 2), Error::StepTimeout(back) if back == t));
+        // DBOS 3.4's own record of a timeout: no data, no code.
+        let dbos = PortableError::new(STEP_TIMEOUT_NAME, p.message.clone());
+        match step_failure(&dbos, "slow", 2) {
+            Error::StepTimeout(back) => {
+                assert_eq!(back.timeout, std::time::Duration::from_millis(200));
+                assert_eq!(back.attempts, vec![p.message.clone()]);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -107,7 +107,15 @@ mod start;
 mod status;
 mod step;
 mod sysdb;
+mod user_error;
+mod verify;
 mod workflow;
+
+/// Checks for a deploy: [`verify`](testing::verify) replays recorded histories against the code
+/// registered in a builder, without running a step or writing anything.
+pub mod testing {
+    pub use crate::verify::{verify, Divergence, Verdict};
+}
 
 pub use args::Args;
 pub use attributes::{parse_attribute, Attributes, OTEL_CONTEXT_KEY};
@@ -121,7 +129,7 @@ pub use client::{Client, ClientOptions, RuntimeStats};
 pub use config::{RestartPolicy, DEFAULT_APP_NAME};
 pub use context::Context;
 pub use datasource::{AppDatabase, Datasource};
-pub use error::{DbError, Error, PortableError, Result, StepError};
+pub use error::{DbError, Error, PortableError, Result, StepError, StepTimeout};
 pub use handle::WorkflowHandle;
 pub use queue::{Dedup, Queue, QueueLimits, RateLimit, WaitingWork};
 pub use registry::{WorkflowConfig, WorkflowFn};

@@ -15,6 +15,7 @@ use crate::codec;
 use crate::context::Context;
 use crate::error::{Error, PortableError};
 use crate::metrics::WorkflowMetrics;
+use crate::user_error::{short_type_name, UserErrors};
 
 /// What a workflow's run produces: its output as portable JSON, or its error.
 pub(crate) type Outcome = Result<String, PortableError>;
@@ -120,6 +121,8 @@ impl Entry {
 #[derive(Default)]
 pub(crate) struct Registry {
     entries: BTreeMap<String, Arc<Entry>>,
+    /// Error types stored with their serde data (workflow and step errors alike).
+    pub errors: UserErrors,
 }
 
 impl Registry {
@@ -144,6 +147,7 @@ impl Registry {
         let run: RunFn = Arc::new(move |ctx, input| {
             let f = f.clone();
             let workflow = workflow.clone();
+            let shared = ctx.shared().clone();
             Box::pin(async move {
                 let input: I = serde_json::from_value(input).map_err(|e| {
                     PortableError::new(
@@ -155,7 +159,7 @@ impl Registry {
                     Ok(output) => {
                         codec::encode(&output, "the workflow's output").map_err(|e| e.to_portable())
                     }
-                    Err(e) => Err(to_portable::<F::Error>(e.into())),
+                    Err(e) => Err(to_portable::<F::Error>(e.into(), &shared.registry.errors)),
                 }
             })
         });
@@ -187,26 +191,19 @@ impl Registry {
     }
 }
 
-/// Turns a workflow's error into the stored form, keeping stead's own errors recognisable.
-fn to_portable<E>(e: Box<dyn StdError + Send + Sync>) -> PortableError {
+/// Turns a workflow's error into the stored form, keeping stead's own errors recognisable and
+/// registered error types' data.
+fn to_portable<E>(e: Box<dyn StdError + Send + Sync>, errors: &UserErrors) -> PortableError {
     let e = match e.downcast::<PortableError>() {
         Ok(p) => return *p,
         Err(e) => e,
     };
     match e.downcast::<Error>() {
         Ok(stead) => stead.to_portable(),
-        Err(other) => PortableError::new(short_type_name::<E>(), codec::describe(&other)),
+        Err(other) => errors
+            .portable(other.as_ref())
+            .unwrap_or_else(|| PortableError::new(short_type_name::<E>(), codec::describe(&other))),
     }
-}
-
-/// `my_crate::errors::PaymentError<T>` → `PaymentError`; boxed trait objects → `Error`.
-fn short_type_name<E>() -> String {
-    let full = std::any::type_name::<E>();
-    if full.contains("dyn ") {
-        return "Error".into();
-    }
-    let base = full.split('<').next().unwrap_or(full);
-    base.rsplit("::").next().unwrap_or(base).to_owned()
 }
 
 #[cfg(test)]
@@ -219,9 +216,10 @@ mod tests {
 
     #[test]
     fn user_errors_are_named_by_their_type() {
-        let p = to_portable::<PaymentError>(Box::new(PaymentError));
+        let none = UserErrors::default();
+        let p = to_portable::<PaymentError>(Box::new(PaymentError), &none);
         assert_eq!(p, PortableError::new("PaymentError", "card declined"));
-        let boxed = to_portable::<Box<dyn StdError + Send + Sync>>("plain".into());
+        let boxed = to_portable::<Box<dyn StdError + Send + Sync>>("plain".into(), &none);
         assert_eq!(boxed.name, "Error");
     }
 
@@ -231,6 +229,10 @@ mod tests {
             code: Some(serde_json::json!(402)),
             ..PortableError::new("Declined", "no funds")
         };
-        assert_eq!(to_portable::<PortableError>(Box::new(mine.clone())), mine);
+        let none = UserErrors::default();
+        assert_eq!(
+            to_portable::<PortableError>(Box::new(mine.clone()), &none),
+            mine
+        );
     }
 }

@@ -19,8 +19,9 @@ use crate::backoff::Backoff;
 use crate::clock::now_ms;
 use crate::codec;
 use crate::context::{Call, Context};
-use crate::error::{Error, Result, StepError};
+use crate::error::{Error, Result, StepError, StepTimeout};
 use crate::sysdb::StepRow;
+use crate::user_error::UserErrors;
 
 /// The error type a step's closure may fail with: anything convertible to a boxed error.
 pub type BoxError = Box<dyn StdError + Send + Sync>;
@@ -146,6 +147,7 @@ impl Context {
             name,
             f,
             retry: (),
+            timeout: None,
         }
     }
 
@@ -163,6 +165,7 @@ impl Context {
             name,
             f,
             retry: (),
+            timeout: None,
         }
     }
 }
@@ -203,6 +206,31 @@ pub struct Step<'c, F, R = ()> {
     name: &'c str,
     f: F,
     retry: R,
+    timeout: Option<Duration>,
+}
+
+impl<'c, F, R> Step<'c, F, R> {
+    /// Bounds each attempt: past `limit` the body's future is dropped and the attempt fails
+    /// with a [`StepTimeout`]; the retry policy then applies as to any failure (each attempt
+    /// gets the full `limit`; waits between attempts do not count). When the last attempt
+    /// timed out, the step fails with [`Error::StepTimeout`]. A zero `limit` is refused
+    /// ([`Error::InvalidArgument`]) before the body runs.
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.timeout = Some(limit);
+        self
+    }
+
+    /// Takes the step's number, here in program order so concurrent steps replay identically,
+    /// and parts the step into its context, limit, body and retry policy.
+    fn numbered(self) -> (&'c Context, Limit<'c>, F, R) {
+        let limit = Limit {
+            name: self.name,
+            function_id: self.ctx.next_function_id(),
+            timeout: self.timeout,
+            errors: &self.ctx.shared().registry.errors,
+        };
+        (self.ctx, limit, self.f, self.retry)
+    }
 }
 
 impl<'c, F> Step<'c, F> {
@@ -217,6 +245,7 @@ impl<'c, F> Step<'c, F> {
             name: self.name,
             f: self.f,
             retry: policy,
+            timeout: self.timeout,
         }
     }
 }
@@ -232,10 +261,9 @@ where
     type IntoFuture = BoxFuture<'c, Result<T>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        // The number is taken here, in program order, so concurrent steps replay identically.
-        let function_id = self.ctx.next_function_id();
-        let Step { ctx, name, f, .. } = self;
-        Box::pin(run(ctx, name, function_id, once(name, function_id, f)))
+        let (ctx, limit, f, ()) = self.numbered();
+        let (name, function_id) = (limit.name, limit.function_id);
+        Box::pin(run(ctx, name, function_id, once(limit, f)))
     }
 }
 
@@ -250,24 +278,27 @@ where
     type IntoFuture = BoxFuture<'c, Result<T>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        let function_id = self.ctx.next_function_id();
-        let Step {
-            ctx,
-            name,
-            f,
-            retry,
-        } = self;
-        let attempts = attempts(ctx, name, function_id, f, retry);
+        let (ctx, limit, f, retry) = self.numbered();
+        let (name, function_id) = (limit.name, limit.function_id);
+        let attempts = attempts(ctx, limit, f, retry);
         Box::pin(run(ctx, name, function_id, attempts))
     }
 }
 
 /// Replays the step, or runs `attempts` (the body's one call, or its retry loop) and records
 /// its outcome. `attempts` is not polled on a replay.
-pub(crate) async fn run<T, A>(ctx: &Context, name: &str, function_id: u32, attempts: A) -> Result<T>
+///
+/// The attempts' own error is a [`StepError`] or, for a timeout, an [`Error::StepTimeout`].
+pub(crate) async fn run<T, E, A>(
+    ctx: &Context,
+    name: &str,
+    function_id: u32,
+    attempts: A,
+) -> Result<T>
 where
     T: Serialize + DeserializeOwned + Send,
-    A: Future<Output = Result<std::result::Result<T, StepError>>> + Send,
+    E: Into<Error>,
+    A: Future<Output = Result<std::result::Result<T, E>>> + Send,
 {
     ctx.check_live()?;
     if let Some(row) = ctx.recorded(function_id, name)? {
@@ -283,7 +314,9 @@ where
     let span = tracing::debug_span!("step", function_id, name, otel.name = tracing::field::Empty);
     #[cfg(feature = "otel")]
     crate::otel::describe(&span, name, "step", ctx.workflow_id());
-    let result = attempts.instrument(span).await?;
+    let result = within_deadline(ctx, attempts.instrument(span))
+        .await?
+        .map_err(Into::into);
     ctx.metrics().step_finished(result.is_ok(), clock.elapsed());
     let (output, error) = match &result {
         Ok(value) => {
@@ -302,59 +335,135 @@ where
         completed_at: None,
     };
     match ctx.record(call).await? {
-        None => result.map_err(Error::Step),
+        None => result,
         // A competing execution recorded this call first: its outcome is the one that counts.
         Some((output, error)) => decode(output.as_deref(), error.as_deref(), name, function_id),
     }
 }
 
-/// Calls the body once; its error is the step's outcome.
-async fn once<F, Fut, T, E>(
-    name: &str,
+/// Awaits the step's attempts, unless the workflow's deadline passes first: then, once the
+/// workflow actor has cancelled the run, the attempts (and the body in flight) are dropped. A
+/// cancel before the deadline does not interrupt a running body (it stops at the next call).
+async fn within_deadline<X>(ctx: &Context, attempts: impl Future<Output = Result<X>>) -> Result<X> {
+    let Some(deadline) = ctx.deadline() else {
+        return attempts.await;
+    };
+    let expired = async {
+        let left = u64::try_from(deadline - now_ms()).unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(left)).await;
+        ctx.aborted().await;
+    };
+    tokio::select! {
+        biased;
+        outcome = attempts => outcome,
+        () = expired => Err(ctx.check_live().err().unwrap_or_else(|| Error::Cancelled {
+            id: ctx.workflow_id().to_owned(),
+        })),
+    }
+}
+
+/// What bounds one attempt: the step's timeout; and what its error carries: the names, and
+/// the error types stored with their data.
+struct Limit<'a> {
+    name: &'a str,
     function_id: u32,
-    f: F,
-) -> Result<std::result::Result<T, StepError>>
+    timeout: Option<Duration>,
+    errors: &'a UserErrors,
+}
+
+impl Limit<'_> {
+    /// Refuses a zero timeout, which would fail every attempt before its body could run.
+    fn check(&self) -> Result<()> {
+        match self.timeout {
+            Some(limit) if limit.is_zero() => Err(Error::InvalidArgument(format!(
+                "step {:?} has a zero timeout",
+                self.name
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// One attempt: the body's future, dropped with a [`StepTimeout`] past the timeout.
+    async fn attempt<T, E>(
+        &self,
+        body: impl Future<Output = std::result::Result<T, E>>,
+    ) -> std::result::Result<T, BoxError>
+    where
+        E: Into<BoxError>,
+    {
+        let Some(limit) = self.timeout else {
+            return body.await.map_err(Into::into);
+        };
+        match tokio::time::timeout(limit, body).await {
+            Ok(outcome) => outcome.map_err(Into::into),
+            Err(_) => Err(Box::new(StepTimeout {
+                step: self.name.to_owned(),
+                function_id: self.function_id,
+                timeout: limit,
+                attempts: Vec::new(),
+            })),
+        }
+    }
+
+    /// The step's failure after `attempts`: a timeout when the last attempt timed out.
+    fn failed(&self, last: &BoxError, attempts: Vec<String>) -> Error {
+        match last.downcast_ref::<StepTimeout>() {
+            Some(timeout) => Error::StepTimeout(StepTimeout {
+                attempts,
+                ..timeout.clone()
+            }),
+            None => Error::Step(StepError {
+                error: self.errors.portable(last.as_ref()).map(Box::new),
+                ..failed(self.name, self.function_id, attempts)
+            }),
+        }
+    }
+}
+
+/// Calls the body once; its error is the step's outcome.
+async fn once<F, Fut, T, E>(limit: Limit<'_>, f: F) -> Result<std::result::Result<T, Error>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = std::result::Result<T, E>>,
     E: Into<BoxError>,
 {
-    Ok(f()
+    limit.check()?;
+    Ok(limit
+        .attempt(f())
         .await
-        .map_err(|e| failed(name, function_id, vec![codec::describe(&e.into())])))
+        .map_err(|e| limit.failed(&e, vec![codec::describe(&e)])))
 }
 
 /// Calls the body until it succeeds or the policy gives up; the inner error is the step's
 /// outcome, the outer one stops the workflow (cancelled, taken over).
 async fn attempts<F, Fut, T, E>(
     ctx: &Context,
-    name: &str,
-    function_id: u32,
+    limit: Limit<'_>,
     mut f: F,
     retry: RetryPolicy,
-) -> Result<std::result::Result<T, StepError>>
+) -> Result<std::result::Result<T, Error>>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = std::result::Result<T, E>>,
     E: Into<BoxError>,
 {
+    limit.check()?;
     let mut failures = Vec::new();
     loop {
-        match f().await {
+        match limit.attempt(f()).await {
             Ok(value) => return Ok(Ok(value)),
             Err(e) => {
-                let e: BoxError = e.into();
                 failures.push(codec::describe(&e));
                 let attempt = failures.len() as u32;
                 if !retry.should_retry(attempt, e.as_ref()) {
-                    return Ok(Err(failed(name, function_id, failures)));
+                    return Ok(Err(limit.failed(&e, failures)));
                 }
                 ctx.metrics().step_retried();
                 let delay = retry.backoff.delay(attempt - 1);
                 // The ids are fields, not only the spans': the step span is DEBUG.
                 tracing::warn!(workflow_id = %ctx.workflow_id(), workflow = %ctx.workflow_name(),
-                    step = name, function_id, attempt, retry_in = ?delay, error = %failures[failures.len() - 1],
-                    "step attempt failed; retrying");
+                    step = limit.name, function_id = limit.function_id, attempt, retry_in = ?delay,
+                    error = %failures[failures.len() - 1], "step attempt failed; retrying");
                 tokio::time::sleep(delay).await;
                 ctx.check_live()?;
             }
@@ -362,11 +471,13 @@ where
     }
 }
 
+/// A step failure with these attempts (and no typed error).
 pub(crate) fn failed(name: &str, function_id: u32, attempts: Vec<String>) -> StepError {
     StepError {
         step: name.to_owned(),
         function_id,
         attempts,
+        error: None,
     }
 }
 
@@ -390,11 +501,11 @@ pub(crate) fn decode<T: DeserializeOwned>(
     function_id: u32,
 ) -> Result<T> {
     match error {
-        Some(error) => Err(Error::Step(StepError::from_portable(
+        Some(error) => Err(crate::error::step_failure(
             &codec::decode_error(error),
             name,
             function_id,
-        ))),
+        )),
         None => codec::decode(
             output,
             &format!("the recorded output of step {name:?} (call #{function_id})"),

@@ -46,6 +46,9 @@ impl Context {
             let call = Call::new(function_id, &marker, now_ms());
             // A competing execution's row at this number is its marker (it ran this code).
             self.record(call).await?;
+        } else {
+            // The marker is replayed as a call (a replay-only run counts it as matched).
+            self.recorded(function_id, &marker)?;
         }
         Ok(true)
     }
@@ -57,8 +60,10 @@ impl Context {
     pub fn deprecate_patch(&self, name: &str) -> Result<()> {
         self.check_live()?;
         let function_id = self.peek_function_id();
-        if self.recorded_name(function_id) == Some(marker(name).as_str()) {
+        let marker = marker(name);
+        if self.recorded_name(function_id) == Some(marker.as_str()) {
             self.reserve(function_id, name)?;
+            self.recorded(function_id, &marker)?;
         }
         Ok(())
     }

@@ -2,7 +2,8 @@
 
 Usage: python client.py <system database URL> <application name> <command> <JSON argument>
 
-Prints one JSON object on stdout: {"ok": <value>} or {"error": {"type": ..., "message": ...}}.
+Prints one JSON object on stdout: {"ok": <value>} or {"error": {"type": ..., "message": ...}}
+(with "name", "code" and "data" when the error is a portable one).
 Commands:
   enqueue     {"workflow", "queue", "id", "args", "kwargs", "portable", "wait", "attributes"}
               enqueues with DBOSClient.enqueue (portable JSON unless "portable" is false); with
@@ -99,6 +100,10 @@ def main():
         out = {"ok": COMMANDS[command](client, json.loads(arg))}
     except Exception as e:  # reported to the test, which asserts on it
         out = {"error": {"type": type(e).__name__, "message": str(e)}}
+        # A portable error (PortableWorkflowError) also carries its name, code and data.
+        for field in ("name", "code", "data"):
+            if hasattr(e, field):
+                out["error"][field] = getattr(e, field)
     finally:
         client.destroy()
     print(json.dumps(out, default=str))
