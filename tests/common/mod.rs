@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod dbos_py;
 pub mod http;
 pub mod jobs;
+pub mod proxy;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

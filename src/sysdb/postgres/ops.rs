@@ -161,7 +161,15 @@ pub(super) async fn run(sql: &Sql, conn: &mut PgConnection, op: &Op) -> Result<O
             return Ok(OpOutcome::Nothing);
         }
     }
-    let found = classify_one(sql, conn, &s.workflow_id, s.function_id, op.name()).await?;
+    let found = classify_one(
+        sql,
+        conn,
+        &s.workflow_id,
+        &s.owner,
+        s.function_id,
+        op.name(),
+    )
+    .await?;
     Ok(found.into())
 }
 

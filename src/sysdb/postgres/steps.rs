@@ -97,9 +97,12 @@ fn bind<'q>(q: PgQuery<'q>, batch: &[&'q StepWrite]) -> PgQuery<'q> {
     .bind(batch.iter().map(|s| s.owner.as_str()).collect::<Vec<_>>())
 }
 
+/// A recorded row counts as the writer's own only while the workflow is `PENDING` under its
+/// owner token: a stale run (adopted, resumed elsewhere) never takes another run's record.
 const CLASSIFY: &str = r#"
-SELECT r.id, r.fid, o.function_name, o.output, o.error, w.status
-FROM UNNEST($1::text[], $2::int4[]) WITH ORDINALITY AS r(id, fid, n)
+SELECT r.id, r.fid, o.function_name, o.output, o.error, w.status,
+    COALESCE(w.status = 'PENDING' AND w.owner_xid = r.owner, false)
+FROM UNNEST($1::text[], $2::int4[], $3::text[]) WITH ORDINALITY AS r(id, fid, owner, n)
 LEFT JOIN {s}.operation_outputs o ON o.workflow_uuid = r.id AND o.function_id = r.fid
 LEFT JOIN {s}.workflow_status w ON w.workflow_uuid = r.id
 ORDER BY r.n
@@ -149,13 +152,20 @@ async fn outcomes(
                 .map(|&i| batch[i].function_id as i32)
                 .collect::<Vec<_>>(),
         )
+        .bind(
+            missing
+                .iter()
+                .map(|&i| batch[i].owner.as_str())
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(&mut *conn)
         .await?;
     for (&i, row) in missing.iter().zip(rows) {
         let recorded_name: Option<String> = row.try_get(2)?;
         let status: Option<String> = row.try_get(5)?;
+        let own: bool = row.try_get(6)?;
         outcomes[i] = match recorded_name {
-            Some(name) if name == batch[i].name => StepOutcome::AlreadyRecorded {
+            Some(name) if own && name == batch[i].name => StepOutcome::AlreadyRecorded {
                 output: row.try_get(3)?,
                 error: row.try_get(4)?,
             },
@@ -166,17 +176,19 @@ async fn outcomes(
     Ok(outcomes)
 }
 
-/// Why the call `function_id` of `workflow_id` (named `name`) was not written.
+/// Why the call `function_id` of `workflow_id` (named `name`), written under `owner`, was not
+/// written.
 pub(super) async fn classify_one(
     sql: &Sql,
     conn: &mut PgConnection,
     workflow_id: &str,
+    owner: &str,
     function_id: u32,
     name: &str,
 ) -> Result<StepOutcome, DbError> {
     let probe = StepWrite {
         workflow_id: workflow_id.to_owned(),
-        owner: String::new(),
+        owner: owner.to_owned(),
         function_id,
         name: name.to_owned(),
         output: None,

@@ -151,7 +151,7 @@ async fn unwritten(
     step: &OpStep,
     name: &str,
 ) -> Result<OpOutcome, DbError> {
-    let found = classify(tx, &step.workflow_id, step.function_id, name).await?;
+    let found = classify(tx, &step.workflow_id, &step.owner, step.function_id, name).await?;
     Ok(found.into())
 }
 

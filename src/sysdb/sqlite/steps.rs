@@ -46,25 +46,31 @@ pub(super) async fn record(
         outcomes.push(if written {
             StepOutcome::Recorded
         } else {
-            classify(tx, &s.workflow_id, s.function_id, &s.name).await?
+            classify(tx, &s.workflow_id, &s.owner, s.function_id, &s.name).await?
         });
     }
     Ok(outcomes)
 }
 
-/// Why the call `function_id` of `workflow_id` (named `name`) was not written.
+/// Why the call `function_id` of `workflow_id` (named `name`), written under `owner`, was not
+/// written. A recorded row counts as the writer's own only while the workflow is `PENDING`
+/// under its owner token: a stale run (adopted, resumed elsewhere) never takes another's record.
 pub(super) async fn classify(
     tx: &mut SqliteConnection,
     workflow_id: &str,
+    owner: &str,
     function_id: u32,
     name: &str,
 ) -> Result<StepOutcome, DbError> {
     let recorded = sqlx::query(
-        "SELECT function_name, output, error FROM operation_outputs \
-         WHERE workflow_uuid = ?1 AND function_id = ?2",
+        "SELECT o.function_name, o.output, o.error FROM operation_outputs o \
+         JOIN workflow_status w ON w.workflow_uuid = o.workflow_uuid \
+         WHERE o.workflow_uuid = ?1 AND o.function_id = ?2 \
+           AND w.status = 'PENDING' AND w.owner_xid = ?3",
     )
     .bind(workflow_id)
     .bind(function_id as i64)
+    .bind(owner)
     .fetch_optional(&mut *tx)
     .await?;
     if let Some(row) = recorded {

@@ -161,6 +161,16 @@ async fn checkpoint_records_once_and_only_for_the_owner(kind: Kind) {
         session.checkpoint(&[&stranger]).await.unwrap(),
         vec![StepOutcome::NotOwner]
     );
+    // Even for a step already recorded: a stale run never takes another run's record as its
+    // own (and so never goes on to its next step).
+    let stale = crate::sysdb::StepWrite {
+        owner: "someone else".into(),
+        ..step_write("a", 1, "\"one\"")
+    };
+    assert_eq!(
+        session.checkpoint(&[&stale]).await.unwrap(),
+        vec![StepOutcome::NotOwner]
+    );
     f.store.cancel("b", false).await.unwrap();
     let late = step_write("b", 2, "\"late\"");
     assert_eq!(
