@@ -53,7 +53,7 @@ struct Inner {
     /// Application databases this run's transactional steps used, released when it finishes.
     datasources: Mutex<Vec<Arc<dyn Release>>>,
     /// Set for a replay-only run (verification): it replays recorded calls and never writes.
-    replay: Option<Arc<crate::verify::ReplayLog>>,
+    replay: Option<Arc<crate::replay::ReplayLog>>,
 }
 
 /// Something a run holds outside the system database and lets go of when it finishes (the
@@ -87,7 +87,7 @@ impl Context {
         run: RunInfo,
         shared: SharedRef,
         recorded: Vec<StepRow>,
-        log: Arc<crate::verify::ReplayLog>,
+        log: Arc<crate::replay::ReplayLog>,
     ) -> Context {
         Context::with_replay(run, shared, recorded, Some(log))
     }
@@ -96,7 +96,7 @@ impl Context {
         run: RunInfo,
         shared: SharedRef,
         recorded: Vec<StepRow>,
-        replay: Option<Arc<crate::verify::ReplayLog>>,
+        replay: Option<Arc<crate::replay::ReplayLog>>,
     ) -> Context {
         Context {
             inner: Arc::new(Inner {

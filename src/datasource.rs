@@ -11,7 +11,7 @@
 //! row; a finished workflow's rows are deleted (its step checkpoints cover them).
 //! It never builds SQL (`sysdb::AppSql` does) and never touches the system database directly.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -129,14 +129,6 @@ impl<DB: AppDatabase> Datasource<DB> {
     }
 }
 
-/// Set by [`crate::Fault::HoldAfterTransactionCommit`]: a transactional step parks for good
-/// right after its commit, before its system checkpoint (so a test can kill the process there).
-static HOLD_AFTER_COMMIT: AtomicBool = AtomicBool::new(false);
-
-pub(crate) fn hold_after_commit() {
-    HOLD_AFTER_COMMIT.store(true, Ordering::SeqCst);
-}
-
 impl Context {
     /// A transactional step: `f` runs inside a transaction on `ds` (at its isolation level),
     /// and the step's output is recorded in that transaction, so `f`'s writes happen exactly
@@ -222,7 +214,7 @@ where
         ctx.check_live()?;
         match attempt(ctx, ds, function_id, &mut f).await? {
             Attempt::Committed(value) => {
-                if HOLD_AFTER_COMMIT.load(Ordering::SeqCst) {
+                if crate::runtime::HOLD_AFTER_COMMIT.load(Ordering::SeqCst) {
                     std::future::pending::<()>().await;
                 }
                 return Ok(Ok(value));

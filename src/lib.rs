@@ -98,6 +98,7 @@ mod nonfinite;
 pub mod otel;
 mod queue;
 mod registry;
+mod replay;
 mod retention;
 mod runtime;
 mod schedule;

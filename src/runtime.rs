@@ -21,6 +21,11 @@ use crate::start::{self, QueueMessage, Target, WorkflowOptions};
 use crate::sysdb::Store;
 use crate::workflow::WorkflowRef;
 
+/// Set by [`Fault::HoldAfterTransactionCommit`]: a transactional step parks for good right after
+/// its commit, before its system checkpoint (so a test can kill the process there).
+pub(crate) static HOLD_AFTER_COMMIT: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// Faults a test can inject (see `Runtime::inject_fault`).
 #[doc(hidden)]
 #[derive(Debug, Clone)]
@@ -202,7 +207,7 @@ impl Runtime {
                 queue.is_some_and(|q| q.send_message(QueueRequest::Panic).is_ok())
             }
             Fault::HoldAfterTransactionCommit => {
-                crate::datasource::hold_after_commit();
+                HOLD_AFTER_COMMIT.store(true, std::sync::atomic::Ordering::SeqCst);
                 true
             }
         }
