@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use stead::{Client, Context, ListWorkflows, Queue, Runtime, Status, WorkflowOptions};
+use stead::{Client, ClientOptions, Context, ListWorkflows, Queue, Runtime, Status, WorkflowOptions};
 
 async fn render(ctx: Context, frame: u32) -> stead::Result<u32> {
     ctx.step("render", || async move {
@@ -31,6 +31,15 @@ async fn render(ctx: Context, frame: u32) -> stead::Result<u32> {
 fn url() -> String {
     std::env::var("STEAD_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// A client acting for the fleet's application (its queue, its executors).
+async fn client() -> stead::Result<Client> {
+    let options = ClientOptions {
+        app_name: Some("fleet".into()),
+        ..ClientOptions::default()
+    };
+    Client::connect_with(&url(), options).await
 }
 
 /// One executor: same application name and version as the others, its own executor id.
@@ -49,7 +58,7 @@ async fn executor(id: &str) -> stead::Result<Runtime> {
 /// Enqueues `n` frames from a client and reports which executor ran each; with `kill`, kills
 /// that worker process once it runs a frame.
 async fn produce(n: u32, mut kill: Option<(&str, std::process::Child)>) -> stead::Result<()> {
-    let client = Client::connect(&url()).await?;
+    let client = client().await?;
     let run = uuid_suffix();
     let mut handles = Vec::new();
     for frame in 0..n {
@@ -107,7 +116,7 @@ fn worker_process(id: &str) -> std::io::Result<std::process::Child> {
 /// Waits until executor `id` is live (its launch migrates the schema first).
 async fn wait_live(id: &str) -> stead::Result<()> {
     loop {
-        if let Ok(client) = Client::connect(&url()).await {
+        if let Ok(client) = client().await {
             let listed = client.list_executors().await?;
             client.shutdown(Duration::from_secs(1)).await?;
             if listed.iter().any(|e| e.executor_id == id && e.live) {
@@ -138,7 +147,7 @@ async fn main() -> stead::Result<()> {
             runtime.shutdown(Duration::from_secs(5)).await
         }
         ["enqueue", n] => produce(n.parse().unwrap_or(12), None).await,
-        ["executors"] => executors(&Client::connect(&url()).await?).await,
+        ["executors"] => executors(&client().await?).await,
         [] => {
             // The schema must exist before the client connects: the first worker migrates it.
             let a = worker_process("fleet-a").map_err(|e| stead::Error::Config(e.to_string()))?;
