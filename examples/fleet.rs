@@ -18,7 +18,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use stead::{Client, ClientOptions, Context, ListWorkflows, Queue, Runtime, Status, WorkflowOptions};
+use stead::{
+    Client, ClientOptions, Context, ListWorkflows, Queue, Runtime, Status, WorkflowOptions,
+};
 
 async fn render(ctx: Context, frame: u32) -> stead::Result<u32> {
     ctx.step("render", || async move {
