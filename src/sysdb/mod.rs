@@ -118,7 +118,8 @@ pub(crate) async fn connect(
 ///   connections for the runtime's life. The database actor's lanes (start, checkpoint,
 ///   finish, load_steps, ops, claim: six for a runtime, as many for a client) are dedicated
 ///   connections stead opens itself with the pool's connect options, outside the pool's limit,
-///   with their own session settings (`plan_cache_mode`, `enable_seqscan`). The pool needs at
+///   with their own session settings (`plan_cache_mode`, `enable_seqscan`); so is a runtime's
+///   liveness connection (one, holding its executor's advisory lock). The pool needs at
 ///   least 2 connections (one is held for LISTEN); give it a few more than your own load.
 /// - **SQLite**: reads borrow from the pool; stead opens its one writer connection to the same
 ///   file itself (WAL, `synchronous=FULL`), which every write and every lane shares. The pool
