@@ -250,34 +250,30 @@ impl Fixture {
 
     /// The single text value of `sql` (`dbos.` qualifies a table); `None` for NULL or no row.
     pub(crate) async fn text(&self, sql: &str) -> Option<String> {
-        match &self.probe {
-            Probe::Postgres(pool) => sqlx::query_scalar::<_, Option<String>>(AssertSqlSafe(sql))
-                .fetch_optional(pool)
-                .await
-                .expect(sql)
-                .flatten(),
-            Probe::Sqlite(pool) => {
-                let sql = sql.replace("dbos.", "");
-                sqlx::query_scalar::<_, Option<String>>(AssertSqlSafe(sql.clone()))
-                    .fetch_optional(pool)
-                    .await
-                    .expect(&sql)
-                    .flatten()
-            }
-        }
+        self.scalar(sql).await
     }
 
     /// The single integer value of `sql`; `None` for NULL or no row.
     pub(crate) async fn int(&self, sql: &str) -> Option<i64> {
+        self.scalar(sql).await
+    }
+
+    /// The single value of `sql` on either backend (SQLite has no `dbos.` schema prefix).
+    async fn scalar<T>(&self, sql: &str) -> Option<T>
+    where
+        T: Send + Unpin,
+        for<'r> T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+        for<'r> T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
+    {
         match &self.probe {
-            Probe::Postgres(pool) => sqlx::query_scalar::<_, Option<i64>>(AssertSqlSafe(sql))
+            Probe::Postgres(pool) => sqlx::query_scalar::<_, Option<T>>(AssertSqlSafe(sql))
                 .fetch_optional(pool)
                 .await
                 .expect(sql)
                 .flatten(),
             Probe::Sqlite(pool) => {
                 let sql = sql.replace("dbos.", "");
-                sqlx::query_scalar::<_, Option<i64>>(AssertSqlSafe(sql.clone()))
+                sqlx::query_scalar::<_, Option<T>>(AssertSqlSafe(sql.clone()))
                     .fetch_optional(pool)
                     .await
                     .expect(&sql)
