@@ -115,8 +115,14 @@ pub(super) async fn record(
     batch: &[&StepWrite],
 ) -> Result<Vec<StepOutcome>, DbError> {
     let query = bind(sqlx::query(sql.get(&STATEMENT)), batch);
-    let mut written = HashSet::with_capacity(batch.len());
-    for row in query.fetch_all(&mut *conn).await? {
+    let rows = query.fetch_all(&mut *conn).await?;
+    // The insert returns one row per row it wrote: all of them is the common case, with no
+    // set of keys to build.
+    if rows.len() == batch.len() {
+        return Ok(vec![StepOutcome::Recorded; batch.len()]);
+    }
+    let mut written = HashSet::with_capacity(rows.len());
+    for row in rows {
         written.insert((row.try_get::<String, _>(0)?, row.try_get::<i32, _>(1)?));
     }
     outcomes(sql, conn, batch, &written).await
