@@ -297,9 +297,10 @@ async fn finish(
     d: &Dispatch,
     outcome: Result<String, PortableError>,
 ) -> Result<(), ActorProcessingErr> {
-    let (status, output, error) = match &outcome {
-        Ok(output) => (Status::Success, Some(output.clone()), None),
-        Err(e) => (Status::Error, None, Some(codec::encode_error(e))),
+    // The output moves into the write; only a failure is kept, for the log line.
+    let (status, output, error, failure) = match outcome {
+        Ok(output) => (Status::Success, Some(output), None, None),
+        Err(e) => (Status::Error, None, Some(codec::encode_error(&e)), Some(e)),
     };
     let (recorded, failure) = match commit(shared, d, status, output, error).await {
         // The database will never take this outcome (a refused value): record why instead of
@@ -311,7 +312,7 @@ async fn finish(
             let recorded = commit(shared, d, Status::Error, None, Some(refused)).await?;
             (recorded, Some(portable))
         }
-        other => (other?, outcome.err()),
+        other => (other?, failure),
     };
     if let (true, Some(e)) = (recorded, failure) {
         tracing::error!(workflow_id = %d.id, workflow = %d.name, error = %e, "workflow failed");
