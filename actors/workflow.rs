@@ -198,10 +198,8 @@ impl Actor for WorkflowActor {
                     .await?;
                 ctx.cancel();
             }
-            WorkflowMsg::Evicted => myself.stop(Some(EVICTED.into())),
-            WorkflowMsg::Done(_) if ctx.abort() == Some(Abort::Evicted) => {
-                myself.stop(Some(EVICTED.into()))
-            }
+            WorkflowMsg::Evicted => evicted(&myself, state),
+            WorkflowMsg::Done(_) if ctx.abort() == Some(Abort::Evicted) => evicted(&myself, state),
             WorkflowMsg::Done(done) => {
                 if ctx.is_parked() {
                     // Registered for eviction, but the run ended another way first.
@@ -233,6 +231,15 @@ impl Actor for WorkflowActor {
         }
         Ok(())
     }
+}
+
+/// Stops an evicted run's actor; its queue actor parks the run.
+fn evicted(myself: &ActorRef<WorkflowMsg>, state: &WorkflowState) {
+    state
+        .shared
+        .completions
+        .release_unwatched(&state.dispatch.id);
+    myself.stop(Some(EVICTED.into()));
 }
 
 /// The one line a run stopped by a cancel (or its deadline) logs.

@@ -1,8 +1,10 @@
 //! stead's workload runner for `../shared/bench/WORKLOADS.md` (the same interface as the peers):
 //!
 //! ```text
-//! workloads <migrate|w1|w2|w3|w4crash|w4recover> [--db URL] [--n N] [--steps S] [--conc C] [--poll-ms P]
+//! workloads <migrate|w1|w2|w3|w4crash|w4recover|w-waiting> [--db URL] [--n N] [--steps S] [--conc C] [--poll-ms P]
 //! ```
+//!
+//! `w-waiting` (in `waiting/`): N workflows waiting on a `recv`, evicted; RSS and wake latency.
 //!
 //! Prints one `RESULT {json}` line. Build with `cargo bench --bench workloads --no-run`.
 //!
@@ -16,6 +18,9 @@
 //! tracing subscriber at INFO writing to a sink first. `w2-observed [--rounds R]` measures what
 //! that costs: R rounds of W2 without and with it, each in a fresh process on a recreated
 //! database, alternating which goes first, and prints both medians and the overhead.
+
+#[path = "waiting/mod.rs"]
+mod waiting;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -293,6 +298,7 @@ async fn run(a: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     }
     Ok(match a.workload.as_str() {
         "w2-observed" => w2_observed(&a).await?,
+        "w-waiting" => waiting::run(&a.db, a.n, a.conc, a.steps).await?,
         "migrate" => {
             let rt = launch(&a).await?;
             rt.shutdown(Duration::from_secs(5)).await?;

@@ -157,8 +157,9 @@ impl Evicted {
         true
     }
 
-    /// Forgets `id`'s entry unless it was handed over under an owner other than `owner`.
-    pub(crate) fn remove_run(&self, id: &str, owner: Option<&str>) {
+    /// Forgets `id`'s entry unless it was handed over under an owner other than `owner`; true
+    /// if it was forgotten.
+    pub(crate) fn remove_run(&self, id: &str, owner: Option<&str>) -> bool {
         let mut s = self.lock();
         let other = |e: &Entry| match (&e.run, owner) {
             (Some(run), Some(owner)) => &*run.owner != owner,
@@ -166,10 +167,14 @@ impl Evicted {
         };
         match s.entries.get(id) {
             Some(entry) if !other(entry) => {}
-            _ => return,
+            _ => return false,
         }
-        if let Some(entry) = s.entries.remove(id) {
-            self.unlink(&mut s, id, &entry);
+        match s.entries.remove(id) {
+            Some(entry) => {
+                self.unlink(&mut s, id, &entry);
+                true
+            }
+            None => false,
         }
     }
 

@@ -276,7 +276,11 @@ impl Drop for Tree {
 /// The evicted workflows' timer: each one woken or due goes back to its queue actor.
 async fn evictions(shared: SharedRef) {
     let resume = |parked: Parked| {
-        let queue = shared.directory.queues.get(parked.queue()).map(|q| q.clone());
+        let queue = shared
+            .directory
+            .queues
+            .get(parked.queue())
+            .map(|q| q.clone());
         let (d, slot) = parked.into_dispatch();
         let id = d.id.clone();
         let sent = queue.is_some_and(|q| q.send_message(QueueRequest::Resume(d, slot)).is_ok());

@@ -51,7 +51,9 @@ impl Shared {
     /// `owner`), and its evicted entry, whose slot is then freed.
     pub(crate) fn cancel_local(&self, id: &str, owner: Option<&str>) {
         self.directory.cancel_local(id, owner);
-        self.signals.evicted.remove_run(id, owner);
+        if self.signals.evicted.remove_run(id, owner) {
+            self.completions.abandon(id);
+        }
     }
 
     /// The runs this process holds, with their owner tokens: every resident one, and a batch
