@@ -8,7 +8,6 @@
 //! runs workflow code; it names neither an actor nor `Shared` (its task is given the resume).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -326,27 +325,22 @@ impl Evicted {
     }
 
     /// The timer task: hands every woken or due entry to `resume`, until dropped.
-    pub(crate) fn run<'a, R>(&'a self, resume: R) -> impl Future<Output = ()> + Send + 'a
-    where
-        R: Fn(Parked) + Send + 'a,
-    {
-        async move {
-            loop {
-                let changed = self.changed.notified();
-                tokio::pin!(changed);
-                changed.as_mut().enable();
-                let (ready, next) = self.due(now_ms());
-                for run in ready {
-                    resume(run);
-                }
-                crate::metrics::evicted(self.len());
-                let nap = next.map_or(Duration::from_secs(3600), |at| {
-                    Duration::from_millis((at - now_ms()).max(0) as u64)
-                });
-                tokio::select! {
-                    _ = &mut changed => {}
-                    _ = tokio::time::sleep(nap) => {}
-                }
+    pub(crate) async fn run<R: Fn(Parked)>(&self, resume: R) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let (ready, next) = self.due(now_ms());
+            for run in ready {
+                resume(run);
+            }
+            crate::metrics::evicted(self.len());
+            let nap = next.map_or(Duration::from_secs(3600), |at| {
+                Duration::from_millis((at - now_ms()).max(0) as u64)
+            });
+            tokio::select! {
+                _ = &mut changed => {}
+                _ = tokio::time::sleep(nap) => {}
             }
         }
     }
