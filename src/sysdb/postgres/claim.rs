@@ -119,8 +119,11 @@ SELECT a.n, a.rate_limited, (SELECT count(*) FROM promoted),
                            WHERE queue_name = $1 AND status = 'ENQUEUED')
                           - (SELECT count(*) FROM claimed)
                           + (SELECT count(*) FROM promoted) END,
+       -- In the index's order: unordered, a planner that thinks the queue deep picks a
+       -- heap scan that passes every row claimed since (the deep-backlog workload, W6).
        (SELECT count(*) FROM (SELECT 1 FROM {s}.workflow_status
                               WHERE queue_name = $1 AND status = 'ENQUEUED'
+                              ORDER BY priority, created_at
                               LIMIT $4::int8 + 1) seen),
        CASE WHEN a.rate_limited THEN
            COALESCE((SELECT min(started_at_epoch_ms) FROM {s}.workflow_status
