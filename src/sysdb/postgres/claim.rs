@@ -96,7 +96,9 @@ const TAKE: &str = r#", claimed AS (
         workflow_deadline_epoch_ms = CASE
             WHEN w.workflow_timeout_ms IS NOT NULL AND w.workflow_deadline_epoch_ms IS NULL
             THEN $6 + w.workflow_timeout_ms ELSE w.workflow_deadline_epoch_ms END
-    FROM c WHERE w.workflow_uuid = c.workflow_uuid
+    -- By an array of ids: joined to `c`, whose size the planner cannot know (its LIMIT is a
+    -- subquery), it may hash the whole table and every step row per claim (W6).
+    WHERE w.workflow_uuid = ANY(ARRAY(SELECT workflow_uuid FROM c))
     RETURNING w.workflow_uuid, w.name, w.owner_xid, w.recovery_attempts,
         COALESCE((SELECT i.inputs FROM {s}.workflow_input i
                   WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
