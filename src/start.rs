@@ -464,9 +464,12 @@ fn new_row(
                 .or_else(|| shared.config.own_version()),
             None => options.app_version.clone(),
         },
+        // Unless told otherwise, a run on another application's queue is that application's:
+        // only its executors claim it.
         app_name: options
             .app_name
             .clone()
+            .or_else(|| foreign_owner(shared, target))
             .or_else(|| shared.config.app_name.clone()),
         attributes: stored_attributes(options.attributes.as_ref())?,
         created_at: sysdb::next_created_at(),
@@ -481,6 +484,18 @@ fn stored_attributes(given: Option<&Attributes>) -> Result<Option<String>> {
         return attributes::encode(&with_trace).map(Some);
     }
     given.map(attributes::encode).transpose()
+}
+
+/// The application that defined `target`'s queue, when it is not this one.
+fn foreign_owner(shared: &SharedRef, target: Target<'_>) -> Option<String> {
+    match target {
+        Target::Queue(queue) => shared
+            .directory
+            .foreign_queues
+            .get(queue)
+            .map(|owner| owner.clone()),
+        Target::Direct => None,
+    }
 }
 
 /// Refuses an enqueue to a queue no definition names (unless `allowed`):
@@ -500,8 +515,20 @@ pub(crate) async fn check_queue_defined(
         .db
         .call(|db| async move { db.list_all_queues().await })
         .await?;
-    for (_, q) in &defs {
+    let own = shared.config.app_name.as_deref();
+    for (app, q) in &defs {
         shared.directory.queue_names.insert(q.name.clone());
+        match app.as_deref() {
+            Some(owner) if Some(owner) != own => {
+                shared
+                    .directory
+                    .foreign_queues
+                    .insert(q.name.clone(), owner.to_owned());
+            }
+            _ => {
+                shared.directory.foreign_queues.remove(&q.name);
+            }
+        }
     }
     if shared.directory.queue_names.contains(queue) {
         Ok(())
