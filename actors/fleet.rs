@@ -145,6 +145,8 @@ fn describe(failed: Result<Result<(), DbError>, tokio::time::error::Elapsed>) ->
 fn fence(shared: &SharedRef) {
     shared.liveness.fence();
     crate::metrics::fenced();
+    // Evicted runs are dropped: recovery after the fence dispatches their rows again.
+    shared.signals.evicted.clear();
     let mut stopped = 0;
     for runs in shared.directory.running.iter() {
         for run in runs.iter() {

@@ -88,9 +88,7 @@ fn route(shared: &SharedRef, channel: &str, payload: &str) {
         QUEUE_CHANNEL => start::wake(shared, payload),
         // Every run of the id after a cancel; only the owner's run after a takeover.
         CANCEL_CHANNEL => match CancelNote::parse(payload) {
-            Some(note) => shared
-                .directory
-                .cancel_local(&note.id, note.owner.as_deref()),
+            Some(note) => shared.cancel_local(&note.id, note.owner.as_deref()),
             None => tracing::debug!(payload, "ignored a cancel announcement not of ours"),
         },
         "dbos_notifications_channel" => shared.signals.notify(&format!("n:{payload}")),

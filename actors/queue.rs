@@ -2,8 +2,9 @@
 //! the machine its messages (wake-ups, ticks, claim answers, local enqueues, children's exits,
 //! drain, retire, new definitions) and performs its decisions: sends claims and take-backs to
 //! the database, runs each admitted workflow as a child workflow actor that keeps its slot,
-//! restarts crashed children under their recovery budget, keeps the timers. The internal queue's
-//! actor also runs this process's direct starts.
+//! restarts crashed children under their recovery budget, keeps the timers, parks children
+//! evicted while waiting (with their slots) and runs them again when woken. The internal
+//! queue's actor also runs this process's direct starts.
 //!
 //! It decides nothing about slots, ordering or its lifecycle itself, and never runs workflow code.
 
@@ -23,6 +24,7 @@ use crate::backoff::Backoff;
 use crate::clock::now_ms;
 use crate::dispatch::{Dispatch, QueueRequest};
 use crate::error::DbError;
+use crate::evict::{Attach, EVICTED};
 use crate::metrics::{self, QueueMetrics};
 use crate::queue::{Queue, INTERNAL_QUEUE};
 use crate::shared::SharedRef;
@@ -180,6 +182,13 @@ impl Actor for QueueActor {
                 admission.reserved(d, slot)
             }
             QueueMsg::Request(QueueRequest::Release(slot)) => admission.released(slot),
+            QueueMsg::Request(QueueRequest::Resume(d, slot)) => {
+                // Already running here (recovered meanwhile): the parked run is superseded.
+                match state.running.contains_key(&d.id) {
+                    true => admission.released(slot),
+                    false => admission.reserved(d, slot),
+                }
+            }
             QueueMsg::Request(QueueRequest::Wake) => admission.woken(),
             QueueMsg::Request(QueueRequest::Panic) => {
                 panic!("injected fault: queue {}", state.def.name)
@@ -225,7 +234,14 @@ impl Actor for QueueActor {
             }
             _ => return Ok(()),
         };
+        let evicted = !abnormal && why == EVICTED;
         if let Some(child) = state.exited(&cell.get_id()) {
+            if evicted {
+                let decisions = state.park(child);
+                state.perform(&myself, decisions).await;
+                state.settle(&myself).await;
+                return Ok(());
+            }
             if abnormal {
                 tracing::warn!(workflow_id = %child.dispatch.id, error = %why, "workflow crashed");
             }
@@ -439,6 +455,17 @@ impl QueueState {
                 self.children.insert(child.cell.get_id(), child);
             }
             Err(e) => tracing::error!(workflow_id = %id, error = %e, "cannot spawn workflow actor"),
+        }
+    }
+
+    /// Hands an evicted child's run and slot to the registry; runs it again at once if it was
+    /// woken meanwhile, frees the slot if it was cancelled meanwhile.
+    fn park(&mut self, child: Child) -> Vec<Decision<Dispatch>> {
+        let evicted = &self.shared.signals.evicted;
+        match evicted.attach(child.dispatch, &self.def.name, child.slot) {
+            Attach::Parked => Vec::new(),
+            Attach::Resume(d, slot) => self.admission.reserved(d, slot),
+            Attach::Gone(slot) => self.admission.released(slot),
         }
     }
 

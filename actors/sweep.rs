@@ -53,7 +53,7 @@ impl Actor for SweepActor {
 /// Stops the runs of this process whose row moved on without an announcement (another writer
 /// cancelled or resumed it: DBOS's tools do not announce).
 async fn sweep(shared: &SharedRef) -> Result<()> {
-    let held = shared.directory.held_runs();
+    let held = shared.held_runs();
     if held.is_empty() {
         return Ok(());
     }
@@ -64,7 +64,7 @@ async fn sweep(shared: &SharedRef) -> Result<()> {
     for run in &lost {
         tracing::info!(workflow_id = %run.id, status = %run.status,
             "the workflow's row moved on without an announcement; stopping its run");
-        shared.directory.cancel_local(&run.id, Some(&run.owner));
+        shared.cancel_local(&run.id, Some(&run.owner));
     }
     Ok(())
 }

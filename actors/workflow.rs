@@ -8,7 +8,9 @@
 //! fails and its queue actor restarts it (a replay) under the recovery budget. A permanent
 //! database refusal is never a crash (a restart would meet it again): a durable call's fails
 //! that call, the outcome's or the recorded steps' ends the run `ERROR` with the reason. A
-//! cancelled or taken-over run stops without writing anything.
+//! cancelled or taken-over run stops without writing anything. A run evicted inside a long
+//! wait has its body dropped and stops with the reason `evict::EVICTED`: its queue actor parks
+//! it with its slot.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
@@ -25,6 +27,7 @@ use crate::completion::Finished;
 use crate::context::{Abort, Context, RunInfo};
 use crate::dispatch::{Dispatch, LocalRun, WorkflowRequest};
 use crate::error::{DbError, Error, PortableError};
+use crate::evict::EVICTED;
 use crate::metrics;
 use crate::registry::Outcome;
 use crate::shared::SharedRef;
@@ -44,6 +47,8 @@ pub(crate) enum WorkflowMsg {
     Done(Result<Outcome, String>),
     /// The workflow's deadline passed.
     Deadline,
+    /// The body was dropped in a wait that parked the run.
+    Evicted,
 }
 
 impl From<WorkflowRequest> for WorkflowMsg {
@@ -142,11 +147,18 @@ impl Actor for WorkflowActor {
             myself.stop(None);
             return Ok(());
         };
-        let me = myself.clone();
+        let (me, parked) = (myself.clone(), ctx.clone());
         state.tasks.push(tokio::spawn(
             async move {
-                let done = AssertUnwindSafe(body).catch_unwind().await;
-                let _ = me.send_message(WorkflowMsg::Done(done.map_err(panic_message)));
+                // Biased: once a wait has evicted the run, its body is not polled again.
+                let msg = tokio::select! {
+                    biased;
+                    () = parked.evicted() => WorkflowMsg::Evicted,
+                    done = AssertUnwindSafe(body).catch_unwind() => {
+                        WorkflowMsg::Done(done.map_err(panic_message))
+                    }
+                };
+                let _ = me.send_message(msg);
             }
             .instrument(span),
         ));
@@ -186,8 +198,14 @@ impl Actor for WorkflowActor {
                     .await?;
                 ctx.cancel();
             }
-            WorkflowMsg::Done(Err(panic)) => return Err(panic.into()),
-            WorkflowMsg::Done(Ok(outcome)) => {
+            WorkflowMsg::Evicted => evicted(&myself, state),
+            WorkflowMsg::Done(_) if ctx.abort() == Some(Abort::Evicted) => evicted(&myself, state),
+            WorkflowMsg::Done(done) => {
+                if ctx.is_parked() {
+                    // Registered for eviction, but the run ended another way first.
+                    state.shared.signals.evicted.remove(&state.dispatch.id);
+                }
+                let outcome = done?;
                 match ctx.abort() {
                     None => finish(&state.shared, &state.dispatch, outcome).await?,
                     Some(Abort::Crash(reason)) => return Err(reason.into()),
@@ -204,13 +222,24 @@ impl Actor for WorkflowActor {
                         );
                         state.shared.completions.abandon(&state.dispatch.id)
                     }
-                    Some(Abort::NotOwner) => state.shared.completions.abandon(&state.dispatch.id),
+                    Some(Abort::NotOwner | Abort::Evicted) => {
+                        state.shared.completions.abandon(&state.dispatch.id)
+                    }
                 }
                 myself.stop(None);
             }
         }
         Ok(())
     }
+}
+
+/// Stops an evicted run's actor; its queue actor parks the run.
+fn evicted(myself: &ActorRef<WorkflowMsg>, state: &WorkflowState) {
+    state
+        .shared
+        .completions
+        .release_unwatched(&state.dispatch.id);
+    myself.stop(Some(EVICTED.into()));
 }
 
 /// The one line a run stopped by a cancel (or its deadline) logs.

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! workloads <migrate|w1|w2|w3|w4crash|w4recover> [--db URL] [--n N] [--steps S] [--conc C] [--poll-ms P]
+//! workloads w-waiting [--db URL] [--n N] [--conc C] [--steps SAMPLE]
 //! workloads seed-history [--db URL] [--history H] [--steps S]
 //! workloads w5 [--db URL] [--history H] [--rounds R]
 //! workloads w6 [--db URL] [--n N] [--rounds SMALL_THOUSANDS] [--conc C] [--poll-ms P] [--steps S] [--vacuum-s V]
@@ -9,6 +10,7 @@
 //!
 //! `seed-history` and `w5` (the cost of history) are in `workloads/history.rs`, `w6` (a deep
 //! backlog) in `workloads/backlog.rs`; `benches/README.md` has their commands and figures.
+//! `w-waiting` (waiting workflows evicted: RSS and wake latency) is in `workloads/waiting.rs`.
 //!
 //! Prints one `RESULT {json}` line. Build with `cargo bench --bench workloads --no-run`.
 //!
@@ -33,6 +35,8 @@ use stead::{Context, Queue, Runtime, WorkflowOptions};
 mod backlog;
 #[path = "workloads/history.rs"]
 mod history;
+#[path = "workloads/waiting.rs"]
+mod waiting;
 
 /// While closed, `work` parks forever after its first half (W4's crash phase).
 static GATE_OPEN: AtomicBool = AtomicBool::new(true);
@@ -342,6 +346,7 @@ async fn run(a: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     }
     Ok(match a.workload.as_str() {
         "w2-observed" => w2_observed(&a).await?,
+        "w-waiting" => waiting::run(&a.db, a.n, a.conc, a.steps).await?,
         "seed-history" => history::seed(&a).await?,
         "w5" => history::run(&a).await?,
         "w6" => backlog::run(&a).await?,

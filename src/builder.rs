@@ -38,6 +38,7 @@ pub struct RuntimeBuilder {
     schedule_refresh: Duration,
     retention: Option<Retention>,
     cancel_sweep: Duration,
+    evict_after: Option<Duration>,
     fleet: FleetSettings,
     registry: Registry,
     error: Option<Error>,
@@ -72,6 +73,7 @@ impl Default for RuntimeBuilder {
             schedule_refresh: Duration::from_secs(10),
             retention: None,
             cancel_sweep: crate::config::DEFAULT_CANCEL_SWEEP,
+            evict_after: Some(crate::config::DEFAULT_EVICT_AFTER),
             fleet: FleetSettings::default(),
             registry: Registry::default(),
             error: None,
@@ -218,6 +220,17 @@ impl RuntimeBuilder {
     /// Cancels by stead itself are announced and stop a run at once.
     pub fn cancel_sweep(mut self, every: Duration) -> Self {
         self.cancel_sweep = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How long a workflow may wait idle in memory (a durable sleep, `recv` or `get_event` with
+    /// nothing else in flight) before it is evicted: its actor and body are dropped, its row
+    /// stays `PENDING` and owned here, and a timer entry and its wake-up key stand in for it
+    /// (a few hundred bytes). Its timer, message or event brings it back by replay. Default
+    /// 60 s; `None` keeps every waiting workflow resident. Only waits with at least this long
+    /// left are evicted.
+    pub fn evict_after(mut self, idle: Option<Duration>) -> Self {
+        self.evict_after = idle.map(|d| d.max(Duration::from_millis(10)));
         self
     }
 
@@ -384,6 +397,7 @@ impl RuntimeBuilder {
             executes: true,
             schedule_refresh: self.schedule_refresh,
             cancel_sweep: self.cancel_sweep,
+            evict_after: self.evict_after,
             fleet: self.fleet,
         };
         let sys = match self.pool {

@@ -49,6 +49,12 @@ impl Completions {
         }
     }
 
+    /// Forgets the slot of `id` if no handle is waiting on it (an evicted workflow: a handle
+    /// that asks later reads the database).
+    pub(crate) fn release_unwatched(&self, id: &str) {
+        self.running.remove_if(id, |_, tx| tx.receiver_count() == 0);
+    }
+
     /// Forgets the slot of a workflow that stopped here without an outcome (cancelled, taken
     /// over, shut down); its handles go back to reading the database.
     pub(crate) fn abandon(&self, id: &str) {

@@ -27,6 +27,8 @@ pub(crate) struct Config {
     pub schedule_refresh: Duration,
     /// How often an executor looks for runs whose row another writer cancelled unannounced.
     pub cancel_sweep: Duration,
+    /// How long a workflow waits idle before it is evicted from memory (`None`: never).
+    pub evict_after: Option<Duration>,
     /// The lease and the adoption timer (an executor on Postgres).
     pub fleet: crate::fleet::FleetSettings,
 }
@@ -44,6 +46,9 @@ pub(crate) fn app_name_or_default(given: Option<String>) -> String {
         })
         .unwrap_or_else(|| DEFAULT_APP_NAME.to_owned())
 }
+
+/// How long a waiting workflow stays resident before it is evicted, by default.
+pub(crate) const DEFAULT_EVICT_AFTER: Duration = Duration::from_secs(60);
 
 /// How often an executor sweeps for runs cancelled by a writer that did not announce it.
 pub(crate) const DEFAULT_CANCEL_SWEEP: Duration = Duration::from_secs(1);

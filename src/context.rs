@@ -6,7 +6,7 @@
 //! the abort reason after the body returns.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::BoxFuture;
@@ -27,6 +27,8 @@ pub(crate) enum Abort {
     NotOwner,
     /// The system database failed past its retries: crash, so the run is restarted.
     Crash(String),
+    /// The run was evicted while waiting; it is parked, to run again by replay.
+    Evicted,
 }
 
 /// The handle a workflow body uses for every durable call.
@@ -54,6 +56,22 @@ struct Inner {
     datasources: Mutex<Vec<Arc<dyn Release>>>,
     /// Set for a replay-only run (verification): it replays recorded calls and never writes.
     replay: Option<Arc<crate::replay::ReplayLog>>,
+    /// Durable activity in flight other than waits (steps, records, ops, children): a run is
+    /// evicted only while this is zero.
+    busy: AtomicU32,
+    /// Waits in progress: a run is evicted only inside its one wait.
+    waits: AtomicU32,
+    /// Registered in the eviction registry (until the wait withdraws or the run is evicted).
+    parked: AtomicBool,
+}
+
+/// Counts one activity of a run while alive.
+pub(crate) struct Activity<'c>(&'c AtomicU32);
+
+impl Drop for Activity<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Something a run holds outside the system database and lets go of when it finishes (the
@@ -109,6 +127,9 @@ impl Context {
                 datasources: Mutex::new(Vec::new()),
                 shared,
                 replay,
+                busy: AtomicU32::new(0),
+                waits: AtomicU32::new(0),
+                parked: AtomicBool::new(false),
             }),
         }
     }
@@ -233,6 +254,47 @@ impl Context {
         Ok(())
     }
 
+    /// Counts a durable activity other than a wait until the guard drops.
+    pub(crate) fn busy(&self) -> Activity<'_> {
+        self.inner.busy.fetch_add(1, Ordering::Relaxed);
+        Activity(&self.inner.busy)
+    }
+
+    /// Counts a wait until the guard drops.
+    pub(crate) fn waiting(&self) -> Activity<'_> {
+        self.inner.waits.fetch_add(1, Ordering::Relaxed);
+        Activity(&self.inner.waits)
+    }
+
+    /// The run is inside one wait and nothing else durable is in flight, so dropping its body
+    /// loses nothing a replay would not redo. Read from inside that wait, on the body's task.
+    pub(crate) fn only_waiting(&self) -> bool {
+        self.inner.replay.is_none()
+            && self.inner.busy.load(Ordering::Relaxed) == 0
+            && self.inner.waits.load(Ordering::Relaxed) == 1
+    }
+
+    /// Notes whether the run is registered in the eviction registry.
+    pub(crate) fn set_parked(&self, parked: bool) {
+        self.inner.parked.store(parked, Ordering::Relaxed);
+    }
+
+    /// Registered in the eviction registry: a run that ends otherwise must withdraw.
+    pub(crate) fn is_parked(&self) -> bool {
+        self.inner.parked.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once the run has been evicted (its body is to be dropped).
+    pub(crate) async fn evicted(&self) {
+        loop {
+            self.aborted().await;
+            if self.inner.abort.get() == Some(&Abort::Evicted) {
+                return;
+            }
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// Why the run must stop, if it must.
     pub(crate) fn abort(&self) -> Option<Abort> {
         self.inner.abort.get().cloned()
@@ -265,7 +327,7 @@ impl Context {
         let id = self.inner.run.workflow_id.clone();
         match reason {
             Abort::Cancelled => Error::Cancelled { id },
-            Abort::NotOwner => Error::NotOwner { id },
+            Abort::NotOwner | Abort::Evicted => Error::NotOwner { id },
             Abort::Crash(reason) => Error::Database(DbError::Transient(reason.clone())),
         }
     }
@@ -312,6 +374,7 @@ impl Context {
         call: Call<'_>,
     ) -> Result<Option<(Option<String>, Option<String>)>> {
         self.refuse_in_replay()?;
+        let _busy = self.busy();
         let write = StepWrite {
             workflow_id: self.inner.run.workflow_id.clone(),
             owner: self.inner.run.owner.clone(),
@@ -355,6 +418,7 @@ impl Context {
     /// Runs an op; an abort it discovers stops the run.
     pub(crate) async fn op(&self, op: Op) -> Result<OpOutcome> {
         self.refuse_in_replay()?;
+        let _busy = self.busy();
         match self.inner.shared.db.op(op).await {
             Ok(OpOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
             Ok(OpOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),

@@ -54,6 +54,8 @@ pub(crate) enum QueueRequest {
     RunReserved(Dispatch, Permit),
     /// The slot an enqueue took was not used (no row was written).
     Release(Permit),
+    /// Run again by replay a workflow evicted while waiting, in the slot it kept.
+    Resume(Dispatch, Permit),
     /// Fault injection for tests: the actor panics, killing its workflow actors.
     Panic,
 }

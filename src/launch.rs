@@ -15,7 +15,9 @@ use crate::completion::Completions;
 use crate::config::{Config, RestartPolicy};
 use crate::db::{Db, DbStats};
 use crate::directory::Directory;
+use crate::dispatch::QueueRequest;
 use crate::error::{DbError, Error, Result};
+use crate::evict::Parked;
 use crate::queue::Queue;
 use crate::registry::Registry;
 use crate::retention::Retention;
@@ -44,6 +46,8 @@ pub(crate) struct Tree {
     pub fired: Arc<AtomicU64>,
     /// Closed when the runtime stops, which also ends the pool's maintenance task.
     sys: Arc<dyn Store>,
+    /// The evicted workflows' timer task (executors), ended with the runtime.
+    evictions: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// What the builder declared, written at launch.
@@ -83,6 +87,9 @@ pub(crate) async fn launch(
     let stats = Arc::new(DbStats::default());
     let restarts = Arc::new(AtomicU64::new(0));
     let queues = matches!(part, Part::Executor(_)).then(|| queue_set(&shared));
+    let evictions = queues
+        .is_some()
+        .then(|| tokio::spawn(evictions(shared.clone())));
     let supervisor = start_supervisor(
         &shared,
         &sys,
@@ -99,6 +106,7 @@ pub(crate) async fn launch(
         restarts,
         fired: Arc::default(),
         sys: sys.clone(),
+        evictions,
     };
     match part {
         Part::Executor(declared) => tree.prepare(&sys, declared).await?,
@@ -221,8 +229,18 @@ impl Tree {
         let timeout = grace.as_millis() as u64 + 30_000;
         let _ = ractor::call_t!(self.supervisor, SupervisorMsg::Shutdown, timeout, grace);
         self.supervisor.kill();
+        self.stop_evictions();
         self.shared.db.close();
         self.sys.close().await;
+    }
+
+    /// Ends the evicted workflows' timer and drops their entries: their rows stay `PENDING`,
+    /// recovered at the next launch.
+    fn stop_evictions(&self) {
+        if let Some(task) = &self.evictions {
+            task.abort();
+        }
+        self.shared.signals.evicted.clear();
     }
 
     /// The public message port of this process's actor of `queue`.
@@ -242,6 +260,7 @@ impl Drop for Tree {
     fn drop(&mut self) {
         // Without a shutdown, stop everything now: no actor or task outlives the runtime.
         self.supervisor.kill();
+        self.stop_evictions();
         self.shared.db.close();
         self.sys.close_now();
         self.shared.state.send_if_modified(|s| {
@@ -252,6 +271,25 @@ impl Drop for Tree {
             changed
         });
     }
+}
+
+/// The evicted workflows' timer: each one woken or due goes back to its queue actor.
+async fn evictions(shared: SharedRef) {
+    let resume = |parked: Parked| {
+        let queue = shared
+            .directory
+            .queues
+            .get(parked.queue())
+            .map(|q| q.clone());
+        let (d, slot) = parked.into_dispatch();
+        let id = d.id.clone();
+        let sent = queue.is_some_and(|q| q.send_message(QueueRequest::Resume(d, slot)).is_ok());
+        if !sent {
+            tracing::warn!(workflow_id = %id,
+                "an evicted workflow's queue is gone here; it stays PENDING for recovery");
+        }
+    };
+    shared.signals.evicted.run(resume).await
 }
 
 /// Takes this executor's liveness lock, before anything is written: a launch under an id live

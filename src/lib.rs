@@ -88,6 +88,7 @@ mod db;
 mod directory;
 mod dispatch;
 mod error;
+mod evict;
 mod fleet;
 mod handle;
 mod hash;

@@ -42,3 +42,25 @@ pub(crate) struct Shared {
 }
 
 pub(crate) type SharedRef = Arc<Shared>;
+
+/// Evicted runs the cancel sweep checks per round (a different batch each round).
+const SWEEP_EVICTED: usize = 1000;
+
+impl Shared {
+    /// Stops the runs of `id` in this process: its actors (all, or only the one running as
+    /// `owner`), and its evicted entry, whose slot is then freed.
+    pub(crate) fn cancel_local(&self, id: &str, owner: Option<&str>) {
+        self.directory.cancel_local(id, owner);
+        if self.signals.evicted.remove_run(id, owner) {
+            self.completions.abandon(id);
+        }
+    }
+
+    /// The runs this process holds, with their owner tokens: every resident one, and a batch
+    /// of the evicted ones.
+    pub(crate) fn held_runs(&self) -> Vec<crate::sysdb::HeldRun> {
+        let mut held = self.directory.held_runs();
+        held.extend(self.signals.evicted.held_batch(SWEEP_EVICTED));
+        held
+    }
+}

@@ -1,17 +1,22 @@
 //! In-process wake-ups for waiting durable calls. A waiter subscribes to a key (a message topic,
 //! an event, a stream); a NOTIFY relayed by the listener, or a write made in this process, wakes
 //! every waiter of that key, which then re-reads the database. Waiters also poll, so a lost
-//! wake-up costs at most a polling interval.
+//! wake-up costs at most a polling interval. Evicted workflows wait here too, as entries of
+//! [`Evicted`] (no subscription, no polling): a signal on their key wakes them.
 
 use std::sync::Arc;
 
 use dashmap::DashMap;
 use tokio::sync::Notify;
 
+use crate::evict::Evicted;
+
 /// Wake-up points by key.
 #[derive(Default)]
 pub(crate) struct Signals {
     keys: DashMap<String, Arc<Notify>>,
+    /// Workflows evicted while waiting, by wake-up key and deadline.
+    pub evicted: Evicted,
 }
 
 impl Signals {
@@ -20,6 +25,7 @@ impl Signals {
         if let Some(n) = self.keys.get(key) {
             n.notify_waiters();
         }
+        self.evicted.wake_key(key);
     }
 
     /// Wakes every waiter (after a lost connection, when announcements may have been missed).
@@ -27,6 +33,7 @@ impl Signals {
         for n in self.keys.iter() {
             n.notify_waiters();
         }
+        self.evicted.wake_keyed();
     }
 
     /// A subscription to `key`, held while waiting.
@@ -50,6 +57,10 @@ pub(crate) struct Subscription<'s> {
 impl Subscription<'_> {
     pub(crate) fn notify(&self) -> &Notify {
         &self.notify
+    }
+
+    pub(crate) fn key(&self) -> &str {
+        &self.key
     }
 }
 

@@ -306,6 +306,7 @@ where
     }
     // Checked before the body runs: a name the database cannot hold fails the call at once.
     crate::validate_text(name, "step name")?;
+    let _busy = ctx.busy();
     let started_at = now_ms();
     let clock = Instant::now();
     // A DEBUG span: at INFO one span per step cost W2 a fifth of its CPU (the workflow's INFO

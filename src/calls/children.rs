@@ -122,6 +122,7 @@ impl Context {
             return Ok(ChildHandle::new(self, id));
         }
         let started = now_ms();
+        let _busy = self.busy();
         let id = options
             .chosen_id()
             .map(str::to_owned)
@@ -214,6 +215,8 @@ impl<O> ChildHandle<O> {
 
     /// Waits until the child is final, waking on its local completion or polling.
     async fn wait(&self) -> Result<StatusRow> {
+        // No key wakes an evicted parent when its child finishes: the parent stays resident.
+        let _busy = self.ctx.busy();
         let shared = self.ctx.shared();
         let mut poll = Duration::from_millis(20);
         loop {

@@ -78,7 +78,9 @@ impl Context {
                 .signals
                 .subscribe(message_key(self.workflow_id(), &topic));
             let started = now_ms();
+            let _waiting = self.waiting();
             let mut until: Option<i64> = None;
+            let mut parked = false;
             let mut poll = Duration::from_millis(50);
             loop {
                 let woken = subscription.notify().notified();
@@ -90,7 +92,14 @@ impl Context {
                     topic: topic.clone(),
                     give_up,
                 };
-                match self.op(op).await? {
+                let outcome = self.op(op).await?;
+                if parked {
+                    if let OpOutcome::Nothing = outcome {
+                        return self.evict().await;
+                    }
+                    self.unpark();
+                }
+                match outcome {
                     OpOutcome::Done {
                         output,
                         serialization,
@@ -114,6 +123,9 @@ impl Context {
                         poll = (poll * 2).min(POLL_MAX);
                     }
                     _ = self.aborted() => {}
+                    _ = self.evictable(started, Some(until), Some(subscription.key())) => {
+                        parked = true;
+                    }
                 }
                 self.check_live()?;
             }

@@ -57,6 +57,8 @@ impl Context {
         if self.is_replay_only() {
             return self.check_live();
         }
+        let _waiting = self.waiting();
+        let since = now_ms();
         let mut waited = false;
         loop {
             let left = until - now_ms();
@@ -68,6 +70,8 @@ impl Context {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(left as u64)) => {}
                 _ = self.aborted() => return self.check_live(),
+                // Nothing to look at again: its timer is all that wakes it.
+                _ = self.evictable(since, Some(until), None) => return self.evict().await,
             }
         }
     }

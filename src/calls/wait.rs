@@ -1,10 +1,12 @@
 //! Waiting for something another writer produces (a message, an event, a stream value, a
-//! child's outcome), without holding a thread or a connection.
+//! child's outcome), without holding a thread or a connection; and evicting a workflow that
+//! waits long enough idle (`Context::evictable`): the run is parked in the registry
+//! (`crate::evict`) and its body dropped, to run again by replay when woken.
 
 use std::future::Future;
 use std::time::Duration;
 
-use crate::clock::now_ms;
+use crate::clock::{millis, now_ms};
 use crate::context::Context;
 use crate::error::Result;
 use crate::shared::Shared;
@@ -26,6 +28,9 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Option<T>>>,
 {
+    let _waiting = ctx.map(Context::waiting);
+    let since = now_ms();
+    let mut parked = false;
     let subscription = shared.signals.subscribe(key);
     let mut poll = POLL_FIRST;
     loop {
@@ -33,7 +38,13 @@ where
         tokio::pin!(woken);
         woken.as_mut().enable();
         if let Some(found) = check().await? {
+            if let (true, Some(ctx)) = (parked, ctx) {
+                ctx.unpark();
+            }
             return Ok(Some(found));
+        }
+        if let (true, Some(ctx)) = (parked, ctx) {
+            return ctx.evict().await;
         }
         let nap = match until {
             Some(until) => {
@@ -49,10 +60,63 @@ where
             _ = &mut woken => {}
             _ = tokio::time::sleep(nap) => poll = (poll * 2).min(POLL_MAX),
             _ = aborted(ctx) => {}
+            _ = evictable(ctx, since, until, subscription.key()) => parked = true,
         }
         if let Some(ctx) = ctx {
             ctx.check_live()?;
         }
+    }
+}
+
+async fn evictable(ctx: Option<&Context>, since: i64, until: Option<i64>, key: &str) {
+    match ctx {
+        Some(ctx) => ctx.evictable(since, until, Some(key)).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Context {
+    /// Resolves once this run, waiting since `since` (epoch ms) until `until` for a signal on
+    /// `key`, is registered for eviction: it waited idle for the configured time, nothing else
+    /// durable is in flight, and at least that long is left. Never resolves when eviction is
+    /// off, in a replay-only run, or for a wait about to end. The wait then looks once more
+    /// (a signal sent before the registration woke only the live subscription) and either
+    /// finds its value ([`Context::unpark`]) or ends the run here ([`Context::evict`]).
+    pub(crate) async fn evictable(&self, since: i64, until: Option<i64>, key: Option<&str>) {
+        let Some(idle) = self.shared().config.evict_after.map(millis) else {
+            return std::future::pending().await;
+        };
+        let mut at = since.saturating_add(idle);
+        loop {
+            let nap = (at - now_ms()).max(0) as u64;
+            tokio::time::sleep(Duration::from_millis(nap)).await;
+            if until.is_some_and(|u| u - now_ms() <= idle) {
+                return std::future::pending().await;
+            }
+            let wake_at = match (until, self.deadline()) {
+                (Some(u), Some(d)) => Some(u.min(d)),
+                (u, d) => u.or(d),
+            };
+            let evicted = &self.shared().signals.evicted;
+            if self.only_waiting() && evicted.park(self.workflow_id(), wake_at, key) {
+                self.set_parked(true);
+                return;
+            }
+            at = now_ms().saturating_add(idle);
+        }
+    }
+
+    /// Withdraws a registration whose wait found its value at its last look.
+    pub(crate) fn unpark(&self) {
+        self.set_parked(false);
+        self.shared().signals.evicted.remove(self.workflow_id());
+    }
+
+    /// Ends a registered run here: its actor drops the body (this never resolves) and hands
+    /// the run to the registry.
+    pub(crate) async fn evict<T>(&self) -> Result<T> {
+        self.stop(crate::context::Abort::Evicted);
+        std::future::pending().await
     }
 }
 

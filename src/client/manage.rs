@@ -311,7 +311,7 @@ impl Client {
             return Err(Error::NotFound(id.to_owned()));
         }
         if let Some(owner) = resumed.previous_owner.as_deref() {
-            shared.directory.cancel_local(id, Some(owner));
+            shared.cancel_local(id, Some(owner));
         }
         if resumed.requeued {
             start::wake(shared, INTERNAL_QUEUE);
@@ -357,7 +357,7 @@ impl Client {
             return Err(Error::NotFound(id.to_owned()));
         }
         for gone in &deleted {
-            shared.directory.cancel_local(gone, None);
+            shared.cancel_local(gone, None);
         }
         Ok(())
     }

@@ -60,6 +60,10 @@ pub struct RuntimeStats {
     /// Scheduled runs this process's scheduler enqueued (not those another executor enqueued
     /// first, nor backfills and triggers).
     pub schedule_firings: u64,
+    /// Workflows evicted from memory while waiting (see `RuntimeBuilder::evict_after`).
+    pub workflows_evicted: u64,
+    /// Workflows with a resident actor in this process.
+    pub workflows_resident: u64,
 }
 
 /// A connection to a stead (or DBOS) system database that runs no workflows.
@@ -140,6 +144,7 @@ impl Client {
             executes: false,
             schedule_refresh: Duration::from_secs(10),
             cancel_sweep: DEFAULT_CANCEL_SWEEP,
+            evict_after: None,
             fleet: Default::default(),
         };
         let tree = launch::launch(
@@ -274,7 +279,7 @@ impl Client {
             return Err(Error::NotFound(id.to_owned()));
         }
         for cancelled in &done.ids {
-            shared.directory.cancel_local(cancelled, None);
+            shared.cancel_local(cancelled, None);
         }
         Ok(())
     }
@@ -383,6 +388,8 @@ impl Client {
             db_connections_opened: s.connections_opened.load(Ordering::Relaxed),
             actor_restarts: self.tree.restarts.load(Ordering::Relaxed),
             schedule_firings: self.tree.fired.load(Ordering::Relaxed),
+            workflows_evicted: self.shared().signals.evicted.len() as u64,
+            workflows_resident: self.shared().directory.running.len() as u64,
         }
     }
 

@@ -10,6 +10,7 @@
 //! | `stead_workflows_started_total` | counter | `workflow` | workflows | created by this process (start, enqueue, debounce) |
 //! | `stead_workflows_finished_total` | counter | `workflow`, `status` | workflows | outcomes recorded here: `SUCCESS`, `ERROR`, `CANCELLED` (a cancelled run stopped here), `MAX_RECOVERY_ATTEMPTS_EXCEEDED` |
 //! | `stead_workflows_running` | gauge | | workflows | workflow actors alive |
+//! | `stead_workflows_evicted` | gauge | | workflows | waiting workflows evicted from memory (an entry in the timer registry, no actor), set when the registry's timer task runs |
 //! | `stead_workflow_recoveries_total` | counter | `workflow` | dispatches | re-dispatched after a crash: a panic restart, or a queue actor's take-back |
 //! | `stead_launch_recoveries_total` | counter | | workflows | unfinished workflows of this executor put back on their queues at launch |
 //! | `stead_steps_total` | counter | `workflow`, `outcome` (`ok`, `error`) | steps | step bodies run to an outcome (replays are not counted) |
@@ -64,6 +65,8 @@ pub const EXECUTORS_LIVE: &str = "stead_executors_live";
 pub const ADOPTIONS: &str = "stead_adoptions_total";
 /// Gauge: dead executors' `PENDING` workflows that no live executor can run.
 pub const WORKFLOWS_STRANDED: &str = "stead_workflows_stranded";
+/// Gauge: waiting workflows evicted from memory (a timer entry each, no actor).
+pub const WORKFLOWS_EVICTED: &str = "stead_workflows_evicted";
 /// Counter: times this executor fenced itself (stopped its runs: it could not prove it lived).
 pub const FENCES: &str = "stead_fences_total";
 /// Counter: unfinished workflows of this executor put back on their queues at launch.
@@ -271,6 +274,10 @@ pub(crate) fn fleet_sampled(live: usize, stranded: usize) {
 
 pub(crate) fn adopted(n: u64) {
     metrics::counter!(ADOPTIONS).increment(n);
+}
+
+pub(crate) fn evicted(n: usize) {
+    metrics::gauge!(WORKFLOWS_EVICTED).set(n as f64);
 }
 
 pub(crate) fn fenced() {
