@@ -56,6 +56,7 @@ impl Actor for ListenerActor {
                 }
             };
             failures = 0;
+            state.shared.signals.set_heard(true);
             wake_all(&state.shared);
             loop {
                 match listener.next().await {
@@ -63,6 +64,7 @@ impl Actor for ListenerActor {
                     // The connection dropped and was re-established: announcements may be lost.
                     Ok(None) => wake_all(&state.shared),
                     Err(e) => {
+                        state.shared.signals.set_heard(false);
                         tracing::warn!(error = %e, "lost the LISTEN connection");
                         tokio::time::sleep(RECONNECT.delay(0)).await;
                         break;

@@ -15,11 +15,25 @@ use crate::evict::Evicted;
 #[derive(Default)]
 pub(crate) struct Signals {
     keys: DashMap<String, Arc<Notify>>,
+    /// Other processes' writes are heard (a LISTEN connection is up), so polling is only a
+    /// fallback and may be slow.
+    heard: std::sync::atomic::AtomicBool,
     /// Workflows evicted while waiting, by wake-up key and deadline.
     pub evicted: Evicted,
 }
 
 impl Signals {
+    /// Records whether other processes' announcements reach this process.
+    pub(crate) fn set_heard(&self, heard: bool) {
+        self.heard
+            .store(heard, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// True while other processes' announcements reach this process.
+    pub(crate) fn heard(&self) -> bool {
+        self.heard.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Wakes the waiters of `key`.
     pub(crate) fn notify(&self, key: &str) {
         if let Some(n) = self.keys.get(key) {

@@ -60,7 +60,15 @@ pub async fn run(
     let rss_launched = rss_mb();
     let t = Instant::now();
     let mut set = tokio::task::JoinSet::new();
+    // Starts outpace evictions: cap the resident runs, as a service admitting work would.
+    let cap: u64 = std::env::var("STEAD_BENCH_RESIDENT_CAP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
     for i in 0..n {
+        while rt.stats().workflows_resident >= cap {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         if set.len() >= conc as usize {
             if let Some(r) = set.join_next().await {
                 r??;

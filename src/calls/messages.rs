@@ -17,6 +17,11 @@ use crate::signals::message_key;
 use crate::sysdb::{Op, OpOutcome};
 
 const POLL_MAX: Duration = Duration::from_secs(1);
+/// Polls while other processes' sends are heard: every insert into `notifications` announces
+/// itself (DBOS's trigger), so a poll only covers a listener's reconnect (which wakes every
+/// waiter anyway); many waiting workflows must not poll the database many times a second.
+const HEARD_POLL_FIRST: Duration = Duration::from_secs(2);
+const HEARD_POLL_MAX: Duration = Duration::from_secs(30);
 
 impl Context {
     /// Sends `message` to workflow `destination` on `topic`. Recorded: a replay does not send
@@ -81,7 +86,12 @@ impl Context {
             let _waiting = self.waiting();
             let mut until: Option<i64> = None;
             let mut parked = false;
-            let mut poll = Duration::from_millis(50);
+            let heard = || self.shared().signals.heard();
+            let mut poll = if heard() {
+                HEARD_POLL_FIRST
+            } else {
+                Duration::from_millis(50)
+            };
             loop {
                 let woken = subscription.notify().notified();
                 tokio::pin!(woken);
@@ -120,7 +130,7 @@ impl Context {
                 tokio::select! {
                     _ = &mut woken => {}
                     _ = tokio::time::sleep(poll.min(Duration::from_millis(left))) => {
-                        poll = (poll * 2).min(POLL_MAX);
+                        poll = (poll * 2).min(if heard() { HEARD_POLL_MAX } else { POLL_MAX });
                     }
                     _ = self.aborted() => {}
                     _ = self.evictable(started, Some(until), Some(subscription.key())) => {
