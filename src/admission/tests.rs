@@ -306,10 +306,10 @@ fn an_enqueue_gone_to_the_table_is_never_overtaken() {
 fn a_claims_answer_keeps_a_backlog_announced_after_it_looked() {
     let (mut a, _) = Actor::new(limited(2));
     a.answer(clear(2), &[]);
-    assert_eq!(a.step(|m| m.tick()), ["claim 2 with depth"]);
+    assert_eq!(a.step(|m| m.tick()), ["claim 1 with depth"]);
     assert!(a.step(|m| m.woken()).is_empty(), "one claim at a time");
     assert_eq!(
-        a.answer(clear(2), &[]),
+        a.answer(clear(1), &[]),
         ["claim 2", "poll 1s"],
         "the wake-up came after the claim looked: claim again"
     );

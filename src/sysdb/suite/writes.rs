@@ -237,7 +237,11 @@ async fn finish_writes_a_held_back_step_with_the_outcome_or_neither(kind: Kind) 
     );
     let stranger = FinishWrite {
         owner: "someone else".into(),
-        ..with_step("c", "3")
+        step: Some(crate::sysdb::StepWrite {
+            owner: "someone else".into(),
+            ..step_write("c", 1, "3")
+        }),
+        ..finish_of("c", "SUCCESS")
     };
     let mut session = f.session().await;
     assert_eq!(
