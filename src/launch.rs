@@ -265,7 +265,10 @@ async fn hold(shared: &SharedRef, sys: &Arc<dyn Store>) -> Result<Box<dyn sysdb:
         }
         let proved = std::time::Instant::now();
         if let Some(lease) = sys.hold(id, fleet.server_timeout_ms()).await? {
-            shared.liveness.renew(proved, fleet.lease);
+            // Only a lease the fleet actor keeps pinging may bound the runs.
+            if lease.expires() {
+                shared.liveness.renew(proved, fleet.lease);
+            }
             return Ok(lease);
         }
     }

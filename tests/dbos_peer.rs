@@ -132,7 +132,9 @@ async fn a_sleep_cancelled_by_dbos_stops_before_its_next_step_body() {
         .unwrap();
     let id = "dbos-cancels-nap";
     let h = rt
-        .start("nap_then_act", 4u64, WorkflowOptions::with_id(id))
+        // Long enough for the Python client to start and cancel on a loaded machine (a sleep
+        // that ended first would let the run finish).
+        .start("nap_then_act", 15u64, WorkflowOptions::with_id(id))
         .await
         .unwrap();
     wait_recorded(&db, id, "DBOS.sleep").await;

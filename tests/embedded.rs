@@ -15,6 +15,11 @@ async fn double(_ctx: Context, n: i64) -> stead::Result<i64> {
     Ok(n * 2)
 }
 
+async fn double_in_a_step(ctx: Context, n: i64) -> stead::Result<i64> {
+    ctx.step_typed("double", || async move { Ok::<_, std::io::Error>(n * 2) })
+        .await
+}
+
 // In a module named `sqlite`, so `cargo test sqlite` (the SQLite half) runs them too.
 mod sqlite {
     use super::*;
@@ -38,6 +43,28 @@ mod sqlite {
             .await
             .unwrap();
         assert_eq!(common::within(handle.result::<i64>()).await.unwrap(), 8);
+        rt.shutdown(Duration::from_secs(5)).await.unwrap();
+    }
+
+    /// The file lock lasts as long as the process and nothing renews a lease on SQLite: runs
+    /// started long after launch still run their steps (they were stopped as "not the owner"
+    /// once the Postgres lease's length had passed).
+    #[tokio::test]
+    async fn an_executor_keeps_running_steps_past_the_lease() {
+        let db = common::TestDb::sqlite().await;
+        let lease = Duration::from_millis(500);
+        let rt = common::builder(&db)
+            .lease(lease)
+            .workflow("double", double_in_a_step)
+            .launch()
+            .await
+            .unwrap();
+        tokio::time::sleep(lease * 3).await;
+        let handle = rt
+            .start("double", 21, WorkflowOptions::with_id("late"))
+            .await
+            .unwrap();
+        assert_eq!(common::within(handle.result::<i64>()).await.unwrap(), 42);
         rt.shutdown(Duration::from_secs(5)).await.unwrap();
     }
 

@@ -82,6 +82,12 @@ pub(crate) trait Lease: Send {
 
     /// Proves the session (and so the lock) is still there, stamping `last_seen`.
     async fn ping(&mut self, executor_id: &str) -> Result<(), DbError>;
+
+    /// False for a hold that lasts as long as the process (an embedded database's file lock):
+    /// nothing pings it, so it must not bound when runs may start steps.
+    fn expires(&self) -> bool {
+        true
+    }
 }
 
 #[async_trait]

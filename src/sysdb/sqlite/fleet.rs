@@ -21,6 +21,10 @@ impl Lease for FileLease {
     async fn ping(&mut self, _: &str) -> Result<(), DbError> {
         Ok(())
     }
+
+    fn expires(&self) -> bool {
+        false
+    }
 }
 
 #[async_trait]
