@@ -2,7 +2,13 @@
 //!
 //! ```text
 //! workloads <migrate|w1|w2|w3|w4crash|w4recover> [--db URL] [--n N] [--steps S] [--conc C] [--poll-ms P]
+//! workloads seed-history [--db URL] [--history H] [--steps S]
+//! workloads w5 [--db URL] [--history H] [--rounds R]
+//! workloads w6 [--db URL] [--n N] [--rounds SMALL_THOUSANDS] [--conc C] [--poll-ms P] [--steps S] [--vacuum-s V]
 //! ```
+//!
+//! `seed-history` and `w5` (the cost of history) are in `workloads/history.rs`, `w6` (a deep
+//! backlog) in `workloads/backlog.rs`; `benches/README.md` has their commands and figures.
 //!
 //! Prints one `RESULT {json}` line. Build with `cargo bench --bench workloads --no-run`.
 //!
@@ -23,10 +29,16 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use stead::{Context, Queue, Runtime, WorkflowOptions};
 
+#[path = "workloads/backlog.rs"]
+mod backlog;
+#[path = "workloads/history.rs"]
+mod history;
+
 /// While closed, `work` parks forever after its first half (W4's crash phase).
 static GATE_OPEN: AtomicBool = AtomicBool::new(true);
 static PARKED: AtomicU64 = AtomicU64::new(0);
 
+#[derive(Clone)]
 struct Args {
     workload: String,
     db: String,
@@ -35,6 +47,10 @@ struct Args {
     conc: u32,
     poll_ms: u64,
     rounds: u64,
+    /// Finished workflows `seed-history` and `w5` seed.
+    history: u64,
+    /// W6: vacuum the status table this often (s) while draining; 0 never.
+    vacuum_s: u64,
     /// W3's producer (`--producer`, else `STEAD_BENCH_PRODUCER`, else `await`): `await` (each
     /// enqueue durable before the next) or `actor` (one message after another to the queue
     /// actor; the acknowledgements, each a committed row, are awaited at the end).
@@ -55,6 +71,8 @@ fn parse() -> Result<Args, String> {
         conc: 50,
         poll_ms: 1000,
         rounds: 5,
+        history: 1_000_000,
+        vacuum_s: 0,
         producer: std::env::var("STEAD_BENCH_PRODUCER").unwrap_or_else(|_| "await".into()),
     };
     while let Some(flag) = it.next() {
@@ -71,6 +89,8 @@ fn parse() -> Result<Args, String> {
             "--conc" => a.conc = number()? as u32,
             "--poll-ms" => a.poll_ms = number()?,
             "--rounds" => a.rounds = number()?,
+            "--history" => a.history = number()?,
+            "--vacuum-s" => a.vacuum_s = number()?,
             "--producer" if value == "await" || value == "actor" => a.producer = value.clone(),
             other => return Err(format!("unknown flag {other}")),
         }
@@ -146,11 +166,19 @@ async fn warmup(rt: &Runtime) -> stead::Result<()> {
         .map(|_| ())
 }
 
+/// Workflows of `work` in `status` created in the last ten minutes: the `created_at` index
+/// keeps this poll cheap on a database holding a long history (W5).
 async fn count(pool: &sqlx::PgPool, status: &str) -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+        - 600_000;
     sqlx::query_scalar(
-        "SELECT count(*) FROM dbos.workflow_status WHERE status = $1 AND name = 'work'",
+        "SELECT count(*) FROM dbos.workflow_status \
+         WHERE status = $1 AND name = 'work' AND created_at >= $2",
     )
     .bind(status)
+    .bind(since)
     .fetch_one(pool)
     .await
     .unwrap_or(0)
@@ -231,7 +259,28 @@ fn child(
     } else {
         cmd.env_remove("STEAD_BENCH_OBSERVE");
     }
-    let out = cmd.output()?;
+    child_result(workload, cmd.output()?)
+}
+
+/// Runs this binary as a child for `workload` on `db` with `flags` and returns its RESULT.
+fn child_with(
+    workload: &str,
+    db: &str,
+    flags: &[&str],
+) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    let out = std::process::Command::new(std::env::current_exe()?)
+        .args([workload, "--db", db])
+        .args(flags)
+        .env_remove("STEAD_BENCH_OBSERVE")
+        .output()?;
+    child_result(workload, out)
+}
+
+/// The RESULT a finished child printed.
+fn child_result(
+    workload: &str,
+    out: std::process::Output,
+) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()
@@ -293,6 +342,10 @@ async fn run(a: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     }
     Ok(match a.workload.as_str() {
         "w2-observed" => w2_observed(&a).await?,
+        "seed-history" => history::seed(&a).await?,
+        "w5" => history::run(&a).await?,
+        "w6" => backlog::run(&a).await?,
+        "w6-exec" => backlog::executor(&a).await?,
         "migrate" => {
             let rt = launch(&a).await?;
             rt.shutdown(Duration::from_secs(5)).await?;

@@ -28,6 +28,9 @@ pub(crate) struct Directory {
     /// Queue names known to be defined for this application (at the last reload, written here,
     /// or found by an enqueue's lookup): an enqueue to any other name reads the definitions.
     pub queue_names: dashmap::DashSet<String>,
+    /// Queues another application defined, with that application, as an enqueue's lookup found
+    /// them: what this process enqueues there belongs to their owner, who serves them.
+    pub foreign_queues: DashMap<String, String>,
     /// The current scheduler actor, kept by the scheduler itself.
     pub scheduler: std::sync::RwLock<Option<DerivedActorRef<SchedulerRequest>>>,
 }

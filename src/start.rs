@@ -290,7 +290,7 @@ pub(crate) fn begin(
             crate::validate_name(id, "workflow id")?;
             id.clone()
         }
-        None => uuid::Uuid::new_v4().to_string(),
+        None => new_workflow_id(),
     };
     let mut new = new_row(shared, target, workflow, input_json, &options, id)?;
     // An enqueue that may run here at once is written as already claimed by this executor.
@@ -464,9 +464,12 @@ fn new_row(
                 .or_else(|| shared.config.own_version()),
             None => options.app_version.clone(),
         },
+        // Unless told otherwise, a run on another application's queue is that application's:
+        // only its executors claim it.
         app_name: options
             .app_name
             .clone()
+            .or_else(|| foreign_owner(shared, target))
             .or_else(|| shared.config.app_name.clone()),
         attributes: stored_attributes(options.attributes.as_ref())?,
         created_at: sysdb::next_created_at(),
@@ -481,6 +484,24 @@ fn stored_attributes(given: Option<&Attributes>) -> Result<Option<String>> {
         return attributes::encode(&with_trace).map(Some);
     }
     given.map(attributes::encode).transpose()
+}
+
+/// A generated workflow id: a UUIDv7, so ids grow with time and a new row's index entries land
+/// at the right edge of the system tables' B-trees, not on a random page of a long history.
+pub(crate) fn new_workflow_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// The application that defined `target`'s queue, when it is not this one.
+fn foreign_owner(shared: &SharedRef, target: Target<'_>) -> Option<String> {
+    match target {
+        Target::Queue(queue) => shared
+            .directory
+            .foreign_queues
+            .get(queue)
+            .map(|owner| owner.clone()),
+        Target::Direct => None,
+    }
 }
 
 /// Refuses an enqueue to a queue no definition names (unless `allowed`):
@@ -500,8 +521,20 @@ pub(crate) async fn check_queue_defined(
         .db
         .call(|db| async move { db.list_all_queues().await })
         .await?;
-    for (_, q) in &defs {
+    let own = shared.config.app_name.as_deref();
+    for (app, q) in &defs {
         shared.directory.queue_names.insert(q.name.clone());
+        match app.as_deref() {
+            Some(owner) if Some(owner) != own => {
+                shared
+                    .directory
+                    .foreign_queues
+                    .insert(q.name.clone(), owner.to_owned());
+            }
+            _ => {
+                shared.directory.foreign_queues.remove(&q.name);
+            }
+        }
     }
     if shared.directory.queue_names.contains(queue) {
         Ok(())

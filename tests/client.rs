@@ -107,6 +107,28 @@ async fn a_client_enqueues_by_name_talks_to_the_workflow_and_waits_for_it(db) {
 }
 
 both_backends! {
+/// A client of no application (or another one) feeding an application's queue: the run is the
+/// queue owner's, so the owner's executors claim it (it would wait forever as the client's).
+async fn an_enqueue_onto_another_applications_queue_is_that_applications(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let unnamed = Client::connect(&db.url).await.unwrap();
+    let h = unnamed
+        .enqueue("q", "double", 21u64, WorkflowOptions::with_id("from-unnamed"))
+        .await
+        .unwrap();
+    assert_eq!(common::within(h.result::<u64>()).await.unwrap(), 42);
+    let app = common::scalar(
+        &db.checks().await,
+        "SELECT application_name FROM dbos.workflow_status WHERE workflow_uuid = 'from-unnamed'",
+    )
+    .await;
+    assert_eq!(app.as_deref(), Some("shop"));
+    unnamed.shutdown(Duration::from_secs(5)).await.unwrap();
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
+both_backends! {
 async fn an_enqueue_for_another_version_waits_for_an_executor_of_that_version(db) {
     let rt = builder(&db).launch().await.unwrap();
     let pool = db.checks().await;

@@ -112,10 +112,7 @@ pub(crate) async fn debounce<I: Serialize>(
     for attempt in 0..ATTEMPTS {
         let now = now_ms();
         let bounce = Bounce {
-            id: options
-                .id
-                .clone()
-                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            id: options.id.clone().unwrap_or_else(start::new_workflow_id),
             workflow: workflow.to_owned(),
             queue: queue.clone(),
             dedup_id: dedup_id.clone(),

@@ -327,10 +327,7 @@ impl Client {
         from_step: u32,
         options: ForkOptions,
     ) -> Result<WorkflowHandle> {
-        let new_id = options
-            .id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let new_id = options.id.clone().unwrap_or_else(start::new_workflow_id);
         fork_as(self.shared(), id, &new_id, from_step, options).await?;
         Ok(self.handle(new_id))
     }

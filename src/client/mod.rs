@@ -84,7 +84,8 @@ pub struct ClientOptions {
     /// The schema of the system tables (default `dbos`).
     pub schema: String,
     /// The application the client acts for: its queues, versions and schedules, and the owner
-    /// of what it enqueues. Default (`None`): `DBOS_APP_NAME`, else
+    /// of what it enqueues (onto another application's queue: that application, unless
+    /// [`WorkflowOptions::app_name`] says otherwise). Default (`None`): `DBOS_APP_NAME`, else
     /// [`DEFAULT_APP_NAME`](crate::DEFAULT_APP_NAME), as a runtime's.
     pub app_name: Option<String>,
     /// How long to wait for the database when connecting.

@@ -78,7 +78,8 @@ impl Message {
     fn outgoing(self) -> OutgoingMessage {
         let id = match &self.key {
             Some(key) => format!("{key}::{}", self.destination),
-            None => uuid::Uuid::new_v4().to_string(),
+            // Time-ordered, like workflow ids: the notifications index grows at its right edge.
+            None => uuid::Uuid::now_v7().to_string(),
         };
         OutgoingMessage {
             id,

@@ -96,7 +96,9 @@ const TAKE: &str = r#", claimed AS (
         workflow_deadline_epoch_ms = CASE
             WHEN w.workflow_timeout_ms IS NOT NULL AND w.workflow_deadline_epoch_ms IS NULL
             THEN $6 + w.workflow_timeout_ms ELSE w.workflow_deadline_epoch_ms END
-    FROM c WHERE w.workflow_uuid = c.workflow_uuid
+    -- By an array of ids: joined to `c`, whose size the planner cannot know (its LIMIT is a
+    -- subquery), it may hash the whole table and every step row per claim (W6).
+    WHERE w.workflow_uuid = ANY(ARRAY(SELECT workflow_uuid FROM c))
     RETURNING w.workflow_uuid, w.name, w.owner_xid, w.recovery_attempts,
         COALESCE((SELECT i.inputs FROM {s}.workflow_input i
                   WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
@@ -119,8 +121,11 @@ SELECT a.n, a.rate_limited, (SELECT count(*) FROM promoted),
                            WHERE queue_name = $1 AND status = 'ENQUEUED')
                           - (SELECT count(*) FROM claimed)
                           + (SELECT count(*) FROM promoted) END,
+       -- In the index's order: unordered, a planner that thinks the queue deep picks a
+       -- heap scan that passes every row claimed since (the deep-backlog workload, W6).
        (SELECT count(*) FROM (SELECT 1 FROM {s}.workflow_status
                               WHERE queue_name = $1 AND status = 'ENQUEUED'
+                              ORDER BY priority, created_at
                               LIMIT $4::int8 + 1) seen),
        CASE WHEN a.rate_limited THEN
            COALESCE((SELECT min(started_at_epoch_ms) FROM {s}.workflow_status

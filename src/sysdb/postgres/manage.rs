@@ -17,7 +17,7 @@ use crate::sysdb::{
 };
 
 /// Built once per process; `Sql::get` splices the schema in.
-static LIST_DESC: LazyLock<String> = LazyLock::new(|| list_sql(true));
+pub(super) static LIST_DESC: LazyLock<String> = LazyLock::new(|| list_sql(true));
 
 /// Built once per process; `Sql::get` splices the schema in.
 static LIST_ASC: LazyLock<String> = LazyLock::new(|| list_sql(false));
@@ -48,7 +48,8 @@ fn list_sql(newest_first: bool) -> String {
 }
 
 /// The filters of a listing, over `workflow_status w`, in `bind_filters` order after the ids
-/// (`$1`) and statuses (`$2`).
+/// (`$1`) and statuses (`$2`). The in-flight statuses are split so the in-flight and delayed
+/// partial indexes can serve them together; one `IN` list matches neither (a scan of history).
 const LIST_WHERE: &str = "($1::text[] IS NULL OR w.workflow_uuid = ANY($1)) \
     AND ($2::text[] IS NULL OR w.status = ANY($2)) \
     AND ($3::text IS NULL OR w.name = $3) \
@@ -62,7 +63,7 @@ const LIST_WHERE: &str = "($1::text[] IS NULL OR w.workflow_uuid = ANY($1)) \
     AND ($11::text IS NULL OR w.executor_id = $11) \
     AND ($16::jsonb IS NULL OR w.attributes @> $16::jsonb) \
     AND (NOT $13 OR (w.queue_name IS NOT NULL \
-         AND w.status IN ('ENQUEUED', 'PENDING', 'DELAYED')))";
+         AND (w.status IN ('ENQUEUED', 'PENDING') OR w.status = 'DELAYED')))";
 
 const STEPS: &str = "SELECT function_id, function_name, output, error, \
     child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, serialization \

@@ -44,7 +44,10 @@ impl Schema for Postgres {
     }
 }
 
-async fn migrate_pg(conn: &mut PgConnection, schema: &str) -> Result<MigrationReport, DbError> {
+pub(super) async fn migrate_pg(
+    conn: &mut PgConnection,
+    schema: &str,
+) -> Result<MigrationReport, DbError> {
     sqlx::query("SELECT pg_advisory_lock($1)")
         .bind(MIGRATION_LOCK)
         .execute(&mut *conn)

@@ -17,6 +17,8 @@ mod manage;
 mod migrate;
 mod observe;
 mod ops;
+#[cfg(test)]
+mod plans;
 mod queues;
 mod reads;
 mod retention;

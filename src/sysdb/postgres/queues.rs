@@ -50,9 +50,10 @@ fn upsert_sql() -> String {
 }
 
 /// Counts the waiting workflows and deletes only when there are none, in one statement (the
-/// final `EXISTS` reads the snapshot before the delete: whether the queue existed).
-const DELETE: &str = "WITH waiting AS (SELECT count(*) AS n FROM {s}.workflow_status \
-       WHERE queue_name = $1 AND status IN ('ENQUEUED', 'DELAYED')), \
+/// final `EXISTS` reads the snapshot before the delete: whether the queue existed). The two
+/// statuses are an `OR` so the in-flight and delayed partial indexes serve it.
+pub(super) const DELETE: &str = "WITH waiting AS (SELECT count(*) AS n FROM {s}.workflow_status \
+       WHERE queue_name = $1 AND (status = 'ENQUEUED' OR status = 'DELAYED')), \
      gone AS (DELETE FROM {s}.queues WHERE name = $1 AND (SELECT n FROM waiting) = 0) \
      SELECT (SELECT n FROM waiting), EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1)";
 

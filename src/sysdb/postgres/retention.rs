@@ -7,31 +7,38 @@ use super::Postgres;
 use crate::error::DbError;
 use crate::sysdb::retention::{Collect, COLLECT_BATCH};
 
-/// One batch: victims are finished rows created before $1, or outside the newest $2 finished
-/// rows (by `created_at`, then id, so the cap keeps exactly $2); at most $3 of them.
-const COLLECT: &str = r#"
-WITH keep AS (
-    SELECT workflow_uuid FROM {s}.workflow_status
-    WHERE $2::int8 IS NOT NULL
+/// One batch: victims are finished rows created before $1, or older than the $2-th newest
+/// finished row (by `created_at`, then id, so the cap keeps exactly $2); at most $3 of them.
+/// The cap is a cutoff row, so the victims are a range of the `created_at` index, not an
+/// anti-join against every kept row (a scan of the whole history per batch).
+pub(super) const COLLECT: &str = r#"
+WITH cutoff AS (
+    SELECT created_at AS c, workflow_uuid AS u FROM {s}.workflow_status
+    WHERE $2::int8 > 0
       AND status IN ('SUCCESS', 'ERROR', 'CANCELLED', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED')
     ORDER BY created_at DESC, workflow_uuid DESC
-    LIMIT $2::int8
+    OFFSET GREATEST($2::int8 - 1, 0) LIMIT 1
 ), victims AS (
     SELECT w.workflow_uuid FROM {s}.workflow_status w
     WHERE w.status IN ('SUCCESS', 'ERROR', 'CANCELLED', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED')
       AND (($1::int8 IS NOT NULL AND w.created_at < $1::int8)
-           OR ($2::int8 IS NOT NULL
-               AND NOT EXISTS (SELECT 1 FROM keep k WHERE k.workflow_uuid = w.workflow_uuid)))
+           OR $2::int8 = 0
+           OR (w.created_at, w.workflow_uuid)
+              < ((SELECT c FROM cutoff), (SELECT u FROM cutoff)))
     LIMIT $3
     FOR UPDATE SKIP LOCKED
+), ids AS (
+    -- One array, so each delete is a primary-key lookup whatever plan the statement gets
+    -- (a generic plan guesses the victims' count and would hash-join whole tables).
+    SELECT COALESCE(array_agg(workflow_uuid), '{}') AS a FROM victims
 ), d_steps AS (
-    DELETE FROM {s}.operation_outputs o USING victims v WHERE o.workflow_uuid = v.workflow_uuid
+    DELETE FROM {s}.operation_outputs WHERE workflow_uuid = ANY((SELECT a FROM ids)::text[])
 ), d_input AS (
-    DELETE FROM {s}.workflow_input i USING victims v WHERE i.workflow_uuid = v.workflow_uuid
+    DELETE FROM {s}.workflow_input WHERE workflow_uuid = ANY((SELECT a FROM ids)::text[])
 ), d_output AS (
-    DELETE FROM {s}.workflow_output o USING victims v WHERE o.workflow_uuid = v.workflow_uuid
+    DELETE FROM {s}.workflow_output WHERE workflow_uuid = ANY((SELECT a FROM ids)::text[])
 ), d_status AS (
-    DELETE FROM {s}.workflow_status w USING victims v WHERE w.workflow_uuid = v.workflow_uuid
+    DELETE FROM {s}.workflow_status WHERE workflow_uuid = ANY((SELECT a FROM ids)::text[])
     RETURNING 1
 )
 SELECT count(*) FROM d_status

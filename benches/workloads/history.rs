@@ -1,0 +1,178 @@
+//! W5, the cost of history: `seed-history` writes `--history` finished workflows (`--steps`
+//! steps each) with set-based SQL (`benches/seed_history.sql`); `w5` keeps an empty and a
+//! seeded template database and runs W1, W2 and W3 on a fresh copy of each per round (`CREATE
+//! DATABASE .. TEMPLATE`), alternating which goes first, and reports the medians side by side.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use crate::{child_with, median, recreate, Args};
+
+const SEED: &str = include_str!("../seed_history.sql");
+/// Workflows per seeding statement: big enough to be set-based, small enough to report progress.
+const BATCH: u64 = 100_000;
+
+/// The workloads W5 reruns and their figures (higher is better for both but W1's µs/step).
+const RUNS: [(&str, &[&str], &str); 3] = [
+    ("w1", &["--steps", "1000"], "us_per_step"),
+    ("w2", &["--n", "1000", "--steps", "10"], "wf_per_s"),
+    ("w3", &["--n", "2000", "--steps", "1"], "wf_per_s"),
+];
+
+async fn admin(db: &str) -> Result<(sqlx::PgPool, String, String), Box<dyn std::error::Error>> {
+    let (server, name) = db.rsplit_once('/').ok_or("--db must name a database")?;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&format!("{server}/postgres"))
+        .await?;
+    Ok((pool, server.to_owned(), name.to_owned()))
+}
+
+async fn exec(pool: &sqlx::PgPool, sql: String) -> Result<(), sqlx::Error> {
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(pool)
+        .await
+        .map(|_| ())
+}
+
+/// Recreates `a.db` migrated and holding `a.history` finished workflows.
+pub async fn seed(a: &Args) -> Result<Value, Box<dyn std::error::Error>> {
+    recreate(&a.db).await?;
+    child_with("migrate", &a.db, &[])?;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&a.db)
+        .await?;
+    let t = Instant::now();
+    let mut lo = 1;
+    while lo <= a.history {
+        let hi = (lo + BATCH - 1).min(a.history);
+        let sql = SEED
+            .replace("{n}", &a.history.to_string())
+            .replace("{lo}", &lo.to_string())
+            .replace("{hi}", &hi.to_string())
+            .replace("{steps}", &a.steps.to_string());
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&pool)
+            .await?;
+        eprintln!("seeded {hi} in {:.0} s", t.elapsed().as_secs_f64());
+        lo = hi + 1;
+    }
+    let seed_s = t.elapsed().as_secs_f64();
+    exec(&pool, "VACUUM ANALYZE".into()).await?;
+    let size: String =
+        sqlx::query_scalar("SELECT pg_size_pretty(pg_database_size(current_database()))")
+            .fetch_one(&pool)
+            .await?;
+    pool.close().await;
+    Ok(
+        json!({"peer": "stead", "workload": "seed-history", "history": a.history,
+              "steps": a.steps, "seed_s": seed_s, "total_s": t.elapsed().as_secs_f64(),
+              "size": size}),
+    )
+}
+
+/// Finished workflows in `db` (0 when it does not exist or is not migrated).
+async fn seeded_count(db: &str) -> i64 {
+    let Ok(pool) = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(db)
+        .await
+    else {
+        return 0;
+    };
+    let n = sqlx::query_scalar("SELECT count(*) FROM dbos.workflow_status")
+        .fetch_one(&pool)
+        .await
+        .unwrap_or(0);
+    pool.close().await;
+    n
+}
+
+/// W5: `--rounds` rounds of W1, W2, W3 on a copy of the empty and of the seeded template.
+pub async fn run(a: &Args) -> Result<Value, Box<dyn std::error::Error>> {
+    let (admin, server, name) = admin(&a.db).await?;
+    let (empty, seeded) = (format!("{name}_empty"), format!("{name}_seeded"));
+    let seeded_url = format!("{server}/{seeded}");
+    if seeded_count(&seeded_url).await != a.history as i64 {
+        let seeding = Args {
+            db: seeded_url.clone(),
+            ..a.clone()
+        };
+        eprintln!("w5: seeding {seeded}: {}", seed(&seeding).await?);
+    }
+    recreate(&format!("{server}/{empty}")).await?;
+    child_with("migrate", &format!("{server}/{empty}"), &[])?;
+    // figures[template][workload] and the copies' times per template.
+    let mut figures: BTreeMap<&str, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
+    let mut copies: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for round in 0..a.rounds {
+        let order = if round % 2 == 0 {
+            [&empty, &seeded]
+        } else {
+            [&seeded, &empty]
+        };
+        for template in order {
+            let label = if template == &empty {
+                "empty"
+            } else {
+                "seeded"
+            };
+            // One copy per round and template: a copy of the seeded one takes tens of
+            // seconds, and the three workloads add ~3,000 rows to a million.
+            exec(
+                &admin,
+                format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            )
+            .await?;
+            let t = Instant::now();
+            let copy = format!("CREATE DATABASE {name} TEMPLATE {template} STRATEGY FILE_COPY");
+            exec(&admin, copy).await?;
+            // The copy's writes are flushed before the timed runs, not during them.
+            exec(&admin, "CHECKPOINT".to_owned()).await?;
+            copies
+                .entry(label)
+                .or_default()
+                .push(t.elapsed().as_secs_f64());
+            for (workload, flags, key) in RUNS {
+                let r = child_with(workload, &a.db, flags)?;
+                let v = r[key].as_f64().ok_or(format!("{workload} gave no {key}"))?;
+                eprintln!("w5 round {round} {label} {workload}: {key} {v:.1}");
+                figures
+                    .entry(label)
+                    .or_default()
+                    .entry(workload)
+                    .or_default()
+                    .push(v);
+            }
+        }
+    }
+    exec(
+        &admin,
+        format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+    )
+    .await?;
+    let mut table = Vec::new();
+    for (workload, _, key) in RUNS {
+        let med = |label: &str| median(figures[label][workload].clone());
+        let (e, s) = (med("empty"), med("seeded"));
+        // Positive: the seeded database is slower.
+        let cost_pct = if key == "us_per_step" {
+            (s - e) / e * 100.0
+        } else {
+            (e - s) / e * 100.0
+        };
+        table.push(
+            json!({"workload": workload, "figure": key, "empty": e, "seeded": s,
+                          "slower_pct": cost_pct, "runs_empty": figures["empty"][workload],
+                          "runs_seeded": figures["seeded"][workload]}),
+        );
+    }
+    Ok(
+        json!({"peer": "stead", "workload": "w5", "history": a.history, "rounds": a.rounds,
+              "table": table, "copy_s_empty": median(copies["empty"].clone()),
+              "copy_s_seeded": median(copies["seeded"].clone())}),
+    )
+}

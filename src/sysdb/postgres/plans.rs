@@ -1,0 +1,78 @@
+//! Plan tests: statements that would scan the whole history if rewritten carelessly are
+//! EXPLAINed on a small migrated schema with sequential scans disabled, and must name the
+//! index that keeps them flat on a million-row history (ARCHITECTURE.md, Performance, W5).
+
+use sqlx::{Connection, PgConnection, Row};
+
+use super::migrate::migrate_pg;
+use super::sql::{PgQuery, Sql};
+use crate::sysdb::suite::PgScratch;
+
+/// The plan of `q` (text format, one line per node) on a connection without seq scans.
+async fn plan(conn: &mut PgConnection, q: PgQuery<'_>) -> String {
+    let rows = q.fetch_all(&mut *conn).await.unwrap();
+    rows.iter()
+        .map(|r| r.get::<String, _>(0))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn migrated() -> (PgScratch, PgConnection, Sql) {
+    let db = PgScratch::new().await;
+    let mut conn = PgConnection::connect(&db.url).await.unwrap();
+    migrate_pg(&mut conn, "dbos").await.unwrap();
+    sqlx::query("SET enable_seqscan = off")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    (db, conn, Sql::new("dbos"))
+}
+
+fn explain(sql: &Sql, template: &'static str) -> String {
+    format!("EXPLAIN {}", sql.get(template).as_str())
+}
+
+#[tokio::test]
+async fn queue_delete_counts_waiting_rows_through_the_partial_indexes() {
+    let (_db, mut conn, sql) = migrated().await;
+    let text = explain(&sql, super::queues::DELETE);
+    let p = plan(&mut conn, sqlx::query(sqlx::AssertSqlSafe(text)).bind("q")).await;
+    assert!(p.contains("idx_workflow_status_in_flight_v2"), "{p}");
+    assert!(p.contains("idx_workflow_status_delayed"), "{p}");
+}
+
+#[tokio::test]
+async fn listing_in_flight_queued_work_uses_the_partial_indexes() {
+    let (_db, mut conn, sql) = migrated().await;
+    let text = explain(&sql, &super::manage::LIST_DESC);
+    let none: Option<String> = None;
+    let q = sqlx::query(sqlx::AssertSqlSafe(text))
+        .bind(None::<Vec<String>>)
+        .bind(None::<Vec<String>>);
+    let q = (0..4).fold(q, |q, _| q.bind(none.clone()));
+    let q = q.bind(None::<i64>).bind(None::<i64>);
+    let q = (0..3).fold(q, |q, _| q.bind(none.clone()));
+    let q = q
+        .bind(false)
+        .bind(true)
+        .bind(50i64)
+        .bind(0i64)
+        .bind(None::<serde_json::Value>);
+    let p = plan(&mut conn, q).await;
+    assert!(p.contains("idx_workflow_status_in_flight_v2"), "{p}");
+    assert!(p.contains("idx_workflow_status_delayed"), "{p}");
+}
+
+#[tokio::test]
+async fn retention_by_count_is_a_range_of_the_created_at_index() {
+    let (_db, mut conn, sql) = migrated().await;
+    let text = explain(&sql, super::retention::COLLECT);
+    let q = sqlx::query(sqlx::AssertSqlSafe(text))
+        .bind(None::<i64>)
+        .bind(Some(100_000i64))
+        .bind(1000i64);
+    let p = plan(&mut conn, q).await;
+    // The victims are bounded by the cutoff row, not an anti-join against the kept rows.
+    assert!(p.contains("Index Cond: (created_at <="), "{p}");
+    assert!(!p.contains("hashed SubPlan"), "{p}");
+}
