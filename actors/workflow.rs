@@ -32,7 +32,7 @@ use crate::metrics;
 use crate::registry::Outcome;
 use crate::shared::SharedRef;
 use crate::status::Status;
-use crate::sysdb::{FinishOutcome, FinishWrite};
+use crate::sysdb::{FinishOutcome, FinishWrite, StepWrite};
 
 pub(crate) struct WorkflowArgs {
     pub shared: SharedRef,
@@ -205,9 +205,27 @@ impl Actor for WorkflowActor {
                     // Registered for eviction, but the run ended another way first.
                     state.shared.signals.evicted.remove(&state.dispatch.id);
                 }
-                let outcome = done?;
+                let outcome = match done {
+                    Ok(outcome) => outcome,
+                    Err(panic) => {
+                        // The steps before the panic did finish: record them, so the restart
+                        // replays them instead of running them again.
+                        if ctx.abort().is_none() {
+                            let _ = ctx.settle().await;
+                        }
+                        return Err(panic.into());
+                    }
+                };
+                // The last step's record, if held back, is written with the outcome.
+                let (outcome, last) = match ctx.abort() {
+                    Some(_) => (outcome, None),
+                    None => match ctx.held_for_outcome().await {
+                        Ok(last) => (outcome, last),
+                        Err(e) => (Err(e.to_portable()), None),
+                    },
+                };
                 match ctx.abort() {
-                    None => finish(&state.shared, &state.dispatch, outcome).await?,
+                    None => finish(&state.shared, &state.dispatch, outcome, last).await?,
                     Some(Abort::Crash(reason)) => return Err(reason.into()),
                     Some(Abort::Cancelled) => {
                         let cause = if state.deadline_passed {
@@ -261,11 +279,20 @@ async fn prepare(
 ) -> Result<Option<(Context, futures::future::BoxFuture<'static, Outcome>)>, ActorProcessingErr> {
     let Some(entry) = shared.registry.get(&d.name).cloned() else {
         let e = Error::UnknownWorkflow(d.name.clone());
-        finish(shared, d, Err(e.to_portable())).await?;
+        finish(shared, d, Err(e.to_portable()), None).await?;
         return Ok(None);
     };
     if d.attempts > i64::from(entry.config.max_recovery_attempts) + 1 {
-        if commit(shared, d, Status::MaxRecoveryAttemptsExceeded, None, None).await? {
+        if commit(
+            shared,
+            d,
+            Status::MaxRecoveryAttemptsExceeded,
+            None,
+            None,
+            None,
+        )
+        .await?
+        {
             let e = Error::MaxRecoveryAttemptsExceeded { id: d.id.clone() };
             tracing::error!(workflow_id = %d.id, workflow = %d.name, attempts = d.attempts,
                 error = %e, "workflow parked after its recovery budget");
@@ -275,7 +302,7 @@ async fn prepare(
     let input = match decode_input(d) {
         Ok(input) => input,
         Err(e) => {
-            finish(shared, d, Err(e.to_portable())).await?;
+            finish(shared, d, Err(e.to_portable()), None).await?;
             return Ok(None);
         }
     };
@@ -287,7 +314,7 @@ async fn prepare(
             // Recorded rows this build cannot read (a foreign writer's): every restart would
             // fail the same way, so the run ends with the reason instead of crash-looping.
             Err(e) if is_permanent(&e) => {
-                finish(shared, d, Err(Error::Database(e).to_portable())).await?;
+                finish(shared, d, Err(Error::Database(e).to_portable()), None).await?;
                 return Ok(None);
             }
             Err(e) => return Err(e.into()),
@@ -301,7 +328,17 @@ async fn prepare(
         metrics: entry.metrics().clone(),
     };
     let ctx = Context::new(run, shared.clone(), recorded);
-    let run = entry.run(ctx.clone(), input);
+    let mut run = entry.run(ctx.clone(), input);
+    // A step's record is held back for the outcome's write only while the body runs on; once
+    // it waits on anything, the record is written.
+    let waits = ctx.clone();
+    let run = futures::future::poll_fn(move |cx| {
+        let polled = run.as_mut().poll(cx);
+        if polled.is_pending() {
+            waits.write_held_now();
+        }
+        polled
+    });
     let done = ctx.clone();
     // Datasources are released once the body has its outcome, before that outcome is written
     // (as DBOS does): the step checkpoints cover the deleted records.
@@ -325,20 +362,21 @@ async fn finish(
     shared: &SharedRef,
     d: &Dispatch,
     outcome: Result<String, PortableError>,
+    last_step: Option<StepWrite>,
 ) -> Result<(), ActorProcessingErr> {
     // The output moves into the write; only a failure is kept, for the log line.
     let (status, output, error, failure) = match outcome {
         Ok(output) => (Status::Success, Some(output), None, None),
         Err(e) => (Status::Error, None, Some(codec::encode_error(&e)), Some(e)),
     };
-    let (recorded, failure) = match commit(shared, d, status, output, error).await {
+    let (recorded, failure) = match commit(shared, d, status, output, error, last_step).await {
         // The database will never take this outcome (a refused value): record why instead of
         // crashing into a restart that would run the body and be refused again.
         Err(e) if is_permanent(&e) => {
             tracing::warn!(error = %e, "the workflow's outcome was refused; recording the refusal");
             let portable = Error::Database(e).to_portable();
             let refused = codec::encode_error(&portable);
-            let recorded = commit(shared, d, Status::Error, None, Some(refused)).await?;
+            let recorded = commit(shared, d, Status::Error, None, Some(refused), None).await?;
             (recorded, Some(portable))
         }
         other => (other?, failure),
@@ -361,6 +399,7 @@ async fn commit(
     status: Status,
     output: Option<String>,
     error: Option<String>,
+    step: Option<StepWrite>,
 ) -> Result<bool, DbError> {
     let write = FinishWrite {
         workflow_id: d.id.clone(),
@@ -368,6 +407,7 @@ async fn commit(
         status: status.as_str(),
         output: output.clone(),
         error: error.clone(),
+        step,
     };
     match shared.db.finish(write).await? {
         FinishOutcome::Finished => {
@@ -393,5 +433,10 @@ async fn commit(
             shared.completions.abandon(&d.id);
             Ok(false)
         }
+        // Another attempt of this run recorded the last step first: crash, and the restart
+        // replays the recorded step instead of finishing with this run's.
+        FinishOutcome::StepConflict => Err(DbError::Transient(
+            "the last step was recorded by another attempt; replaying".into(),
+        )),
     }
 }

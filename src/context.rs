@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, FutureExt, Shared};
 
 use tokio::sync::Notify;
 
@@ -63,6 +63,17 @@ struct Inner {
     waits: AtomicU32,
     /// Registered in the eviction registry (until the wait withdraws or the run is evicted).
     parked: AtomicBool,
+    /// Step records held back until the next durable call, the run's outcome (written in its
+    /// statement, saving a commit) or the body's next wait, whichever comes first.
+    deferred: Mutex<Deferred>,
+}
+
+/// Records held back, and the writes of those let go (each in a task of its own, so a caller
+/// that stops waiting loses none).
+#[derive(Default)]
+struct Deferred {
+    held: Vec<StepWrite>,
+    writing: Vec<Shared<BoxFuture<'static, Result<()>>>>,
 }
 
 /// Counts one activity of a run while alive.
@@ -130,6 +141,7 @@ impl Context {
                 busy: AtomicU32::new(0),
                 waits: AtomicU32::new(0),
                 parked: AtomicBool::new(false),
+                deferred: Mutex::new(Deferred::default()),
             }),
         }
     }
@@ -375,7 +387,106 @@ impl Context {
     ) -> Result<Option<(Option<String>, Option<String>)>> {
         self.refuse_in_replay()?;
         let _busy = self.busy();
-        let write = StepWrite {
+        self.settle().await?;
+        let write = self.write_of(call);
+        match self.inner.shared.db.checkpoint(write).await {
+            Ok(StepOutcome::Recorded) => Ok(None),
+            Ok(StepOutcome::AlreadyRecorded { output, error }) => Ok(Some((output, error))),
+            Ok(StepOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
+            Ok(StepOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),
+            Err(e) => Err(self.db_failure(e)),
+        }
+    }
+
+    /// Holds a step's record back: the next durable call writes it before anything of its own
+    /// happens, or the workflow's outcome writes it in the same statement. A crash before that
+    /// write runs the step again, as a crash before any checkpoint does.
+    pub(crate) fn defer(&self, call: Call<'_>) -> Result<()> {
+        self.refuse_in_replay()?;
+        let write = self.write_of(call);
+        self.deferred().held.push(write);
+        Ok(())
+    }
+
+    /// Writes the records held back, so nothing a later durable call does happens before an
+    /// earlier step is recorded.
+    pub(crate) async fn settle(&self) -> Result<()> {
+        self.write_held_now();
+        let writing = self.deferred().writing.clone();
+        if writing.is_empty() {
+            return Ok(());
+        }
+        for done in writing {
+            match done.await {
+                Ok(()) => {}
+                Err(Error::Database(e)) if e.is_transient() => {
+                    return Err(self.stop(Abort::Crash(e.to_string())))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.deferred().writing.retain(|w| w.peek().is_none());
+        Ok(())
+    }
+
+    /// Starts writing the records held back, without waiting for them (the body waits on
+    /// something else, and a step's record must not wait with it).
+    pub(crate) fn write_held_now(&self) {
+        let held = std::mem::take(&mut self.deferred().held);
+        if held.is_empty() {
+            return;
+        }
+        let ctx = self.clone();
+        let task = tokio::spawn(async move { ctx.write_held(held).await });
+        let done: BoxFuture<'static, Result<()>> = Box::pin(async move {
+            // A write whose task is gone vouches for nothing: restart from the checkpoints.
+            task.await
+                .unwrap_or_else(|e| Err(Error::Database(DbError::Transient(e.to_string()))))
+        });
+        self.deferred().writing.push(done.shared());
+    }
+
+    /// A record another execution of this run wrote first with a different outcome crashes the
+    /// run: the restart replays the recorded one.
+    async fn write_held(&self, held: Vec<StepWrite>) -> Result<()> {
+        for write in held {
+            let (output, error) = (write.output.clone(), write.error.clone());
+            match self.inner.shared.db.checkpoint(write).await {
+                Ok(StepOutcome::Recorded) => {}
+                Ok(StepOutcome::AlreadyRecorded {
+                    output: o,
+                    error: e,
+                }) if o == output && e == error => {}
+                Ok(StepOutcome::AlreadyRecorded { .. }) => {
+                    return Err(self.stop(Abort::Crash(
+                        "a step's record differs from the outcome this run went on with".into(),
+                    )))
+                }
+                Ok(StepOutcome::Cancelled) => return Err(self.stop(Abort::Cancelled)),
+                Ok(StepOutcome::NotOwner) => return Err(self.stop(Abort::NotOwner)),
+                Err(e) => return Err(self.db_failure(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The last record held back, for the outcome's write to carry; any others (steps run at
+    /// once) are written first.
+    pub(crate) async fn held_for_outcome(&self) -> Result<Option<StepWrite>> {
+        let last = self.deferred().held.pop();
+        self.settle().await?;
+        Ok(last)
+    }
+
+    fn deferred(&self) -> std::sync::MutexGuard<'_, Deferred> {
+        self.inner
+            .deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_of(&self, call: Call<'_>) -> StepWrite {
+        StepWrite {
             workflow_id: self.inner.run.workflow_id.clone(),
             owner: self.inner.run.owner.clone(),
             function_id: call.function_id,
@@ -386,13 +497,6 @@ impl Context {
             started_at: call.started_at,
             completed_at: call.completed_at.unwrap_or_else(now_ms),
             app_name: self.inner.shared.config.app_name.clone(),
-        };
-        match self.inner.shared.db.checkpoint(write).await {
-            Ok(StepOutcome::Recorded) => Ok(None),
-            Ok(StepOutcome::AlreadyRecorded { output, error }) => Ok(Some((output, error))),
-            Ok(StepOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
-            Ok(StepOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),
-            Err(e) => Err(self.db_failure(e)),
         }
     }
 
@@ -419,6 +523,7 @@ impl Context {
     pub(crate) async fn op(&self, op: Op) -> Result<OpOutcome> {
         self.refuse_in_replay()?;
         let _busy = self.busy();
+        self.settle().await?;
         match self.inner.shared.db.op(op).await {
             Ok(OpOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
             Ok(OpOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),

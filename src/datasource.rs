@@ -209,6 +209,8 @@ where
         Ok(None) => {}
         Err(e) => return Ok(Err(step::failed(name, function_id, vec![e.to_string()]))),
     }
+    // An earlier step's record lands before this transaction commits anything.
+    ctx.settle().await?;
     let mut wait = Wait::new();
     loop {
         ctx.check_live()?;

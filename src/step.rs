@@ -307,6 +307,8 @@ where
     // Checked before the body runs: a name the database cannot hold fails the call at once.
     crate::validate_text(name, "step name")?;
     let _busy = ctx.busy();
+    // An earlier step's record lands before this step's effects.
+    ctx.settle().await?;
     let started_at = now_ms();
     let clock = Instant::now();
     // A DEBUG span: at INFO one span per step cost W2 a fifth of its CPU (the workflow's INFO
@@ -335,11 +337,10 @@ where
         started_at,
         completed_at: None,
     };
-    match ctx.record(call).await? {
-        None => result,
-        // A competing execution recorded this call first: its outcome is the one that counts.
-        Some((output, error)) => decode(output.as_deref(), error.as_deref(), name, function_id),
-    }
+    // Written by the next durable call, or with the workflow's outcome when this step was its
+    // last (one commit for both).
+    ctx.defer(call)?;
+    result
 }
 
 /// Awaits the step's attempts, unless the workflow's deadline passes first: then, once the

@@ -247,9 +247,8 @@ impl<W> Admission<W> {
                 return self.decided();
             }
         };
-        // What a claim could take now: its own slots, those offered and those freed meanwhile.
-        let offered = self.slots.offered() as i64;
-        let asked = (self.free() + i64::from(slots.len()) + offered).min(self.claim_batch);
+        // What the claim asked for; slots kept offered or freed meanwhile are not part of it.
+        let asked = i64::from(slots.len());
         let took = rows.len() as i64;
         for workflow in rows {
             let slot = slots.split().unwrap_or_else(|| self.slots.acquire(1));
@@ -422,7 +421,12 @@ impl<W> Admission<W> {
         }
         // Slots offered to local enqueues are not free for a claim.
         self.withdraw();
-        let limit = self.free().min(self.claim_batch);
+        let free = self.free();
+        // While the fast path is open, a claim only looks for work from elsewhere: half the free
+        // slots stay offered meanwhile, so a local producer keeps skipping the queue instead of
+        // falling into the table (and, behind its own tabled rows, off the fast path).
+        let kept = if self.fast_path_open() { free / 2 } else { 0 };
+        let limit = (free - kept).min(self.claim_batch);
         if limit <= 0 {
             self.arm_poll();
             return;
@@ -451,10 +455,18 @@ impl<W> Admission<W> {
         }
     }
 
+    /// Whether local enqueues may skip the queue: nothing they could jump is known to wait.
+    fn fast_path_open(&self) -> bool {
+        self.phase == Phase::Running && !self.backlog && self.limits.local_only
+    }
+
     fn offer(&mut self) {
         self.withdraw();
-        let skip = self.phase == Phase::Running && !self.backlog && self.limits.local_only;
-        let n = if skip { self.free() } else { 0 };
+        let n = if self.fast_path_open() {
+            self.free()
+        } else {
+            0
+        };
         if n > 0
             && !self
                 .slots

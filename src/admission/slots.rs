@@ -125,6 +125,7 @@ impl Slots {
     }
 
     /// Slots offered now (enqueues may be taking them).
+    #[cfg(test)]
     pub(super) fn offered(&self) -> u64 {
         self.0.word.load(Ordering::Acquire) & OFFERED
     }

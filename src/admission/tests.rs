@@ -208,30 +208,61 @@ fn an_unlimited_queue_offers_one_claims_batch_at_a_time() {
 
 #[test]
 fn a_claim_in_flight_holds_the_slots_it_asked_for() {
-    let (mut a, _) = Actor::new(limited(3));
-    a.answer(clear(3), &["a"]);
-    assert_eq!(a.offered(), 2);
+    let (mut a, _) = Actor::new(limited(5));
+    a.answer(clear(5), &["a"]);
+    assert_eq!(a.offered(), 4);
     assert_eq!(a.step(|m| m.tick()), ["claim 2 with depth"]);
     assert_eq!(
         (a.offered(), a.used()),
-        (0, 3),
-        "the offer went to the claim"
+        (2, 5),
+        "half the free slots went to the claim, the rest stay offered"
     );
     assert!(a.exit("a", false).is_empty());
-    assert_eq!(a.offered(), 1, "only the slot freed since is offered");
+    assert_eq!(a.offered(), 3, "the slot freed since is offered too");
     let e1 = slot(a.m.slots().take());
-    let e2 = tabled(a.m.slots().take());
+    let e2 = slot(a.m.slots().take());
+    let e3 = slot(a.m.slots().take());
+    let e4 = tabled(a.m.slots().take());
     assert_eq!(
         a.answer(clear(2), &["b", "c"]),
         ["run b Claimed", "run c Claimed", "poll 1s"]
     );
     assert_eq!(
         a.used(),
-        3,
-        "two claimed and one reserved: never more than the limit"
+        5,
+        "two claimed and three reserved: never more than the limit"
     );
     assert_eq!(a.step(|m| m.reserved("e1", e1)), ["run e1 Reserved"]);
-    drop(e2);
+    drop((e2, e3, e4));
+}
+
+#[test]
+fn a_local_producer_stays_on_the_fast_path_while_polls_look_elsewhere() {
+    let (mut a, _) = Actor::new(limited(4));
+    a.answer(clear(4), &[]);
+    for round in 0..3 {
+        assert_eq!(
+            a.step(|m| m.tick()),
+            ["claim 2 with depth"],
+            "round {round}"
+        );
+        let e = slot(a.m.slots().take());
+        assert_eq!(a.step(|m| m.reserved("e", e)), ["run e Reserved"]);
+        assert_eq!(a.answer(clear(2), &[]), ["poll 1s"], "round {round}");
+        assert_eq!(
+            a.offered(),
+            3,
+            "round {round}: nothing waits, the offer is whole again"
+        );
+        a.exit("e", false);
+    }
+    assert_eq!(a.step(|m| m.tick()), ["claim 2 with depth"]);
+    assert_eq!(
+        a.answer(waiting(3, 2), &["x", "y"]),
+        ["run x Claimed", "run y Claimed", "claim 2", "poll 1s"],
+        "work from elsewhere closes the fast path and is claimed with every free slot"
+    );
+    assert_eq!(a.offered(), 0);
 }
 
 #[test]
@@ -275,10 +306,10 @@ fn an_enqueue_gone_to_the_table_is_never_overtaken() {
 fn a_claims_answer_keeps_a_backlog_announced_after_it_looked() {
     let (mut a, _) = Actor::new(limited(2));
     a.answer(clear(2), &[]);
-    assert_eq!(a.step(|m| m.tick()), ["claim 2 with depth"]);
+    assert_eq!(a.step(|m| m.tick()), ["claim 1 with depth"]);
     assert!(a.step(|m| m.woken()).is_empty(), "one claim at a time");
     assert_eq!(
-        a.answer(clear(2), &[]),
+        a.answer(clear(1), &[]),
         ["claim 2", "poll 1s"],
         "the wake-up came after the claim looked: claim again"
     );

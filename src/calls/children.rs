@@ -131,6 +131,7 @@ impl Context {
             .id(id.clone())
             .child_of(self.workflow_id(), self.deadline());
         let target = queue.map_or(Target::Direct, Target::Queue);
+        self.settle().await?;
         start::submit(self.shared(), target, workflow, &input?, options).await?;
         let call = Call {
             child: Some(id.clone()),

@@ -509,6 +509,7 @@ impl Context {
                 .id
                 .clone()
                 .unwrap_or_else(|| format!("{}-{function_id}", self.workflow_id()));
+            self.settle().await?;
             fork_as(self.shared(), id, &new_id, from_step, options).await?;
             let output = codec::encode(&new_id, "a fork's id")?;
             self.record(Call::new(function_id, NAME, started).output(output))

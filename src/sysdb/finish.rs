@@ -1,5 +1,8 @@
 //! Workflow outcomes: the final status in `workflow_status` and the payload in
-//! `workflow_output`, applied only while the workflow is `PENDING` under the writer's owner token.
+//! `workflow_output`, applied only while the workflow is `PENDING` under the writer's owner token;
+//! with them, the workflow's last step when its record was held back for this write.
+
+use super::steps::StepWrite;
 
 /// A workflow's final status and payload, valid only while it is `PENDING` under `owner`.
 #[derive(Debug, Clone)]
@@ -10,6 +13,9 @@ pub(crate) struct FinishWrite {
     pub status: &'static str,
     pub output: Option<String>,
     pub error: Option<String>,
+    /// The workflow's last step, held back to be recorded in the same commit: the outcome is
+    /// written only if this record is.
+    pub step: Option<StepWrite>,
 }
 
 /// What finishing a workflow found.
@@ -21,6 +27,9 @@ pub(crate) enum FinishOutcome {
     Cancelled,
     /// Another execution owns the workflow now.
     NotOwner,
+    /// The step carried with it was already recorded (by another attempt of this run): nothing
+    /// was written; the run restarts and replays the recorded step.
+    StepConflict,
 }
 
 impl FinishWrite {

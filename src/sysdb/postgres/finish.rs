@@ -1,6 +1,6 @@
 //! Workflow outcomes on Postgres: the batch in one statement that updates each status row still
-//! `PENDING` under the writer's owner token and writes its payload; the others are classified
-//! with one more statement.
+//! `PENDING` under the writer's owner token and writes its payload (and the held-back last steps
+//! some carry); the others are classified with one more statement.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
@@ -9,21 +9,35 @@ use sqlx::postgres::PgConnection;
 use sqlx::Row;
 
 use super::sql::{PgQuery, Sql};
+use super::steps;
 use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::{FinishOutcome, FinishWrite};
+use crate::sysdb::{FinishOutcome, FinishWrite, StepWrite};
 
 /// Built once per process; `Sql::get` splices the schema in.
 static STATEMENT: LazyLock<String> = LazyLock::new(statement);
+static WITH_STEPS: LazyLock<String> = LazyLock::new(with_steps);
 
 /// The finish statement: the update and payload insert, and the workflows it changed.
 fn statement() -> String {
-    format!("WITH {}\nSELECT workflow_uuid FROM f_upd", cte(1))
+    format!("WITH {}\nSELECT workflow_uuid FROM f_upd", cte(1, ""))
+}
+
+/// The finish statement for a batch carrying held-back steps: their insert (`c_ins`, from
+/// parameter 7) first; a workflow whose step is not written now is not finished either.
+fn with_steps() -> String {
+    let guard = "AND (r.id <> ALL($7::text[])
+           OR EXISTS (SELECT 1 FROM c_ins c WHERE c.workflow_uuid = r.id))";
+    format!(
+        "WITH {},\n{}\nSELECT workflow_uuid FROM f_upd",
+        steps::cte(7),
+        cte(1, guard)
+    )
 }
 
 /// The update and payload insert as CTEs `f_upd`/`f_out`; parameters start at `${p}` (five
-/// arrays, then the time).
-fn cte(p: usize) -> String {
+/// arrays, then the time); `guard` is one more condition on the update.
+fn cte(p: usize, guard: &str) -> String {
     let a = |i: usize| format!("${}", p + i);
     format!(
         r#"fr AS (
@@ -42,7 +56,7 @@ fn cte(p: usize) -> String {
     -- Not `status = 'PENDING'`: that would let the partial index of PENDING rows drive the
     -- join, a scan of every running workflow per batch. This form leaves only the primary key.
     WHERE w.workflow_uuid = r.id AND w.status IS NOT DISTINCT FROM 'PENDING'
-      AND w.owner_xid = r.owner
+      AND w.owner_xid = r.owner {guard}
     RETURNING w.workflow_uuid
 ), f_out AS (
     INSERT INTO {{s}}.workflow_output (workflow_uuid, output, error, retention_timestamp)
@@ -80,7 +94,8 @@ fn bind<'q>(q: PgQuery<'q>, batch: &[&'q FinishWrite], now: i64) -> PgQuery<'q> 
 }
 
 const CLASSIFY: &str = r#"
-SELECT workflow_uuid, status FROM {s}.workflow_status WHERE workflow_uuid = ANY($1::text[])
+SELECT workflow_uuid, status, owner_xid FROM {s}.workflow_status
+WHERE workflow_uuid = ANY($1::text[])
 "#;
 
 /// Finishes the batch; one outcome per request, in order.
@@ -89,7 +104,13 @@ pub(super) async fn run(
     conn: &mut PgConnection,
     batch: &[&FinishWrite],
 ) -> Result<Vec<FinishOutcome>, DbError> {
-    let query = bind(sqlx::query(sql.get(&STATEMENT)), batch, now_ms());
+    let held: Vec<&StepWrite> = batch.iter().filter_map(|f| f.step.as_ref()).collect();
+    let query = if held.is_empty() {
+        bind(sqlx::query(sql.get(&STATEMENT)), batch, now_ms())
+    } else {
+        let query = bind(sqlx::query(sql.get(&WITH_STEPS)), batch, now_ms());
+        steps::bind(query, &held)
+    };
     let updated: HashSet<String> = query
         .fetch_all(&mut *conn)
         .await?
@@ -115,12 +136,13 @@ async fn outcomes(
     if missing.is_empty() {
         return Ok(vec![FinishOutcome::Finished; batch.len()]);
     }
-    let status: HashMap<String, Option<String>> = sqlx::query(sql.get(CLASSIFY))
+    type Found = (Option<String>, Option<String>);
+    let status: HashMap<String, Found> = sqlx::query(sql.get(CLASSIFY))
         .bind(&missing)
         .fetch_all(&mut *conn)
         .await?
         .into_iter()
-        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+        .map(|row| Ok((row.try_get(0)?, (row.try_get(1)?, row.try_get(2)?))))
         .collect::<Result<_, sqlx::Error>>()?;
     Ok(batch
         .iter()
@@ -128,11 +150,16 @@ async fn outcomes(
             if updated.contains(&f.workflow_id) {
                 return FinishOutcome::Finished;
             }
-            match status.get(&f.workflow_id).cloned().flatten().as_deref() {
+            let (state, owner) = status.get(&f.workflow_id).cloned().unwrap_or_default();
+            match state.as_deref() {
                 Some("CANCELLED") => FinishOutcome::Cancelled,
                 // Already final with no owner: an earlier attempt of this write landed before
                 // the connection dropped.
                 Some(s) if s == f.status => FinishOutcome::Finished,
+                // Still ours: only the step it carried can have held it back.
+                Some("PENDING") if owner.as_deref() == Some(&f.owner) && f.step.is_some() => {
+                    FinishOutcome::StepConflict
+                }
                 _ => FinishOutcome::NotOwner,
             }
         })

@@ -24,7 +24,7 @@ fn statement() -> String {
 }
 
 /// The insert as a CTE `c_ins`; its parameters start at `${p}`.
-fn cte(p: usize) -> String {
+pub(super) fn cte(p: usize) -> String {
     let a = |i: usize| format!("${}", p + i);
     format!(
         r#"c_ins AS (
@@ -59,7 +59,7 @@ fn cte(p: usize) -> String {
 }
 
 /// Binds the ten arrays of `cte`.
-fn bind<'q>(q: PgQuery<'q>, batch: &[&'q StepWrite]) -> PgQuery<'q> {
+pub(super) fn bind<'q>(q: PgQuery<'q>, batch: &[&'q StepWrite]) -> PgQuery<'q> {
     q.bind(
         batch
             .iter()

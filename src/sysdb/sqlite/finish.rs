@@ -1,11 +1,12 @@
-//! Workflow outcomes on SQLite: the final status and the payload, applied only while the
-//! workflow is `PENDING` under the writer's owner token.
+//! Workflow outcomes on SQLite: the final status and the payload (after the held-back last step
+//! some carry), applied only while the workflow is `PENDING` under the writer's owner token.
 
 use sqlx::sqlite::SqliteConnection;
 
+use super::steps;
 use crate::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::{FinishOutcome, FinishWrite};
+use crate::sysdb::{FinishOutcome, FinishWrite, StepOutcome};
 
 /// Finishes the batch; one outcome per request, in order.
 pub(super) async fn run(
@@ -20,6 +21,12 @@ pub(super) async fn run(
 }
 
 async fn finish_one(tx: &mut SqliteConnection, f: &FinishWrite) -> Result<FinishOutcome, DbError> {
+    if let Some(step) = &f.step {
+        // Recorded first, in the same transaction; a record of another attempt stops the finish.
+        if let Some(StepOutcome::AlreadyRecorded { .. }) = steps::record(tx, &[step]).await?.pop() {
+            return Ok(FinishOutcome::StepConflict);
+        }
+    }
     let now = now_ms();
     let updated = sqlx::query(
         "UPDATE workflow_status SET status = ?3, owner_xid = NULL, deduplication_id = NULL, \

@@ -342,6 +342,7 @@ async fn garbage_collection_deletes_only_finished_workflows(kind: Kind) {
             status: "SUCCESS",
             output: Some("1".into()),
             error: None,
+            step: None,
         };
         f.session().await.finish(&[&done]).await.unwrap();
     }

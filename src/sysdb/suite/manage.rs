@@ -275,6 +275,7 @@ async fn resume_requeues_unless_finished(kind: Kind) {
         status: "SUCCESS",
         output: None,
         error: None,
+        step: None,
     };
     f.session().await.finish(&[&finish]).await.unwrap();
     let done = f.store.resume("done", INTERNAL_QUEUE).await.unwrap();

@@ -44,6 +44,7 @@ async fn status_reads_the_row_and_its_outcome(kind: Kind) {
         status: "ERROR",
         output: None,
         error: Some("\"boom\"".into()),
+        step: None,
     };
     f.session().await.finish(&[&finish]).await.unwrap();
     let done = f.store.status("done").await.unwrap().unwrap();
@@ -115,6 +116,7 @@ async fn observation_counts_queues_and_completions(kind: Kind) {
         status,
         output: None,
         error: None,
+        step: None,
     };
     for id in ["ok1", "ok2", "bad"] {
         f.running(id).await;

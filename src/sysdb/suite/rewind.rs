@@ -38,6 +38,7 @@ async fn rewind_drops_calls_from_the_step_and_requeues_a_finished_workflow(kind:
         status: "SUCCESS",
         output: Some("7".into()),
         error: None,
+        step: None,
     };
     f.session().await.finish(&[&finish]).await.unwrap();
     assert_eq!(

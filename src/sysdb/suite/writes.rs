@@ -16,6 +16,7 @@ store_tests!(
     checkpoint_records_once_and_only_for_the_owner,
     load_steps_reads_each_workflow_in_call_order,
     finish_records_the_outcome_once_and_only_for_the_owner,
+    finish_writes_a_held_back_step_with_the_outcome_or_neither,
     ops_commit_their_effect_with_their_record,
     recv_takes_the_oldest_message_or_gives_up,
     send_from_outside_is_idempotent_and_needs_a_destination,
@@ -214,7 +215,62 @@ fn finish_of(id: &str, status: &'static str) -> FinishWrite {
         status,
         output: Some("\"done\"".into()),
         error: None,
+        step: None,
     }
+}
+
+async fn finish_writes_a_held_back_step_with_the_outcome_or_neither(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    for id in ["a", "b", "c", "d"] {
+        f.running(id).await;
+    }
+    let with_step = |id: &str, output: &str| FinishWrite {
+        step: Some(step_write(id, 1, output)),
+        ..finish_of(id, "SUCCESS")
+    };
+    // b's step was recorded by another attempt, with another outcome.
+    assert_eq!(f.step("b", 1, "\"first\"").await, StepOutcome::Recorded);
+    let (a, b, d) = (
+        with_step("a", "1"),
+        with_step("b", "2"),
+        finish_of("d", "SUCCESS"),
+    );
+    let stranger = FinishWrite {
+        owner: "someone else".into(),
+        step: Some(crate::sysdb::StepWrite {
+            owner: "someone else".into(),
+            ..step_write("c", 1, "3")
+        }),
+        ..finish_of("c", "SUCCESS")
+    };
+    let mut session = f.session().await;
+    assert_eq!(
+        session.finish(&[&a, &b, &stranger, &d]).await.unwrap(),
+        vec![
+            FinishOutcome::Finished,
+            FinishOutcome::StepConflict,
+            FinishOutcome::NotOwner,
+            FinishOutcome::Finished
+        ]
+    );
+    assert_eq!(f.column("a", "status").await.as_deref(), Some("SUCCESS"));
+    let step_output = |id: &str| {
+        format!("SELECT output FROM dbos.operation_outputs WHERE workflow_uuid = '{id}'")
+    };
+    assert_eq!(f.text(&step_output("a")).await.as_deref(), Some("1"));
+    assert_eq!(f.column("b", "status").await.as_deref(), Some("PENDING"));
+    assert_eq!(
+        f.text(&step_output("b")).await.as_deref(),
+        Some("\"first\"")
+    );
+    assert_eq!(f.column("c", "status").await.as_deref(), Some("PENDING"));
+    assert_eq!(f.rows_of("operation_outputs", "c").await, 0);
+    assert_eq!(f.column("d", "status").await.as_deref(), Some("SUCCESS"));
+    // The same write again (a retry after a lost answer) finds its own outcome.
+    assert_eq!(
+        session.finish(&[&a]).await.unwrap(),
+        vec![FinishOutcome::Finished]
+    );
 }
 
 async fn finish_records_the_outcome_once_and_only_for_the_owner(kind: Kind) {
