@@ -75,13 +75,16 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
         .await;
     assert_eq!(counts[2], "0", "{counts}");
     assert!(counts[3].as_str().unwrap().contains("of 2"), "{counts}");
+    // The panels load apart: wait until the queues and the chart have theirs.
     let page = browser
-        .script(
-            "return { banner: document.querySelector('#banner').hidden, \
+        .wait_for(
+            "const p = { banner: document.querySelector('#banner').hidden, \
                       queues: document.querySelectorAll('#queues tbody tr').length, \
                       chart: document.querySelectorAll('#throughput svg rect').length, \
-                      health: document.querySelector('#health').textContent };",
+                      health: document.querySelector('#health').textContent }; \
+             return p.queues > 0 && p.chart > 0 ? p : null;",
             json!([]),
+            10,
         )
         .await;
     assert_eq!(page["banner"], true, "no error shown: {page}");
