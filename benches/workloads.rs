@@ -134,8 +134,10 @@ async fn launch(a: &Args) -> stead::Result<Runtime> {
             .polling_interval(Duration::from_millis(a.poll_ms));
         builder = builder.queue(queue);
     }
+    // W4 relaunches under the crashed process's executor id (WORKLOADS.md): its own recovery,
+    // not the fleet's adoption of a dead executor (lease and margin later), is measured.
     let builder = if gated {
-        builder.workflow("work", gated_steps)
+        builder.executor_id("bench-w4").workflow("work", gated_steps)
     } else {
         builder.workflow("work", noop_steps)
     };
