@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use futures::FutureExt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -134,6 +135,11 @@ impl Context {
                     }
                     _ = self.aborted() => {}
                     _ = self.evictable(started, Some(until), Some(subscription.key())) => {
+                        // Heard, every send since the last look woke `woken` (enabled before
+                        // it), and any later one wakes the registry entry: no look is needed.
+                        if heard() && woken.as_mut().now_or_never().is_none() {
+                            return self.evict().await;
+                        }
                         parked = true;
                     }
                 }
