@@ -137,7 +137,9 @@ async fn launch(a: &Args) -> stead::Result<Runtime> {
     // W4 relaunches under the crashed process's executor id (WORKLOADS.md): its own recovery,
     // not the fleet's adoption of a dead executor (lease and margin later), is measured.
     let builder = if gated {
-        builder.executor_id("bench-w4").workflow("work", gated_steps)
+        builder
+            .executor_id("bench-w4")
+            .workflow("work", gated_steps)
     } else {
         builder.workflow("work", noop_steps)
     };
