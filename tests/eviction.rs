@@ -13,37 +13,27 @@ const IDLE: Duration = Duration::from_millis(200);
 
 /// A counted step, a recv with a long timeout, a counted step.
 async fn receiver(ctx: Context, _: ()) -> stead::Result<Option<String>> {
-    let id = ctx.workflow_id().to_owned();
-    let before = id.clone();
-    ctx.step("before", move || async move {
-        common::count_body(&before, 1);
-        Ok(())
-    })
-    .await?;
+    counted(&ctx, "before", 1).await?;
     let got: Option<String> = ctx.recv(Some("t"), Duration::from_secs(3600)).await?;
-    ctx.step("after", move || async move {
-        common::count_body(&id, 2);
+    counted(&ctx, "after", 2).await?;
+    Ok(got)
+}
+
+/// Step `name`, counting its body's runs as call `n`.
+async fn counted(ctx: &Context, name: &str, n: u32) -> stead::Result<()> {
+    let id = ctx.workflow_id().to_owned();
+    ctx.step(name, move || async move {
+        common::count_body(&id, n);
         Ok(())
     })
-    .await?;
-    Ok(got)
+    .await
 }
 
 /// A counted step, a durable sleep of `ms`, a counted step.
 async fn sleeper(ctx: Context, ms: u64) -> stead::Result<u64> {
-    let id = ctx.workflow_id().to_owned();
-    let before = id.clone();
-    ctx.step("before", move || async move {
-        common::count_body(&before, 1);
-        Ok(())
-    })
-    .await?;
+    counted(&ctx, "before", 1).await?;
     ctx.sleep(Duration::from_millis(ms)).await?;
-    ctx.step("after", move || async move {
-        common::count_body(&id, 2);
-        Ok(())
-    })
-    .await?;
+    counted(&ctx, "after", 2).await?;
     Ok(ms)
 }
 
