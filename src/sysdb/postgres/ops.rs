@@ -24,13 +24,16 @@ static OP_WRITE_STREAM: LazyLock<String> = LazyLock::new(write_stream_sql);
 static OP_SET_EVENT: LazyLock<String> = LazyLock::new(set_event_sql);
 
 /// Built once per process; `Sql::get` splices the schema in.
-static OP_RECV: LazyLock<String> = LazyLock::new(recv_sql);
+pub(super) static OP_RECV: LazyLock<String> = LazyLock::new(recv_sql);
 
 /// Built once per process; `Sql::get` splices the schema in.
 static OP_SEND: LazyLock<String> = LazyLock::new(send_sql);
 
+/// Not `status = 'PENDING'`: a lane plans once, often on an empty table, and that form lets the
+/// partial index of PENDING rows win, a scan of every running workflow per op once they are
+/// many. This form leaves only the primary key.
 const OWN: &str = "own AS (SELECT 1 FROM {s}.workflow_status \
-    WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2)";
+    WHERE workflow_uuid = $1 AND status IS NOT DISTINCT FROM 'PENDING' AND owner_xid = $2)";
 
 /// Records the call ($1 workflow, $3 function id, $4/$5 started/completed, $6 app) as `name`
 /// with `output`, when the workflow is ours and the call has no row yet.

@@ -76,3 +76,27 @@ async fn retention_by_count_is_a_range_of_the_created_at_index() {
     assert!(p.contains("Index Cond: (created_at <="), "{p}");
     assert!(!p.contains("hashed SubPlan"), "{p}");
 }
+
+/// A lane plans each statement once, generically, usually while the tables are still empty;
+/// that plan must still be a key lookup when a hundred thousand workflows are running.
+#[tokio::test]
+async fn an_op_planned_on_an_empty_table_checks_ownership_by_primary_key() {
+    let (_db, mut conn, sql) = migrated().await;
+    sqlx::query("SET plan_cache_mode = force_generic_plan")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let prepare = format!(
+        "PREPARE recv_op(text, text, int4, int8, int8, text, text, bool) AS {}",
+        sql.get(&super::ops::OP_RECV).as_str()
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let explain = "EXPLAIN EXECUTE recv_op('w', 'o', 1, 0, 0, 'app', 't', false)";
+    let p = plan(&mut conn, sqlx::query(explain)).await;
+    assert!(p.contains("workflow_status_pkey"), "{p}");
+    assert!(!p.contains("idx_workflow_status_pending"), "{p}");
+    assert!(!p.contains("in_flight"), "{p}");
+}
