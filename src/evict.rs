@@ -1,8 +1,8 @@
 //! Evicted workflows: runs that waited idle long enough that this process dropped their actor
-//! and body. Each is an entry {id, wake deadline, wake key (hashed), what to dispatch it with, its queue
-//! slot}; one task keeps one timer for all of them, and a signal on an entry's key (a local
-//! write, or a NOTIFY the listener relays) wakes it. A woken entry goes back to its queue actor,
-//! which runs it again by replay.
+//! and body. Each is an entry {id, wake deadline, wake key (hashed), what to dispatch it with,
+//! its queue slot}; one task keeps one timer for all of them, and a signal on an entry's key (a
+//! local write, or a NOTIFY the listener relays) wakes it. A woken entry goes back to its queue
+//! actor, which runs it again by replay.
 //!
 //! It owns no row (an evicted workflow stays `PENDING` and owned by this executor) and never
 //! runs workflow code; it names neither an actor nor `Shared` (its task is given the resume).
