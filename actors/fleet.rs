@@ -221,9 +221,9 @@ async fn scan_once(shared: &SharedRef, last_stranded: &mut usize) -> Result<(), 
     let (live, stranded) = shared
         .db
         .call_with(app, |db, app| async move {
-            let live = db.list_executors(app.as_deref()).await?;
+            let live = db.live_executors(app.as_deref()).await?;
             let stranded = db.stranded(app.as_deref()).await?;
-            Ok((live.iter().filter(|e| e.live).count(), stranded.len()))
+            Ok((live as usize, stranded.len()))
         })
         .await?;
     crate::metrics::fleet_sampled(live, stranded);

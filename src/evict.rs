@@ -8,6 +8,7 @@
 //! runs workflow code; it names neither an actor nor `Shared` (its task is given the resume).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -32,11 +33,15 @@ pub(crate) struct Evicted {
     changed: Notify,
 }
 
+/// Kept small: a million waiting runs are a million of these (ARCHITECTURE.md, Performance).
 #[derive(Default)]
 struct State {
     entries: BTreeMap<Arc<str>, Entry>,
     timers: BTreeSet<(i64, Arc<str>)>,
-    keys: HashMap<Arc<str>, Vec<Arc<str>>>,
+    /// Waiters by their key's hash, not the key: a collision only wakes a run that finds
+    /// nothing and waits again.
+    keys: HashMap<u64, Waiters>,
+    hasher: RandomState,
     /// Woken entries for the timer task to hand back.
     ready: Vec<Parked>,
     /// Workflow and queue names, shared by every entry.
@@ -47,7 +52,8 @@ struct State {
 
 struct Entry {
     deadline: Option<i64>,
-    key: Option<Arc<str>>,
+    /// Its wake-up key's hash.
+    key: Option<u64>,
     /// Set once the actor has stopped and its queue actor handed the run over.
     run: Option<Box<Parked>>,
     /// Woken before the run was handed over: the queue actor runs it again at once.
@@ -59,10 +65,10 @@ pub(crate) struct Parked {
     id: Arc<str>,
     name: Arc<str>,
     queue: Arc<str>,
-    owner: Box<str>,
+    owner: Token,
     attempts: i64,
     inputs: Option<Box<str>>,
-    serialization: Option<Box<str>>,
+    serialization: Option<Arc<str>>,
     restarts: u32,
     deadline: Option<i64>,
     trace_context: Option<Box<str>>,
@@ -80,10 +86,10 @@ impl Parked {
         let d = Dispatch {
             id: self.id.to_string(),
             name: self.name.to_string(),
-            owner: self.owner.into(),
+            owner: self.owner.to_string(),
             attempts: self.attempts,
             inputs: self.inputs.map(Into::into),
-            serialization: self.serialization.map(Into::into),
+            serialization: self.serialization.map(|s| s.to_string()),
             fresh: false,
             restarts: self.restarts,
             deadline: self.deadline,
@@ -124,12 +130,12 @@ impl Evicted {
         if let Some(at) = deadline {
             s.timers.insert((at, id.clone()));
         }
-        let key: Option<Arc<str>> = key.map(|k| {
-            let k: Arc<str> = match s.keys.get_key_value(k) {
-                Some((k, _)) => k.clone(),
-                None => Arc::from(k),
+        let key = key.map(|k| {
+            let k = s.hasher.hash_one(k);
+            match s.keys.remove(&k) {
+                Some(waiters) => s.keys.insert(k, waiters.with(id.clone())),
+                None => s.keys.insert(k, Waiters::One(id.clone())),
             };
-            s.keys.entry(k.clone()).or_default().push(id.clone());
             self.keyed.fetch_add(1, Ordering::Relaxed);
             k
         });
@@ -161,7 +167,7 @@ impl Evicted {
     pub(crate) fn remove_run(&self, id: &str, owner: Option<&str>) -> bool {
         let mut s = self.lock();
         let other = |e: &Entry| match (&e.run, owner) {
-            (Some(run), Some(owner)) => &*run.owner != owner,
+            (Some(run), Some(owner)) => !run.owner.is(owner),
             _ => false,
         };
         match s.entries.get(id) {
@@ -180,9 +186,9 @@ impl Evicted {
     /// Hands over the run of a stopped actor whose wait registered `d.id`.
     pub(crate) fn attach(&self, d: Dispatch, queue: &str, slot: Permit) -> Attach {
         let mut s = self.lock();
-        let woken = match s.entries.get(d.id.as_str()) {
+        let (id, woken) = match s.entries.get_key_value(d.id.as_str()) {
             None => return Attach::Gone(slot),
-            Some(entry) => entry.woken,
+            Some((id, entry)) => (id.clone(), entry.woken),
         };
         if woken {
             s.entries.remove(d.id.as_str());
@@ -193,11 +199,11 @@ impl Evicted {
         let parked = Box::new(Parked {
             name: s.intern(&d.name),
             queue: s.intern(queue),
-            id: Arc::from(d.id.as_str()),
-            owner: d.owner.into(),
+            id,
+            owner: Token::from(d.owner),
             attempts: d.attempts,
             inputs: d.inputs.map(Into::into),
-            serialization: d.serialization.map(Into::into),
+            serialization: d.serialization.map(|z| s.intern(&z)),
             restarts: d.restarts,
             deadline: d.deadline,
             trace_context: d.trace_context.map(Into::into),
@@ -215,7 +221,8 @@ impl Evicted {
             return;
         }
         let mut s = self.lock();
-        let Some(ids) = s.keys.get(key).cloned() else {
+        let hash = s.hasher.hash_one(key);
+        let Some(ids) = s.keys.get(&hash).map(Waiters::ids) else {
             return;
         };
         for id in ids {
@@ -231,7 +238,7 @@ impl Evicted {
             return;
         }
         let mut s = self.lock();
-        let ids: Vec<Arc<str>> = s.keys.values().flatten().cloned().collect();
+        let ids: Vec<Arc<str>> = s.keys.values().flat_map(Waiters::ids).collect();
         for id in ids {
             self.wake(&mut s, &id);
         }
@@ -299,12 +306,9 @@ impl Evicted {
         if let Some(at) = entry.deadline {
             s.timers.remove(&(at, Arc::from(id)));
         }
-        if let Some(key) = &entry.key {
-            if let Some(ids) = s.keys.get_mut(key) {
-                ids.retain(|i| i.as_ref() != id);
-                if ids.is_empty() {
-                    s.keys.remove(key);
-                }
+        if let Some(key) = entry.key {
+            if let Some(rest) = s.keys.remove(&key).and_then(|w| w.without(id)) {
+                s.keys.insert(key, rest);
             }
             self.keyed.fetch_sub(1, Ordering::Relaxed);
         }
@@ -354,5 +358,115 @@ impl State {
         let n: Arc<str> = Arc::from(name);
         self.names.insert(n.clone());
         n
+    }
+}
+
+/// The runs waiting on one key: almost always one, which then costs no allocation.
+enum Waiters {
+    One(Arc<str>),
+    Many(Vec<Arc<str>>),
+}
+
+impl Waiters {
+    fn with(self, id: Arc<str>) -> Waiters {
+        match self {
+            Waiters::One(first) => Waiters::Many(vec![first, id]),
+            Waiters::Many(mut ids) => {
+                ids.push(id);
+                Waiters::Many(ids)
+            }
+        }
+    }
+
+    /// What is left once `id` goes; `None` when nothing is.
+    fn without(self, id: &str) -> Option<Waiters> {
+        match self {
+            Waiters::One(only) if only.as_ref() == id => None,
+            Waiters::One(only) => Some(Waiters::One(only)),
+            Waiters::Many(mut ids) => {
+                ids.retain(|i| i.as_ref() != id);
+                match ids.len() {
+                    0 => None,
+                    1 => ids.pop().map(Waiters::One),
+                    _ => Some(Waiters::Many(ids)),
+                }
+            }
+        }
+    }
+
+    fn ids(&self) -> Vec<Arc<str>> {
+        match self {
+            Waiters::One(id) => vec![id.clone()],
+            Waiters::Many(ids) => ids.clone(),
+        }
+    }
+}
+
+/// An owner token, held as 16 bytes when it is a UUID in its usual text form (as every writer
+/// makes them), so that form is all that is kept.
+enum Token {
+    Uuid(u128),
+    Text(Box<str>),
+}
+
+impl From<String> for Token {
+    fn from(text: String) -> Token {
+        match uuid::Uuid::try_parse(&text) {
+            Ok(u) if u.hyphenated().to_string() == text => Token::Uuid(u.as_u128()),
+            _ => Token::Text(text.into()),
+        }
+    }
+}
+
+impl Token {
+    fn is(&self, text: &str) -> bool {
+        match self {
+            Token::Uuid(u) => uuid::Uuid::try_parse(text)
+                .is_ok_and(|t| t.as_u128() == *u && t.hyphenated().to_string() == text),
+            Token::Text(t) => t.as_ref() == text,
+        }
+    }
+}
+
+impl std::fmt::Display for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Token::Uuid(u) => uuid::Uuid::from_u128(*u).hyphenated().fmt(f),
+            Token::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_token_reads_back_as_written() {
+        for text in [
+            "0191c7e2-5b7a-7cc1-9a53-1f0c2f9e3a11",
+            "0191C7E2-5B7A-7CC1-9A53-1F0C2F9E3A11",
+            "0191c7e25b7a7cc19a531f0c2f9e3a11",
+            "not-a-uuid",
+            "",
+        ] {
+            let token = Token::from(text.to_owned());
+            assert_eq!(token.to_string(), text);
+            assert!(token.is(text));
+            assert!(!token.is("0191c7e2-5b7a-7cc1-9a53-1f0c2f9e3a12"));
+        }
+        let token = Token::from("0191c7e2-5b7a-7cc1-9a53-1f0c2f9e3a11".to_owned());
+        assert!(!token.is("0191C7E2-5B7A-7CC1-9A53-1F0C2F9E3A11"));
+    }
+
+    #[test]
+    fn waiters_on_one_key_come_and_go() {
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
+        let w = Waiters::One(a.clone()).with(b.clone());
+        assert_eq!(w.ids(), vec![a.clone(), b.clone()]);
+        let w = w.without("a").expect("b is left");
+        assert_eq!(w.ids(), vec![b]);
+        assert!(w.without("b").is_none());
+        assert!(Waiters::One(a).without("x").is_some());
     }
 }

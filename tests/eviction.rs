@@ -195,7 +195,7 @@ async fn ten_thousand_evicted_workflows_each_sent_a_message_all_finish(db) {
     let results = handles.iter().map(|h| h.result::<Option<String>>());
     let all = tokio::time::timeout(Duration::from_secs(300), futures::future::try_join_all(results))
         .await
-        .expect("every woken workflow finishes")
+        .unwrap_or_else(|_| panic!("not every woken workflow finished: {:?}", rt.stats()))
         .unwrap();
     for (i, got) in all.iter().enumerate() {
         assert_eq!(got.as_deref(), Some(format!("m{i}").as_str()));

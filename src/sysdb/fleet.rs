@@ -104,6 +104,10 @@ pub(crate) trait Fleet: Send + Sync {
     /// The roster (of application `app`, every application when `None`), live ones first.
     async fn list_executors(&self, app: Option<&str>) -> Result<Vec<ExecutorInfo>, DbError>;
 
+    /// How many roster executors (of application `app`, every one when `None`) are live;
+    /// unlike [`Fleet::list_executors`] it counts no workflow, so a fleet round can afford it.
+    async fn live_executors(&self, app: Option<&str>) -> Result<u64, DbError>;
+
     /// Dead, quiet roster executors owning `PENDING` workflows of `me`'s
     /// application and version: the candidates for adoption.
     async fn adoptable(&self, me: &Executor<'_>) -> Result<Vec<String>, DbError>;

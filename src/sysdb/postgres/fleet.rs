@@ -50,14 +50,27 @@ WHERE $1::text IS NULL OR e.application_name = $1
 ORDER BY 8 DESC, e.executor_id
 "#;
 
+/// The dead executors first, materialised: with none (the usual case) no workflow row is read;
+/// joined the other way round, every round read every `PENDING` row (there is no index on the
+/// executor), a second each at a million waiting workflows.
 const ADOPTABLE: &str = r#"
-SELECT e.executor_id FROM {s}.stead_executors e
-WHERE e.executor_id <> $1 AND {QUIET} AND NOT {LIVE}
+WITH dead AS MATERIALIZED (
+    SELECT e.executor_id, e.last_seen FROM {s}.stead_executors e
+    WHERE e.executor_id <> $1 AND {QUIET} AND NOT {LIVE}
+)
+SELECT d.executor_id FROM dead d
+WHERE EXISTS (SELECT 1 FROM dead)
   AND EXISTS (SELECT 1 FROM {s}.workflow_status w
-              WHERE w.status = 'PENDING' AND w.executor_id = e.executor_id
+              WHERE w.status = 'PENDING' AND w.executor_id = d.executor_id
                 AND w.application_version = $2
                 AND (w.application_name = $3 OR w.application_name IS NULL))
-ORDER BY e.last_seen
+ORDER BY d.last_seen
+"#;
+
+/// Live roster executors (of application $1, every one when NULL); reads no workflow row.
+const LIVE_COUNT: &str = r#"
+SELECT count(*) FROM {s}.stead_executors e
+WHERE ($1::text IS NULL OR e.application_name = $1) AND {LIVE}
 "#;
 
 const ADOPT: &str = r#"
@@ -82,11 +95,15 @@ SELECT COALESCE((SELECT ok FROM got), false), (SELECT count(*) FROM moved),
        (SELECT COALESCE(array_agg(queue_name), '{}') FROM queues), (SELECT count(*) FROM told)
 "#;
 
+/// Dead executors first, as in [`ADOPTABLE`]: with none, no workflow row is read.
 const STRANDED: &str = r#"
+WITH e AS MATERIALIZED (
+    SELECT e.executor_id, e.application_name FROM {s}.stead_executors e
+    WHERE ($1::text IS NULL OR e.application_name = $1) AND {QUIET} AND NOT {LIVE}
+)
 SELECT w.workflow_uuid FROM {s}.workflow_status w
-JOIN {s}.stead_executors e ON e.executor_id = w.executor_id
-WHERE w.status = 'PENDING' AND ($1::text IS NULL OR e.application_name = $1)
-  AND {QUIET} AND NOT {LIVE}
+JOIN e ON e.executor_id = w.executor_id
+WHERE w.status = 'PENDING' AND EXISTS (SELECT 1 FROM e)
   AND NOT EXISTS (SELECT 1 FROM {s}.stead_executors e2
                   WHERE e2.application_version = w.application_version
                     AND e2.application_name IS NOT DISTINCT FROM e.application_name
@@ -130,9 +147,10 @@ fn splice(t: &str) -> String {
 static REGISTER_SQL: LazyLock<String> = LazyLock::new(|| splice(REGISTER));
 static PING_SQL: LazyLock<String> = LazyLock::new(|| splice(PING));
 static LIST_SQL: LazyLock<String> = LazyLock::new(|| splice(LIST));
-static ADOPTABLE_SQL: LazyLock<String> = LazyLock::new(|| splice(ADOPTABLE));
+pub(super) static ADOPTABLE_SQL: LazyLock<String> = LazyLock::new(|| splice(ADOPTABLE));
 static ADOPT_SQL: LazyLock<String> = LazyLock::new(|| splice(ADOPT));
-static STRANDED_SQL: LazyLock<String> = LazyLock::new(|| splice(STRANDED));
+pub(super) static STRANDED_SQL: LazyLock<String> = LazyLock::new(|| splice(STRANDED));
+static LIVE_COUNT_SQL: LazyLock<String> = LazyLock::new(|| splice(LIVE_COUNT));
 static MOVE_SQL: LazyLock<String> = LazyLock::new(|| splice(MOVE));
 
 /// The lease's session settings, so the server ends a session whose process froze or lost
@@ -248,6 +266,14 @@ impl Fleet for Postgres {
             })
             .collect::<Result<_, sqlx::Error>>()
             .map_err(Into::into)
+    }
+
+    async fn live_executors(&self, app: Option<&str>) -> Result<u64, DbError> {
+        let n: i64 = sqlx::query_scalar(self.sql.get(&LIVE_COUNT_SQL))
+            .bind(app)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(n as u64)
     }
 
     async fn adoptable(&self, me: &Executor<'_>) -> Result<Vec<String>, DbError> {

@@ -100,3 +100,33 @@ async fn an_op_planned_on_an_empty_table_checks_ownership_by_primary_key() {
     assert!(!p.contains("idx_workflow_status_pending"), "{p}");
     assert!(!p.contains("in_flight"), "{p}");
 }
+
+/// Each fleet round asks for adoptable and stranded work; with no dead executor (the usual
+/// case) that must read no workflow row, however many are running.
+#[tokio::test]
+async fn a_fleet_round_with_no_dead_executor_reads_no_workflow_row() {
+    let (_db, mut conn, sql) = migrated().await;
+    let analyze = |template: &'static str| {
+        format!(
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {}",
+            sql.get(template).as_str()
+        )
+    };
+    let adoptable = sqlx::query(sqlx::AssertSqlSafe(analyze(&super::fleet::ADOPTABLE_SQL)))
+        .bind("me")
+        .bind("v1")
+        .bind("app");
+    let stranded =
+        sqlx::query(sqlx::AssertSqlSafe(analyze(&super::fleet::STRANDED_SQL))).bind("app");
+    for p in [
+        plan(&mut conn, adoptable).await,
+        plan(&mut conn, stranded).await,
+    ] {
+        let reads: Vec<&str> = p
+            .lines()
+            .filter(|l| l.contains("workflow_status"))
+            .collect();
+        assert!(!reads.is_empty(), "{p}");
+        assert!(reads.iter().all(|l| l.contains("never executed")), "{p}");
+    }
+}

@@ -37,6 +37,10 @@ impl Fleet for Sqlite {
         Ok(Vec::new())
     }
 
+    async fn live_executors(&self, _: Option<&str>) -> Result<u64, DbError> {
+        Ok(0)
+    }
+
     async fn adoptable(&self, _: &Executor<'_>) -> Result<Vec<String>, DbError> {
         Ok(Vec::new())
     }
