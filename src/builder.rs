@@ -226,7 +226,7 @@ impl RuntimeBuilder {
     /// How long a workflow may wait idle in memory (a durable sleep, `recv` or `get_event` with
     /// nothing else in flight) before it is evicted: its actor and body are dropped, its row
     /// stays `PENDING` and owned here, and a timer entry and its wake-up key stand in for it
-    /// (a few hundred bytes). Its timer, message or event brings it back by replay. Default
+    /// (under a kilobyte). Its timer, message or event brings it back by replay. Default
     /// 60 s; `None` keeps every waiting workflow resident. Only waits with at least this long
     /// left are evicted.
     pub fn evict_after(mut self, idle: Option<Duration>) -> Self {
