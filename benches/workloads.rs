@@ -133,6 +133,12 @@ async fn launch(a: &Args) -> stead::Result<Runtime> {
             .worker_concurrency(a.conc)
             .polling_interval(Duration::from_millis(a.poll_ms));
         builder = builder.queue(queue);
+        // Enqueue only: a queue declared here but served by no one.
+        if std::env::var("STEAD_BENCH_ENQUEUE_ONLY").is_ok() {
+            builder = builder
+                .queue(Queue::new("nobody"))
+                .listen_queues(["benchq"]);
+        }
     }
     // W4 relaunches under the crashed process's executor id (WORKLOADS.md): its own recovery,
     // not the fleet's adoption of a dead executor (lease and margin later), is measured.
