@@ -269,11 +269,16 @@ impl Fleet for Postgres {
     }
 
     async fn live_executors(&self, app: Option<&str>) -> Result<u64, DbError> {
-        let n: i64 = sqlx::query_scalar(self.sql.get(&LIVE_COUNT_SQL))
+        let n = sqlx::query_scalar::<_, i64>(self.sql.get(&LIVE_COUNT_SQL))
             .bind(app)
             .fetch_one(&self.pool)
-            .await?;
-        Ok(n as u64)
+            .await;
+        match n {
+            Ok(n) => Ok(n as u64),
+            // 42P01: no roster yet, as in `list_executors`.
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P01") => Ok(0),
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn adoptable(&self, me: &Executor<'_>) -> Result<Vec<String>, DbError> {

@@ -75,6 +75,11 @@ async fn a_dead_executors_work_is_adopted_once_and_a_retired_versions_is_strande
     let listed = f.store.list_executors(None).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert!(listed[0].live && listed[0].pending == 2 && listed[0].app_version == "v1");
+    assert_eq!(f.store.live_executors(None).await.unwrap(), 1);
+    assert_eq!(
+        f.store.live_executors(Some("another app")).await.unwrap(),
+        0
+    );
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(
         f.store.adoptable(&me()).await.unwrap().is_empty(),
@@ -119,6 +124,7 @@ async fn a_dead_executors_work_is_adopted_once_and_a_retired_versions_is_strande
     old.register(&member("old", "v0")).await.unwrap();
     f.start(&pending("s", "old", "v0")).await;
     assert!(f.store.stranded(None).await.unwrap().is_empty(), "it lives");
+    assert_eq!(f.store.live_executors(None).await.unwrap(), 2);
     drop(old);
     tokio::time::sleep(Duration::from_millis(800)).await;
     let stranded = f.store.stranded(None).await.unwrap();
