@@ -242,14 +242,7 @@ impl Fleet for Postgres {
             .bind(app)
             .fetch_all(&self.pool)
             .await;
-        let rows = match rows {
-            Ok(rows) => rows,
-            // 42P01: no roster yet (a schema DBOS migrated that no stead executor used).
-            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P01") => {
-                return Ok(Vec::new())
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let rows = or_no_roster(rows, Vec::new())?;
         rows.iter()
             .map(|r| {
                 Ok(ExecutorInfo {
@@ -273,12 +266,7 @@ impl Fleet for Postgres {
             .bind(app)
             .fetch_one(&self.pool)
             .await;
-        match n {
-            Ok(n) => Ok(n as u64),
-            // 42P01: no roster yet, as in `list_executors`.
-            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P01") => Ok(0),
-            Err(e) => Err(e.into()),
-        }
+        Ok(or_no_roster(n, 0)? as u64)
     }
 
     async fn adoptable(&self, me: &Executor<'_>) -> Result<Vec<String>, DbError> {
@@ -313,13 +301,7 @@ impl Fleet for Postgres {
             .bind(app)
             .fetch_all(&self.pool)
             .await;
-        match ids {
-            Ok(ids) => Ok(ids),
-            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P01") => {
-                Ok(Vec::new())
-            }
-            Err(e) => Err(e.into()),
-        }
+        or_no_roster(ids, Vec::new())
     }
 
     async fn move_stranded(&self, ids: &[String], version: &str) -> Result<u64, DbError> {
@@ -330,5 +312,15 @@ impl Fleet for Postgres {
             .fetch_one(&self.pool)
             .await?;
         Ok(moved as u64)
+    }
+}
+
+/// A roster read's result, or `empty` when there is no roster yet (42P01: a schema DBOS
+/// migrated that no stead executor used).
+fn or_no_roster<T>(read: Result<T, sqlx::Error>, empty: T) -> Result<T, DbError> {
+    match read {
+        Ok(found) => Ok(found),
+        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P01") => Ok(empty),
+        Err(e) => Err(e.into()),
     }
 }
