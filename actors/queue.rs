@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
 };
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use super::restart::Restart;
@@ -22,6 +23,7 @@ use super::workflow::{WorkflowActor, WorkflowArgs};
 use crate::admission::{Admission, ClaimAnswer, Decision, Path, Permit};
 use crate::backoff::Backoff;
 use crate::clock::now_ms;
+use crate::directory::Offer;
 use crate::dispatch::{Dispatch, QueueRequest};
 use crate::error::DbError;
 use crate::evict::{Attach, EVICTED};
@@ -107,6 +109,8 @@ pub(crate) struct QueueState {
     /// Claims, restarts and timers in flight; dropped with the state (also on a kill), which
     /// aborts them, so nothing outlives the actor.
     tasks: JoinSet<()>,
+    /// Told after every settle: awaited enqueues waiting for the offer to reopen look again.
+    settled: Arc<Notify>,
 }
 
 /// A workflow actor of this queue, with the workflow it runs and the slot it holds.
@@ -136,10 +140,12 @@ impl Actor for QueueActor {
         // Registered before the take-back below runs, so a direct start either reaches this
         // actor or is already committed when the take-back reads the table.
         let name = args.def.name.clone();
-        args.shared
-            .directory
-            .open_slots
-            .insert(name.clone(), admission.slots().clone());
+        let settled = Arc::new(Notify::new());
+        let offer = Offer {
+            slots: admission.slots().clone(),
+            settled: settled.clone(),
+        };
+        args.shared.directory.open_slots.insert(name.clone(), offer);
         args.shared
             .directory
             .queues
@@ -154,6 +160,7 @@ impl Actor for QueueActor {
             running: HashMap::new(),
             drains: Vec::new(),
             tasks: JoinSet::new(),
+            settled,
         };
         state.perform(&myself, first).await;
         Ok(state)
@@ -190,6 +197,7 @@ impl Actor for QueueActor {
                 }
             }
             QueueMsg::Request(QueueRequest::Wake) => admission.woken(),
+            QueueMsg::Request(QueueRequest::TabledLanded) => admission.tabled_landed(),
             QueueMsg::Request(QueueRequest::Panic) => {
                 panic!("injected fault: queue {}", state.def.name)
             }
@@ -325,6 +333,7 @@ impl QueueState {
         self.metrics.running(self.children.len());
         let decisions = self.admission.settle(self.children.len());
         self.perform(myself, decisions).await;
+        self.settled.notify_waiters();
     }
 
     async fn perform(&mut self, myself: &ActorRef<QueueMsg>, decisions: Vec<Decision<Dispatch>>) {

@@ -5,8 +5,11 @@
 //! tree owns the actors, the core only reads entries and sends them the core's own message types
 //! (`QueueRequest`, `WorkflowRequest`, `SchedulerRequest`). It never names an actor type.
 
+use std::sync::Arc;
+
 use dashmap::DashMap;
 use ractor::DerivedActorRef;
+use tokio::sync::Notify;
 
 use crate::admission::Slots;
 use crate::dispatch::{LocalRun, QueueRequest, WorkflowRequest};
@@ -19,7 +22,7 @@ pub(crate) struct Directory {
     /// The current actor of each queue, kept by the queue actors themselves.
     pub queues: DashMap<String, DerivedActorRef<QueueRequest>>,
     /// Slots each local queue actor offers to local enqueues, by queue name.
-    pub open_slots: DashMap<String, Slots>,
+    pub open_slots: DashMap<String, Offer>,
     /// The actors of the workflows running in this process, by workflow id (more than one only
     /// while a taken-over run winds down).
     pub running: DashMap<String, Vec<LocalRun>>,
@@ -33,6 +36,14 @@ pub(crate) struct Directory {
     pub foreign_queues: DashMap<String, String>,
     /// The current scheduler actor, kept by the scheduler itself.
     pub scheduler: std::sync::RwLock<Option<DerivedActorRef<SchedulerRequest>>>,
+}
+
+/// A local queue actor's offer to this process's enqueues.
+#[derive(Clone)]
+pub(crate) struct Offer {
+    pub slots: Slots,
+    /// Notified each time the actor has settled an input (its offer may have changed).
+    pub settled: Arc<Notify>,
 }
 
 /// What the core asks of the scheduler actor.

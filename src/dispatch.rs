@@ -50,6 +50,8 @@ pub(crate) enum QueueRequest {
     Run(Dispatch),
     /// Work was enqueued (here, or announced by another process): claim now.
     Wake,
+    /// An enqueue of this process that found no slot wrote its row to the table: claim now.
+    TabledLanded,
     /// Run a workflow enqueued into the slot it took (its row is already `PENDING` and ours).
     RunReserved(Dispatch, Permit),
     /// The slot an enqueue took was not used (no row was written).

@@ -246,6 +246,9 @@ pub(crate) async fn submit(
 ) -> Result<WorkflowHandle> {
     if let Target::Queue(queue) = target {
         check_queue_defined(shared, queue, options.undefined_queue_ok).await?;
+        if options.delay.is_none() && runs_here(shared, workflow, &options) {
+            await_reopening(shared, queue).await;
+        }
     }
     let submission = begin(shared, target, workflow, input_json, options)?;
     tokio::spawn(submission.complete())
@@ -332,6 +335,7 @@ impl Submission {
         let (id, owner, inputs) = (new.id.clone(), new.owner.clone(), new.inputs.clone());
         let deadline = new.deadline;
         let trace = attributes::trace_context(new.attributes.as_deref());
+        let tabled = matches!(reservation, Reservation::Tabled(_));
         let outcome = shared.db.start(new).await;
         let created = matches!(outcome, Ok(StartOutcome::Created));
         let reserved = match reservation {
@@ -345,7 +349,7 @@ impl Submission {
                 // A created row wakes the actor below; otherwise it still learns its backlog is
                 // clear.
                 if let (Target::Queue(queue), false) = (target, created) {
-                    wake(shared, queue);
+                    tabled_landed(shared, queue);
                 }
                 None
             }
@@ -373,6 +377,7 @@ impl Submission {
                             let _ = queue.send_message(QueueRequest::RunReserved(d, slot));
                         }
                     }
+                    (Target::Queue(queue), None) if tabled => tabled_landed(shared, queue),
                     (Target::Queue(queue), None) => wake(shared, queue),
                     (Target::Direct, None) => {}
                 }
@@ -627,7 +632,12 @@ enum Reservation {
 
 /// Takes a slot this process's actor of `queue` offers, to run an enqueue at once.
 fn reserve(shared: &SharedRef, queue: &str) -> Reservation {
-    let Some(slots) = shared.directory.open_slots.get(queue).map(|s| s.clone()) else {
+    let Some(slots) = shared
+        .directory
+        .open_slots
+        .get(queue)
+        .map(|o| o.slots.clone())
+    else {
         return Reservation::NoActor;
     };
     let Some(actor) = shared.directory.queues.get(queue).map(|q| q.clone()) else {
@@ -639,10 +649,44 @@ fn reserve(shared: &SharedRef, queue: &str) -> Reservation {
     }
 }
 
+/// The most an awaited enqueue waits for a claim in flight to reopen its queue's offer.
+const REOPENING_WAIT: Duration = Duration::from_millis(20);
+
+/// Waits, at most [`REOPENING_WAIT`], while this process's actor of `queue` offers no slot but
+/// its claim in flight may reopen the offer (`Slots::reopening`): an enqueue that went to the
+/// table meanwhile would keep the offer closed, and every later one would follow it there.
+async fn await_reopening(shared: &SharedRef, queue: &str) {
+    let Some(offer) = shared.directory.open_slots.get(queue).map(|o| o.clone()) else {
+        return;
+    };
+    let until = tokio::time::Instant::now() + REOPENING_WAIT;
+    loop {
+        let settled = offer.settled.notified();
+        tokio::pin!(settled);
+        // Registered before looking, so a settle right after the look is not missed.
+        settled.as_mut().enable();
+        if offer.slots.offered() > 0 || !offer.slots.reopening() {
+            return;
+        }
+        if tokio::time::timeout_at(until, settled).await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Tells this process's actor of `queue` (if it runs one) that work arrived.
 pub(crate) fn wake(shared: &SharedRef, queue: &str) {
+    send_to_queue(shared, queue, QueueRequest::Wake);
+}
+
+/// Tells this process's actor of `queue` that an enqueue of ours that found no slot landed.
+fn tabled_landed(shared: &SharedRef, queue: &str) {
+    send_to_queue(shared, queue, QueueRequest::TabledLanded);
+}
+
+fn send_to_queue(shared: &SharedRef, queue: &str, request: QueueRequest) {
     if let Some(actor) = shared.directory.queues.get(queue).map(|q| q.clone()) {
-        let _ = actor.send_message(QueueRequest::Wake);
+        let _ = actor.send_message(request);
     }
 }
 

@@ -215,3 +215,48 @@ async fn an_enqueue_or_start_given_up_on_still_runs_and_frees_its_slot(db) {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
+
+// An awaited producer that outpaced its queue for a moment went to the table behind its own
+// rows; once the queue has room again its enqueues must take the fast path again, not follow
+// one another to the table for good (a claim that overlaps a tabled write cannot vouch for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awaited_producer_that_fell_behind_finds_the_fast_path_again() {
+    use common::CheckPool as _;
+    let db = common::TestDb::new().await;
+    let queue = Queue::new("refill")
+        .worker_concurrency(4)
+        .polling_interval(Duration::from_millis(10));
+    let rt = launch(&db, vec![queue]).await;
+    // Four runs hold every slot until their gate opens; ten enqueues meanwhile go to the table.
+    let mut handles = Vec::new();
+    for i in 0..14 {
+        let input = tagged(&db, &format!("rf-held-{i}"), "rf-gate", 0);
+        let options = WorkflowOptions::default();
+        handles.push(rt.enqueue("refill", "job", input, options).await.unwrap());
+    }
+    open(&db, "rf-gate");
+    for i in 0..300 {
+        let input = tagged(&db, &format!("rf-{i}"), "", 2);
+        let options = WorkflowOptions::default();
+        handles.push(rt.enqueue("refill", "job", input, options).await.unwrap());
+    }
+    for h in handles {
+        common::within(h.result::<String>()).await.unwrap();
+    }
+    // A row that took the fast path started when it was created; a claimed one later.
+    let pool = db.pool().await;
+    let fast = pool
+        .count(
+            "SELECT count(*) FILTER (WHERE started_at_epoch_ms = created_at) FROM ( \
+               SELECT created_at, started_at_epoch_ms FROM dbos.workflow_status \
+               WHERE queue_name = 'refill' ORDER BY created_at DESC LIMIT 200) last",
+        )
+        .await
+        .unwrap();
+    // Without waiting for the claim in flight: 0 of 200; with it, 170-195 here.
+    assert!(
+        fast >= 100,
+        "{fast} of the last 200 enqueues took the fast path"
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}

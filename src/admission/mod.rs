@@ -144,6 +144,9 @@ pub(crate) struct Admission<W> {
     request: Option<Request>,
     /// Work may be waiting that a free slot could take: claim as soon as one frees, offer none.
     backlog: bool,
+    /// Some of it may be from elsewhere (announced, seen beyond what a claim took, promoted, or
+    /// not yet looked for), not only this process's own enqueues gone to the table.
+    foreign: bool,
     /// The tabled count up to which a claim has seen every enqueue that went to the table.
     accounted: u32,
     /// Wake-ups so far.
@@ -167,6 +170,7 @@ impl<W> Admission<W> {
             phase: Phase::Running,
             request: None,
             backlog: true,
+            foreign: true,
             accounted: 0,
             wakes: 0,
             restarting: 0,
@@ -213,9 +217,18 @@ impl<W> Admission<W> {
         self.decided()
     }
 
-    /// Work was announced (an enqueue here or elsewhere).
+    /// Work was announced (by another process, or written here outside the slots).
     pub(crate) fn woken(&mut self) -> Vec<Decision<W>> {
         self.wakes += 1;
+        self.foreign = true;
+        self.backlog = true;
+        self.claim(false);
+        self.decided()
+    }
+
+    /// An enqueue of this process that went to the table has landed. Not a wake-up a claim must
+    /// have heard: the tabled count tells whether a claim saw its row.
+    pub(crate) fn tabled_landed(&mut self) -> Vec<Decision<W>> {
         self.backlog = true;
         self.claim(false);
         self.decided()
@@ -266,14 +279,18 @@ impl<W> Admission<W> {
         // It saw every tabled enqueue's row only if all had landed before it and none went to
         // the table since.
         let unseen = !tabled.all_landed() || self.slots.tabled().tabled != tabled.tabled;
-        self.backlog = answer.seen > took || answer.promoted > 0 || woken_since || unseen;
+        self.foreign = answer.seen > took || answer.promoted > 0 || woken_since;
+        self.backlog = self.foreign || unseen;
         if !self.backlog {
             self.accounted = tabled.tabled;
         }
         if let Some(due) = answer.next_due {
             self.wake_at(due);
         }
-        if answer.promoted > 0 || woken_since || (took > 0 && took >= asked) {
+        // Tabled writes that landed during the claim announced themselves while it was in
+        // flight: look for them now (one still being written announces itself when it lands).
+        let landed_unseen = unseen && self.slots.tabled().all_landed();
+        if answer.promoted > 0 || woken_since || landed_unseen || (took > 0 && took >= asked) {
             self.claim(false);
         }
         self.arm_poll();
@@ -298,6 +315,7 @@ impl<W> Admission<W> {
             self.admit(workflow, slot, Path::TakenBack);
         }
         self.backlog = true;
+        self.foreign = true;
         self.claim(false);
         self.decided()
     }
@@ -335,6 +353,7 @@ impl<W> Admission<W> {
     pub(crate) fn configure(&mut self, def: &Queue) -> Vec<Decision<W>> {
         self.limits = Limits::of(def);
         self.backlog = true;
+        self.foreign = true;
         self.claim(false);
         self.decided()
     }
@@ -370,6 +389,7 @@ impl<W> Admission<W> {
     /// answers drains, or stops a retired queue, once idle (`children` are running).
     pub(crate) fn settle(&mut self, children: usize) -> Vec<Decision<W>> {
         self.offer();
+        self.slots.set_reopening(self.reopening());
         let idle = children == 0 && self.request.is_none();
         match self.phase {
             Phase::Draining { deadline_passed }
@@ -460,6 +480,18 @@ impl<W> Admission<W> {
         self.phase == Phase::Running && !self.backlog && self.limits.local_only
     }
 
+    /// A claim is in flight and nothing but this process's own enqueues is known to wait: an
+    /// awaited enqueue that finds no slot and waits for the claim's answer, instead of going to
+    /// the table, may find a slot offered then. Tabling meanwhile keeps the offer closed: a
+    /// claim that overlaps a tabled write cannot vouch for it, so a producer that keeps tabling
+    /// would never see the fast path again.
+    fn reopening(&self) -> bool {
+        self.phase == Phase::Running
+            && self.limits.local_only
+            && !self.foreign
+            && matches!(self.request, Some(Request::Claim { .. }))
+    }
+
     fn offer(&mut self) {
         self.withdraw();
         let n = if self.fast_path_open() {
@@ -500,5 +532,6 @@ impl<W> Drop for Admission<W> {
     /// An actor that is gone offers nothing: its enqueues go to the table for its successor.
     fn drop(&mut self) {
         self.slots.withdraw();
+        self.slots.set_reopening(false);
     }
 }

@@ -8,12 +8,12 @@
 
 #[cfg(all(test, stead_loom))]
 use loom::sync::{
-    atomic::{AtomicU32, AtomicU64, Ordering},
+    atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
     Arc,
 };
 #[cfg(not(all(test, stead_loom)))]
 use std::sync::{
-    atomic::{AtomicU32, AtomicU64, Ordering},
+    atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
     Arc,
 };
 
@@ -36,6 +36,9 @@ struct Pool {
     landed: AtomicU32,
     /// Slots held: by permits, by the offer, by a claim in flight.
     used: AtomicU64,
+    /// A claim in flight may reopen the offer: an awaited enqueue finding none may wait for its
+    /// answer instead of going to the table (advice only; `take` decides).
+    reopening: AtomicBool,
 }
 
 /// A slot (or a claim's batch of them), held for as long as its workflow may run here; dropping
@@ -80,6 +83,7 @@ impl Slots {
             word: AtomicU64::new(0),
             landed: AtomicU32::new(0),
             used: AtomicU64::new(0),
+            reopening: AtomicBool::new(false),
         }))
     }
 
@@ -125,9 +129,17 @@ impl Slots {
     }
 
     /// Slots offered now (enqueues may be taking them).
-    #[cfg(test)]
-    pub(super) fn offered(&self) -> u64 {
+    pub(crate) fn offered(&self) -> u64 {
         self.0.word.load(Ordering::Acquire) & OFFERED
+    }
+
+    /// Whether waiting for the claim in flight may find a slot offered (see [`Pool`]).
+    pub(crate) fn reopening(&self) -> bool {
+        self.0.reopening.load(Ordering::Acquire)
+    }
+
+    pub(super) fn set_reopening(&self, on: bool) {
+        self.0.reopening.store(on, Ordering::Release);
     }
 
     /// Withdraws the offer, freeing the slots no enqueue took; returns the tabled count.

@@ -303,6 +303,64 @@ fn an_enqueue_gone_to_the_table_is_never_overtaken() {
 }
 
 #[test]
+fn a_producer_that_waits_for_the_claim_finds_the_fast_path_again() {
+    let (mut a, _) = Actor::new(limited(4));
+    a.answer(clear(4), &["a", "b", "c", "d"]);
+    let e1 = tabled(a.m.slots().take());
+    assert!(
+        !a.m.slots().reopening(),
+        "no claim in flight: nothing to wait for"
+    );
+    drop(e1);
+    assert!(a.step(|m| m.tabled_landed()).is_empty(), "no slot is free");
+    assert_eq!(a.exit("a", false), ["claim 1"]);
+    assert!(
+        a.m.slots().reopening(),
+        "only our own rows wait: the claim may reopen the offer"
+    );
+    // The producer waits instead of tabling e2; meanwhile another slot frees.
+    assert!(a.exit("b", false).is_empty(), "one claim at a time");
+    assert_eq!(a.answer(clear(1), &["e1"]), ["run e1 Claimed", "claim 1"]);
+    assert!(a.m.slots().reopening(), "the next claim may leave b's slot");
+    assert_eq!(a.answer(clear(1), &[]), Vec::<String>::new());
+    assert_eq!(
+        a.offered(),
+        1,
+        "every tabled row was claimed: the fast path is open"
+    );
+    let e2 = slot(a.m.slots().take());
+    assert_eq!(a.step(|m| m.reserved("e2", e2)), ["run e2 Reserved"]);
+
+    // Work announced from elsewhere: waiting for a claim is no longer worth it.
+    assert!(a.step(|m| m.woken()).is_empty(), "no slot is free");
+    assert_eq!(a.exit("c", false), ["claim 1"]);
+    assert!(!a.m.slots().reopening());
+}
+
+#[test]
+fn a_tabled_write_landing_during_a_claim_is_looked_for_at_once() {
+    let (mut a, _) = Actor::new(limited(2));
+    a.answer(clear(2), &["a", "b"]);
+    let e1 = tabled(a.m.slots().take());
+    assert!(
+        a.exit("a", false).is_empty(),
+        "e1 has not announced itself yet"
+    );
+    assert_eq!(a.step(|m| m.tick()), ["claim 1 with depth"]);
+    drop(e1);
+    assert!(
+        a.step(|m| m.tabled_landed()).is_empty(),
+        "one claim at a time"
+    );
+    assert_eq!(
+        a.answer(clear(1), &[]),
+        ["claim 1", "poll 1s"],
+        "e1 landed after the claim looked: claim again, not at the next poll"
+    );
+    assert_eq!(a.answer(clear(1), &["e1"]), ["run e1 Claimed"]);
+}
+
+#[test]
 fn a_claims_answer_keeps_a_backlog_announced_after_it_looked() {
     let (mut a, _) = Actor::new(limited(2));
     a.answer(clear(2), &[]);

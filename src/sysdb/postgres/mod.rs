@@ -34,6 +34,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dashmap::DashSet;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::ConnectOptions;
 
@@ -49,6 +50,9 @@ pub(crate) struct Postgres {
     sql: Arc<Sql>,
     /// False for a pool the application handed over: stead's shutdown leaves it open.
     owns_pool: bool,
+    /// The server processes of the lanes' open sessions: their queue announcements are this
+    /// process's own, already told to its actors, so the listener skips their echo.
+    lane_pids: Arc<DashSet<u32>>,
 }
 
 impl Postgres {
@@ -85,6 +89,7 @@ impl Postgres {
             connect,
             sql: Arc::new(Sql::new(schema)),
             owns_pool: true,
+            lane_pids: Arc::default(),
         })
     }
 
@@ -105,6 +110,7 @@ impl Postgres {
             connect,
             sql: Arc::new(Sql::new(schema)),
             owns_pool: false,
+            lane_pids: Arc::default(),
         })
     }
 }

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use dashmap::DashSet;
 use sqlx::postgres::PgConnection;
 use sqlx::ConnectOptions;
 
@@ -28,8 +29,18 @@ impl Store for Postgres {
             ("plan_cache_mode", "force_generic_plan"),
             ("enable_seqscan", "off"),
         ]);
-        let conn = options.connect().await?;
-        Ok(Box::new(PgSession::new(conn, self.sql.clone())))
+        let mut conn = options.connect().await?;
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut conn)
+            .await?;
+        let pid = u32::try_from(pid).unwrap_or_default();
+        self.lane_pids.insert(pid);
+        Ok(Box::new(PgSession {
+            conn,
+            sql: self.sql.clone(),
+            pid,
+            lane_pids: self.lane_pids.clone(),
+        }))
     }
 
     async fn close(&self) {
@@ -57,11 +68,14 @@ impl Store for Postgres {
 pub(super) struct PgSession {
     conn: PgConnection,
     sql: Arc<Sql>,
+    /// Its server process, in `lane_pids` while the session lives.
+    pid: u32,
+    lane_pids: Arc<DashSet<u32>>,
 }
 
-impl PgSession {
-    fn new(conn: PgConnection, sql: Arc<Sql>) -> PgSession {
-        PgSession { conn, sql }
+impl Drop for PgSession {
+    fn drop(&mut self) {
+        self.lane_pids.remove(&self.pid);
     }
 }
 
