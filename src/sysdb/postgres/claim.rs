@@ -20,7 +20,7 @@ use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
 static CLAIM_PARTITIONED: LazyLock<String> = LazyLock::new(claim_partitioned_sql);
 
 /// Built once per process; `Sql::get` splices the schema in.
-static CLAIM: LazyLock<String> = LazyLock::new(claim_sql);
+pub(super) static CLAIM: LazyLock<String> = LazyLock::new(claim_sql);
 
 /// Budget: $4 free slots here, $7 global concurrency, $8/$9 rate limit (count, period ms).
 const BUDGET: &str = r#"
@@ -103,7 +103,10 @@ const TAKE: &str = r#", claimed AS (
         COALESCE((SELECT i.inputs FROM {s}.workflow_input i
                   WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
         w.serialization,
-        EXISTS (SELECT 1 FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid),
+        -- A probe, not EXISTS: a lane's generic plan, made while the table was small, ran
+        -- EXISTS as a hashed subplan that read every step row on each claim (W6).
+        (SELECT true FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid
+         LIMIT 1) IS NOT NULL,
         w.priority, w.created_at, w.workflow_deadline_epoch_ms,
         (w.attributes -> 'dbos.otelContext')::text
 ), promoted AS (

@@ -31,7 +31,9 @@ RETURNING w.workflow_uuid, w.name, w.owner_xid, w.recovery_attempts,
     COALESCE((SELECT i.inputs FROM {s}.workflow_input i
               WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
     w.serialization,
-    EXISTS (SELECT 1 FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid),
+    -- A probe, not EXISTS, which a generic plan may run as a hashed read of every step row.
+    (SELECT true FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid
+     LIMIT 1) IS NOT NULL,
     w.priority, w.created_at, w.workflow_deadline_epoch_ms,
     (w.attributes -> 'dbos.otelContext')::text
 "#;

@@ -130,3 +130,39 @@ async fn a_fleet_round_with_no_dead_executor_reads_no_workflow_row() {
         assert!(reads.iter().all(|l| l.contains("never executed")), "{p}");
     }
 }
+
+/// A claim's generic plan is made once per lane, usually on small tables; its check for
+/// recorded steps must stay a key probe per claimed row, not a hashed read of every step row
+/// (W6: 10 ms per claim at 15,000 step rows, growing with the history).
+#[tokio::test]
+async fn a_claim_planned_on_small_tables_probes_steps_by_key() {
+    let (_db, mut conn, sql) = migrated().await;
+    sqlx::query("SET plan_cache_mode = force_generic_plan")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let prepare = format!(
+        "PREPARE claim(text, text, text, int8, text, int8, int8, int8, int8, bool, text, text, \
+         int8, int8) AS {}",
+        sql.get(&super::claim::CLAIM).as_str()
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let explain = "EXPLAIN EXECUTE claim('q', 'v', 'app', 50, 'e', 0, NULL, NULL, NULL, true, \
+                   NULL, NULL, NULL, NULL)";
+    let p = plan(&mut conn, sqlx::query(explain)).await;
+    assert!(!p.contains("hashed SubPlan"), "{p}");
+    let steps: Vec<&str> = p
+        .lines()
+        .skip_while(|l| !l.contains("operation_outputs_pkey"))
+        .take(2)
+        .collect();
+    assert!(
+        steps
+            .iter()
+            .any(|l| l.contains("Index Cond: (workflow_uuid = w.workflow_uuid)")),
+        "{p}"
+    );
+}
