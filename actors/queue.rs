@@ -109,7 +109,8 @@ pub(crate) struct QueueState {
     /// Claims, restarts and timers in flight; dropped with the state (also on a kill), which
     /// aborts them, so nothing outlives the actor.
     tasks: JoinSet<()>,
-    /// Told after every settle: awaited enqueues waiting for the offer to reopen look again.
+    /// Told after a settle that began `reopening`: awaited enqueues waiting for the offer look
+    /// again.
     settled: Arc<Notify>,
 }
 
@@ -331,9 +332,14 @@ impl QueueState {
     /// Publishes the running gauge and performs what settling the machine decides.
     async fn settle(&mut self, myself: &ActorRef<QueueMsg>) {
         self.metrics.running(self.children.len());
+        // Enqueues wait only while the slots say `reopening`, so only a settle that began so
+        // can release one.
+        let waited = self.admission.slots().reopening();
         let decisions = self.admission.settle(self.children.len());
         self.perform(myself, decisions).await;
-        self.settled.notify_waiters();
+        if waited {
+            self.settled.notify_waiters();
+        }
     }
 
     async fn perform(&mut self, myself: &ActorRef<QueueMsg>, decisions: Vec<Decision<Dispatch>>) {

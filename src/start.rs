@@ -246,8 +246,8 @@ pub(crate) async fn submit(
 ) -> Result<WorkflowHandle> {
     if let Target::Queue(queue) = target {
         check_queue_defined(shared, queue, options.undefined_queue_ok).await?;
-        if options.delay.is_none() && runs_here(shared, workflow, &options) {
-            await_reopening(shared, queue).await;
+        if options.delay.is_none() {
+            await_reopening(shared, queue, || runs_here(shared, workflow, &options)).await;
         }
     }
     let submission = begin(shared, target, workflow, input_json, options)?;
@@ -655,10 +655,16 @@ const REOPENING_WAIT: Duration = Duration::from_millis(20);
 /// Waits, at most [`REOPENING_WAIT`], while this process's actor of `queue` offers no slot but
 /// its claim in flight may reopen the offer (`Slots::reopening`): an enqueue that went to the
 /// table meanwhile would keep the offer closed, and every later one would follow it there.
-async fn await_reopening(shared: &SharedRef, queue: &str) {
-    let Some(offer) = shared.directory.open_slots.get(queue).map(|o| o.clone()) else {
-        return;
+/// `runs_here` is asked only when there is something to wait for (the usual enqueue finds a
+/// slot offered and pays two atomic loads).
+async fn await_reopening(shared: &SharedRef, queue: &str, runs_here: impl FnOnce() -> bool) {
+    let offer = match shared.directory.open_slots.get(queue) {
+        Some(o) if o.slots.offered() == 0 && o.slots.reopening() => o.clone(),
+        _ => return,
     };
+    if !runs_here() {
+        return;
+    }
     let until = tokio::time::Instant::now() + REOPENING_WAIT;
     loop {
         let settled = offer.settled.notified();

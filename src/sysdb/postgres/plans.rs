@@ -28,6 +28,28 @@ async fn migrated() -> (PgScratch, PgConnection, Sql) {
     (db, conn, Sql::new("dbos"))
 }
 
+/// The plan a lane would run `template` with: prepared with `types`, planned generically (as a
+/// lane's settings force) on the tables as they are, executed with `args`.
+async fn generic_plan(
+    conn: &mut PgConnection,
+    sql: &Sql,
+    template: &'static str,
+    types: &str,
+    args: &str,
+) -> String {
+    sqlx::query("SET plan_cache_mode = force_generic_plan")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let prepare = format!("PREPARE lane({types}) AS {}", sql.get(template).as_str());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let explain = format!("EXPLAIN EXECUTE lane({args})");
+    plan(conn, sqlx::query(sqlx::AssertSqlSafe(explain))).await
+}
+
 fn explain(sql: &Sql, template: &'static str) -> String {
     format!("EXPLAIN {}", sql.get(template).as_str())
 }
@@ -82,20 +104,14 @@ async fn retention_by_count_is_a_range_of_the_created_at_index() {
 #[tokio::test]
 async fn an_op_planned_on_an_empty_table_checks_ownership_by_primary_key() {
     let (_db, mut conn, sql) = migrated().await;
-    sqlx::query("SET plan_cache_mode = force_generic_plan")
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let prepare = format!(
-        "PREPARE recv_op(text, text, int4, int8, int8, text, text, bool) AS {}",
-        sql.get(&super::ops::OP_RECV).as_str()
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let explain = "EXPLAIN EXECUTE recv_op('w', 'o', 1, 0, 0, 'app', 't', false)";
-    let p = plan(&mut conn, sqlx::query(explain)).await;
+    let p = generic_plan(
+        &mut conn,
+        &sql,
+        &super::ops::OP_RECV,
+        "text, text, int4, int8, int8, text, text, bool",
+        "'w', 'o', 1, 0, 0, 'app', 't', false",
+    )
+    .await;
     assert!(p.contains("workflow_status_pkey"), "{p}");
     assert!(!p.contains("idx_workflow_status_pending"), "{p}");
     assert!(!p.contains("in_flight"), "{p}");
@@ -137,22 +153,14 @@ async fn a_fleet_round_with_no_dead_executor_reads_no_workflow_row() {
 #[tokio::test]
 async fn a_claim_planned_on_small_tables_probes_steps_by_key() {
     let (_db, mut conn, sql) = migrated().await;
-    sqlx::query("SET plan_cache_mode = force_generic_plan")
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let prepare = format!(
-        "PREPARE claim(text, text, text, int8, text, int8, int8, int8, int8, bool, text, text, \
-         int8, int8) AS {}",
-        sql.get(&super::claim::CLAIM).as_str()
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let explain = "EXPLAIN EXECUTE claim('q', 'v', 'app', 50, 'e', 0, NULL, NULL, NULL, true, \
-                   NULL, NULL, NULL, NULL)";
-    let p = plan(&mut conn, sqlx::query(explain)).await;
+    let p = generic_plan(
+        &mut conn,
+        &sql,
+        &super::claim::CLAIM,
+        "text, text, text, int8, text, int8, int8, int8, int8, bool, text, text, int8, int8",
+        "'q', 'v', 'app', 50, 'e', 0, NULL, NULL, NULL, true, NULL, NULL, NULL, NULL",
+    )
+    .await;
     assert!(!p.contains("hashed SubPlan"), "{p}");
     let steps: Vec<&str> = p
         .lines()
