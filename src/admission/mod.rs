@@ -144,8 +144,9 @@ pub(crate) struct Admission<W> {
     request: Option<Request>,
     /// Work may be waiting that a free slot could take: claim as soon as one frees, offer none.
     backlog: bool,
-    /// Some of it may be from elsewhere (announced, seen beyond what a claim took, promoted, or
-    /// not yet looked for), not only this process's own enqueues gone to the table.
+    /// Some of it may be from elsewhere (announced, promoted, not yet looked for, or seen beyond
+    /// what a claim took while every enqueue of ours gone to the table was accounted for), not
+    /// only this process's own enqueues gone to the table.
     foreign: bool,
     /// The tabled count up to which a claim has seen every enqueue that went to the table.
     accounted: u32,
@@ -279,8 +280,13 @@ impl<W> Admission<W> {
         // It saw every tabled enqueue's row only if all had landed before it and none went to
         // the table since.
         let unseen = !tabled.all_landed() || self.slots.tabled().tabled != tabled.tabled;
-        self.foreign = answer.seen > took || answer.promoted > 0 || woken_since;
-        self.backlog = self.foreign || unseen;
+        // Rows left waiting are this process's own as far as it knows when some of its
+        // enqueues went to the table before the claim and no claim has seen them all since: a
+        // producer just ahead of its claims is not work from elsewhere.
+        let left = answer.seen > took;
+        let own_unaccounted = tabled.tabled != self.accounted;
+        self.foreign = (left && !own_unaccounted) || answer.promoted > 0 || woken_since;
+        self.backlog = self.foreign || unseen || left;
         if !self.backlog {
             self.accounted = tabled.tabled;
         }

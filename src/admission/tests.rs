@@ -338,6 +338,43 @@ fn a_producer_that_waits_for_the_claim_finds_the_fast_path_again() {
 }
 
 #[test]
+fn rows_a_claim_leaves_are_our_own_while_our_tabled_enqueues_are_unaccounted() {
+    let (mut a, _) = Actor::new(limited(4));
+    a.answer(clear(4), &["a", "b", "c", "d"]);
+    for _ in 0..2 {
+        drop(tabled(a.m.slots().take()));
+        a.step(|m| m.tabled_landed());
+    }
+    assert_eq!(a.exit("a", false), ["claim 1"]);
+    assert!(a.exit("b", false).is_empty(), "one claim at a time");
+    // The claim takes e1 and sees e2 behind it: a producer just ahead of its claims.
+    assert_eq!(
+        a.answer(waiting(2, 1), &["e1"]),
+        ["run e1 Claimed", "claim 1"]
+    );
+    assert!(
+        a.m.slots().reopening(),
+        "only our own rows may be left: the producer waits for the claim"
+    );
+    assert_eq!(a.offered(), 0, "e2 waits: nothing is offered");
+    assert_eq!(a.answer(clear(1), &["e2"]), ["run e2 Claimed"]);
+    assert!(a.exit("c", false).is_empty());
+    assert_eq!(a.offered(), 1, "every tabled row was claimed");
+
+    // With none of ours in the table, a row left is work from elsewhere.
+    let (mut a, _) = Actor::new(limited(4));
+    a.answer(waiting(5, 4), &["a", "b", "c", "d"]);
+    assert_eq!(a.exit("a", false), ["claim 1"]);
+    assert!(a.exit("b", false).is_empty());
+    assert_eq!(
+        a.answer(waiting(2, 1), &["x"]),
+        ["run x Claimed", "claim 1"]
+    );
+    assert!(!a.m.slots().reopening());
+    assert_eq!(a.offered(), 0);
+}
+
+#[test]
 fn a_tabled_write_landing_during_a_claim_is_looked_for_at_once() {
     let (mut a, _) = Actor::new(limited(2));
     a.answer(clear(2), &["a", "b"]);
