@@ -230,15 +230,19 @@ async fn two_executors_drain_a_queue_and_run_each_workflow_once() {
     let (rt, pool) = parent(&db, "d-").await;
     let _child = Killed(spawn_child(&db.url, "child", "serve"));
     child_ready(&pool, "child").await;
+    // From a client, which runs nothing: every row waits in the table for a claim. Enqueued by
+    // the parent, an enqueue that finds a slot free runs there, and the parent may run them all.
+    let client = stead::Client::connect(&db.url).await.unwrap();
     for i in 0..N {
-        rt.enqueue(
-            "drain",
-            "once",
-            (),
-            WorkflowOptions::with_id(format!("d-{i}")),
-        )
-        .await
-        .unwrap();
+        client
+            .enqueue(
+                "drain",
+                "once",
+                (),
+                WorkflowOptions::with_id(format!("d-{i}")),
+            )
+            .await
+            .unwrap();
     }
     common::wait_count(
         &pool,
