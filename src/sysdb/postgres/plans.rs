@@ -112,9 +112,28 @@ async fn an_op_planned_on_an_empty_table_checks_ownership_by_primary_key() {
         "'w', 'o', 1, 0, 0, 'app', 't', false",
     )
     .await;
+    assert_probes_by_key(&p);
+    assert!(!p.contains("in_flight"), "{p}");
+}
+
+/// The workflow row is found by its primary key, not by reading the running ones.
+fn assert_probes_by_key(p: &str) {
     assert!(p.contains("workflow_status_pkey"), "{p}");
     assert!(!p.contains("idx_workflow_status_pending"), "{p}");
-    assert!(!p.contains("in_flight"), "{p}");
+}
+
+#[tokio::test]
+async fn a_lone_checkpoint_planned_on_an_empty_table_probes_its_workflow_by_key() {
+    let (_db, mut conn, sql) = migrated().await;
+    let p = generic_plan(
+        &mut conn,
+        &sql,
+        &super::steps::SINGLE,
+        "text, int4, text, text, text, text, int8, int8, text, text",
+        "'w', 1, 'step', NULL, NULL, NULL, 0, 0, 'app', 'o'",
+    )
+    .await;
+    assert_probes_by_key(&p);
 }
 
 /// Each fleet round asks for adoptable and stranded work; with no dead executor (the usual

@@ -12,25 +12,35 @@ use crate::error::DbError;
 use crate::sysdb::{NewWorkflow, StartOutcome};
 
 /// Built once per process; `Sql::get` splices the schema in.
-static STATEMENT: LazyLock<String> = LazyLock::new(statement);
+static STATEMENT: LazyLock<String> = LazyLock::new(|| statement(UNNEST));
+static SINGLE: LazyLock<String> = LazyLock::new(|| statement(SINGLE_ROW));
 
 /// The start statement: the inserts and announcements, and one result row per request.
-fn statement() -> String {
-    format!("WITH {}\n{RESULT}", cte(1))
+fn statement(sr: &str) -> String {
+    format!("WITH {}\n{RESULT}", cte(sr))
 }
 
-/// The inserts as CTEs `sr`/`s_ins`/`s_inp`/`s_announce`; parameters start at `${p}` (sixteen
-/// arrays, then executor id and app name).
-fn cte(p: usize) -> String {
-    let a = |i: usize| format!("${}", p + i);
+/// The requests as rows, from sixteen arrays (`bind`).
+const UNNEST: &str = "SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[],
+        $5::text[], $6::text[], $7::int4[], $8::text[], $9::text[], $10::int8[], $11::int8[],
+        $12::int8[], $13::int8[], $14::text[], $15::text[], $16::text[])
+    WITH ORDINALITY AS r(id, name, owner, inputs, status, queue, priority, dedup, part,
+                         delay_until, created, timeout, deadline, parent, version, attrs, n)";
+
+/// A lone request as a row, from sixteen values (`bind_single`). The awaited producer's path:
+/// without arrays to build and unnest, an enqueue alone takes 15% less time (ARCHITECTURE.md).
+const SINGLE_ROW: &str = "SELECT $1::text AS id, $2::text AS name, $3::text AS owner,
+        $4::text AS inputs, $5::text AS status, $6::text AS queue, $7::int4 AS priority,
+        $8::text AS dedup, $9::text AS part, $10::int8 AS delay_until, $11::int8 AS created,
+        $12::int8 AS timeout, $13::int8 AS deadline, $14::text AS parent, $15::text AS version,
+        $16::text AS attrs, 1::int8 AS n";
+
+/// The inserts as CTEs `sr` (the requests, as `sr` gives them), `s_ins`/`s_inp`/`s_announce`;
+/// the executor id and app name are parameters 17 and 18.
+fn cte(sr: &str) -> String {
     format!(
         r#"sr AS (
-    SELECT * FROM UNNEST({}::text[], {}::text[], {}::text[], {}::text[], {}::text[],
-                         {}::text[], {}::int4[], {}::text[], {}::text[], {}::int8[], {}::int8[],
-                         {}::int8[], {}::int8[], {}::text[], {}::text[], {}::text[])
-        WITH ORDINALITY AS r(id, name, owner, inputs, status, queue, priority, dedup, part,
-                             delay_until, created, timeout, deadline, parent, version, attrs,
-                             n)
+    {sr}
 ), s_ins AS (
     INSERT INTO {{s}}.workflow_status AS w (
         workflow_uuid, status, name, owner_xid, executor_id, application_version,
@@ -38,8 +48,8 @@ fn cte(p: usize) -> String {
         delay_until_epoch_ms, recovery_attempts, serialization, created_at, updated_at,
         started_at_epoch_ms, workflow_timeout_ms, workflow_deadline_epoch_ms,
         parent_workflow_id, attributes)
-    SELECT r.id, r.status, r.name, r.owner, CASE WHEN r.owner IS NOT NULL THEN {exec} END,
-        r.version, {app}, r.queue, r.priority, r.dedup, r.part, r.delay_until,
+    SELECT r.id, r.status, r.name, r.owner, CASE WHEN r.owner IS NOT NULL THEN $17 END,
+        r.version, $18, r.queue, r.priority, r.dedup, r.part, r.delay_until,
         CASE WHEN r.owner IS NOT NULL THEN 1 ELSE 0 END, 'portable_json', r.created, r.created,
         CASE WHEN r.owner IS NOT NULL THEN r.created END, r.timeout, r.deadline, r.parent,
         r.attrs::jsonb
@@ -56,24 +66,6 @@ fn cte(p: usize) -> String {
     FROM (SELECT DISTINCT r.queue FROM sr r JOIN s_ins ON s_ins.workflow_uuid = r.id
           WHERE r.queue IS NOT NULL AND r.owner IS NULL) q
 )"#,
-        a(0),
-        a(1),
-        a(2),
-        a(3),
-        a(4),
-        a(5),
-        a(6),
-        a(7),
-        a(8),
-        a(9),
-        a(10),
-        a(11),
-        a(12),
-        a(13),
-        a(14),
-        a(15),
-        exec = a(16),
-        app = a(17)
     )
 }
 
@@ -122,13 +114,38 @@ fn bind<'q>(q: PgQuery<'q>, batch: &[&'q NewWorkflow]) -> PgQuery<'q> {
         .bind(head.and_then(|w| w.app_name.as_deref()))
 }
 
+/// Binds a lone request's values and the identity of `cte` over `single`.
+fn bind_single<'q>(q: PgQuery<'q>, w: &'q NewWorkflow) -> PgQuery<'q> {
+    q.bind(&w.id)
+        .bind(&w.name)
+        .bind(w.owner.as_deref())
+        .bind(&w.inputs)
+        .bind(w.status())
+        .bind(w.queue.as_deref())
+        .bind(w.priority)
+        .bind(w.dedup_id.as_deref())
+        .bind(w.partition_key.as_deref())
+        .bind(w.delay_until)
+        .bind(w.created_at)
+        .bind(w.timeout_ms)
+        .bind(w.deadline)
+        .bind(w.parent.as_deref())
+        .bind(w.app_version.as_deref())
+        .bind(w.attributes.as_deref())
+        .bind(w.executor_id.as_str())
+        .bind(w.app_name.as_deref())
+}
+
 /// Creates the batch's rows; one outcome per request, in order.
 pub(super) async fn run(
     sql: &Sql,
     conn: &mut PgConnection,
     batch: &[&NewWorkflow],
 ) -> Result<Vec<StartOutcome>, DbError> {
-    let query = bind(sqlx::query(sql.get(&STATEMENT)), batch);
+    let query = match batch {
+        [lone] => bind_single(sqlx::query(sql.get(&SINGLE)), lone),
+        _ => bind(sqlx::query(sql.get(&STATEMENT)), batch),
+    };
     let mut rows = Vec::with_capacity(batch.len());
     for row in query.fetch_all(&mut *conn).await? {
         let n: i64 = row.try_get(0)?;

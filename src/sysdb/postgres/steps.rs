@@ -13,38 +13,27 @@ use crate::error::DbError;
 use crate::sysdb::{StepOutcome, StepRow, StepWrite};
 
 /// Built once per process; `Sql::get` splices the schema in.
-static STATEMENT: LazyLock<String> = LazyLock::new(statement);
+static STATEMENT: LazyLock<String> = LazyLock::new(|| statement(&cte(1)));
+pub(super) static SINGLE: LazyLock<String> = LazyLock::new(|| statement(&insert(SINGLE_ROW)));
 
 /// The checkpoint statement: the insert, and the keys it wrote.
-fn statement() -> String {
-    format!(
-        "WITH {}\nSELECT workflow_uuid, function_id FROM c_ins",
-        cte(1)
-    )
+fn statement(cte: &str) -> String {
+    format!("WITH {cte}\nSELECT workflow_uuid, function_id FROM c_ins")
 }
 
-/// The insert as a CTE `c_ins`; its parameters start at `${p}`.
+/// A lone step as the row `r`, from ten values (`bind_single`): a workflow's steps one after
+/// another (W1) skip building and unnesting arrays.
+const SINGLE_ROW: &str = "(SELECT $1::text AS id, $2::int4 AS fid, $3::text AS name,
+        $4::text AS output, $5::text AS error, $6::text AS child, $7::int8 AS started,
+        $8::int8 AS completed, $9::text AS app, $10::text AS owner) AS r";
+
+/// The insert as a CTE `c_ins`, from ten arrays whose parameters start at `${p}`.
 pub(super) fn cte(p: usize) -> String {
     let a = |i: usize| format!("${}", p + i);
-    format!(
-        r#"c_ins AS (
-    INSERT INTO {{s}}.operation_outputs AS o (
-        workflow_uuid, function_id, function_name, output, error, child_workflow_id,
-        started_at_epoch_ms, completed_at_epoch_ms, serialization, application_name)
-    SELECT r.id, r.fid, r.name, r.output, r.error, r.child, r.started, r.completed,
-        'portable_json', r.app
-    FROM UNNEST({}::text[], {}::int4[], {}::text[], {}::text[], {}::text[], {}::text[],
+    insert(&format!(
+        "UNNEST({}::text[], {}::int4[], {}::text[], {}::text[], {}::text[], {}::text[],
                 {}::int8[], {}::int8[], {}::text[], {}::text[])
-        AS r(id, fid, name, output, error, child, started, completed, app, owner)
-    CROSS JOIN LATERAL (
-        -- LIMIT keeps the status checks out of the lookup: one primary-key probe per row.
-        SELECT status, owner_xid FROM {{s}}.workflow_status w
-        WHERE w.workflow_uuid = r.id LIMIT 1
-    ) w
-    WHERE w.status = 'PENDING' AND w.owner_xid = r.owner
-    ON CONFLICT (workflow_uuid, function_id) DO NOTHING
-    RETURNING o.workflow_uuid, o.function_id
-)"#,
+        AS r(id, fid, name, output, error, child, started, completed, app, owner)",
         a(0),
         a(1),
         a(2),
@@ -55,7 +44,43 @@ pub(super) fn cte(p: usize) -> String {
         a(7),
         a(8),
         a(9)
+    ))
+}
+
+/// The insert as a CTE `c_ins` of the steps `rows` gives as `r`.
+fn insert(rows: &str) -> String {
+    format!(
+        r#"c_ins AS (
+    INSERT INTO {{s}}.operation_outputs AS o (
+        workflow_uuid, function_id, function_name, output, error, child_workflow_id,
+        started_at_epoch_ms, completed_at_epoch_ms, serialization, application_name)
+    SELECT r.id, r.fid, r.name, r.output, r.error, r.child, r.started, r.completed,
+        'portable_json', r.app
+    FROM {rows}
+    CROSS JOIN LATERAL (
+        -- LIMIT keeps the status checks out of the lookup: one primary-key probe per row.
+        SELECT status, owner_xid FROM {{s}}.workflow_status w
+        WHERE w.workflow_uuid = r.id LIMIT 1
+    ) w
+    WHERE w.status = 'PENDING' AND w.owner_xid = r.owner
+    ON CONFLICT (workflow_uuid, function_id) DO NOTHING
+    RETURNING o.workflow_uuid, o.function_id
+)"#
     )
+}
+
+/// Binds a lone step's values for `SINGLE_ROW`.
+fn bind_single<'q>(q: PgQuery<'q>, s: &'q StepWrite) -> PgQuery<'q> {
+    q.bind(s.workflow_id.as_str())
+        .bind(s.function_id as i32)
+        .bind(s.name.as_str())
+        .bind(s.output.as_deref())
+        .bind(s.error.as_deref())
+        .bind(s.child_workflow_id.as_deref())
+        .bind(s.started_at)
+        .bind(s.completed_at)
+        .bind(s.app_name.as_deref())
+        .bind(s.owner.as_str())
 }
 
 /// Binds the ten arrays of `cte`.
@@ -114,7 +139,10 @@ pub(super) async fn record(
     conn: &mut PgConnection,
     batch: &[&StepWrite],
 ) -> Result<Vec<StepOutcome>, DbError> {
-    let query = bind(sqlx::query(sql.get(&STATEMENT)), batch);
+    let query = match batch {
+        [lone] => bind_single(sqlx::query(sql.get(&SINGLE)), lone),
+        _ => bind(sqlx::query(sql.get(&STATEMENT)), batch),
+    };
     let rows = query.fetch_all(&mut *conn).await?;
     // The insert returns one row per row it wrote: all of them is the common case, with no
     // set of keys to build.
