@@ -23,6 +23,7 @@ mod queues;
 mod reads;
 mod retention;
 mod rewind;
+mod rowsource;
 mod schedules;
 mod session;
 mod sql;

@@ -7,40 +7,50 @@ use std::sync::LazyLock;
 use sqlx::postgres::PgConnection;
 use sqlx::Row;
 
+use super::rowsource::{self, Column};
 use super::sql::{PgQuery, Sql};
 use crate::error::DbError;
 use crate::sysdb::{NewWorkflow, StartOutcome};
 
 /// Built once per process; `Sql::get` splices the schema in.
-static STATEMENT: LazyLock<String> = LazyLock::new(|| statement(UNNEST));
-static SINGLE: LazyLock<String> = LazyLock::new(|| statement(SINGLE_ROW));
+static STATEMENT: LazyLock<String> =
+    LazyLock::new(|| statement(&rowsource::arrays(&COLUMNS, 1, true)));
+/// A lone request (`bind_single`): the awaited producer's path, where arrays cost an enqueue
+/// alone 15% of its rate (ARCHITECTURE.md, "A lone request is one row").
+static SINGLE: LazyLock<String> =
+    LazyLock::new(|| statement(&rowsource::single(&COLUMNS, 1, true)));
+
+/// The requests' columns, parameters 1 to 16 (`bind`, `bind_single`).
+const COLUMNS: [Column; 16] = [
+    ("id", "text"),
+    ("name", "text"),
+    ("owner", "text"),
+    ("inputs", "text"),
+    ("status", "text"),
+    ("queue", "text"),
+    ("priority", "int4"),
+    ("dedup", "text"),
+    ("part", "text"),
+    ("delay_until", "int8"),
+    ("created", "int8"),
+    ("timeout", "int8"),
+    ("deadline", "int8"),
+    ("parent", "text"),
+    ("version", "text"),
+    ("attrs", "text"),
+];
 
 /// The start statement: the inserts and announcements, and one result row per request.
-fn statement(sr: &str) -> String {
-    format!("WITH {}\n{RESULT}", cte(sr))
+fn statement(rows: &str) -> String {
+    format!("WITH {}\n{RESULT}", cte(rows))
 }
 
-/// The requests as rows, from sixteen arrays (`bind`).
-const UNNEST: &str = "SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[],
-        $5::text[], $6::text[], $7::int4[], $8::text[], $9::text[], $10::int8[], $11::int8[],
-        $12::int8[], $13::int8[], $14::text[], $15::text[], $16::text[])
-    WITH ORDINALITY AS r(id, name, owner, inputs, status, queue, priority, dedup, part,
-                         delay_until, created, timeout, deadline, parent, version, attrs, n)";
-
-/// A lone request as a row, from sixteen values (`bind_single`). The awaited producer's path:
-/// without arrays to build and unnest, an enqueue alone takes 15% less time (ARCHITECTURE.md).
-const SINGLE_ROW: &str = "SELECT $1::text AS id, $2::text AS name, $3::text AS owner,
-        $4::text AS inputs, $5::text AS status, $6::text AS queue, $7::int4 AS priority,
-        $8::text AS dedup, $9::text AS part, $10::int8 AS delay_until, $11::int8 AS created,
-        $12::int8 AS timeout, $13::int8 AS deadline, $14::text AS parent, $15::text AS version,
-        $16::text AS attrs, 1::int8 AS n";
-
-/// The inserts as CTEs `sr` (the requests, as `sr` gives them), `s_ins`/`s_inp`/`s_announce`;
-/// the executor id and app name are parameters 17 and 18.
-fn cte(sr: &str) -> String {
+/// The inserts as CTEs `sr` (the requests, as `rows` gives them), `s_ins`/`s_inp`/
+/// `s_announce`; the executor id and app name are parameters 17 and 18.
+fn cte(rows: &str) -> String {
     format!(
         r#"sr AS (
-    {sr}
+    SELECT * FROM {rows}
 ), s_ins AS (
     INSERT INTO {{s}}.workflow_status AS w (
         workflow_uuid, status, name, owner_xid, executor_id, application_version,
@@ -114,7 +124,7 @@ fn bind<'q>(q: PgQuery<'q>, batch: &[&'q NewWorkflow]) -> PgQuery<'q> {
         .bind(head.and_then(|w| w.app_name.as_deref()))
 }
 
-/// Binds a lone request's values and the identity of `cte` over `single`.
+/// Binds a lone request's values and the identity of `cte`, for `SINGLE`.
 fn bind_single<'q>(q: PgQuery<'q>, w: &'q NewWorkflow) -> PgQuery<'q> {
     q.bind(&w.id)
         .bind(&w.name)

@@ -8,43 +8,40 @@ use std::sync::LazyLock;
 use sqlx::postgres::PgConnection;
 use sqlx::Row;
 
+use super::rowsource::{self, Column};
 use super::sql::{PgQuery, Sql};
 use crate::error::DbError;
 use crate::sysdb::{StepOutcome, StepRow, StepWrite};
 
 /// Built once per process; `Sql::get` splices the schema in.
 static STATEMENT: LazyLock<String> = LazyLock::new(|| statement(&cte(1)));
-pub(super) static SINGLE: LazyLock<String> = LazyLock::new(|| statement(&insert(SINGLE_ROW)));
+/// A lone step (`bind_single`): a workflow's steps one after another (W1) skip building and
+/// unnesting arrays.
+pub(super) static SINGLE: LazyLock<String> =
+    LazyLock::new(|| statement(&insert(&rowsource::single(&COLUMNS, 1, false))));
+
+/// The steps' columns (`bind`, `bind_single`).
+const COLUMNS: [Column; 10] = [
+    ("id", "text"),
+    ("fid", "int4"),
+    ("name", "text"),
+    ("output", "text"),
+    ("error", "text"),
+    ("child", "text"),
+    ("started", "int8"),
+    ("completed", "int8"),
+    ("app", "text"),
+    ("owner", "text"),
+];
 
 /// The checkpoint statement: the insert, and the keys it wrote.
 fn statement(cte: &str) -> String {
     format!("WITH {cte}\nSELECT workflow_uuid, function_id FROM c_ins")
 }
 
-/// A lone step as the row `r`, from ten values (`bind_single`): a workflow's steps one after
-/// another (W1) skip building and unnesting arrays.
-const SINGLE_ROW: &str = "(SELECT $1::text AS id, $2::int4 AS fid, $3::text AS name,
-        $4::text AS output, $5::text AS error, $6::text AS child, $7::int8 AS started,
-        $8::int8 AS completed, $9::text AS app, $10::text AS owner) AS r";
-
 /// The insert as a CTE `c_ins`, from ten arrays whose parameters start at `${p}`.
 pub(super) fn cte(p: usize) -> String {
-    let a = |i: usize| format!("${}", p + i);
-    insert(&format!(
-        "UNNEST({}::text[], {}::int4[], {}::text[], {}::text[], {}::text[], {}::text[],
-                {}::int8[], {}::int8[], {}::text[], {}::text[])
-        AS r(id, fid, name, output, error, child, started, completed, app, owner)",
-        a(0),
-        a(1),
-        a(2),
-        a(3),
-        a(4),
-        a(5),
-        a(6),
-        a(7),
-        a(8),
-        a(9)
-    ))
+    insert(&rowsource::arrays(&COLUMNS, p, false))
 }
 
 /// The insert as a CTE `c_ins` of the steps `rows` gives as `r`.
@@ -69,7 +66,7 @@ fn insert(rows: &str) -> String {
     )
 }
 
-/// Binds a lone step's values for `SINGLE_ROW`.
+/// Binds a lone step's values, for `SINGLE`.
 fn bind_single<'q>(q: PgQuery<'q>, s: &'q StepWrite) -> PgQuery<'q> {
     q.bind(s.workflow_id.as_str())
         .bind(s.function_id as i32)
