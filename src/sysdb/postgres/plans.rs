@@ -122,6 +122,7 @@ fn assert_probes_by_key(p: &str) {
     assert!(!p.contains("idx_workflow_status_pending"), "{p}");
 }
 
+/// A lone step's one-row form must not let the `PENDING` index drive its workflow lookup.
 #[tokio::test]
 async fn a_lone_checkpoint_planned_on_an_empty_table_probes_its_workflow_by_key() {
     let (_db, mut conn, sql) = migrated().await;
@@ -129,7 +130,7 @@ async fn a_lone_checkpoint_planned_on_an_empty_table_probes_its_workflow_by_key(
         &mut conn,
         &sql,
         &super::steps::SINGLE,
-        "text, int4, text, text, text, text, int8, int8, text, text",
+        &super::rowsource::types(&super::steps::COLUMNS),
         "'w', 1, 'step', NULL, NULL, NULL, 0, 0, 'app', 'o'",
     )
     .await;

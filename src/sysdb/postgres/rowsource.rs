@@ -40,6 +40,13 @@ pub(super) fn single(columns: &[Column], p: usize, numbered: bool) -> String {
     format!("(SELECT {}) AS r", values.join(", "))
 }
 
+/// The columns' types in order, as a `PREPARE` lists its parameters (plan tests).
+#[cfg(test)]
+pub(super) fn types(columns: &[Column]) -> String {
+    let types: Vec<&str> = columns.iter().map(|(_, ty)| *ty).collect();
+    types.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +67,6 @@ mod tests {
             arrays(&COLUMNS, 1, false),
             "UNNEST($1::text[], $2::int4[]) AS r(id, fid)"
         );
+        assert_eq!(types(&COLUMNS), "text, int4");
     }
 }

@@ -21,7 +21,7 @@ pub(super) static SINGLE: LazyLock<String> =
     LazyLock::new(|| statement(&insert(&rowsource::single(&COLUMNS, 1, false))));
 
 /// The steps' columns (`bind`, `bind_single`).
-const COLUMNS: [Column; 10] = [
+pub(super) const COLUMNS: [Column; 10] = [
     ("id", "text"),
     ("fid", "int4"),
     ("name", "text"),
