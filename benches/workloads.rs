@@ -4,7 +4,7 @@
 //! workloads <migrate|w1|w2|w3|w4crash|w4recover> [--db URL] [--n N] [--steps S] [--conc C] [--poll-ms P]
 //! workloads w-waiting [--db URL] [--n N] [--conc C] [--steps SAMPLE]
 //! workloads seed-history [--db URL] [--history H] [--steps S]
-//! workloads w5 [--db URL] [--history H] [--rounds R]
+//! workloads w5 [--db URL] [--history H] [--rounds R] [--settle S]
 //! workloads w6 [--db URL] [--n N] [--rounds SMALL_THOUSANDS] [--conc C] [--poll-ms P] [--steps S] [--vacuum-s V]
 //! ```
 //!
@@ -53,6 +53,9 @@ struct Args {
     rounds: u64,
     /// Finished workflows `seed-history` and `w5` seed.
     history: u64,
+    /// W5: workflows run on each copy between its fresh and its settled measurement (default
+    /// `history / 25`; 0 skips the settled one).
+    settle: Option<u64>,
     /// W6: vacuum the status table this often (s) while draining; 0 never.
     vacuum_s: u64,
     /// W3's producer (`--producer`, else `STEAD_BENCH_PRODUCER`, else `await`): `await` (each
@@ -76,6 +79,7 @@ fn parse() -> Result<Args, String> {
         poll_ms: 1000,
         rounds: 5,
         history: 1_000_000,
+        settle: None,
         vacuum_s: 0,
         producer: std::env::var("STEAD_BENCH_PRODUCER").unwrap_or_else(|_| "await".into()),
     };
@@ -94,6 +98,7 @@ fn parse() -> Result<Args, String> {
             "--poll-ms" => a.poll_ms = number()?,
             "--rounds" => a.rounds = number()?,
             "--history" => a.history = number()?,
+            "--settle" => a.settle = Some(number()?),
             "--vacuum-s" => a.vacuum_s = number()?,
             "--producer" if value == "await" || value == "actor" => a.producer = value.clone(),
             other => return Err(format!("unknown flag {other}")),

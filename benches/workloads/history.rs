@@ -1,7 +1,8 @@
 //! W5, the cost of history: `seed-history` writes `--history` finished workflows (`--steps`
 //! steps each) with set-based SQL (`benches/seed_history.sql`); `w5` keeps an empty and a
 //! seeded template database and runs W1, W2 and W3 on a fresh copy of each per round (`CREATE
-//! DATABASE .. TEMPLATE`), alternating which goes first, and reports the medians side by side.
+//! DATABASE .. TEMPLATE`), alternating which goes first, then again on the same copy after
+//! `--settle` more workflows, and reports the medians side by side.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -91,7 +92,74 @@ async fn seeded_count(db: &str) -> i64 {
     n
 }
 
-/// W5: `--rounds` rounds of W1, W2, W3 on a copy of the empty and of the seeded template.
+/// Runs per template and phase: `figures[(phase, template)][workload]`.
+type Figures = BTreeMap<(&'static str, &'static str), BTreeMap<&'static str, Vec<f64>>>;
+
+/// Times W1, W2 and W3 on the copy at `a.db`, filing each figure under `phase` and `label`.
+fn measure(
+    a: &Args,
+    phase: &'static str,
+    label: &'static str,
+    figures: &mut Figures,
+) -> Result<(), Box<dyn std::error::Error>> {
+    for (workload, flags, key) in RUNS {
+        let r = child_with(workload, &a.db, flags)?;
+        let v = r[key].as_f64().ok_or(format!("{workload} gave no {key}"))?;
+        eprintln!("w5 {phase} {label} {workload}: {key} {v:.1}");
+        figures
+            .entry((phase, label))
+            .or_default()
+            .entry(workload)
+            .or_default()
+            .push(v);
+    }
+    Ok(())
+}
+
+/// Runs `n` W2-shaped workflows (10 steps) on the copy, 1,000 per process, untimed: the traffic
+/// that fills the free tails a freshly vacuumed history leaves on its pages.
+fn settle(a: &Args, n: u64) -> Result<(), Box<dyn std::error::Error>> {
+    let mut left = n;
+    while left > 0 {
+        let batch = left.min(1000).to_string();
+        child_with("w2", &a.db, &["--n", &batch, "--steps", "10"])?;
+        left = left.saturating_sub(1000);
+    }
+    Ok(())
+}
+
+/// How much slower `s` is than `e`, in percent (negative: faster).
+fn slower_pct(key: &str, e: f64, s: f64) -> f64 {
+    if key == "us_per_step" {
+        (s - e) / e * 100.0
+    } else {
+        (e - s) / e * 100.0
+    }
+}
+
+/// The median per workload for one phase, empty against seeded; the settled seeded copy is also
+/// set against the fresh empty one, which holds no history at all.
+fn table(figures: &Figures, phase: &'static str) -> Vec<Value> {
+    let mut rows = Vec::new();
+    for (workload, _, key) in RUNS {
+        let runs = |phase, label| figures[&(phase, label)][workload].clone();
+        let (e, s) = (median(runs(phase, "empty")), median(runs(phase, "seeded")));
+        let mut row = json!({"workload": workload, "figure": key, "empty": e, "seeded": s,
+                             "slower_pct": slower_pct(key, e, s),
+                             "runs_empty": runs(phase, "empty"),
+                             "runs_seeded": runs(phase, "seeded")});
+        if phase == "settled" {
+            let fresh_empty = median(runs("fresh", "empty"));
+            row["slower_than_fresh_empty_pct"] = json!(slower_pct(key, fresh_empty, s));
+        }
+        rows.push(row);
+    }
+    rows
+}
+
+/// W5: `--rounds` rounds of W1, W2, W3 on a copy of the empty and of the seeded template,
+/// measured right after the copy (`table`) and again after `--settle` more workflows on the
+/// same copy (`settled_table`).
 pub async fn run(a: &Args) -> Result<Value, Box<dyn std::error::Error>> {
     let (admin, server, name) = admin(&a.db).await?;
     let (empty, seeded) = (format!("{name}_empty"), format!("{name}_seeded"));
@@ -105,23 +173,20 @@ pub async fn run(a: &Args) -> Result<Value, Box<dyn std::error::Error>> {
     }
     recreate(&format!("{server}/{empty}")).await?;
     child_with("migrate", &format!("{server}/{empty}"), &[])?;
-    // figures[template][workload] and the copies' times per template.
-    let mut figures: BTreeMap<&str, BTreeMap<&str, Vec<f64>>> = BTreeMap::new();
+    let settle_n = a.settle.unwrap_or(a.history / 25);
+    let mut figures = Figures::new();
+    // Seconds per template: making the copy, and settling it.
     let mut copies: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut settles: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for round in 0..a.rounds {
         let order = if round % 2 == 0 {
-            [&empty, &seeded]
+            [("empty", &empty), ("seeded", &seeded)]
         } else {
-            [&seeded, &empty]
+            [("seeded", &seeded), ("empty", &empty)]
         };
-        for template in order {
-            let label = if template == &empty {
-                "empty"
-            } else {
-                "seeded"
-            };
+        for (label, template) in order {
             // One copy per round and template: a copy of the seeded one takes tens of
-            // seconds, and the three workloads add ~3,000 rows to a million.
+            // seconds, and the workloads add a few percent to a million.
             exec(
                 &admin,
                 format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
@@ -136,16 +201,17 @@ pub async fn run(a: &Args) -> Result<Value, Box<dyn std::error::Error>> {
                 .entry(label)
                 .or_default()
                 .push(t.elapsed().as_secs_f64());
-            for (workload, flags, key) in RUNS {
-                let r = child_with(workload, &a.db, flags)?;
-                let v = r[key].as_f64().ok_or(format!("{workload} gave no {key}"))?;
-                eprintln!("w5 round {round} {label} {workload}: {key} {v:.1}");
-                figures
+            eprintln!("w5 round {round}: copied {label}");
+            measure(a, "fresh", label, &mut figures)?;
+            if settle_n > 0 {
+                let t = Instant::now();
+                settle(a, settle_n)?;
+                settles
                     .entry(label)
                     .or_default()
-                    .entry(workload)
-                    .or_default()
-                    .push(v);
+                    .push(t.elapsed().as_secs_f64());
+                exec(&admin, "CHECKPOINT".to_owned()).await?;
+                measure(a, "settled", label, &mut figures)?;
             }
         }
     }
@@ -154,25 +220,14 @@ pub async fn run(a: &Args) -> Result<Value, Box<dyn std::error::Error>> {
         format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
     )
     .await?;
-    let mut table = Vec::new();
-    for (workload, _, key) in RUNS {
-        let med = |label: &str| median(figures[label][workload].clone());
-        let (e, s) = (med("empty"), med("seeded"));
-        // Positive: the seeded database is slower.
-        let cost_pct = if key == "us_per_step" {
-            (s - e) / e * 100.0
-        } else {
-            (e - s) / e * 100.0
-        };
-        table.push(
-            json!({"workload": workload, "figure": key, "empty": e, "seeded": s,
-                          "slower_pct": cost_pct, "runs_empty": figures["empty"][workload],
-                          "runs_seeded": figures["seeded"][workload]}),
-        );
+    let mut result = json!({"peer": "stead", "workload": "w5", "history": a.history,
+        "rounds": a.rounds, "settle": settle_n, "table": table(&figures, "fresh"),
+        "copy_s_empty": median(copies["empty"].clone()),
+        "copy_s_seeded": median(copies["seeded"].clone())});
+    if settle_n > 0 {
+        result["settled_table"] = json!(table(&figures, "settled"));
+        result["settle_s_empty"] = json!(median(settles["empty"].clone()));
+        result["settle_s_seeded"] = json!(median(settles["seeded"].clone()));
     }
-    Ok(
-        json!({"peer": "stead", "workload": "w5", "history": a.history, "rounds": a.rounds,
-              "table": table, "copy_s_empty": median(copies["empty"].clone()),
-              "copy_s_seeded": median(copies["seeded"].clone())}),
-    )
+    Ok(result)
 }
