@@ -17,9 +17,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
-use crate::db::{DbStats, Reply, Request};
+use crate::base::metrics;
+use crate::engine::db::{DbStats, Reply, Request};
 use crate::error::DbError;
-use crate::metrics;
 use crate::sysdb::{
     ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, Op, OpOutcome,
     Session, StartOutcome, StepOutcome, StepRow, StepWrite, Store,
@@ -280,6 +280,7 @@ impl Actor for Database {
                     ctx.tasks.spawn(call(ctx.store.clone()));
                 }
                 Request::Flush(done) => state.flush_waiters.push(done),
+                #[cfg(feature = "test-hooks")]
                 Request::Panic => panic!("injected fault: database actor"),
             },
             DatabaseMsg::Flushed(Flushed { lane, session }) => lane(state, session),

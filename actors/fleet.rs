@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinSet;
 
-use crate::dispatch::{QueueRequest, WorkflowRequest};
+use crate::engine::dispatch::{QueueRequest, WorkflowRequest};
+use crate::engine::shared::SharedRef;
 use crate::error::{DbError, Error};
-use crate::shared::SharedRef;
 use crate::sysdb::{Adoption, Lease, Store};
 
 pub(crate) struct FleetArgs {
@@ -144,7 +144,7 @@ fn describe(failed: Result<Result<(), DbError>, tokio::time::error::Elapsed>) ->
 /// soon take its work over.
 fn fence(shared: &SharedRef) {
     shared.liveness.fence();
-    crate::metrics::fenced();
+    crate::base::metrics::fenced();
     // Evicted runs are dropped: recovery after the fence dispatches their rows again.
     shared.signals.evicted.clear();
     let mut stopped = 0;
@@ -226,7 +226,7 @@ async fn scan_once(shared: &SharedRef, last_stranded: &mut usize) -> Result<(), 
             Ok((live as usize, stranded.len()))
         })
         .await?;
-    crate::metrics::fleet_sampled(live, stranded);
+    crate::base::metrics::fleet_sampled(live, stranded);
     if stranded > 0 && stranded != *last_stranded {
         tracing::warn!(
             stranded,
@@ -258,7 +258,7 @@ async fn adopt(shared: &SharedRef, dead: String) -> Result<(), Error> {
     let Some(adopted) = adopted.filter(|a| a.workflows > 0) else {
         return Ok(());
     };
-    crate::metrics::adopted(adopted.workflows);
+    crate::base::metrics::adopted(adopted.workflows);
     tracing::info!(dead = %dead, workflows = adopted.workflows,
         "adopted a dead executor's workflows");
     for queue in &adopted.queues {

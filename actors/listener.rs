@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use crate::backoff::Backoff;
-use crate::shared::SharedRef;
-use crate::start;
+use crate::base::backoff::Backoff;
+use crate::engine::shared::SharedRef;
+use crate::engine::start;
 use crate::sysdb::{CancelNote, Store, CANCEL_CHANNEL, QUEUE_CHANNEL};
 
 pub(crate) struct ListenerActor;

@@ -1,4 +1,4 @@
-//! A queue actor: the shell around one queue's admission machine (`crate::admission`). It feeds
+//! A queue actor: the shell around one queue's admission machine (`crate::engine::admission`). It feeds
 //! the machine its messages (wake-ups, ticks, claim answers, local enqueues, children's exits,
 //! drain, retire, new definitions) and performs its decisions: sends claims and take-backs to
 //! the database, runs each admitted workflow as a child workflow actor that keeps its slot,
@@ -20,17 +20,17 @@ use tokio::task::JoinSet;
 
 use super::restart::Restart;
 use super::workflow::{WorkflowActor, WorkflowArgs};
-use crate::admission::{Admission, ClaimAnswer, Decision, Path, Permit};
-use crate::backoff::Backoff;
-use crate::clock::now_ms;
-use crate::directory::Offer;
-use crate::dispatch::{Dispatch, QueueRequest};
+use crate::base::backoff::Backoff;
+use crate::base::clock::now_ms;
+use crate::base::metrics::{self, QueueMetrics};
+use crate::base::queue::{Queue, INTERNAL_QUEUE};
+use crate::engine::admission::{Admission, ClaimAnswer, Decision, Path, Permit};
+use crate::engine::directory::Offer;
+use crate::engine::dispatch::{Dispatch, QueueRequest};
+use crate::engine::evict::{Attach, EVICTED};
+use crate::engine::shared::SharedRef;
+use crate::engine::start::{self, EnqueueRequest, QueueMessage, Target};
 use crate::error::DbError;
-use crate::evict::{Attach, EVICTED};
-use crate::metrics::{self, QueueMetrics};
-use crate::queue::{Queue, INTERNAL_QUEUE};
-use crate::shared::SharedRef;
-use crate::start::{self, EnqueueRequest, QueueMessage, Target};
 use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
 
 pub(crate) enum QueueMsg {
@@ -199,6 +199,7 @@ impl Actor for QueueActor {
             }
             QueueMsg::Request(QueueRequest::Wake) => admission.woken(),
             QueueMsg::Request(QueueRequest::TabledLanded) => admission.tabled_landed(),
+            #[cfg(feature = "test-hooks")]
             QueueMsg::Request(QueueRequest::Panic) => {
                 panic!("injected fault: queue {}", state.def.name)
             }

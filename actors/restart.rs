@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::config::RestartPolicy;
+use crate::engine::config::RestartPolicy;
 
 /// Which exits of a child lead to a restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,9 +10,9 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinSet;
 
+use crate::engine::retention::{self, Retention};
+use crate::engine::shared::SharedRef;
 use crate::error::Result;
-use crate::retention::{self, Retention};
-use crate::shared::SharedRef;
 
 pub(crate) enum RetentionMsg {
     /// Time to collect.

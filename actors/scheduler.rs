@@ -17,12 +17,12 @@ use chrono_tz::Tz;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::{AbortHandle, JoinSet};
 
-use crate::cron::{self, Timetable};
-use crate::directory::SchedulerRequest;
+use crate::base::cron::{self, Timetable};
+use crate::base::metrics;
+use crate::engine::directory::SchedulerRequest;
+use crate::engine::schedule;
+use crate::engine::shared::SharedRef;
 use crate::error::Result;
-use crate::metrics;
-use crate::schedule;
-use crate::shared::SharedRef;
 use crate::sysdb::ScheduleRow;
 
 /// Firings one schedule may catch up at once (after a stall); older ones are skipped (a

@@ -22,11 +22,11 @@ use tokio::task::JoinSet;
 
 use super::queue::QueueMsg;
 use super::restart::{Decision, Restart, RestartBudget};
-use crate::config::RestartPolicy;
-use crate::db::Db;
+use crate::base::metrics;
+use crate::base::queue::Queue;
+use crate::engine::config::RestartPolicy;
+use crate::engine::db::Db;
 use crate::error::DbError;
-use crate::metrics;
-use crate::queue::Queue;
 
 /// Spawns a child linked to the given supervisor; the count says how often it was restarted.
 pub(crate) type SpawnFn =

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
+use crate::engine::shared::SharedRef;
 use crate::error::Result;
-use crate::shared::SharedRef;
 
 pub(crate) struct SweepActor;
 

@@ -21,17 +21,17 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::clock::now_ms;
-use crate::codec;
-use crate::completion::Finished;
-use crate::context::{Abort, Context, RunInfo};
-use crate::dispatch::{Dispatch, LocalRun, WorkflowRequest};
+use crate::base::clock::now_ms;
+use crate::base::codec;
+use crate::base::metrics;
+use crate::base::status::Status;
+use crate::durable::context::{Abort, Context, RunInfo};
+use crate::engine::completion::Finished;
+use crate::engine::dispatch::{Dispatch, LocalRun, WorkflowRequest};
+use crate::engine::evict::EVICTED;
+use crate::engine::registry::Outcome;
+use crate::engine::shared::SharedRef;
 use crate::error::{DbError, Error, PortableError};
-use crate::evict::EVICTED;
-use crate::metrics;
-use crate::registry::Outcome;
-use crate::shared::SharedRef;
-use crate::status::Status;
 use crate::sysdb::{FinishOutcome, FinishWrite, StepWrite};
 
 pub(crate) struct WorkflowArgs {
@@ -139,8 +139,8 @@ impl Actor for WorkflowActor {
             queue = %state.queue, otel.name = tracing::field::Empty);
         #[cfg(feature = "otel")]
         {
-            crate::otel::describe(&span, &d.name, "workflow", &d.id);
-            crate::otel::continue_trace(&span, d.trace_context.as_deref());
+            crate::base::otel::describe(&span, &d.name, "workflow", &d.id);
+            crate::base::otel::continue_trace(&span, d.trace_context.as_deref());
         }
         let shared = state.shared.clone();
         let Some((ctx, body)) = prepare(&shared, &d).instrument(span.clone()).await? else {

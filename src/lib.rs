@@ -70,85 +70,53 @@
 #[cfg(feature = "admin")]
 #[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
 pub mod admin;
-mod admission;
-mod args;
-mod attributes;
-mod backoff;
-mod builder;
-mod calls;
+mod base;
 mod client;
-mod clock;
-mod codec;
-mod completion;
-mod config;
-mod context;
-mod cron;
-mod datasource;
-mod db;
-mod directory;
-mod dispatch;
+mod durable;
+mod engine;
 mod error;
-mod evict;
-mod fleet;
-mod handle;
-mod hash;
-mod launch;
-pub mod metrics;
-mod nonfinite;
-#[cfg(feature = "otel")]
-pub mod otel;
-mod queue;
-mod registry;
-mod replay;
-mod retention;
+mod names;
 mod runtime;
-mod schedule;
-mod shared;
-mod signals;
-mod start;
-mod status;
-mod step;
 mod sysdb;
-mod user_error;
-mod verify;
-mod workflow;
+pub mod testing;
 
-/// Checks for a deploy: [`verify`](testing::verify) replays recorded histories against the code
-/// registered in a builder, without running a step or writing anything.
-pub mod testing {
-    pub use crate::verify::{verify, Divergence, Verdict};
-}
+pub use base::metrics;
+#[cfg(feature = "otel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+pub use base::otel;
 
-pub use args::Args;
-pub use attributes::{parse_attribute, Attributes, OTEL_CONTEXT_KEY};
-pub use builder::RuntimeBuilder;
-pub use calls::{ChildHandle, Selected, StreamValue};
+pub use base::args::Args;
+pub use base::attributes::{parse_attribute, Attributes, OTEL_CONTEXT_KEY};
+pub use base::queue::{Dedup, Queue, QueueLimits, RateLimit, WaitingWork};
+pub use base::status::{Status, WorkflowStatus};
+pub use base::workflow::{ReadAs, Untyped, Workflow, WorkflowRef};
 pub use client::debounce::DebounceOptions;
 pub use client::manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
 pub use client::observe::{AppQueueLoad, QueueLoad, ThroughputBucket};
 pub use client::outbox::Message;
 pub use client::{Client, ClientOptions, RuntimeStats};
-pub use config::{RestartPolicy, DEFAULT_APP_NAME};
-pub use context::Context;
-pub use datasource::{AppDatabase, Datasource};
-pub use error::{DbError, Error, PortableError, Result, StepError, StepTimeout};
-pub use handle::WorkflowHandle;
-pub use queue::{Dedup, Queue, QueueLimits, RateLimit, WaitingWork};
-pub use registry::{WorkflowConfig, WorkflowFn};
-pub use retention::Retention;
+pub use durable::calls::{ChildHandle, Selected, StreamValue};
+pub use durable::context::Context;
+pub use durable::datasource::{AppDatabase, Datasource};
+pub use durable::step::{BoxError, RetryPolicy, Step, StepFn};
+pub use engine::config::{RestartPolicy, DEFAULT_APP_NAME};
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
-pub use runtime::Fault;
+pub use engine::faults::Fault;
+pub use engine::handle::WorkflowHandle;
+pub use engine::registry::{WorkflowConfig, WorkflowFn};
+pub use engine::retention::Retention;
+pub use engine::schedule::{Backfilled, Schedule, ScheduleInfo, ScheduleStatus, ScheduledTime};
+pub use engine::start::{EnqueueRequest, QueueMessage, WorkflowOptions};
+pub use error::{DbError, Error, PortableError, Result, StepError, StepTimeout};
+pub use names::MAX_NAME_BYTES;
+pub use runtime::builder::RuntimeBuilder;
 pub use runtime::Runtime;
-pub use schedule::{Backfilled, Schedule, ScheduleInfo, ScheduleStatus, ScheduledTime};
-pub use start::{EnqueueRequest, QueueMessage, WorkflowOptions};
-pub use status::{Status, WorkflowStatus};
-pub use step::{BoxError, RetryPolicy, Step, StepFn};
 pub use sysdb::AppVersion;
 pub use sysdb::DatabasePool;
 pub use sysdb::ExecutorInfo;
 pub use sysdb::Isolation;
 pub use sysdb::MigrationReport;
-pub use workflow::{ReadAs, Untyped, Workflow, WorkflowRef};
 
 /// Brings the schema of the database at `url` to the DBOS 3.4 layout, without starting a runtime
 /// (a runtime's launch does the same). Safe to run concurrently with other migrators. See
@@ -159,37 +127,4 @@ pub async fn migrate(url: &str, schema: &str) -> Result<MigrationReport> {
         ..ClientOptions::default()
     };
     Client::migrate(url, &options).await
-}
-
-/// The longest name, id, key or topic stead writes, in bytes. Each is a text column, often
-/// part of an index (a Postgres index row holds at most ~2,700 bytes) or of a NOTIFY payload
-/// (at most 8,000 bytes, two such values joined): at this length any two fit both.
-pub const MAX_NAME_BYTES: usize = 1024;
-
-/// Names and ids become text columns: they must be non-empty, free of NUL bytes and at most
-/// [`MAX_NAME_BYTES`] long.
-pub(crate) fn validate_name(value: &str, what: &str) -> Result<()> {
-    if value.is_empty() {
-        Err(Error::InvalidArgument(format!("{what} must not be empty")))
-    } else {
-        validate_text(value, what)
-    }
-}
-
-/// Keys, topics and step names may be empty, but are otherwise held to [`validate_name`]'s
-/// rules; the error shows at most the start of an over-long value.
-pub(crate) fn validate_text(value: &str, what: &str) -> Result<()> {
-    if value.len() > MAX_NAME_BYTES {
-        let start: String = value.chars().take(40).collect();
-        Err(Error::InvalidArgument(format!(
-            "{what} {start:?}... is {} bytes long; the limit is {MAX_NAME_BYTES}",
-            value.len()
-        )))
-    } else if value.contains('\0') {
-        Err(Error::InvalidArgument(format!(
-            "{what} {value:?} contains a NUL byte"
-        )))
-    } else {
-        Ok(())
-    }
 }

@@ -8,9 +8,9 @@ use axum::extract::Query;
 use serde::Deserialize;
 
 use super::reply::ApiError;
-use crate::attributes::{parse_attribute, Attributes};
+use crate::base::attributes::{parse_attribute, Attributes};
+use crate::base::status::Status;
 use crate::client::manage::{ForkOptions, ListWorkflows};
-use crate::status::Status;
 
 /// The most workflows one listing returns.
 pub(super) const MAX_LIMIT: u32 = 1000;

@@ -4,12 +4,12 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::base::queue::QueueLimits;
+use crate::base::queue::INTERNAL_QUEUE;
+use crate::base::status::WorkflowStatus;
 use crate::client::manage::{StepInfo, WorkflowInfo};
 use crate::client::observe::{AppQueueLoad, ThroughputBucket};
 use crate::error::PortableError;
-use crate::queue::QueueLimits;
-use crate::queue::INTERNAL_QUEUE;
-use crate::status::WorkflowStatus;
 
 /// A workflow's status record; with payloads when it is shown on its own.
 #[derive(Debug, Serialize)]

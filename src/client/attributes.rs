@@ -1,8 +1,8 @@
 //! Workflow attributes on a [`Client`]: replace, clear and merge, as DBOS's
-//! `update_workflow_attributes`. The types and encoding are `crate::attributes`; the SQL is the
+//! `update_workflow_attributes`. The types and encoding are `crate::base::attributes`; the SQL is the
 //! store's (`Manage::update_attributes`).
 
-use crate::attributes::{encode, Attributes};
+use crate::base::attributes::{encode, Attributes};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::sysdb::AttributesUpdate;

@@ -11,17 +11,17 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::base::clock::now_ms;
+use crate::base::codec;
+use crate::base::metrics;
+use crate::base::queue::INTERNAL_QUEUE;
+use crate::base::workflow::WorkflowRef;
 use crate::client::Client;
-use crate::clock::now_ms;
-use crate::codec;
+use crate::engine::handle::WorkflowHandle;
+use crate::engine::shared::SharedRef;
+use crate::engine::start;
 use crate::error::{Error, Result};
-use crate::handle::WorkflowHandle;
-use crate::metrics;
-use crate::queue::INTERNAL_QUEUE;
-use crate::shared::SharedRef;
-use crate::start;
 use crate::sysdb::{Bounce, Bounced};
-use crate::workflow::WorkflowRef;
 
 /// Options of a debounced workflow.
 ///
@@ -92,12 +92,12 @@ pub(crate) async fn debounce<I: Serialize>(
     options: DebounceOptions,
 ) -> Result<WorkflowHandle> {
     start::check_running(shared)?;
-    crate::validate_name(key, "debounce key")?;
+    crate::names::validate_name(key, "debounce key")?;
     let json = codec::encode_input(workflow, &input)?;
     match shared.registry.get(workflow) {
         Some(entry) => entry.check_input(&codec::as_received(&json)?)?,
         // A client debounces by name for the executors that do run it.
-        None if !shared.config.executes => crate::validate_name(workflow, "workflow name")?,
+        None if !shared.config.executes => crate::names::validate_name(workflow, "workflow name")?,
         None => return Err(Error::UnknownWorkflow(workflow.to_owned())),
     }
     let queue = options
@@ -106,7 +106,7 @@ pub(crate) async fn debounce<I: Serialize>(
         .unwrap_or_else(|| INTERNAL_QUEUE.into());
     start::check_queue_defined(shared, &queue, options.undefined_queue_ok).await?;
     if let Some(id) = &options.id {
-        crate::validate_name(id, "workflow id")?;
+        crate::names::validate_name(id, "workflow id")?;
     }
     let dedup_id = format!("{workflow}-{key}");
     for attempt in 0..ATTEMPTS {

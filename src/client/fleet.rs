@@ -4,8 +4,8 @@
 
 use super::manage::{ListWorkflows, WorkflowInfo};
 use super::Client;
+use crate::base::status::Status;
 use crate::error::Result;
-use crate::status::Status;
 use crate::sysdb::ExecutorInfo;
 impl Client {
     /// The stead executors that have used this database (of this client's application, or
@@ -38,7 +38,7 @@ impl Client {
     /// from its checkpoints on its queue (the internal one for a direct start) for executors
     /// of that version to claim. Returns how many moved.
     pub async fn move_stranded(&self, version: &str) -> Result<u64> {
-        crate::validate_name(version, "application version")?;
+        crate::names::validate_name(version, "application version")?;
         let ids = self.stranded_ids().await?;
         if ids.is_empty() {
             return Ok(0);

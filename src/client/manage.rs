@@ -10,17 +10,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::attributes::Attributes;
+use crate::base::attributes::Attributes;
+use crate::base::clock::{millis, now_ms};
+use crate::base::codec;
+use crate::base::codec::PORTABLE_JSON;
+use crate::base::queue::INTERNAL_QUEUE;
+use crate::base::status::{Status, WorkflowStatus};
 use crate::client::Client;
-use crate::clock::{millis, now_ms};
-use crate::codec;
-use crate::codec::PORTABLE_JSON;
-use crate::context::{Call, Context};
+use crate::durable::context::{Call, Context};
+use crate::engine::handle::WorkflowHandle;
+use crate::engine::start;
 use crate::error::{Error, PortableError, Result};
-use crate::handle::WorkflowHandle;
-use crate::queue::INTERNAL_QUEUE;
-use crate::start;
-use crate::status::{Status, WorkflowStatus};
 use crate::sysdb::{AppVersion, Fork, ListQuery, ListedRow, StepListing};
 
 /// Which workflows [`Client::list_workflows`] returns. Every filter is optional; results come in
@@ -280,7 +280,7 @@ impl Client {
 
     /// The recorded durable calls of workflow `id`, in order.
     pub async fn steps(&self, id: &str) -> Result<Vec<StepInfo>> {
-        crate::validate_name(id, "workflow id")?;
+        crate::names::validate_name(id, "workflow id")?;
         let target = id.to_owned();
         let steps = self
             .shared()
@@ -299,7 +299,7 @@ impl Client {
     pub async fn resume(&self, id: &str) -> Result<WorkflowHandle> {
         let shared = self.shared();
         start::check_running(shared)?;
-        crate::validate_name(id, "workflow id")?;
+        crate::names::validate_name(id, "workflow id")?;
         let target = id.to_owned();
         let resumed = shared
             .db
@@ -344,7 +344,7 @@ impl Client {
     }
 
     async fn delete_tree(&self, id: &str, cascade: bool) -> Result<()> {
-        crate::validate_name(id, "workflow id")?;
+        crate::names::validate_name(id, "workflow id")?;
         let shared = self.shared();
         let target = id.to_owned();
         let deleted = shared
@@ -364,7 +364,7 @@ impl Client {
 
     /// Moves the due time of `DELAYED` workflow `id` to `delay` from now.
     pub async fn set_delay(&self, id: &str, delay: Duration) -> Result<()> {
-        crate::validate_name(id, "workflow id")?;
+        crate::names::validate_name(id, "workflow id")?;
         let until = now_ms().saturating_add(millis(delay));
         let target = id.to_owned();
         let found = self
@@ -428,7 +428,7 @@ impl Client {
 /// filter is the caller's error rather than the database's.
 pub(super) fn check_filter(q: &ListQuery) -> Result<()> {
     for id in q.ids.iter().flatten() {
-        crate::validate_name(id, "workflow id")?;
+        crate::names::validate_name(id, "workflow id")?;
     }
     let texts = [
         (&q.name, "workflow name"),
@@ -441,25 +441,25 @@ pub(super) fn check_filter(q: &ListQuery) -> Result<()> {
     ];
     for (value, what) in texts {
         if let Some(value) = value {
-            crate::validate_text(value, what)?;
+            crate::names::validate_text(value, what)?;
         }
     }
     if let Some(attributes) = &q.attributes {
-        crate::attributes::check_encoded(attributes)?;
+        crate::base::attributes::check_encoded(attributes)?;
     }
     Ok(())
 }
 
 async fn fork_as(
-    shared: &crate::shared::SharedRef,
+    shared: &crate::engine::shared::SharedRef,
     id: &str,
     new_id: &str,
     from_step: u32,
     options: ForkOptions,
 ) -> Result<()> {
     start::check_running(shared)?;
-    crate::validate_name(id, "workflow id")?;
-    crate::validate_name(new_id, "a fork's id")?;
+    crate::names::validate_name(id, "workflow id")?;
+    crate::names::validate_name(new_id, "a fork's id")?;
     if from_step == 0 {
         return Err(Error::InvalidArgument(
             "fork step 0: steps count from 1 (1 starts over)".into(),

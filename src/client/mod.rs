@@ -18,20 +18,20 @@ use futures::Stream;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::calls::{self, StreamValue};
-use crate::clock::{millis, now_ms};
-use crate::codec;
-use crate::config::{Config, RestartPolicy, DEFAULT_CANCEL_SWEEP};
+use crate::base::clock::{millis, now_ms};
+use crate::base::codec;
+use crate::base::queue::{Queue, WaitingWork};
+use crate::base::workflow::WorkflowRef;
+use crate::durable::calls::{self, StreamValue};
+use crate::engine::config::{Config, RestartPolicy, DEFAULT_CANCEL_SWEEP};
+use crate::engine::handle::WorkflowHandle;
+use crate::engine::registry::Registry;
+use crate::engine::shared::{RunState, SharedRef};
+use crate::engine::signals;
+use crate::engine::start::{self, Target, WorkflowOptions};
 use crate::error::{Error, Result};
-use crate::handle::WorkflowHandle;
-use crate::launch::{self, Part, Tree};
-use crate::queue::{Queue, WaitingWork};
-use crate::registry::Registry;
-use crate::shared::{RunState, SharedRef};
-use crate::signals;
-use crate::start::{self, Target, WorkflowOptions};
+use crate::runtime::launch::{self, Part, Tree};
 use crate::sysdb::{self, MigrationReport, QueueDeletion};
-use crate::workflow::WorkflowRef;
 
 mod attributes;
 pub(crate) mod debounce;
@@ -134,7 +134,7 @@ impl Client {
     async fn launch(sys: Arc<dyn sysdb::Store>, options: ClientOptions) -> Result<Client> {
         let config = Config {
             schema: options.schema,
-            app_name: Some(crate::config::app_name_or_default(options.app_name)),
+            app_name: Some(crate::engine::config::app_name_or_default(options.app_name)),
             app_version: String::new(),
             executor_id: "client".into(),
             internal_poll: Duration::from_secs(1),
@@ -222,8 +222,8 @@ impl Client {
         timeout: Duration,
     ) -> Result<Option<T>> {
         let shared = self.shared();
-        crate::validate_name(workflow_id, "workflow id")?;
-        crate::validate_text(key, "event key")?;
+        crate::names::validate_name(workflow_id, "workflow id")?;
+        crate::names::validate_text(key, "event key")?;
         let until = now_ms().saturating_add(millis(timeout));
         let check = || calls::read_event(shared, workflow_id, key);
         let key_signal = signals::event_key(workflow_id, key);
@@ -267,7 +267,7 @@ impl Client {
     async fn cancel_tree(&self, id: &str, cascade: bool) -> Result<()> {
         let shared = self.shared();
         start::check_running(shared)?;
-        crate::validate_name(id, "workflow id")?;
+        crate::names::validate_name(id, "workflow id")?;
         let target = id.to_owned();
         let done = shared
             .db

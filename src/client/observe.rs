@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::base::clock::now_ms;
+use crate::base::queue::Queue;
 use crate::client::manage::{check_filter, ListWorkflows};
 use crate::client::Client;
-use crate::clock::now_ms;
 use crate::error::{Error, Result};
-use crate::queue::Queue;
 use crate::sysdb::CompletedBucket;
 
 /// At most this many buckets per throughput query.

@@ -10,11 +10,11 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use crate::calls;
+use crate::base::codec;
 use crate::client::Client;
-use crate::codec;
+use crate::durable::calls;
+use crate::engine::signals;
 use crate::error::{DbError, Error, Result};
-use crate::signals;
 use crate::sysdb::{next_created_at, OutgoingMessage};
 
 /// One message for [`Client::send_bulk`]: a destination, a value, and optionally a topic and an
@@ -64,13 +64,13 @@ impl Message {
 
     /// Refuses, before any write, what the database would always refuse.
     fn validate(&self) -> Result<()> {
-        crate::validate_name(&self.destination, "workflow id")?;
+        crate::names::validate_name(&self.destination, "workflow id")?;
         if let Some(topic) = &self.topic {
-            crate::validate_text(topic, "topic")?;
+            crate::names::validate_text(topic, "topic")?;
         }
         if let Some(key) = &self.key {
-            crate::validate_name(key, "idempotency key")?;
-            crate::validate_text(&format!("{key}::{}", self.destination), "message id")?;
+            crate::names::validate_name(key, "idempotency key")?;
+            crate::names::validate_text(&format!("{key}::{}", self.destination), "message id")?;
         }
         Ok(())
     }

@@ -1,9 +1,9 @@
-//! The client's garbage collection on demand; the work is `crate::retention::collect`, which the
+//! The client's garbage collection on demand; the work is `crate::engine::retention::collect`, which the
 //! retention actor runs on its timer.
 
 use crate::client::Client;
+use crate::engine::retention::{collect, Retention};
 use crate::error::Result;
-use crate::retention::{collect, Retention};
 
 impl Client {
     /// Deletes the finished workflows `policy` does not keep, now; returns how many.

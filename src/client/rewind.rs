@@ -1,11 +1,11 @@
 //! Rewinding a finished workflow under its own id (DBOS 3.4's `rewind_workflow`); the work
 //! is the store's `rewind`.
 
+use crate::base::queue::INTERNAL_QUEUE;
 use crate::client::Client;
+use crate::engine::handle::WorkflowHandle;
+use crate::engine::start;
 use crate::error::{Error, Result};
-use crate::handle::WorkflowHandle;
-use crate::queue::INTERNAL_QUEUE;
-use crate::start;
 use crate::sysdb::{Rewind, Rewound};
 
 impl Client {

@@ -1,15 +1,15 @@
 //! The client's schedule operations: create, list, pause, resume, delete, backfill, trigger.
-//! Thin: the work is in `crate::schedule`, which the scheduler actor shares.
+//! Thin: the work is in `crate::engine::schedule`, which the scheduler actor shares.
 
 use chrono::{DateTime, Utc};
 
 use crate::client::Client;
-use crate::error::Result;
-use crate::handle::WorkflowHandle;
-use crate::schedule::{
+use crate::engine::handle::WorkflowHandle;
+use crate::engine::schedule::{
     backfill, delete, list, put, set_status, trigger, Backfilled, Schedule, ScheduleInfo,
     ScheduleStatus,
 };
+use crate::error::Result;
 
 impl Client {
     /// Creates a schedule; every executor of the application fires it from its next firing on.

@@ -29,7 +29,7 @@
 //! a per-queue advisory lock for claims of queues with a shared limit; SQLite's one writer
 //! already excludes every other claim.
 
-use crate::queue::Queue;
+use crate::base::queue::Queue;
 
 /// A claim of up to `limit` workflows of `queue` for this executor.
 #[derive(Debug, Clone)]

@@ -139,7 +139,7 @@ pub(crate) fn lock_key(schema: &str, executor_id: &str) -> (i32, i32) {
         .chain(schema.bytes())
         .chain([0])
         .chain(executor_id.bytes());
-    let h = crate::hash::fnv1a(bytes);
+    let h = crate::base::hash::fnv1a(bytes);
     ((h >> 32) as u32 as i32, h as u32 as i32)
 }
 

@@ -4,8 +4,8 @@
 
 use async_trait::async_trait;
 
+use crate::base::status::WorkflowStatus;
 use crate::error::DbError;
-use crate::status::WorkflowStatus;
 
 /// The filters of a workflow listing; `None` matches everything.
 #[derive(Debug, Clone, Default)]

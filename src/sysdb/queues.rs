@@ -2,8 +2,8 @@
 
 use async_trait::async_trait;
 
+use crate::base::queue::Queue;
 use crate::error::DbError;
-use crate::queue::Queue;
 
 #[async_trait]
 pub(crate) trait Queues: Send + Sync {

@@ -3,8 +3,8 @@
 
 use async_trait::async_trait;
 
+use crate::base::status::WorkflowStatus;
 use crate::error::DbError;
-use crate::status::WorkflowStatus;
 
 /// One recorded durable call of a workflow.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,10 +14,10 @@ use super::observe::{CompletedBucket, QueueCounts};
 use super::reads::{StatusRow, StepRow, StreamRow};
 use super::schedules::ScheduleRow;
 use super::versions::AppVersion;
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
+use crate::base::queue::{Queue, RateLimit};
+use crate::base::status::{Status, WorkflowStatus};
 use crate::error::DbError;
-use crate::queue::{Queue, RateLimit};
-use crate::status::{Status, WorkflowStatus};
 
 /// A value both drivers decode.
 pub(crate) trait Value:

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
 
 /// The channel an enqueue is announced on; the payload is the queue's name.
 pub(crate) const QUEUE_CHANNEL: &str = "stead_queue_channel";

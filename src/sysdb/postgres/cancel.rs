@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use sqlx::Row;
 
 use super::Postgres;
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::cancel::{Cancelled, Cancels, HeldRun, LostRun};
 

@@ -11,7 +11,7 @@ use sqlx::postgres::PgConnection;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::sql::Sql;
-use crate::clock::millis;
+use crate::base::clock::millis;
 use crate::error::DbError;
 use crate::sysdb::claim::in_dispatch_order;
 use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
@@ -156,7 +156,7 @@ fn claim_partitioned_sql() -> String {
 /// A stable 64-bit key for the queue's advisory lock (FNV-1a of schema and name).
 fn lock_key(schema: &str, queue: &str) -> i64 {
     let key = format!("stead.claim:{schema}:{queue}");
-    crate::hash::fnv1a(key.bytes()) as i64
+    crate::base::hash::fnv1a(key.bytes()) as i64
 }
 
 async fn run_claim(

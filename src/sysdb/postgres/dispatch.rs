@@ -4,9 +4,9 @@
 use async_trait::async_trait;
 
 use super::Postgres;
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
+use crate::base::queue::INTERNAL_QUEUE;
 use crate::error::DbError;
-use crate::queue::INTERNAL_QUEUE;
 use crate::sysdb::claim::in_dispatch_order;
 use crate::sysdb::dispatch::{Dispatch, Executor};
 use crate::sysdb::rows::all;

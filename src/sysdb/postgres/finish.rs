@@ -10,7 +10,7 @@ use sqlx::Row;
 
 use super::sql::{PgQuery, Sql};
 use super::steps;
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::{FinishOutcome, FinishWrite, StepWrite};
 

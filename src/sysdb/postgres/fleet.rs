@@ -11,8 +11,8 @@ use sqlx::{ConnectOptions, Connection, Row};
 
 use super::sql::Sql;
 use super::Postgres;
+use crate::base::queue::INTERNAL_QUEUE;
 use crate::error::DbError;
-use crate::queue::INTERNAL_QUEUE;
 use crate::sysdb::dispatch::Executor;
 use crate::sysdb::fleet::{
     lock_key, Adopted, Adoption, ExecutorInfo, Fleet, Lease, Member, QUIET_MARGIN,

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use sqlx::Row;
 
 use super::Postgres;
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::manage::{Fork, Forked, Manage};
 use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};

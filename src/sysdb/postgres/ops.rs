@@ -12,7 +12,7 @@ use sqlx::Row;
 use super::sql::Sql;
 use super::steps::classify_one;
 use super::Postgres;
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::ops::{Messages, OutgoingMessage};
 use crate::sysdb::{Op, OpOutcome};

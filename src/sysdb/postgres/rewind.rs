@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use sqlx::Row;
 
 use super::Postgres;
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::rewind::{is_active, Rewind, Rewinds, Rewound, STREAM_CLOSED};
 

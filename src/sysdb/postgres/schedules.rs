@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use sqlx::Row;
 
 use super::Postgres;
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::rows::{all, bind_schedule, SCHEDULE_COLUMNS};
 use crate::sysdb::schedules::Schedules;

@@ -6,7 +6,7 @@
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::clock::millis;
+use crate::base::clock::millis;
 use crate::error::DbError;
 use crate::sysdb::claim::in_dispatch_order;
 use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};

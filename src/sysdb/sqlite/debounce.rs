@@ -8,7 +8,7 @@ use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
 use super::Sqlite;
-use crate::codec::PORTABLE_JSON;
+use crate::base::codec::PORTABLE_JSON;
 use crate::error::DbError;
 use crate::sysdb::debounce::Debounce;
 use crate::sysdb::{Bounce, Bounced};

@@ -6,9 +6,9 @@ use sqlx::Row;
 
 use super::claim::claimed_row;
 use super::{json_list, Sqlite};
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
+use crate::base::queue::INTERNAL_QUEUE;
 use crate::error::DbError;
-use crate::queue::INTERNAL_QUEUE;
 use crate::sysdb::claim::in_dispatch_order;
 use crate::sysdb::dispatch::{Dispatch, Executor};
 use crate::sysdb::Claimed;

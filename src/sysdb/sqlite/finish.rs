@@ -4,7 +4,7 @@
 use sqlx::sqlite::SqliteConnection;
 
 use super::steps;
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::{FinishOutcome, FinishWrite, StepOutcome};
 

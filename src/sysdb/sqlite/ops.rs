@@ -11,8 +11,8 @@ use sqlx::Row;
 
 use super::steps::classify;
 use super::Sqlite;
-use crate::clock::now_ms;
-use crate::codec::PORTABLE_JSON;
+use crate::base::clock::now_ms;
+use crate::base::codec::PORTABLE_JSON;
 use crate::error::DbError;
 use crate::sysdb::ops::{Messages, OutgoingMessage};
 use crate::sysdb::{next_created_at, Op, OpOutcome, OpStep};

@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use sqlx::AssertSqlSafe;
 
 use super::Sqlite;
+use crate::base::queue::Queue;
 use crate::error::DbError;
-use crate::queue::Queue;
 use crate::sysdb::queues::{QueueDeletion, Queues};
 use crate::sysdb::rows::{all, app_queue_from_row, bind_queue, queue_from_row, QUEUE_COLUMNS};
 

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use sqlx::AssertSqlSafe;
 
 use super::Sqlite;
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::rows::{all, bind_schedule, SCHEDULE_COLUMNS};
 use crate::sysdb::schedules::Schedules;

@@ -4,7 +4,7 @@
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
-use crate::codec::PORTABLE_JSON;
+use crate::base::codec::PORTABLE_JSON;
 use crate::error::DbError;
 use crate::sysdb::{NewWorkflow, StartOutcome};
 

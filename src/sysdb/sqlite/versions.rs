@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 
 use super::Sqlite;
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::rows::{all, version_from_row};
 use crate::sysdb::versions::Versions;

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{claim_of, enqueued, ids, owner_of, store_tests, workflow, Fixture, Kind};
-use crate::clock::now_ms;
-use crate::queue::{Queue, INTERNAL_QUEUE};
+use crate::base::clock::now_ms;
+use crate::base::queue::{Queue, INTERNAL_QUEUE};
 use crate::sysdb::{Executor, NewWorkflow};
 
 store_tests!(

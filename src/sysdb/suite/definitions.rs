@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{claim_of, enqueued, owner_of, store_tests, Fixture, Kind};
-use crate::clock::now_ms;
-use crate::queue::Queue;
+use crate::base::clock::now_ms;
+use crate::base::queue::Queue;
 use crate::sysdb::{
     Bounce, Bounced, FinishWrite, Firings, NewWorkflow, QueueDeletion, ScheduleRow,
 };

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{store_tests, workflow, Fixture, Kind};
-use crate::queue::INTERNAL_QUEUE;
+use crate::base::queue::INTERNAL_QUEUE;
 use crate::sysdb::dispatch::Executor;
 use crate::sysdb::{Adoption, Member, NewWorkflow, Store};
 

@@ -1,8 +1,8 @@
 //! Cancellation and management: list, steps, resume, fork, delete, set_delay.
 
 use super::{enqueued, owner_of, store_tests, workflow, Fixture, Kind};
-use crate::clock::now_ms;
-use crate::queue::INTERNAL_QUEUE;
+use crate::base::clock::now_ms;
+use crate::base::queue::INTERNAL_QUEUE;
 use crate::sysdb::{Fork, HeldRun, ListQuery, NewWorkflow, Op, OpStep, StatusCount, StepOutcome};
 
 store_tests!(

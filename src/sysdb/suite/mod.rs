@@ -28,8 +28,8 @@ use super::{
     connect, next_created_at, ClaimOutcome, ClaimRequest, NewWorkflow, Session, StartOutcome,
     StepOutcome, StepWrite, Store, DEFAULT_SCHEMA,
 };
-use crate::clock::now_ms;
-use crate::queue::Queue;
+use crate::base::clock::now_ms;
+use crate::base::queue::Queue;
 
 /// Instantiates each named test on both backends.
 macro_rules! store_tests {

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{enqueued, owner_of, store_tests, workflow, Fixture, Kind};
-use crate::clock::now_ms;
-use crate::status::Status;
+use crate::base::clock::now_ms;
+use crate::base::status::Status;
 use crate::sysdb::{FinishWrite, NewWorkflow, Op, OpStep, CANCEL_CHANNEL, QUEUE_CHANNEL};
 
 store_tests!(
@@ -95,7 +95,7 @@ async fn observation_counts_queues_and_completions(kind: Kind) {
         f.start(&enqueued(id, "q")).await;
     }
     f.start(&enqueued("x", "other")).await;
-    f.claim(&super::claim_of(crate::queue::Queue::new("q"), 1))
+    f.claim(&super::claim_of(crate::base::queue::Queue::new("q"), 1))
         .await;
     let names = ["q".to_owned(), "idle".to_owned()];
     let counts = f.store.queue_counts(&names).await.unwrap();

@@ -2,7 +2,7 @@
 //! enqueued again with no owner.
 
 use super::{owner_of, store_tests, Fixture, Kind};
-use crate::status::Status;
+use crate::base::status::Status;
 use crate::sysdb::{FinishWrite, Rewind, Rewound};
 
 store_tests!(rewind_drops_calls_from_the_step_and_requeues_a_finished_workflow);

@@ -2,7 +2,7 @@
 //! outside a workflow, the ops' pool twin).
 
 use super::{enqueued, owner_of, step_write, store_tests, workflow, Fixture, Kind};
-use crate::clock::now_ms;
+use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::{
     FinishOutcome, FinishWrite, NewWorkflow, Op, OpOutcome, OpStep, OutgoingMessage, StartOutcome,

@@ -1,0 +1,20 @@
+//! The vocabulary every ring shares: workflow statuses and typed references, queue definitions,
+//! the portable JSON codec, clocks, backoff, cron timetables, attributes, metric names and the
+//! OpenTelemetry carrier. Plain values and pure functions; nothing here touches the database,
+//! an actor or a running workflow.
+
+pub(crate) mod args;
+pub(crate) mod attributes;
+pub(crate) mod backoff;
+pub(crate) mod clock;
+pub(crate) mod codec;
+pub(crate) mod cron;
+pub(crate) mod hash;
+pub mod metrics;
+pub(crate) mod nonfinite;
+#[cfg(feature = "otel")]
+pub mod otel;
+pub(crate) mod queue;
+pub(crate) mod status;
+pub(crate) mod user_error;
+pub(crate) mod workflow;

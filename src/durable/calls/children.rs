@@ -1,0 +1,264 @@
+//! Child workflows: started (or enqueued) from a workflow with the id `<parent>-<call>` unless
+//! given one, recorded so a replay gets the same child instead of starting another; their
+//! result is a durable call too (`DBOS.getResult`). Children inherit the parent's deadline.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::base::clock::now_ms;
+use crate::base::codec;
+use crate::base::status::Status;
+use crate::base::workflow::{ReadAs, Untyped, WorkflowRef};
+use crate::durable::context::{Call, Context};
+use crate::engine::start::{self, Target, WorkflowOptions};
+use crate::error::{Error, PortableError, Result};
+use crate::sysdb::StatusRow;
+
+/// A child workflow started by [`Context::start_child`] or [`Context::enqueue_child`]. `O` is
+/// its output type when it was started through a typed [`Workflow`](crate::Workflow).
+pub struct ChildHandle<O = Untyped> {
+    ctx: Context,
+    id: String,
+    output: PhantomData<fn() -> O>,
+}
+
+impl<O> Clone for ChildHandle<O> {
+    fn clone(&self) -> Self {
+        ChildHandle {
+            ctx: self.ctx.clone(),
+            id: self.id.clone(),
+            output: PhantomData,
+        }
+    }
+}
+
+impl<O> std::fmt::Debug for ChildHandle<O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChildHandle").field("id", &self.id).finish()
+    }
+}
+
+impl Context {
+    /// Starts `workflow` as a child, running now in this process: a typed
+    /// [`Workflow<I, O>`](crate::Workflow) with its `I`, or a name with any serializable input.
+    pub fn start_child<'c, W, I>(
+        &'c self,
+        workflow: W,
+        input: I,
+        options: WorkflowOptions,
+    ) -> impl Future<Output = Result<ChildHandle<W::Output>>> + Send + 'c
+    where
+        W: WorkflowRef<I>,
+        I: Serialize,
+    {
+        let function_id = self.next_function_id();
+        let (name, input) = named_input(&workflow, &input);
+        self.child(function_id, None, name, input, options)
+    }
+
+    /// Enqueues `workflow` on `queue` as a child. It need not be registered here: a name (or a
+    /// [`Workflow<I, O>`](crate::Workflow) declared for it) that another process implements,
+    /// in any language, is enqueued for that process's executors (name its application with
+    /// [`WorkflowOptions::app_name`]). The start is recorded like any child's, and its result
+    /// is awaited the same way.
+    pub fn enqueue_child<'c, W, I>(
+        &'c self,
+        queue: &'c str,
+        workflow: W,
+        input: I,
+        options: WorkflowOptions,
+    ) -> impl Future<Output = Result<ChildHandle<W::Output>>> + Send + 'c
+    where
+        W: WorkflowRef<I>,
+        I: Serialize,
+    {
+        let function_id = self.next_function_id();
+        let (name, input) = named_input(&workflow, &input);
+        self.child(function_id, Some(queue), name, input, options.foreign())
+    }
+
+    /// Starts a child and waits for its result: an `O` for a typed
+    /// [`Workflow<I, O>`](crate::Workflow); for a name, the type the caller asks for.
+    pub fn run_child<'c, W, I, T>(
+        &'c self,
+        workflow: W,
+        input: I,
+        options: WorkflowOptions,
+    ) -> impl Future<Output = Result<T>> + Send + 'c
+    where
+        W: WorkflowRef<I>,
+        W::Output: ReadAs<T>,
+        I: Serialize,
+        T: DeserializeOwned + Send + 'c,
+    {
+        let start_id = self.next_function_id();
+        let result_id = self.next_function_id();
+        let (name, input) = named_input(&workflow, &input);
+        async move {
+            let child: ChildHandle = self.child(start_id, None, name, input, options).await?;
+            child.result_at(result_id).await
+        }
+    }
+
+    async fn child<O>(
+        &self,
+        function_id: u32,
+        queue: Option<&str>,
+        workflow: String,
+        input: Result<String>,
+        options: WorkflowOptions,
+    ) -> Result<ChildHandle<O>> {
+        let workflow = workflow.as_str();
+        self.check_live()?;
+        if let Some(row) = self.recorded(function_id, workflow)? {
+            let id = row.child_workflow_id.clone().ok_or_else(|| Error::Decode {
+                what: format!("call #{function_id}"),
+                reason: "a recorded child start names no child".into(),
+            })?;
+            return Ok(ChildHandle::new(self, id));
+        }
+        let started = now_ms();
+        let _busy = self.busy();
+        let id = options
+            .chosen_id()
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("{}-{function_id}", self.workflow_id()));
+        let options = options
+            .id(id.clone())
+            .child_of(self.workflow_id(), self.deadline());
+        let target = queue.map_or(Target::Direct, Target::Queue);
+        self.settle().await?;
+        start::submit(self.shared(), target, workflow, &input?, options).await?;
+        let call = Call {
+            child: Some(id.clone()),
+            ..Call::new(function_id, workflow, started).output("null".into())
+        };
+        self.record(call).await?;
+        Ok(ChildHandle::new(self, id))
+    }
+}
+
+/// A child's name and encoded input, taken when the call is created.
+fn named_input<W: WorkflowRef<I>, I: Serialize>(
+    workflow: &W,
+    input: &I,
+) -> (String, Result<String>) {
+    let name = workflow.name();
+    let input = codec::encode_input(name, input);
+    (name.to_owned(), input)
+}
+
+impl<O> ChildHandle<O> {
+    fn new(ctx: &Context, id: String) -> ChildHandle<O> {
+        ChildHandle {
+            ctx: ctx.clone(),
+            id,
+            output: PhantomData,
+        }
+    }
+
+    /// The child's workflow id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Waits for the child's result (a durable call: a replay returns the recorded result): an
+    /// `O` for a typed handle; for an [`Untyped`] one, the type the caller asks for.
+    pub fn result<T>(&self) -> impl Future<Output = Result<T>> + Send + '_
+    where
+        T: DeserializeOwned + Send + 'static,
+        O: ReadAs<T>,
+    {
+        let function_id = self.ctx.next_function_id();
+        self.result_at(function_id)
+    }
+
+    async fn result_at<T: DeserializeOwned>(&self, function_id: u32) -> Result<T> {
+        let ctx = &self.ctx;
+        ctx.check_live()?;
+        if let Some(row) = ctx.recorded(function_id, "DBOS.getResult")? {
+            codec::check_format(row.serialization.as_deref(), "a child's result")?;
+            return self.decode(row.output.as_deref(), row.error.as_deref());
+        }
+        let started = now_ms();
+        let done = self.wait().await?;
+        let (output, error) = match done.status.status {
+            Status::Success => {
+                codec::check_format(done.serialization.as_deref(), "a child's result")?;
+                (done.output.or(Some("null".into())), None)
+            }
+            Status::Error => (None, done.error),
+            other => {
+                let name = if other == Status::Cancelled {
+                    "Cancelled"
+                } else {
+                    "MaxRecoveryAttemptsExceeded"
+                };
+                let e = PortableError::new(name, format!("child workflow {} is {other}", self.id));
+                (None, Some(codec::encode_error(&e)))
+            }
+        };
+        let call = Call {
+            output: output.clone(),
+            error: error.clone(),
+            child: Some(self.id.clone()),
+            ..Call::new(function_id, "DBOS.getResult", started)
+        };
+        match ctx.record(call).await? {
+            None => self.decode(output.as_deref(), error.as_deref()),
+            Some((output, error)) => self.decode(output.as_deref(), error.as_deref()),
+        }
+    }
+
+    /// Waits until the child is final, waking on its local completion or polling.
+    async fn wait(&self) -> Result<StatusRow> {
+        // No key wakes an evicted parent when its child finishes: the parent stays resident.
+        let _busy = self.ctx.busy();
+        let shared = self.ctx.shared();
+        let mut poll = Duration::from_millis(20);
+        loop {
+            let slot = shared.completions.existing(&self.id);
+            let id = self.id.clone();
+            let row = shared
+                .db
+                .call_with(id, move |db, id| async move { db.status(&id).await })
+                .await?
+                .ok_or_else(|| Error::NotFound(self.id.clone()))?;
+            if row.status.status.is_final() {
+                return Ok(row);
+            }
+            let local = async {
+                match slot {
+                    Some(mut slot) => drop(slot.wait_for(Option::is_some).await),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = local => {}
+                _ = tokio::time::sleep(poll) => poll = (poll * 2).min(Duration::from_secs(1)),
+                _ = self.ctx.aborted() => {}
+            }
+            self.ctx.check_live()?;
+        }
+    }
+
+    fn decode<T: DeserializeOwned>(&self, output: Option<&str>, error: Option<&str>) -> Result<T> {
+        let Some(error) = error else {
+            return codec::decode(output, "a child's result");
+        };
+        let error = codec::decode_error(error);
+        let id = self.id.clone();
+        Err(match error.name.as_str() {
+            "Cancelled" => Error::Cancelled { id },
+            "MaxRecoveryAttemptsExceeded" => Error::MaxRecoveryAttemptsExceeded { id },
+            _ => Error::WorkflowFailed {
+                id,
+                error: Box::new(error),
+            },
+        })
+    }
+}

@@ -1,0 +1,128 @@
+//! Waiting for something another writer produces (a message, an event, a stream value, a
+//! child's outcome), without holding a thread or a connection; and evicting a workflow that
+//! waits long enough idle (`Context::evictable`): the run is parked in the registry
+//! (`crate::engine::evict`) and its body dropped, to run again by replay when woken.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::base::clock::{millis, now_ms};
+use crate::durable::context::Context;
+use crate::engine::shared::Shared;
+use crate::error::Result;
+
+const POLL_FIRST: Duration = Duration::from_millis(50);
+const POLL_MAX: Duration = Duration::from_secs(1);
+
+/// Runs `check` until it finds something, waking on `key`'s signal and polling as a fallback,
+/// until `until` (epoch ms; `None`: no limit). A workflow's wait (`ctx`) ends when it is
+/// cancelled. `Ok(None)` means the time ran out.
+pub(crate) async fn until_found<T, F, Fut>(
+    shared: &Shared,
+    key: String,
+    until: Option<i64>,
+    ctx: Option<&Context>,
+    mut check: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>>>,
+{
+    let _waiting = ctx.map(Context::waiting);
+    let since = now_ms();
+    let mut parked = false;
+    let subscription = shared.signals.subscribe(key);
+    let mut poll = POLL_FIRST;
+    loop {
+        let woken = subscription.notify().notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if let Some(found) = check().await? {
+            if let (true, Some(ctx)) = (parked, ctx) {
+                ctx.unpark();
+            }
+            return Ok(Some(found));
+        }
+        if let (true, Some(ctx)) = (parked, ctx) {
+            return ctx.evict().await;
+        }
+        let nap = match until {
+            Some(until) => {
+                let left = until - now_ms();
+                if left <= 0 {
+                    return Ok(None);
+                }
+                poll.min(Duration::from_millis(left as u64))
+            }
+            None => poll,
+        };
+        tokio::select! {
+            _ = &mut woken => {}
+            _ = tokio::time::sleep(nap) => poll = (poll * 2).min(POLL_MAX),
+            _ = aborted(ctx) => {}
+            _ = evictable(ctx, since, until, subscription.key()) => parked = true,
+        }
+        if let Some(ctx) = ctx {
+            ctx.check_live()?;
+        }
+    }
+}
+
+async fn evictable(ctx: Option<&Context>, since: i64, until: Option<i64>, key: &str) {
+    match ctx {
+        Some(ctx) => ctx.evictable(since, until, Some(key)).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Context {
+    /// Resolves once this run, waiting since `since` (epoch ms) until `until` for a signal on
+    /// `key`, is registered for eviction: it waited idle for the configured time, nothing else
+    /// durable is in flight, and at least that long is left. Never resolves when eviction is
+    /// off, in a replay-only run, or for a wait about to end. The wait then looks once more
+    /// (a signal sent before the registration woke only the live subscription) and either
+    /// finds its value ([`Context::unpark`]) or ends the run here ([`Context::evict`]).
+    pub(crate) async fn evictable(&self, since: i64, until: Option<i64>, key: Option<&str>) {
+        let Some(idle) = self.shared().config.evict_after.map(millis) else {
+            return std::future::pending().await;
+        };
+        let mut at = since.saturating_add(idle);
+        loop {
+            let nap = (at - now_ms()).max(0) as u64;
+            tokio::time::sleep(Duration::from_millis(nap)).await;
+            if until.is_some_and(|u| u - now_ms() <= idle) {
+                return std::future::pending().await;
+            }
+            let wake_at = match (until, self.deadline()) {
+                (Some(u), Some(d)) => Some(u.min(d)),
+                (u, d) => u.or(d),
+            };
+            let evicted = &self.shared().signals.evicted;
+            if self.only_waiting() && evicted.park(self.workflow_id(), wake_at, key) {
+                self.set_parked(true);
+                return;
+            }
+            at = now_ms().saturating_add(idle);
+        }
+    }
+
+    /// Withdraws a registration whose wait found its value at its last look.
+    pub(crate) fn unpark(&self) {
+        self.set_parked(false);
+        self.shared().signals.evicted.remove(self.workflow_id());
+    }
+
+    /// Ends a registered run here: its actor drops the body (this never resolves) and hands
+    /// the run to the registry.
+    pub(crate) async fn evict<T>(&self) -> Result<T> {
+        self.stop(crate::durable::context::Abort::Evicted);
+        std::future::pending().await
+    }
+}
+
+async fn aborted(ctx: Option<&Context>) {
+    match ctx {
+        Some(ctx) => ctx.aborted().await,
+        None => std::future::pending().await,
+    }
+}

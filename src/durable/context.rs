@@ -1,0 +1,565 @@
+//! The workflow `Context`: numbers durable calls, replays recorded ones, records new ones, and
+//! remembers why a run must stop (cancelled, taken over, or the database gave up).
+//!
+//! The durable calls themselves live beside it: steps in `step`, the rest in `calls`. It must
+//! never run user code itself, and never decide the workflow's outcome: the workflow actor reads
+//! the abort reason after the body returns.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use futures::future::{BoxFuture, FutureExt, Shared};
+
+use tokio::sync::Notify;
+
+use crate::base::clock::now_ms;
+use crate::engine::shared::SharedRef;
+use crate::error::{DbError, Error, Result};
+use crate::sysdb::{HeldRun, Op, OpOutcome, OpStep, StepOutcome, StepRow, StepWrite};
+
+/// Why a run stopped without an outcome of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Abort {
+    /// The workflow was cancelled (or its deadline passed); leave it as it is.
+    Cancelled,
+    /// Another execution owns it now; leave it to that one.
+    NotOwner,
+    /// The system database failed past its retries: crash, so the run is restarted.
+    Crash(String),
+    /// The run was evicted while waiting; it is parked, to run again by replay.
+    Evicted,
+}
+
+/// The handle a workflow body uses for every durable call.
+///
+/// Cloning is cheap; clones share the same call numbering. Every durable call takes its number
+/// when it is created (not when first polled), so running several at once (`futures::join!`,
+/// [`Context::select2`]) numbers them the same way on every replay.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    run: RunInfo,
+    shared: SharedRef,
+    next_function_id: AtomicU32,
+    recorded: HashMap<u32, StepRow>,
+    /// Set once, by the first reason to stop; a lock-free read on every durable call.
+    abort: OnceLock<Abort>,
+    /// Woken when an abort reason is set, to interrupt waits.
+    aborted: Notify,
+    /// The liveness epoch the run began in: a fence ends it.
+    epoch: u64,
+    /// Application databases this run's transactional steps used, released when it finishes.
+    datasources: Mutex<Vec<Arc<dyn Release>>>,
+    /// Set for a replay-only run (verification): it replays recorded calls and never writes.
+    replay: Option<Arc<crate::durable::replay::ReplayLog>>,
+    /// Durable activity in flight other than waits (steps, records, ops, children): a run is
+    /// evicted only while this is zero.
+    busy: AtomicU32,
+    /// Waits in progress: a run is evicted only inside its one wait.
+    waits: AtomicU32,
+    /// Registered in the eviction registry (until the wait withdraws or the run is evicted).
+    parked: AtomicBool,
+    /// Step records held back until the next durable call, the run's outcome (written in its
+    /// statement, saving a commit) or the body's next wait, whichever comes first.
+    deferred: Mutex<Deferred>,
+}
+
+/// Records held back, and the writes of those let go (each in a task of its own, so a caller
+/// that stops waiting loses none).
+#[derive(Default)]
+struct Deferred {
+    held: Vec<StepWrite>,
+    writing: Vec<Shared<BoxFuture<'static, Result<()>>>>,
+}
+
+/// Counts one activity of a run while alive.
+pub(crate) struct Activity<'c>(&'c AtomicU32);
+
+impl Drop for Activity<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Something a run holds outside the system database and lets go of when it finishes (the
+/// records of a datasource's transactional steps).
+pub(crate) trait Release: Send + Sync {
+    /// Identifies the underlying resource, so it is released once however often it was used.
+    fn key(&self) -> usize;
+
+    /// Releases what this run holds; false when another execution owns the workflow now.
+    fn release<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, bool>;
+}
+
+/// What the workflow actor knows about the run it starts.
+pub(crate) struct RunInfo {
+    pub workflow_id: String,
+    pub workflow_name: String,
+    pub owner: String,
+    /// When the workflow's time runs out (epoch ms), if it has a timeout.
+    pub deadline: Option<i64>,
+    pub metrics: Arc<crate::base::metrics::WorkflowMetrics>,
+}
+
+impl Context {
+    pub(crate) fn new(run: RunInfo, shared: SharedRef, recorded: Vec<StepRow>) -> Context {
+        Context::with_replay(run, shared, recorded, None)
+    }
+
+    /// A replay-only run: each call is checked against `recorded` and logged in `log`; the
+    /// first call past the history, or differing from it, stops the run. Nothing is written.
+    pub(crate) fn replay_only(
+        run: RunInfo,
+        shared: SharedRef,
+        recorded: Vec<StepRow>,
+        log: Arc<crate::durable::replay::ReplayLog>,
+    ) -> Context {
+        Context::with_replay(run, shared, recorded, Some(log))
+    }
+
+    fn with_replay(
+        run: RunInfo,
+        shared: SharedRef,
+        recorded: Vec<StepRow>,
+        replay: Option<Arc<crate::durable::replay::ReplayLog>>,
+    ) -> Context {
+        Context {
+            inner: Arc::new(Inner {
+                run,
+                next_function_id: AtomicU32::new(1),
+                recorded: recorded.into_iter().map(|s| (s.function_id, s)).collect(),
+                abort: OnceLock::new(),
+                aborted: Notify::new(),
+                epoch: shared.liveness.epoch(),
+                datasources: Mutex::new(Vec::new()),
+                shared,
+                replay,
+                busy: AtomicU32::new(0),
+                waits: AtomicU32::new(0),
+                parked: AtomicBool::new(false),
+                deferred: Mutex::new(Deferred::default()),
+            }),
+        }
+    }
+
+    /// This workflow's id.
+    pub fn workflow_id(&self) -> &str {
+        &self.inner.run.workflow_id
+    }
+
+    pub(crate) fn metrics(&self) -> &crate::base::metrics::WorkflowMetrics {
+        &self.inner.run.metrics
+    }
+
+    /// The name this workflow is registered under.
+    pub fn workflow_name(&self) -> &str {
+        &self.inner.run.workflow_name
+    }
+
+    pub(crate) fn shared(&self) -> &SharedRef {
+        &self.inner.shared
+    }
+
+    /// The owner token this execution writes under.
+    pub(crate) fn owner(&self) -> &str {
+        &self.inner.run.owner
+    }
+
+    /// Remembers a datasource this run used, to release it when the run finishes.
+    pub(crate) fn use_datasource(&self, used: Arc<dyn Release>) {
+        let mut list = self
+            .inner
+            .datasources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if list.iter().all(|d| d.key() != used.key()) {
+            list.push(used);
+        }
+    }
+
+    /// Releases every datasource this run used, once its body has returned with an outcome
+    /// of its own (never after an abort: the next execution still needs the records).
+    pub(crate) async fn release_datasources(&self) {
+        let used = std::mem::take(
+            &mut *self
+                .inner
+                .datasources
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        for ds in used {
+            if self.abort().is_some() || !ds.release(self).await {
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Option<i64> {
+        self.inner.run.deadline
+    }
+
+    /// Takes the next durable-call number (1-based, as DBOS numbers them).
+    pub(crate) fn next_function_id(&self) -> u32 {
+        self.inner.next_function_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The number the next durable call will take, without taking it.
+    pub(crate) fn peek_function_id(&self) -> u32 {
+        self.inner.next_function_id.load(Ordering::Relaxed)
+    }
+
+    /// Takes number `expected` if no other call took it first (a patch's reservation).
+    pub(crate) fn take_function_id(&self, expected: u32) -> bool {
+        self.inner
+            .next_function_id
+            .compare_exchange(expected, expected + 1, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// The name recorded at `function_id` in the history this run replays, if any.
+    pub(crate) fn recorded_name(&self, function_id: u32) -> Option<&str> {
+        self.inner
+            .recorded
+            .get(&function_id)
+            .map(|r| r.name.as_str())
+    }
+
+    /// The recorded call at `function_id`, checked against the name the code now uses.
+    pub(crate) fn recorded(&self, function_id: u32, name: &str) -> Result<Option<&StepRow>> {
+        let row = self.inner.recorded.get(&function_id);
+        if let Some(log) = &self.inner.replay {
+            return match log.visit(function_id, name, row) {
+                true => Ok(row),
+                false => Err(self.stop(Abort::Cancelled)),
+            };
+        }
+        match row {
+            Some(row) if row.name != name => Err(Error::NonDeterminism {
+                workflow_id: self.inner.run.workflow_id.clone(),
+                function_id,
+                recorded: row.name.clone(),
+                called: name.to_owned(),
+            }),
+            other => Ok(other),
+        }
+    }
+
+    /// True for a replay-only run, which must not wait for time to pass.
+    pub(crate) fn is_replay_only(&self) -> bool {
+        self.inner.replay.is_some()
+    }
+
+    /// Fails fast once the run has been told to stop, or once this process may no longer
+    /// start durable calls (its lease ran out, or a fence ended the run's epoch): then the run
+    /// stops as no longer its own, leaving the row to whoever recovers or adopts it.
+    pub(crate) fn check_live(&self) -> Result<()> {
+        if let Some(reason) = self.inner.abort.get() {
+            return Err(self.abort_error(reason));
+        }
+        if !self.inner.shared.liveness.admits(self.inner.epoch) {
+            return Err(self.stop(Abort::NotOwner));
+        }
+        Ok(())
+    }
+
+    /// Counts a durable activity other than a wait until the guard drops.
+    pub(crate) fn busy(&self) -> Activity<'_> {
+        self.inner.busy.fetch_add(1, Ordering::Relaxed);
+        Activity(&self.inner.busy)
+    }
+
+    /// Counts a wait until the guard drops.
+    pub(crate) fn waiting(&self) -> Activity<'_> {
+        self.inner.waits.fetch_add(1, Ordering::Relaxed);
+        Activity(&self.inner.waits)
+    }
+
+    /// The run is inside one wait and nothing else durable is in flight, so dropping its body
+    /// loses nothing a replay would not redo. Read from inside that wait, on the body's task.
+    pub(crate) fn only_waiting(&self) -> bool {
+        self.inner.replay.is_none()
+            && self.inner.busy.load(Ordering::Relaxed) == 0
+            && self.inner.waits.load(Ordering::Relaxed) == 1
+    }
+
+    /// Notes whether the run is registered in the eviction registry.
+    pub(crate) fn set_parked(&self, parked: bool) {
+        self.inner.parked.store(parked, Ordering::Relaxed);
+    }
+
+    /// Registered in the eviction registry: a run that ends otherwise must withdraw.
+    pub(crate) fn is_parked(&self) -> bool {
+        self.inner.parked.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once the run has been evicted (its body is to be dropped).
+    pub(crate) async fn evicted(&self) {
+        loop {
+            self.aborted().await;
+            if self.inner.abort.get() == Some(&Abort::Evicted) {
+                return;
+            }
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Why the run must stop, if it must.
+    pub(crate) fn abort(&self) -> Option<Abort> {
+        self.inner.abort.get().cloned()
+    }
+
+    /// Stops the run before its next durable call, and interrupts any wait.
+    pub(crate) fn cancel(&self) {
+        self.stop(Abort::Cancelled);
+    }
+
+    /// Resolves once the run has been told to stop.
+    pub(crate) async fn aborted(&self) {
+        let notified = self.inner.aborted.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.inner.abort.get().is_none() {
+            notified.await;
+        }
+    }
+
+    pub(crate) fn stop(&self, reason: Abort) -> Error {
+        let err = self.abort_error(&reason);
+        // The first reason wins; a later one only reports itself to its caller.
+        let _ = self.inner.abort.set(reason);
+        self.inner.aborted.notify_waiters();
+        err
+    }
+
+    fn abort_error(&self, reason: &Abort) -> Error {
+        let id = self.inner.run.workflow_id.clone();
+        match reason {
+            Abort::Cancelled => Error::Cancelled { id },
+            Abort::NotOwner | Abort::Evicted => Error::NotOwner { id },
+            Abort::Crash(reason) => Error::Database(DbError::Transient(reason.clone())),
+        }
+    }
+
+    /// Reads whether the row is still `PENDING` under this run's owner token; stops the run
+    /// when another writer cancelled (or took) it. One read, for after a long wait only.
+    pub(crate) async fn recheck(&self) -> Result<()> {
+        let held = vec![HeldRun {
+            id: self.inner.run.workflow_id.clone(),
+            owner: self.inner.run.owner.clone(),
+        }];
+        let lost = self
+            .inner
+            .shared
+            .db
+            .call_with(held, |db, held| async move { db.lost_runs(&held).await })
+            .await;
+        match lost {
+            Ok(lost) => match lost.first() {
+                None => Ok(()),
+                Some(run) if run.status == "CANCELLED" => Err(self.stop(Abort::Cancelled)),
+                Some(_) => Err(self.stop(Abort::NotOwner)),
+            },
+            Err(e) => Err(self.db_failure(e)),
+        }
+    }
+
+    /// The error a database failure inside a durable call becomes. A transient one that
+    /// outlasted its retries (or the runtime closing) crashes the run, to be restarted; a
+    /// permanent one (the database refused the record) fails this call only, typed: the same
+    /// write would be refused on every restart.
+    pub(crate) fn db_failure(&self, e: DbError) -> Error {
+        if e.is_transient() || e == DbError::Closed {
+            self.stop(Abort::Crash(e.to_string()))
+        } else {
+            Error::Database(e)
+        }
+    }
+
+    /// Records a durable call's outcome; returns the authoritative row when a competing
+    /// execution recorded this call first.
+    pub(crate) async fn record(
+        &self,
+        call: Call<'_>,
+    ) -> Result<Option<(Option<String>, Option<String>)>> {
+        self.refuse_in_replay()?;
+        let _busy = self.busy();
+        self.settle().await?;
+        let write = self.write_of(call);
+        match self.inner.shared.db.checkpoint(write).await {
+            Ok(StepOutcome::Recorded) => Ok(None),
+            Ok(StepOutcome::AlreadyRecorded { output, error }) => Ok(Some((output, error))),
+            Ok(StepOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
+            Ok(StepOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),
+            Err(e) => Err(self.db_failure(e)),
+        }
+    }
+
+    /// Holds a step's record back: the next durable call writes it before anything of its own
+    /// happens, or the workflow's outcome writes it in the same statement. A crash before that
+    /// write runs the step again, as a crash before any checkpoint does.
+    pub(crate) fn defer(&self, call: Call<'_>) -> Result<()> {
+        self.refuse_in_replay()?;
+        let write = self.write_of(call);
+        self.deferred().held.push(write);
+        Ok(())
+    }
+
+    /// Writes the records held back, so nothing a later durable call does happens before an
+    /// earlier step is recorded.
+    pub(crate) async fn settle(&self) -> Result<()> {
+        self.write_held_now();
+        let writing = self.deferred().writing.clone();
+        if writing.is_empty() {
+            return Ok(());
+        }
+        for done in writing {
+            match done.await {
+                Ok(()) => {}
+                Err(Error::Database(e)) if e.is_transient() => {
+                    return Err(self.stop(Abort::Crash(e.to_string())))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.deferred().writing.retain(|w| w.peek().is_none());
+        Ok(())
+    }
+
+    /// Starts writing the records held back, without waiting for them (the body waits on
+    /// something else, and a step's record must not wait with it).
+    pub(crate) fn write_held_now(&self) {
+        let held = std::mem::take(&mut self.deferred().held);
+        if held.is_empty() {
+            return;
+        }
+        let ctx = self.clone();
+        let task = tokio::spawn(async move { ctx.write_held(held).await });
+        let done: BoxFuture<'static, Result<()>> = Box::pin(async move {
+            // A write whose task is gone vouches for nothing: restart from the checkpoints.
+            task.await
+                .unwrap_or_else(|e| Err(Error::Database(DbError::Transient(e.to_string()))))
+        });
+        self.deferred().writing.push(done.shared());
+    }
+
+    /// A record another execution of this run wrote first with a different outcome crashes the
+    /// run: the restart replays the recorded one.
+    async fn write_held(&self, held: Vec<StepWrite>) -> Result<()> {
+        for write in held {
+            let (output, error) = (write.output.clone(), write.error.clone());
+            match self.inner.shared.db.checkpoint(write).await {
+                Ok(StepOutcome::Recorded) => {}
+                Ok(StepOutcome::AlreadyRecorded {
+                    output: o,
+                    error: e,
+                }) if o == output && e == error => {}
+                Ok(StepOutcome::AlreadyRecorded { .. }) => {
+                    return Err(self.stop(Abort::Crash(
+                        "a step's record differs from the outcome this run went on with".into(),
+                    )))
+                }
+                Ok(StepOutcome::Cancelled) => return Err(self.stop(Abort::Cancelled)),
+                Ok(StepOutcome::NotOwner) => return Err(self.stop(Abort::NotOwner)),
+                Err(e) => return Err(self.db_failure(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The last record held back, for the outcome's write to carry; any others (steps run at
+    /// once) are written first.
+    pub(crate) async fn held_for_outcome(&self) -> Result<Option<StepWrite>> {
+        let last = self.deferred().held.pop();
+        self.settle().await?;
+        Ok(last)
+    }
+
+    fn deferred(&self) -> std::sync::MutexGuard<'_, Deferred> {
+        self.inner
+            .deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_of(&self, call: Call<'_>) -> StepWrite {
+        StepWrite {
+            workflow_id: self.inner.run.workflow_id.clone(),
+            owner: self.inner.run.owner.clone(),
+            function_id: call.function_id,
+            name: call.name.to_owned(),
+            output: call.output,
+            error: call.error,
+            child_workflow_id: call.child,
+            started_at: call.started_at,
+            completed_at: call.completed_at.unwrap_or_else(now_ms),
+            app_name: self.inner.shared.config.app_name.clone(),
+        }
+    }
+
+    /// A replay-only run never writes (its calls stop at the history's end before they would).
+    fn refuse_in_replay(&self) -> Result<()> {
+        match self.inner.replay {
+            Some(_) => Err(self.stop(Abort::Cancelled)),
+            None => Ok(()),
+        }
+    }
+
+    /// The identity of call `function_id` for an op that writes its effect with its record.
+    pub(crate) fn op_step(&self, function_id: u32, started_at: i64) -> OpStep {
+        OpStep {
+            workflow_id: self.inner.run.workflow_id.clone(),
+            owner: self.inner.run.owner.clone(),
+            function_id,
+            started_at,
+            app_name: self.inner.shared.config.app_name.clone(),
+        }
+    }
+
+    /// Runs an op; an abort it discovers stops the run.
+    pub(crate) async fn op(&self, op: Op) -> Result<OpOutcome> {
+        self.refuse_in_replay()?;
+        let _busy = self.busy();
+        self.settle().await?;
+        match self.inner.shared.db.op(op).await {
+            Ok(OpOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
+            Ok(OpOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),
+            Ok(out) => Ok(out),
+            Err(e) => Err(self.db_failure(e)),
+        }
+    }
+}
+
+/// A durable call's record.
+pub(crate) struct Call<'a> {
+    pub function_id: u32,
+    pub name: &'a str,
+    pub output: Option<String>,
+    pub error: Option<String>,
+    pub child: Option<String>,
+    pub started_at: i64,
+    /// Defaults to now; a sleep records its wake-up time here, as DBOS does.
+    pub completed_at: Option<i64>,
+}
+
+impl<'a> Call<'a> {
+    pub(crate) fn new(function_id: u32, name: &'a str, started_at: i64) -> Call<'a> {
+        Call {
+            function_id,
+            name,
+            output: None,
+            error: None,
+            child: None,
+            started_at,
+            completed_at: None,
+        }
+    }
+
+    pub(crate) fn output(mut self, output: String) -> Self {
+        self.output = Some(output);
+        self
+    }
+}

@@ -1,0 +1,543 @@
+//! Admission: who may start a workflow of one queue in this process, on which path, in which
+//! slot. A synchronous state machine that the queue actor feeds (woken, tick, a claim answered,
+//! a child exited, a local enqueue arrived, drain, retire, ...) and whose [`Decision`]s it
+//! performs (claim, take back, run, restart, timers, drain answers, stop).
+//!
+//! It owns the queue's [`Slots`]: every workflow it admits comes with a [`Permit`] that the
+//! actor keeps with the child, so a slot is freed exactly when its holder goes. Two paths lead
+//! in: the claim path (a claim holds the slots it asked for while in flight and hands them to
+//! the rows it got) and the fast path (an enqueue from this process takes an offered slot
+//! without a message). The fast path is open only while nothing it could jump is waiting: no
+//! known backlog, no enqueue of this process gone to the table since a claim last saw it all,
+//! and only this executor's own limit applies.
+//!
+//! Never touches tokio, actors or the database, and never blocks.
+
+mod slots;
+
+#[cfg(all(test, stead_loom))]
+mod loom_models;
+#[cfg(all(test, not(stead_loom)))]
+mod tests;
+
+use std::time::Duration;
+
+use slots::Snapshot;
+pub(crate) use slots::{Permit, Slots, Tabled, Take};
+
+use crate::base::queue::Queue;
+
+/// Where a queue is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Claims, offers slots, runs what it is given.
+    Running,
+    /// The queue was deleted: no claims or offers; its workflows finish, then it stops.
+    Retiring,
+    /// The runtime stops: nothing new runs; answered once idle, or at once after the grace
+    /// (children killed, crashed ones no longer waited for).
+    Draining { deadline_passed: bool },
+    /// Retired and idle.
+    Stopped,
+}
+
+/// How a workflow came to run here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// A direct start (on the internal queue, which has no limit): admitted whatever is free.
+    Direct,
+    /// An enqueue from this process that took an offered slot.
+    Reserved,
+    /// A claim took its row.
+    Claimed,
+    /// Taken back from the table after a restart or a lost claim answer, whatever is free: it
+    /// replaces a local run of the same id.
+    TakenBack,
+    /// A crashed run, restarted in the slot it kept.
+    Restarted,
+}
+
+/// What the queue actor does next.
+#[derive(Debug)]
+pub(crate) enum Decision<W> {
+    /// Run `workflow` in `slot`, keeping the slot until it exits.
+    Run {
+        workflow: W,
+        slot: Permit,
+        path: Path,
+    },
+    /// Claim up to `limit` workflows (the slots are held until the answer).
+    Claim { limit: i64, with_depth: bool },
+    /// Take back this executor's workflows of the queue that no local actor runs.
+    TakeBack,
+    /// Restart a crashed workflow after its backoff; it keeps `slot` meanwhile.
+    Restart { workflow: W, slot: Permit },
+    /// Arm the polling timer: about this long (before jitter).
+    Poll(Duration),
+    /// Wake at this time (epoch ms): a delayed workflow comes due, or a rate window frees a start.
+    WakeAt(i64),
+    /// The grace is over: kill the children still running (they stay `PENDING`).
+    KillChildren,
+    /// Answer every drain waiting.
+    AnswerDrains,
+    /// Retired and idle: stop the actor.
+    Stop,
+}
+
+/// A claim's answer, as the admission machine needs it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ClaimAnswer {
+    /// Rows the shared limits allowed (the claim may have taken fewer).
+    pub allowed: i64,
+    /// The rate limit, not the slots asked for, stopped the claim.
+    pub rate_limited: bool,
+    /// When rate-limited: when the window frees a start.
+    pub rate_free_at: Option<i64>,
+    /// Delayed rows that became due.
+    pub promoted: i64,
+    /// The earliest future due time of a delayed row.
+    pub next_due: Option<i64>,
+    /// Rows seen waiting before the claim (more than it took: work still waits).
+    pub seen: i64,
+}
+
+/// The limits the machine applies, from the queue's definition.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// Slots in this process; `None`: one claim's batch at a time, unbounded in total.
+    worker: Option<u32>,
+    /// Only this executor's limit applies, so an enqueue from here may take a slot directly.
+    local_only: bool,
+    polling: Duration,
+}
+
+impl Limits {
+    fn of(def: &Queue) -> Limits {
+        Limits {
+            worker: def.worker_concurrency,
+            local_only: !def.shared_limits() && !def.partitioned,
+            polling: def.polling_interval,
+        }
+    }
+}
+
+/// The one database request a queue has in flight.
+#[derive(Debug)]
+enum Request {
+    /// A claim, holding the slots it asked for; the wake-ups and tabled enqueues there were when
+    /// it began, so its answer clears no backlog announced after it looked.
+    Claim {
+        slots: Permit,
+        wakes: u64,
+        tabled: Snapshot,
+    },
+    TakeBack,
+}
+
+/// The admission state of one queue actor. `W` is the workflow the actor runs (its `Dispatch`).
+#[derive(Debug)]
+pub(crate) struct Admission<W> {
+    limits: Limits,
+    claim_batch: i64,
+    slots: Slots,
+    phase: Phase,
+    request: Option<Request>,
+    /// Work may be waiting that a free slot could take: claim as soon as one frees, offer none.
+    backlog: bool,
+    /// Some of it may be from elsewhere (announced, promoted, not yet looked for, or seen beyond
+    /// what a claim took while every enqueue of ours gone to the table was accounted for), not
+    /// only this process's own enqueues gone to the table.
+    foreign: bool,
+    /// The tabled count up to which a claim has seen every enqueue that went to the table.
+    accounted: u32,
+    /// Wake-ups so far.
+    wakes: u64,
+    /// Crashed workflows waiting for their restart (they keep their slots).
+    restarting: usize,
+    poll_armed: bool,
+    /// Consecutive claims held back by limits other executors use up: polls back off.
+    contended: u32,
+    next_due: Option<i64>,
+    out: Vec<Decision<W>>,
+}
+
+impl<W> Admission<W> {
+    /// A queue's machine, before its first request ([`Admission::start`]).
+    pub(crate) fn new(def: &Queue, claim_batch: i64) -> Admission<W> {
+        Admission {
+            limits: Limits::of(def),
+            claim_batch,
+            slots: Slots::new(),
+            phase: Phase::Running,
+            request: None,
+            backlog: true,
+            foreign: true,
+            accounted: 0,
+            wakes: 0,
+            restarting: 0,
+            poll_armed: false,
+            contended: 0,
+            next_due: None,
+            out: Vec::new(),
+        }
+    }
+
+    /// The slots enqueues from this process take from.
+    pub(crate) fn slots(&self) -> &Slots {
+        &self.slots
+    }
+
+    /// The first request: a claim, or, for an actor replacing one that crashed, taking back the
+    /// workflows the old one ran.
+    pub(crate) fn start(&mut self, restarted: bool) -> Vec<Decision<W>> {
+        if restarted {
+            self.take_back();
+        } else {
+            self.claim(true);
+        }
+        self.decided()
+    }
+
+    /// A direct start (its row is already ours).
+    pub(crate) fn run(&mut self, workflow: W) -> Vec<Decision<W>> {
+        let slot = self.slots.acquire(1);
+        self.admit(workflow, slot, Path::Direct);
+        self.decided()
+    }
+
+    /// An enqueue that took an offered slot has written its row.
+    pub(crate) fn reserved(&mut self, workflow: W, slot: Permit) -> Vec<Decision<W>> {
+        self.admit(workflow, slot, Path::Reserved);
+        self.decided()
+    }
+
+    /// An enqueue that took an offered slot wrote no row (a duplicate, or a failure).
+    pub(crate) fn released(&mut self, slot: Permit) -> Vec<Decision<W>> {
+        drop(slot);
+        self.claim(false);
+        self.decided()
+    }
+
+    /// Work was announced (by another process, or written here outside the slots).
+    pub(crate) fn woken(&mut self) -> Vec<Decision<W>> {
+        self.wakes += 1;
+        self.foreign = true;
+        self.backlog = true;
+        self.claim(false);
+        self.decided()
+    }
+
+    /// An enqueue of this process that went to the table has landed. Not a wake-up a claim must
+    /// have heard: the tabled count tells whether a claim saw its row.
+    pub(crate) fn tabled_landed(&mut self) -> Vec<Decision<W>> {
+        self.backlog = true;
+        self.claim(false);
+        self.decided()
+    }
+
+    /// The time asked for by [`Decision::WakeAt`] came.
+    pub(crate) fn due(&mut self) -> Vec<Decision<W>> {
+        self.next_due = None;
+        self.woken()
+    }
+
+    /// The polling timer fired.
+    pub(crate) fn tick(&mut self) -> Vec<Decision<W>> {
+        self.poll_armed = false;
+        self.claim(true);
+        self.decided()
+    }
+
+    /// The claim in flight answered with `rows` (in queue order).
+    pub(crate) fn claimed(&mut self, answer: &ClaimAnswer, rows: Vec<W>) -> Vec<Decision<W>> {
+        let (mut slots, wakes, tabled) = match self.request.take() {
+            Some(Request::Claim {
+                slots,
+                wakes,
+                tabled,
+            }) => (slots, wakes, tabled),
+            other => {
+                self.request = other;
+                return self.decided();
+            }
+        };
+        // What the claim asked for; slots kept offered or freed meanwhile are not part of it.
+        let asked = i64::from(slots.len());
+        let took = rows.len() as i64;
+        for workflow in rows {
+            let slot = slots.split().unwrap_or_else(|| self.slots.acquire(1));
+            self.admit(workflow, slot, Path::Claimed);
+        }
+        drop(slots);
+        // Another executor uses up the shared concurrency: back off the polling a little. A rate
+        // limit is not contention: the claim retries when the window frees a start.
+        let contended = took == 0 && answer.allowed < asked && !answer.rate_limited;
+        self.contended = if contended { self.contended + 1 } else { 0 };
+        if let Some(free_at) = answer.rate_free_at {
+            self.wake_at(free_at);
+        }
+        let woken_since = self.wakes != wakes;
+        // It saw every tabled enqueue's row only if all had landed before it and none went to
+        // the table since.
+        let unseen = !tabled.all_landed() || self.slots.tabled().tabled != tabled.tabled;
+        // Rows left waiting are this process's own as far as it knows when some of its
+        // enqueues went to the table before the claim and no claim has seen them all since: a
+        // producer just ahead of its claims is not work from elsewhere.
+        let left = answer.seen > took;
+        let own_unaccounted = tabled.tabled != self.accounted;
+        self.foreign = (left && !own_unaccounted) || answer.promoted > 0 || woken_since;
+        self.backlog = self.foreign || unseen || left;
+        if !self.backlog {
+            self.accounted = tabled.tabled;
+        }
+        if let Some(due) = answer.next_due {
+            self.wake_at(due);
+        }
+        // Tabled writes that landed during the claim announced themselves while it was in
+        // flight: look for them now (one still being written announces itself when it lands).
+        let landed_unseen = unseen && self.slots.tabled().all_landed();
+        if answer.promoted > 0 || woken_since || landed_unseen || (took > 0 && took >= asked) {
+            self.claim(false);
+        }
+        self.arm_poll();
+        self.decided()
+    }
+
+    /// The claim in flight failed; a transient failure may have committed it, so take back.
+    pub(crate) fn claim_failed(&mut self, transient: bool) -> Vec<Decision<W>> {
+        self.request = None;
+        if transient {
+            self.take_back();
+        }
+        self.arm_poll();
+        self.decided()
+    }
+
+    /// The take-back answered with `rows` (none if it failed).
+    pub(crate) fn took_back(&mut self, rows: Vec<W>) -> Vec<Decision<W>> {
+        self.request = None;
+        for workflow in rows {
+            let slot = self.slots.acquire(1);
+            self.admit(workflow, slot, Path::TakenBack);
+        }
+        self.backlog = true;
+        self.foreign = true;
+        self.claim(false);
+        self.decided()
+    }
+
+    /// A child exited; `crashed` if it should be restarted.
+    pub(crate) fn exited(&mut self, workflow: W, slot: Permit, crashed: bool) -> Vec<Decision<W>> {
+        if crashed && !self.draining() {
+            self.restarting += 1;
+            self.out.push(Decision::Restart { workflow, slot });
+        } else {
+            drop(slot);
+            if self.backlog {
+                // A slot freed and work may be waiting: take it now, not at the next poll.
+                self.claim(false);
+            }
+        }
+        self.decided()
+    }
+
+    /// A crashed workflow's backoff passed and its restart was counted.
+    pub(crate) fn respawn(&mut self, workflow: W, slot: Permit) -> Vec<Decision<W>> {
+        self.restarting = self.restarting.saturating_sub(1);
+        self.admit(workflow, slot, Path::Restarted);
+        self.decided()
+    }
+
+    /// A crashed workflow will not be restarted here (no longer ours, or the database failed).
+    pub(crate) fn respawn_abandoned(&mut self, slot: Permit) -> Vec<Decision<W>> {
+        self.restarting = self.restarting.saturating_sub(1);
+        drop(slot);
+        self.decided()
+    }
+
+    /// The queue's definition changed.
+    pub(crate) fn configure(&mut self, def: &Queue) -> Vec<Decision<W>> {
+        self.limits = Limits::of(def);
+        self.backlog = true;
+        self.foreign = true;
+        self.claim(false);
+        self.decided()
+    }
+
+    /// The queue was deleted.
+    pub(crate) fn retire(&mut self) -> Vec<Decision<W>> {
+        if self.phase == Phase::Running {
+            self.phase = Phase::Retiring;
+        }
+        self.decided()
+    }
+
+    /// The runtime stops: claim nothing more and run nothing new.
+    pub(crate) fn drain(&mut self) -> Vec<Decision<W>> {
+        if !matches!(self.phase, Phase::Draining { .. }) {
+            self.phase = Phase::Draining {
+                deadline_passed: false,
+            };
+        }
+        self.decided()
+    }
+
+    /// The drain's grace is over.
+    pub(crate) fn grace_over(&mut self) -> Vec<Decision<W>> {
+        self.phase = Phase::Draining {
+            deadline_passed: true,
+        };
+        self.out.push(Decision::KillChildren);
+        self.decided()
+    }
+
+    /// After every input: offers the free slots to local enqueues when they may skip the queue;
+    /// answers drains, or stops a retired queue, once idle (`children` are running).
+    pub(crate) fn settle(&mut self, children: usize) -> Vec<Decision<W>> {
+        self.offer();
+        self.slots.set_reopening(self.reopening());
+        let idle = children == 0 && self.request.is_none();
+        match self.phase {
+            Phase::Draining { deadline_passed }
+                if idle && (self.restarting == 0 || deadline_passed) =>
+            {
+                self.out.push(Decision::AnswerDrains);
+            }
+            Phase::Retiring if idle && self.restarting == 0 => {
+                self.phase = Phase::Stopped;
+                self.out.push(Decision::Stop);
+            }
+            _ => {}
+        }
+        self.decided()
+    }
+
+    fn decided(&mut self) -> Vec<Decision<W>> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Nothing new runs: draining, or stopped.
+    fn draining(&self) -> bool {
+        matches!(self.phase, Phase::Draining { .. } | Phase::Stopped)
+    }
+
+    /// Runs `workflow` in `slot`, unless nothing new may run (the slot is then freed and the
+    /// workflow stays `PENDING` for the next launch to recover).
+    fn admit(&mut self, workflow: W, slot: Permit, path: Path) {
+        if !self.draining() {
+            self.out.push(Decision::Run {
+                workflow,
+                slot,
+                path,
+            });
+        }
+    }
+
+    fn free(&self) -> i64 {
+        match self.limits.worker {
+            Some(limit) => i64::from(limit) - self.slots.used() as i64,
+            None => self.claim_batch,
+        }
+    }
+
+    /// Claims as many workflows as there are free slots, unless a request is in flight.
+    fn claim(&mut self, on_timer: bool) {
+        if self.request.is_some() || self.phase != Phase::Running {
+            return;
+        }
+        // Slots offered to local enqueues are not free for a claim.
+        self.withdraw();
+        let free = self.free();
+        // While the fast path is open, a claim only looks for work from elsewhere: half the free
+        // slots stay offered meanwhile, so a local producer keeps skipping the queue instead of
+        // falling into the table (and, behind its own tabled rows, off the fast path).
+        let kept = if self.fast_path_open() { free / 2 } else { 0 };
+        let limit = (free - kept).min(self.claim_batch);
+        if limit <= 0 {
+            self.arm_poll();
+            return;
+        }
+        self.request = Some(Request::Claim {
+            slots: self.slots.acquire(u32::try_from(limit).unwrap_or(u32::MAX)),
+            wakes: self.wakes,
+            tabled: self.slots.tabled(),
+        });
+        self.out.push(Decision::Claim {
+            limit,
+            with_depth: on_timer,
+        });
+    }
+
+    fn take_back(&mut self) {
+        self.request = Some(Request::TakeBack);
+        self.out.push(Decision::TakeBack);
+    }
+
+    /// Withdraws the offer; an enqueue gone to the table since a claim last saw them all is a
+    /// backlog.
+    fn withdraw(&mut self) {
+        if self.slots.withdraw() != self.accounted {
+            self.backlog = true;
+        }
+    }
+
+    /// Whether local enqueues may skip the queue: nothing they could jump is known to wait.
+    fn fast_path_open(&self) -> bool {
+        self.phase == Phase::Running && !self.backlog && self.limits.local_only
+    }
+
+    /// A claim is in flight and nothing but this process's own enqueues is known to wait: an
+    /// awaited enqueue that finds no slot and waits for the claim's answer, instead of going to
+    /// the table, may find a slot offered then. Tabling meanwhile keeps the offer closed: a
+    /// claim that overlaps a tabled write cannot vouch for it, so a producer that keeps tabling
+    /// would never see the fast path again.
+    fn reopening(&self) -> bool {
+        self.phase == Phase::Running
+            && self.limits.local_only
+            && !self.foreign
+            && matches!(self.request, Some(Request::Claim { .. }))
+    }
+
+    fn offer(&mut self) {
+        self.withdraw();
+        let n = if self.fast_path_open() {
+            self.free()
+        } else {
+            0
+        };
+        if n > 0
+            && !self
+                .slots
+                .offer(u32::try_from(n).unwrap_or(u32::MAX), self.accounted)
+        {
+            self.backlog = true;
+        }
+    }
+
+    /// Keeps the polling timer running: the queue's interval, doubled per contended claim (up
+    /// to 8×).
+    fn arm_poll(&mut self) {
+        if self.poll_armed || self.phase != Phase::Running {
+            return;
+        }
+        self.poll_armed = true;
+        let factor = 1u32 << self.contended.min(3);
+        self.out.push(Decision::Poll(self.limits.polling * factor));
+    }
+
+    fn wake_at(&mut self, due_ms: i64) {
+        if self.next_due.is_some_and(|at| at <= due_ms) {
+            return;
+        }
+        self.next_due = Some(due_ms);
+        self.out.push(Decision::WakeAt(due_ms));
+    }
+}
+
+impl<W> Drop for Admission<W> {
+    /// An actor that is gone offers nothing: its enqueues go to the table for its successor.
+    fn drop(&mut self) {
+        self.slots.withdraw();
+        self.slots.set_reopening(false);
+    }
+}

@@ -1,0 +1,119 @@
+//! A runtime's settings, resolved once by the builder (or a client's options) and read by every
+//! part of it; plain values, never changed after launch and never naming a feature or an actor.
+
+use std::time::Duration;
+
+use crate::base::backoff::Backoff;
+use crate::sysdb::Executor;
+
+/// Resolved settings of a runtime.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub schema: String,
+    pub app_name: Option<String>,
+    pub app_version: String,
+    pub executor_id: String,
+    /// How often the internal queue is polled when nothing wakes it.
+    pub internal_poll: Duration,
+    /// How many workflows one claim takes at most.
+    pub claim_batch: i64,
+    /// The queues this executor serves (all when `None`); the internal queue always.
+    pub listen_queues: Option<Vec<String>>,
+    /// How often the queue definitions are re-read, to follow changes made elsewhere.
+    pub reconcile_every: Duration,
+    /// Whether this process runs workflows (a runtime) or only manages them (a client).
+    pub executes: bool,
+    /// How often the scheduler re-reads the schedules, to follow changes made elsewhere.
+    pub schedule_refresh: Duration,
+    /// How often an executor looks for runs whose row another writer cancelled unannounced.
+    pub cancel_sweep: Duration,
+    /// How long a workflow waits idle before it is evicted from memory (`None`: never).
+    pub evict_after: Option<Duration>,
+    /// The lease and the adoption timer (an executor on Postgres).
+    pub fleet: crate::engine::fleet::FleetSettings,
+}
+
+/// The application stead runs as when none is given (and `DBOS_APP_NAME` is unset).
+pub const DEFAULT_APP_NAME: &str = "stead";
+
+/// The application name: the one given, else `DBOS_APP_NAME`, else [`DEFAULT_APP_NAME`].
+pub(crate) fn app_name_or_default(given: Option<String>) -> String {
+    given
+        .or_else(|| {
+            std::env::var("DBOS_APP_NAME")
+                .ok()
+                .filter(|v| !v.is_empty())
+        })
+        .unwrap_or_else(|| DEFAULT_APP_NAME.to_owned())
+}
+
+/// How long a waiting workflow stays resident before it is evicted, by default.
+pub(crate) const DEFAULT_EVICT_AFTER: Duration = Duration::from_secs(60);
+
+/// How often an executor sweeps for runs cancelled by a writer that did not announce it.
+pub(crate) const DEFAULT_CANCEL_SWEEP: Duration = Duration::from_secs(1);
+
+impl Config {
+    /// The version new workflows are written with: a runtime's own; none from a client, so any
+    /// executor of the latest version may run them.
+    pub(crate) fn own_version(&self) -> Option<String> {
+        self.executes.then(|| self.app_version.clone())
+    }
+
+    pub(crate) fn executor(&self) -> Executor<'_> {
+        Executor {
+            executor_id: &self.executor_id,
+            app_version: &self.app_version,
+            app_name: self.app_name.as_deref(),
+        }
+    }
+}
+
+/// How a supervisor restarts its permanent children: at most `max_restarts` within `window`,
+/// each after an exponentially growing delay; past that the runtime stops with a fatal error
+/// rather than looping.
+///
+/// ```
+/// use std::time::Duration;
+/// let policy = stead::RestartPolicy::default()
+///     .max_restarts(3)
+///     .window(Duration::from_secs(30))
+///     .backoff(Duration::from_millis(50), Duration::from_secs(5));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RestartPolicy {
+    pub(crate) max_restarts: u32,
+    pub(crate) window: Duration,
+    pub(crate) backoff: Backoff,
+}
+
+impl Default for RestartPolicy {
+    /// 5 restarts a minute, 100 ms doubling up to 10 s.
+    fn default() -> Self {
+        RestartPolicy {
+            max_restarts: 5,
+            window: Duration::from_secs(60),
+            backoff: Backoff::exponential(Duration::from_millis(100), Duration::from_secs(10)),
+        }
+    }
+}
+
+impl RestartPolicy {
+    /// The most restarts allowed within the window.
+    pub fn max_restarts(mut self, n: u32) -> Self {
+        self.max_restarts = n;
+        self
+    }
+
+    /// The sliding window restarts are counted in.
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// The first delay before a restart and the longest one.
+    pub fn backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.backoff = Backoff::exponential(initial, max);
+        self
+    }
+}

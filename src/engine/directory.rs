@@ -1,0 +1,91 @@
+//! The actor directory: where the core finds this process's actors (each queue's port and open
+//! slots, each running workflow's actor, the scheduler) and the queue definitions they serve.
+//!
+//! Each actor keeps its own entry (it registers on start and leaves on stop); the supervisor's
+//! tree owns the actors, the core only reads entries and sends them the core's own message types
+//! (`QueueRequest`, `WorkflowRequest`, `SchedulerRequest`). It never names an actor type.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use ractor::DerivedActorRef;
+use tokio::sync::Notify;
+
+use crate::base::queue::Queue;
+use crate::engine::admission::Slots;
+use crate::engine::dispatch::{LocalRun, QueueRequest, WorkflowRequest};
+use crate::sysdb::HeldRun;
+
+/// The current actors of one runtime, by what the core looks them up by.
+#[derive(Default)]
+pub(crate) struct Directory {
+    /// The current actor of each queue, kept by the queue actors themselves.
+    pub queues: DashMap<String, DerivedActorRef<QueueRequest>>,
+    /// Slots each local queue actor offers to local enqueues, by queue name.
+    pub open_slots: DashMap<String, Offer>,
+    /// The actors of the workflows running in this process, by workflow id (more than one only
+    /// while a taken-over run winds down).
+    pub running: DashMap<String, Vec<LocalRun>>,
+    /// The definitions this executor last read, by queue name.
+    pub queue_defs: DashMap<String, Queue>,
+    /// Queue names known to be defined for this application (at the last reload, written here,
+    /// or found by an enqueue's lookup): an enqueue to any other name reads the definitions.
+    pub queue_names: dashmap::DashSet<String>,
+    /// Queues another application defined, with that application, as an enqueue's lookup found
+    /// them: what this process enqueues there belongs to their owner, who serves them.
+    pub foreign_queues: DashMap<String, String>,
+    /// The current scheduler actor, kept by the scheduler itself.
+    pub scheduler: std::sync::RwLock<Option<DerivedActorRef<SchedulerRequest>>>,
+}
+
+/// A local queue actor's offer to this process's enqueues.
+#[derive(Clone)]
+pub(crate) struct Offer {
+    pub slots: Slots,
+    /// Notified each time the actor has settled an input (its offer may have changed).
+    pub settled: Arc<Notify>,
+}
+
+/// What the core asks of the scheduler actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SchedulerRequest {
+    /// Re-read the schedules now (one was created, changed or deleted through this runtime).
+    Refresh,
+}
+
+impl Directory {
+    /// Every run this process holds, with its owner token.
+    pub(crate) fn held_runs(&self) -> Vec<HeldRun> {
+        self.running
+            .iter()
+            .flat_map(|e| {
+                let id = e.key();
+                e.value()
+                    .iter()
+                    .map(|r| HeldRun {
+                        id: id.clone(),
+                        owner: r.owner.clone(),
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Tells the actors of `id` running in this process to stop: all of them after a cancel, or
+    /// only the one running as `owner` after a takeover (resume).
+    pub(crate) fn cancel_local(&self, id: &str, owner: Option<&str>) {
+        let runs: Vec<_> = self
+            .running
+            .get(id)
+            .map(|runs| {
+                runs.iter()
+                    .filter(|r| owner.is_none_or(|o| o == r.owner))
+                    .map(|r| r.actor.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for actor in runs {
+            let _ = actor.send_message(WorkflowRequest::Cancel);
+        }
+    }
+}

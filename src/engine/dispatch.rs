@@ -1,0 +1,80 @@
+//! Dispatch: a workflow this executor owns and must run, and the requests the core sends a queue
+//! actor. Defined here so the core can talk to queue actors without naming their type.
+
+use crate::engine::admission::Permit;
+use crate::sysdb::Claimed;
+
+/// A workflow owned by this executor (under `owner`), ready for a workflow actor.
+#[derive(Debug, Clone)]
+pub(crate) struct Dispatch {
+    pub id: String,
+    pub name: String,
+    pub owner: String,
+    /// Dispatches so far, this one included; checked against the recovery budget.
+    pub attempts: i64,
+    /// The input envelope, if the row has one.
+    pub inputs: Option<String>,
+    pub serialization: Option<String>,
+    /// Created by this process just now: there are no recorded steps to load.
+    pub fresh: bool,
+    /// Crash restarts in this process, for the restart backoff.
+    pub restarts: u32,
+    /// When the workflow's time runs out (epoch ms), if it has a timeout.
+    pub deadline: Option<i64>,
+    /// The trace its spans continue (the JSON of its `dbos.otelContext` attribute), if any;
+    /// read only with the `otel` feature.
+    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
+    pub trace_context: Option<String>,
+}
+
+impl From<Claimed> for Dispatch {
+    fn from(c: Claimed) -> Self {
+        Dispatch {
+            id: c.id,
+            name: c.name,
+            owner: c.owner,
+            attempts: c.recovery_attempts,
+            inputs: c.inputs,
+            serialization: c.serialization,
+            fresh: !c.has_steps,
+            restarts: 0,
+            deadline: c.deadline,
+            trace_context: c.trace_context,
+        }
+    }
+}
+
+/// What the core asks of a queue actor.
+pub(crate) enum QueueRequest {
+    /// Run a workflow this executor already owns (a direct start).
+    Run(Dispatch),
+    /// Work was enqueued (here, or announced by another process): claim now.
+    Wake,
+    /// An enqueue of this process that found no slot wrote its row to the table: claim now.
+    TabledLanded,
+    /// Run a workflow enqueued into the slot it took (its row is already `PENDING` and ours).
+    RunReserved(Dispatch, Permit),
+    /// The slot an enqueue took was not used (no row was written).
+    Release(Permit),
+    /// Run again by replay a workflow evicted while waiting, in the slot it kept.
+    Resume(Dispatch, Permit),
+    /// Fault injection for tests: the actor panics, killing its workflow actors.
+    #[cfg(feature = "test-hooks")]
+    Panic,
+}
+
+/// What the core asks of a running workflow's actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WorkflowRequest {
+    /// Stop before the next durable call (the row is already `CANCELLED`).
+    Cancel,
+    /// Stop before the next durable call and leave the row as it is: this process's lease ran
+    /// out, so another execution may own the workflow by now.
+    Fence,
+}
+
+/// A workflow actor running in this process, and the owner token it runs under.
+pub(crate) struct LocalRun {
+    pub owner: String,
+    pub actor: ractor::DerivedActorRef<WorkflowRequest>,
+}

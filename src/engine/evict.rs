@@ -1,0 +1,472 @@
+//! Evicted workflows: runs that waited idle long enough that this process dropped their actor
+//! and body. Each is an entry {id, wake deadline, wake key (hashed), what to dispatch it with,
+//! its queue slot}; one task keeps one timer for all of them, and a signal on an entry's key (a
+//! local write, or a NOTIFY the listener relays) wakes it. A woken entry goes back to its queue
+//! actor, which runs it again by replay.
+//!
+//! It owns no row (an evicted workflow stays `PENDING` and owned by this executor) and never
+//! runs workflow code; it names neither an actor nor `Shared` (its task is given the resume).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::base::clock::now_ms;
+use crate::engine::admission::Permit;
+use crate::engine::dispatch::Dispatch;
+use crate::sysdb::HeldRun;
+
+/// The stop reason of a workflow actor whose run was evicted (its queue actor parks it).
+pub(crate) const EVICTED: &str = "evicted";
+
+/// The registry of this process's evicted workflows.
+#[derive(Default)]
+pub(crate) struct Evicted {
+    state: Mutex<State>,
+    /// Entries with a wake-up key: a signal takes the lock only when there are some.
+    keyed: AtomicUsize,
+    /// Wakes the timer task (an earlier deadline, or entries ready to resume).
+    changed: Notify,
+}
+
+/// Kept small: a million waiting runs are a million of these (ARCHITECTURE.md, Performance).
+#[derive(Default)]
+struct State {
+    entries: BTreeMap<Arc<str>, Entry>,
+    timers: BTreeSet<(i64, Arc<str>)>,
+    /// Waiters by their key's hash, not the key: a collision only wakes a run that finds
+    /// nothing and waits again.
+    keys: HashMap<u64, Waiters>,
+    hasher: RandomState,
+    /// Woken entries for the timer task to hand back.
+    ready: Vec<Parked>,
+    /// Workflow and queue names, shared by every entry.
+    names: HashSet<Arc<str>>,
+    /// Where the cancel sweep's next batch of evicted runs begins.
+    sweep_from: Option<Arc<str>>,
+}
+
+struct Entry {
+    deadline: Option<i64>,
+    /// Its wake-up key's hash.
+    key: Option<u64>,
+    /// Set once the actor has stopped and its queue actor handed the run over.
+    run: Option<Box<Parked>>,
+    /// Woken before the run was handed over: the queue actor runs it again at once.
+    woken: bool,
+}
+
+/// An evicted run: its dispatch, compacted, and the queue slot it keeps.
+pub(crate) struct Parked {
+    id: Arc<str>,
+    name: Arc<str>,
+    queue: Arc<str>,
+    owner: Token,
+    attempts: i64,
+    inputs: Option<Box<str>>,
+    serialization: Option<Arc<str>>,
+    restarts: u32,
+    deadline: Option<i64>,
+    trace_context: Option<Box<str>>,
+    slot: Permit,
+}
+
+impl Parked {
+    /// The queue whose actor runs it again.
+    pub(crate) fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// The dispatch that replays it, and its slot.
+    pub(crate) fn into_dispatch(self) -> (Dispatch, Permit) {
+        let d = Dispatch {
+            id: self.id.to_string(),
+            name: self.name.to_string(),
+            owner: self.owner.to_string(),
+            attempts: self.attempts,
+            inputs: self.inputs.map(Into::into),
+            serialization: self.serialization.map(|s| s.to_string()),
+            fresh: false,
+            restarts: self.restarts,
+            deadline: self.deadline,
+            trace_context: self.trace_context.map(Into::into),
+        };
+        (d, self.slot)
+    }
+}
+
+/// What became of a run handed over after its actor stopped.
+pub(crate) enum Attach {
+    /// It waits in the registry.
+    Parked,
+    /// It was woken meanwhile: run it again now.
+    Resume(Dispatch, Permit),
+    /// It was cancelled (or the registry cleared) meanwhile: free its slot.
+    Gone(Permit),
+}
+
+impl Evicted {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Entries held now.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// Registers `id` as evicting: from now on its key's signals and its deadline wake it.
+    /// False when it is already registered.
+    pub(crate) fn park(&self, id: &str, deadline: Option<i64>, key: Option<&str>) -> bool {
+        let mut s = self.lock();
+        if s.entries.contains_key(id) {
+            return false;
+        }
+        let id: Arc<str> = Arc::from(id);
+        if let Some(at) = deadline {
+            s.timers.insert((at, id.clone()));
+        }
+        let key = key.map(|k| {
+            let k = s.hasher.hash_one(k);
+            match s.keys.remove(&k) {
+                Some(waiters) => s.keys.insert(k, waiters.with(id.clone())),
+                None => s.keys.insert(k, Waiters::One(id.clone())),
+            };
+            self.keyed.fetch_add(1, Ordering::Relaxed);
+            k
+        });
+        let entry = Entry {
+            deadline,
+            key,
+            run: None,
+            woken: false,
+        };
+        s.entries.insert(id, entry);
+        drop(s);
+        self.changed.notify_one();
+        true
+    }
+
+    /// Forgets `id` (its wait found what it waited for before the eviction finished, or it
+    /// was cancelled); true if it was registered. A handed-over run's slot is freed.
+    pub(crate) fn remove(&self, id: &str) -> bool {
+        let mut s = self.lock();
+        let Some(entry) = s.entries.remove(id) else {
+            return false;
+        };
+        self.unlink(&mut s, id, &entry);
+        true
+    }
+
+    /// Forgets `id`'s entry unless it was handed over under an owner other than `owner`; true
+    /// if it was forgotten.
+    pub(crate) fn remove_run(&self, id: &str, owner: Option<&str>) -> bool {
+        let mut s = self.lock();
+        let other = |e: &Entry| match (&e.run, owner) {
+            (Some(run), Some(owner)) => !run.owner.is(owner),
+            _ => false,
+        };
+        match s.entries.get(id) {
+            Some(entry) if !other(entry) => {}
+            _ => return false,
+        }
+        match s.entries.remove(id) {
+            Some(entry) => {
+                self.unlink(&mut s, id, &entry);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Hands over the run of a stopped actor whose wait registered `d.id`.
+    pub(crate) fn attach(&self, d: Dispatch, queue: &str, slot: Permit) -> Attach {
+        let mut s = self.lock();
+        let (id, woken) = match s.entries.get_key_value(d.id.as_str()) {
+            None => return Attach::Gone(slot),
+            Some((id, entry)) => (id.clone(), entry.woken),
+        };
+        if woken {
+            s.entries.remove(d.id.as_str());
+            let (mut d, slot) = (d, slot);
+            d.fresh = false;
+            return Attach::Resume(d, slot);
+        }
+        let parked = Box::new(Parked {
+            name: s.intern(&d.name),
+            queue: s.intern(queue),
+            id,
+            owner: Token::from(d.owner),
+            attempts: d.attempts,
+            inputs: d.inputs.map(Into::into),
+            serialization: d.serialization.map(|z| s.intern(&z)),
+            restarts: d.restarts,
+            deadline: d.deadline,
+            trace_context: d.trace_context.map(Into::into),
+            slot,
+        });
+        if let Some(entry) = s.entries.get_mut(parked.id.as_ref()) {
+            entry.run = Some(parked);
+        }
+        Attach::Parked
+    }
+
+    /// A signal on `key`: wakes the entries waiting on it.
+    pub(crate) fn wake_key(&self, key: &str) {
+        if self.keyed.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut s = self.lock();
+        let hash = s.hasher.hash_one(key);
+        let Some(ids) = s.keys.get(&hash).map(Waiters::ids) else {
+            return;
+        };
+        for id in ids {
+            self.wake(&mut s, &id);
+        }
+        drop(s);
+        self.changed.notify_one();
+    }
+
+    /// Wakes every entry with a key (announcements may have been missed).
+    pub(crate) fn wake_keyed(&self) {
+        if self.keyed.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut s = self.lock();
+        let ids: Vec<Arc<str>> = s.keys.values().flat_map(Waiters::ids).collect();
+        for id in ids {
+            self.wake(&mut s, &id);
+        }
+        drop(s);
+        self.changed.notify_one();
+    }
+
+    /// Drops every entry (shutdown, or a fence: the rows stay `PENDING` for recovery).
+    pub(crate) fn clear(&self) {
+        let mut s = self.lock();
+        let ready = std::mem::take(&mut s.ready);
+        let entries = std::mem::take(&mut s.entries);
+        s.timers.clear();
+        s.keys.clear();
+        self.keyed.store(0, Ordering::Relaxed);
+        drop(s);
+        drop((ready, entries));
+    }
+
+    /// Up to `n` evicted runs for the cancel sweep, a different batch each time round.
+    pub(crate) fn held_batch(&self, n: usize) -> Vec<HeldRun> {
+        let mut s = self.lock();
+        let from = s.sweep_from.take();
+        let mut held = Vec::new();
+        let mut last = None;
+        let after = match &from {
+            Some(f) => s.entries.range::<str, _>((
+                std::ops::Bound::Excluded(f.as_ref()),
+                std::ops::Bound::Unbounded,
+            )),
+            None => s.entries.range::<str, _>(..),
+        };
+        for (id, entry) in after.take(n) {
+            last = Some(id.clone());
+            if let Some(run) = &entry.run {
+                held.push(HeldRun {
+                    id: id.to_string(),
+                    owner: run.owner.to_string(),
+                });
+            }
+        }
+        s.sweep_from = last;
+        held
+    }
+
+    /// Wakes `id`: a handed-over run is queued to resume; one not yet handed over is marked.
+    fn wake(&self, s: &mut State, id: &str) {
+        let Some(mut entry) = s.entries.remove(id) else {
+            return;
+        };
+        self.unlink(s, id, &entry);
+        match entry.run.take() {
+            Some(run) => s.ready.push(*run),
+            None => {
+                entry.woken = true;
+                entry.deadline = None;
+                entry.key = None;
+                s.entries.insert(Arc::from(id), entry);
+            }
+        }
+    }
+
+    /// Removes `entry`'s timer and key.
+    fn unlink(&self, s: &mut State, id: &str, entry: &Entry) {
+        if let Some(at) = entry.deadline {
+            s.timers.remove(&(at, Arc::from(id)));
+        }
+        if let Some(key) = entry.key {
+            if let Some(rest) = s.keys.remove(&key).and_then(|w| w.without(id)) {
+                s.keys.insert(key, rest);
+            }
+            self.keyed.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Entries whose deadline passed, and those woken, to hand back; and the next deadline.
+    fn due(&self, now: i64) -> (Vec<Parked>, Option<i64>) {
+        let mut s = self.lock();
+        while let Some((at, id)) = s.timers.first().cloned() {
+            if at > now {
+                break;
+            }
+            self.wake(&mut s, &id);
+        }
+        let ready = std::mem::take(&mut s.ready);
+        let next = s.timers.first().map(|(at, _)| *at);
+        (ready, next)
+    }
+
+    /// The timer task: hands every woken or due entry to `resume`, until dropped.
+    pub(crate) async fn run<R: Fn(Parked)>(&self, resume: R) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let (ready, next) = self.due(now_ms());
+            for run in ready {
+                resume(run);
+            }
+            crate::base::metrics::evicted(self.len());
+            let nap = next.map_or(Duration::from_secs(3600), |at| {
+                Duration::from_millis((at - now_ms()).max(0) as u64)
+            });
+            tokio::select! {
+                _ = &mut changed => {}
+                _ = tokio::time::sleep(nap) => {}
+            }
+        }
+    }
+}
+
+impl State {
+    fn intern(&mut self, name: &str) -> Arc<str> {
+        if let Some(n) = self.names.get(name) {
+            return n.clone();
+        }
+        let n: Arc<str> = Arc::from(name);
+        self.names.insert(n.clone());
+        n
+    }
+}
+
+/// The runs waiting on one key: almost always one, which then costs no allocation.
+enum Waiters {
+    One(Arc<str>),
+    Many(Vec<Arc<str>>),
+}
+
+impl Waiters {
+    fn with(self, id: Arc<str>) -> Waiters {
+        match self {
+            Waiters::One(first) => Waiters::Many(vec![first, id]),
+            Waiters::Many(mut ids) => {
+                ids.push(id);
+                Waiters::Many(ids)
+            }
+        }
+    }
+
+    /// What is left once `id` goes; `None` when nothing is.
+    fn without(self, id: &str) -> Option<Waiters> {
+        match self {
+            Waiters::One(only) if only.as_ref() == id => None,
+            Waiters::One(only) => Some(Waiters::One(only)),
+            Waiters::Many(mut ids) => {
+                ids.retain(|i| i.as_ref() != id);
+                match ids.len() {
+                    0 => None,
+                    1 => ids.pop().map(Waiters::One),
+                    _ => Some(Waiters::Many(ids)),
+                }
+            }
+        }
+    }
+
+    fn ids(&self) -> Vec<Arc<str>> {
+        match self {
+            Waiters::One(id) => vec![id.clone()],
+            Waiters::Many(ids) => ids.clone(),
+        }
+    }
+}
+
+/// An owner token, held as 16 bytes when it is a UUID in its usual text form (as every writer
+/// makes them), so that form is all that is kept.
+enum Token {
+    Uuid(u128),
+    Text(Box<str>),
+}
+
+impl From<String> for Token {
+    fn from(text: String) -> Token {
+        match uuid::Uuid::try_parse(&text) {
+            Ok(u) if u.hyphenated().to_string() == text => Token::Uuid(u.as_u128()),
+            _ => Token::Text(text.into()),
+        }
+    }
+}
+
+impl Token {
+    fn is(&self, text: &str) -> bool {
+        match self {
+            Token::Uuid(u) => uuid::Uuid::try_parse(text)
+                .is_ok_and(|t| t.as_u128() == *u && t.hyphenated().to_string() == text),
+            Token::Text(t) => t.as_ref() == text,
+        }
+    }
+}
+
+impl std::fmt::Display for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Token::Uuid(u) => uuid::Uuid::from_u128(*u).hyphenated().fmt(f),
+            Token::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_token_reads_back_as_written() {
+        for text in [
+            "0191c7e2-5b7a-7cc1-9a53-1f0c2f9e3a11",
+            "0191C7E2-5B7A-7CC1-9A53-1F0C2F9E3A11",
+            "0191c7e25b7a7cc19a531f0c2f9e3a11",
+            "not-a-uuid",
+            "",
+        ] {
+            let token = Token::from(text.to_owned());
+            assert_eq!(token.to_string(), text);
+            assert!(token.is(text));
+            assert!(!token.is("0191c7e2-5b7a-7cc1-9a53-1f0c2f9e3a12"));
+        }
+        let token = Token::from("0191c7e2-5b7a-7cc1-9a53-1f0c2f9e3a11".to_owned());
+        assert!(!token.is("0191C7E2-5B7A-7CC1-9A53-1F0C2F9E3A11"));
+    }
+
+    #[test]
+    fn waiters_on_one_key_come_and_go() {
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
+        let w = Waiters::One(a.clone()).with(b.clone());
+        assert_eq!(w.ids(), vec![a.clone(), b.clone()]);
+        let w = w.without("a").expect("b is left");
+        assert_eq!(w.ids(), vec![b]);
+        assert!(w.without("b").is_none());
+        assert!(Waiters::One(a).without("x").is_some());
+    }
+}

@@ -1,0 +1,164 @@
+//! `WorkflowHandle`: a reference to one workflow, wherever it runs, to read its status and
+//! await its result (typed when it came from a typed [`Workflow`](crate::Workflow)).
+//!
+//! A workflow running in this process reports its outcome through its completion slot; any
+//! other is polled in the database with a growing interval.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use crate::base::codec;
+use crate::base::status::{Status, WorkflowStatus};
+use crate::base::workflow::{ReadAs, Untyped};
+use crate::engine::completion::Finished;
+use crate::engine::shared::{RunState, SharedRef};
+use crate::error::{DbError, Error, Result};
+use crate::sysdb::StatusRow;
+
+/// How long a handle trusts its local slot before it also checks the database (the workflow may
+/// have been taken over by another executor).
+const LOCAL_CHECK: Duration = Duration::from_secs(5);
+const POLL_FIRST: Duration = Duration::from_millis(20);
+const POLL_MAX: Duration = Duration::from_secs(1);
+
+/// A reference to a workflow. `O` is its output type when it was started through a typed
+/// [`Workflow<I, O>`](crate::Workflow); [`Untyped`] when it was named by a string or found by id.
+pub struct WorkflowHandle<O = Untyped> {
+    id: String,
+    shared: SharedRef,
+    output: PhantomData<fn() -> O>,
+}
+
+impl<O> Clone for WorkflowHandle<O> {
+    fn clone(&self) -> Self {
+        WorkflowHandle {
+            id: self.id.clone(),
+            shared: self.shared.clone(),
+            output: PhantomData,
+        }
+    }
+}
+
+impl<O> std::fmt::Debug for WorkflowHandle<O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkflowHandle")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl WorkflowHandle {
+    pub(crate) fn new(id: String, shared: SharedRef) -> WorkflowHandle {
+        WorkflowHandle {
+            id,
+            shared,
+            output: PhantomData,
+        }
+    }
+
+    /// The same handle, its result typed as `O` (the caller vouches for the type).
+    pub(crate) fn typed<O>(self) -> WorkflowHandle<O> {
+        WorkflowHandle {
+            id: self.id,
+            shared: self.shared,
+            output: PhantomData,
+        }
+    }
+}
+
+impl<O> WorkflowHandle<O> {
+    /// The workflow's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The workflow's current status record.
+    pub async fn status(&self) -> Result<WorkflowStatus> {
+        Ok(self.row().await?.status)
+    }
+
+    /// Waits for the workflow to finish and returns its output: an `O` for a typed handle (no
+    /// annotation needed); for an [`Untyped`] one, whatever `T` the caller asks for
+    /// (`result::<T>()`), decoded from the stored JSON.
+    ///
+    /// A workflow that returned an error gives [`Error::WorkflowFailed`]; one that was cancelled
+    /// or parked gives [`Error::Cancelled`] or [`Error::MaxRecoveryAttemptsExceeded`].
+    pub async fn result<T>(&self) -> Result<T>
+    where
+        T: DeserializeOwned,
+        O: ReadAs<T>,
+    {
+        let mut poll = POLL_FIRST;
+        loop {
+            if let Some(mut slot) = self.shared.completions.existing(&self.id) {
+                let waited =
+                    tokio::time::timeout(LOCAL_CHECK, slot.wait_for(Option::is_some)).await;
+                if let Ok(Ok(done)) = waited {
+                    if let Some(done) = done.clone() {
+                        return self.decode(&done, None);
+                    }
+                }
+            }
+            let row = self.row().await?;
+            if row.status.status.is_final() {
+                let done = Finished {
+                    status: row.status.status,
+                    output: row.output,
+                    error: row.error,
+                };
+                return self.decode(&done, Some(row.serialization.as_deref()));
+            }
+            tokio::time::sleep(poll).await;
+            poll = (poll * 2).min(POLL_MAX);
+        }
+    }
+
+    async fn row(&self) -> Result<StatusRow> {
+        crate::names::validate_name(&self.id, "workflow id")?;
+        let id = self.id.clone();
+        let found = self
+            .shared
+            .db
+            .call_with(id, move |db, id| async move { db.status(&id).await })
+            .await
+            .map_err(|e| self.db_error(e))?;
+        found.ok_or_else(|| Error::NotFound(self.id.clone()))
+    }
+
+    fn db_error(&self, e: DbError) -> Error {
+        match &*self.shared.state.borrow() {
+            RunState::Stopped | RunState::Stopping => Error::Shutdown,
+            RunState::Fatal(reason) => Error::Fatal(reason.clone()),
+            RunState::Running => Error::Database(e),
+        }
+    }
+
+    /// `serialization` is `None` for an outcome reported in-process (always portable JSON).
+    fn decode<T: DeserializeOwned>(
+        &self,
+        done: &Finished,
+        serialization: Option<Option<&str>>,
+    ) -> Result<T> {
+        let id = self.id.clone();
+        match done.status {
+            Status::Success => {
+                if let Some(format) = serialization {
+                    codec::check_format(format, "the workflow's output")?;
+                }
+                codec::decode(done.output.as_deref(), "the workflow's output")
+            }
+            Status::Error => Err(Error::WorkflowFailed {
+                id,
+                error: Box::new(codec::decode_error(done.error.as_deref().unwrap_or("null"))),
+            }),
+            Status::Cancelled => Err(Error::Cancelled { id }),
+            Status::MaxRecoveryAttemptsExceeded => Err(Error::MaxRecoveryAttemptsExceeded { id }),
+            other => Err(Error::Decode {
+                what: "the workflow's outcome".into(),
+                reason: format!("status {other} is not final"),
+            }),
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! The engine: what schedules and wakes runs, without running their code. The runtime's shared
+//! state, its settings and registry, the actor directory and the messages the core sends actors,
+//! queue admission, starts and enqueues, completion slots and handles, wake-up signals, the
+//! eviction registry, the database actor's port, fleet liveness, schedules and retention.
+//!
+//! It uses `base` and `sysdb`; it never names an actor (those are `actors/`, reached only
+//! through the message types defined here) and never reaches up into `durable` except for the
+//! registry's body type, which takes a `Context`.
+
+pub(crate) mod admission;
+pub(crate) mod completion;
+pub(crate) mod config;
+pub(crate) mod db;
+pub(crate) mod directory;
+pub(crate) mod dispatch;
+pub(crate) mod evict;
+#[cfg(feature = "test-hooks")]
+pub(crate) mod faults;
+pub(crate) mod fleet;
+pub(crate) mod handle;
+pub(crate) mod registry;
+pub(crate) mod retention;
+pub(crate) mod schedule;
+pub(crate) mod shared;
+pub(crate) mod signals;
+pub(crate) mod start;

@@ -1,0 +1,69 @@
+//! What every part of one runtime reads, as the parts it is made of: its settings ([`Config`]),
+//! its workflows ([`Registry`]), its store handle ([`Db`]), its completion slots and wake-ups,
+//! its lifecycle state ([`RunState`]) and the actor directory ([`Directory`]).
+//!
+//! A core module: it names no feature (schedules, retention, the client) and no actor.
+//!
+//! [`Config`]: crate::engine::config::Config
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::engine::completion::Completions;
+use crate::engine::config::Config;
+use crate::engine::db::Db;
+use crate::engine::directory::Directory;
+use crate::engine::registry::Registry;
+use crate::engine::signals::Signals;
+
+/// Where a runtime is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RunState {
+    Running,
+    Stopping,
+    Stopped,
+    Fatal(String),
+}
+
+/// The state one runtime's actors share.
+pub(crate) struct Shared {
+    pub config: Config,
+    pub registry: Registry,
+    pub db: Db,
+    pub completions: Completions,
+    pub state: watch::Sender<RunState>,
+    /// Wake-ups for waiting durable calls.
+    pub signals: Signals,
+    /// Where the core finds this process's actors.
+    pub directory: Directory,
+    /// Whether this process may start durable calls (its lease), kept by the fleet actor.
+    pub liveness: crate::engine::fleet::Liveness,
+    /// Faults a test injected (feature `test-hooks` only).
+    #[cfg(feature = "test-hooks")]
+    pub faults: crate::engine::faults::Faults,
+}
+
+pub(crate) type SharedRef = Arc<Shared>;
+
+/// Evicted runs the cancel sweep checks per round (a different batch each round).
+const SWEEP_EVICTED: usize = 1000;
+
+impl Shared {
+    /// Stops the runs of `id` in this process: its actors (all, or only the one running as
+    /// `owner`), and its evicted entry, whose slot is then freed.
+    pub(crate) fn cancel_local(&self, id: &str, owner: Option<&str>) {
+        self.directory.cancel_local(id, owner);
+        if self.signals.evicted.remove_run(id, owner) {
+            self.completions.abandon(id);
+        }
+    }
+
+    /// The runs this process holds, with their owner tokens: every resident one, and a batch
+    /// of the evicted ones.
+    pub(crate) fn held_runs(&self) -> Vec<crate::sysdb::HeldRun> {
+        let mut held = self.directory.held_runs();
+        held.extend(self.signals.evicted.held_batch(SWEEP_EVICTED));
+        held
+    }
+}

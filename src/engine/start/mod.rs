@@ -1,0 +1,508 @@
+//! Starting and enqueueing: validates a request, creates the workflow row through the database
+//! actor, and hands a direct start to the internal queue actor or wakes the target queue.
+//!
+//! Shared by the runtime's `start`/`enqueue` and by queue actors answering user actors. What a
+//! caller may ask (options, the queue actor's public message) is in `request`.
+
+use std::time::Duration;
+
+use ractor::DerivedActorRef;
+
+use crate::base::attributes::{self, Attributes};
+use crate::base::clock::now_ms;
+use crate::base::codec;
+use crate::base::codec::PORTABLE_JSON;
+use crate::base::metrics;
+use crate::base::queue::Dedup;
+use crate::base::queue::INTERNAL_QUEUE;
+use crate::engine::admission::{Permit, Tabled, Take};
+use crate::engine::dispatch::{Dispatch, QueueRequest};
+use crate::engine::handle::WorkflowHandle;
+use crate::engine::shared::{RunState, SharedRef};
+use crate::error::{Error, Result};
+use crate::sysdb::{self, NewWorkflow, StartOutcome};
+
+mod request;
+
+pub use request::{EnqueueRequest, QueueMessage, WorkflowOptions};
+
+/// Where a new workflow goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target<'a> {
+    /// Runs now, in this process.
+    Direct,
+    /// Waits on a queue for an executor to claim it.
+    Queue(&'a str),
+}
+
+/// Creates a workflow (idempotently by id) and returns a handle on it.
+///
+/// Once begun, the write and the hand-off to the queue actor run to the end in a task of their
+/// own even if the caller stops waiting: a slot taken, or a row written as owned here, must
+/// reach its actor, or the slot is lost and the workflow waits for the next launch.
+pub(crate) async fn submit(
+    shared: &SharedRef,
+    target: Target<'_>,
+    workflow: &str,
+    input_json: &str,
+    options: WorkflowOptions,
+) -> Result<WorkflowHandle> {
+    if let Target::Queue(queue) = target {
+        check_queue_defined(shared, queue, options.undefined_queue_ok).await?;
+        if options.delay.is_none() {
+            await_reopening(shared, queue, || runs_here(shared, workflow, &options)).await;
+        }
+    }
+    let submission = begin(shared, target, workflow, input_json, options)?;
+    tokio::spawn(submission.complete())
+        .await
+        .map_err(|e| Error::Fatal(format!("a workflow's creation failed: {e}")))?
+}
+
+/// A workflow whose row is decided (id, queue position, slot) but not yet written.
+pub(crate) struct Submission {
+    shared: SharedRef,
+    /// The row; its queue (`None` for a direct start) and name say where it goes.
+    new: NewWorkflow,
+    reservation: Reservation,
+    dedup: Option<(String, Dedup)>,
+    reject_existing: bool,
+}
+
+/// Everything of a submission that must happen in the caller's order: checks, the queue
+/// position (`created_at`) and a slot. A queue actor calls it in its handler, so enqueues a user
+/// actor sends one after another keep their order even though their writes complete apart.
+pub(crate) fn begin(
+    shared: &SharedRef,
+    target: Target<'_>,
+    workflow: &str,
+    input_json: &str,
+    options: WorkflowOptions,
+) -> Result<Submission> {
+    check_running(shared)?;
+    match shared.registry.get(workflow) {
+        Some(entry) => entry.check_input(&codec::as_received(input_json)?)?,
+        // A client (or a workflow's foreign child) enqueues by name for the executors that do
+        // run it.
+        None if (!shared.config.executes || options.foreign)
+            && matches!(target, Target::Queue(_)) =>
+        {
+            crate::names::validate_name(workflow, "workflow name")?
+        }
+        None => return Err(Error::UnknownWorkflow(workflow.to_owned())),
+    }
+    let id = match &options.id {
+        Some(id) => {
+            crate::names::validate_name(id, "workflow id")?;
+            id.clone()
+        }
+        None => new_workflow_id(),
+    };
+    let mut new = new_row(shared, target, workflow, input_json, &options, id)?;
+    // An enqueue that may run here at once is written as already claimed by this executor.
+    let reservation = match target {
+        Target::Queue(queue)
+            if options.delay.is_none() && runs_here(shared, workflow, &options) =>
+        {
+            reserve(shared, queue)
+        }
+        _ => Reservation::NoActor,
+    };
+    if matches!(reservation, Reservation::Slot(..)) {
+        new.owner = Some(uuid::Uuid::new_v4().to_string());
+        // Claimed now, so its clock starts now too.
+        new.deadline = new.deadline.or(new.timeout_ms.map(|t| now_ms() + t));
+    }
+    Ok(Submission {
+        shared: shared.clone(),
+        new,
+        reservation,
+        dedup: options.dedup,
+        reject_existing: options.reject_existing,
+    })
+}
+
+impl Submission {
+    /// Writes the row, then runs or announces the workflow.
+    pub(crate) async fn complete(self) -> Result<WorkflowHandle> {
+        let Submission {
+            shared,
+            new,
+            reservation,
+            dedup,
+            reject_existing,
+        } = self;
+        let (workflow, queue) = (new.name.clone(), new.queue.clone());
+        let (shared, workflow) = (&shared, workflow.as_str());
+        let target = queue.as_deref().map_or(Target::Direct, Target::Queue);
+        let (id, owner, inputs) = (new.id.clone(), new.owner.clone(), new.inputs.clone());
+        let deadline = new.deadline;
+        let trace = attributes::trace_context(new.attributes.as_deref());
+        let tabled = matches!(reservation, Reservation::Tabled(_));
+        let outcome = shared.db.start(new).await;
+        let created = matches!(outcome, Ok(StartOutcome::Created));
+        let reserved = match reservation {
+            Reservation::Slot(actor, slot) if created => Some((actor, slot)),
+            Reservation::Slot(actor, slot) => {
+                let _ = actor.send_message(QueueRequest::Release(slot));
+                None
+            }
+            Reservation::Tabled(write) => {
+                drop(write);
+                // A created row wakes the actor below; otherwise it still learns its backlog is
+                // clear.
+                if let (Target::Queue(queue), false) = (target, created) {
+                    tabled_landed(shared, queue);
+                }
+                None
+            }
+            Reservation::NoActor => None,
+        };
+        match outcome? {
+            StartOutcome::Created => {
+                match shared.registry.get(workflow) {
+                    Some(entry) => entry.metrics().started(),
+                    None => metrics::workflow_started(workflow),
+                }
+                match (target, owner) {
+                    (Target::Direct, Some(owner)) => {
+                        shared.completions.slot(&id);
+                        dispatch(
+                            shared,
+                            direct(&id, workflow, owner, inputs, deadline, trace),
+                        );
+                    }
+                    (Target::Queue(_), Some(owner)) => {
+                        shared.completions.slot(&id);
+                        let d = direct(&id, workflow, owner, inputs, deadline, trace);
+                        if let Some((queue, slot)) = reserved {
+                            // If the actor died meanwhile, its successor's take-back runs it.
+                            let _ = queue.send_message(QueueRequest::RunReserved(d, slot));
+                        }
+                    }
+                    (Target::Queue(queue), None) if tabled => tabled_landed(shared, queue),
+                    (Target::Queue(queue), None) => wake(shared, queue),
+                    (Target::Direct, None) => {}
+                }
+            }
+            StartOutcome::Existing { name, .. } if name != workflow => {
+                return Err(Error::WorkflowConflict {
+                    id,
+                    existing: name,
+                    requested: workflow.to_owned(),
+                })
+            }
+            StartOutcome::Existing { .. } if reject_existing => {
+                return Err(Error::WorkflowExists(id))
+            }
+            StartOutcome::Existing { .. } => {}
+            StartOutcome::Duplicate { holder } => {
+                let (Target::Queue(queue), Some((dedup_id, policy))) = (target, dedup) else {
+                    return Err(Error::Fatal(
+                        "a deduplication conflict without a key".into(),
+                    ));
+                };
+                metrics::queue_deduplicated(queue);
+                return match policy {
+                    Dedup::ReturnExisting => Ok(WorkflowHandle::new(holder, shared.clone())),
+                    Dedup::Reject => Err(Error::Duplicate {
+                        queue: queue.to_owned(),
+                        dedup_id,
+                        holder,
+                    }),
+                };
+            }
+        }
+        Ok(WorkflowHandle::new(id, shared.clone()))
+    }
+}
+
+fn new_row(
+    shared: &SharedRef,
+    target: Target<'_>,
+    workflow: &str,
+    input_json: &str,
+    options: &WorkflowOptions,
+    id: String,
+) -> Result<NewWorkflow> {
+    let queue = match target {
+        Target::Direct if options.queue_only() => {
+            return Err(Error::InvalidArgument(
+                "priority, deduplication, delay and partition key apply to enqueues only".into(),
+            ))
+        }
+        Target::Direct => None,
+        Target::Queue(queue) => {
+            check_queue_options(shared, queue, options)?;
+            Some(queue.to_owned())
+        }
+    };
+    let now = now_ms();
+    let millis = |d: Duration| d.as_millis().min(i64::MAX as u128) as i64;
+    let delay_until = options.delay.map(|d| now.saturating_add(millis(d)));
+    let timeout_ms = options.timeout.map(millis);
+    let inherited = options.parent.as_ref().and_then(|(_, deadline)| *deadline);
+    // A direct start's clock starts now; an enqueue's when it is claimed.
+    let own = match target {
+        Target::Direct => timeout_ms.map(|t| now.saturating_add(t)),
+        Target::Queue(_) => None,
+    };
+    let deadline = match (own, inherited) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    Ok(NewWorkflow {
+        id,
+        name: workflow.to_owned(),
+        owner: matches!(target, Target::Direct).then(|| uuid::Uuid::new_v4().to_string()),
+        inputs: codec::encode_inputs(input_json),
+        queue,
+        priority: options.priority.unwrap_or(0),
+        dedup_id: options.dedup.as_ref().map(|(d, _)| d.clone()),
+        partition_key: options.partition_key.clone(),
+        delay_until,
+        timeout_ms,
+        deadline,
+        parent: options.parent.as_ref().map(|(p, _)| p.clone()),
+        executor_id: shared.config.executor_id.clone(),
+        app_version: match shared.registry.get(workflow) {
+            Some(_) => options
+                .app_version
+                .clone()
+                .or_else(|| shared.config.own_version()),
+            None => options.app_version.clone(),
+        },
+        // Unless told otherwise, a run on another application's queue is that application's:
+        // only its executors claim it.
+        app_name: options
+            .app_name
+            .clone()
+            .or_else(|| foreign_owner(shared, target))
+            .or_else(|| shared.config.app_name.clone()),
+        attributes: stored_attributes(options.attributes.as_ref())?,
+        created_at: sysdb::next_created_at(),
+    })
+}
+
+/// The attributes a new workflow stores: the given ones, plus (feature `otel`) the current span's
+/// trace context under `dbos.otelContext` unless they carry one already.
+fn stored_attributes(given: Option<&Attributes>) -> Result<Option<String>> {
+    #[cfg(feature = "otel")]
+    if let Some(with_trace) = crate::base::otel::with_current_trace(given) {
+        return attributes::encode(&with_trace).map(Some);
+    }
+    given.map(attributes::encode).transpose()
+}
+
+/// A generated workflow id: a UUIDv7, so ids grow with time and a new row's index entries land
+/// at the right edge of the system tables' B-trees, not on a random page of a long history.
+pub(crate) fn new_workflow_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// The application that defined `target`'s queue, when it is not this one.
+fn foreign_owner(shared: &SharedRef, target: Target<'_>) -> Option<String> {
+    match target {
+        Target::Queue(queue) => shared
+            .directory
+            .foreign_queues
+            .get(queue)
+            .map(|owner| owner.clone()),
+        Target::Direct => None,
+    }
+}
+
+/// Refuses an enqueue to a queue no definition names (unless `allowed`):
+/// known names answer at once, others are looked up in the database.
+pub(crate) async fn check_queue_defined(
+    shared: &SharedRef,
+    queue: &str,
+    allowed: bool,
+) -> Result<()> {
+    crate::names::validate_name(queue, "queue name")?;
+    if allowed || queue == INTERNAL_QUEUE || shared.directory.queue_names.contains(queue) {
+        return Ok(());
+    }
+    // Any application's definition counts: names are unique across applications, and a client
+    // of no application (or another one) may feed an application's queue.
+    let defs = shared
+        .db
+        .call(|db| async move { db.list_all_queues().await })
+        .await?;
+    let own = shared.config.app_name.as_deref();
+    for (app, q) in &defs {
+        shared.directory.queue_names.insert(q.name.clone());
+        match app.as_deref() {
+            Some(owner) if Some(owner) != own => {
+                shared
+                    .directory
+                    .foreign_queues
+                    .insert(q.name.clone(), owner.to_owned());
+            }
+            _ => {
+                shared.directory.foreign_queues.remove(&q.name);
+            }
+        }
+    }
+    if shared.directory.queue_names.contains(queue) {
+        Ok(())
+    } else {
+        Err(Error::UnknownQueue(queue.to_owned()))
+    }
+}
+
+/// Checks queue options against the queue's definition, when this process knows it.
+fn check_queue_options(shared: &SharedRef, queue: &str, options: &WorkflowOptions) -> Result<()> {
+    crate::names::validate_name(queue, "queue name")?;
+    if let Some((dedup, _)) = &options.dedup {
+        crate::names::validate_name(dedup, "deduplication id")?;
+    }
+    if let Some(key) = &options.partition_key {
+        crate::names::validate_name(key, "partition key")?;
+    }
+    let Some(def) = shared.directory.queue_defs.get(queue) else {
+        return Ok(());
+    };
+    let bad = |what: &str| Err(Error::InvalidArgument(format!("queue {queue:?}: {what}")));
+    match (def.partitioned, options.partition_key.is_some()) {
+        (true, false) => return bad("a partitioned queue needs a partition key"),
+        (false, true) => return bad("a partition key needs a partitioned queue"),
+        _ => {}
+    }
+    if options.priority.is_some_and(|p| p != 0) && !def.priority_enabled {
+        return bad("priority is not enabled");
+    }
+    Ok(())
+}
+
+fn direct(
+    id: &str,
+    workflow: &str,
+    owner: String,
+    inputs: String,
+    deadline: Option<i64>,
+    trace_context: Option<String>,
+) -> Dispatch {
+    Dispatch {
+        id: id.to_owned(),
+        name: workflow.to_owned(),
+        owner,
+        attempts: 1,
+        inputs: Some(inputs),
+        serialization: Some(PORTABLE_JSON.into()),
+        fresh: true,
+        restarts: 0,
+        deadline,
+        trace_context,
+    }
+}
+
+/// Hands a started workflow to the internal queue actor. If that actor is restarting, its
+/// successor takes the workflow back from the table, so a failed send loses nothing.
+fn dispatch(shared: &SharedRef, d: Dispatch) {
+    let queue = shared
+        .directory
+        .queues
+        .get(INTERNAL_QUEUE)
+        .map(|q| q.clone());
+    if queue.is_none_or(|q| q.send_message(QueueRequest::Run(d)).is_err()) {
+        tracing::debug!("internal queue restarting; its take-back will run the workflow");
+    }
+}
+
+/// Whether this executor's version may run the workflow.
+fn runs_here(shared: &SharedRef, workflow: &str, options: &WorkflowOptions) -> bool {
+    shared.registry.get(workflow).is_some()
+        && options
+            .app_name
+            .as_ref()
+            .is_none_or(|a| Some(a) == shared.config.app_name.as_ref())
+        && options
+            .app_version
+            .as_ref()
+            .is_none_or(|v| *v == shared.config.app_version)
+}
+
+/// Where an enqueue from this process goes.
+enum Reservation {
+    /// Into a slot this process's actor of the queue offered: it runs at once, in that slot.
+    Slot(DerivedActorRef<QueueRequest>, Permit),
+    /// To the table, behind the work there; the actor learns when the write is over.
+    Tabled(Tabled),
+    /// To the table; no actor of the queue runs here.
+    NoActor,
+}
+
+/// Takes a slot this process's actor of `queue` offers, to run an enqueue at once.
+fn reserve(shared: &SharedRef, queue: &str) -> Reservation {
+    let Some(slots) = shared
+        .directory
+        .open_slots
+        .get(queue)
+        .map(|o| o.slots.clone())
+    else {
+        return Reservation::NoActor;
+    };
+    let Some(actor) = shared.directory.queues.get(queue).map(|q| q.clone()) else {
+        return Reservation::NoActor;
+    };
+    match slots.take() {
+        Take::Slot(slot) => Reservation::Slot(actor, slot),
+        Take::Tabled(write) => Reservation::Tabled(write),
+    }
+}
+
+/// The most an awaited enqueue waits for a claim in flight to reopen its queue's offer.
+const REOPENING_WAIT: Duration = Duration::from_millis(20);
+
+/// Waits, at most [`REOPENING_WAIT`], while this process's actor of `queue` offers no slot but
+/// its claim in flight may reopen the offer (`Slots::reopening`): an enqueue that went to the
+/// table meanwhile would keep the offer closed, and every later one would follow it there.
+/// `runs_here` is asked only when there is something to wait for (the usual enqueue finds a
+/// slot offered and pays two atomic loads).
+async fn await_reopening(shared: &SharedRef, queue: &str, runs_here: impl FnOnce() -> bool) {
+    let offer = match shared.directory.open_slots.get(queue) {
+        Some(o) if o.slots.offered() == 0 && o.slots.reopening() => o.clone(),
+        _ => return,
+    };
+    if !runs_here() {
+        return;
+    }
+    let until = tokio::time::Instant::now() + REOPENING_WAIT;
+    loop {
+        let settled = offer.settled.notified();
+        tokio::pin!(settled);
+        // Registered before looking, so a settle right after the look is not missed.
+        settled.as_mut().enable();
+        if offer.slots.offered() > 0 || !offer.slots.reopening() {
+            return;
+        }
+        if tokio::time::timeout_at(until, settled).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Tells this process's actor of `queue` (if it runs one) that work arrived.
+pub(crate) fn wake(shared: &SharedRef, queue: &str) {
+    send_to_queue(shared, queue, QueueRequest::Wake);
+}
+
+/// Tells this process's actor of `queue` that an enqueue of ours that found no slot landed.
+fn tabled_landed(shared: &SharedRef, queue: &str) {
+    send_to_queue(shared, queue, QueueRequest::TabledLanded);
+}
+
+fn send_to_queue(shared: &SharedRef, queue: &str, request: QueueRequest) {
+    if let Some(actor) = shared.directory.queues.get(queue).map(|q| q.clone()) {
+        let _ = actor.send_message(request);
+    }
+}
+
+pub(crate) fn check_running(shared: &SharedRef) -> Result<()> {
+    match &*shared.state.borrow() {
+        RunState::Running => Ok(()),
+        RunState::Fatal(reason) => Err(Error::Fatal(reason.clone())),
+        RunState::Stopping | RunState::Stopped => Err(Error::Shutdown),
+    }
+}
