@@ -18,7 +18,7 @@ mod workflow;
 pub(super) use database::{Database, LANE_NAMES};
 pub(super) use fleet::{FleetActor, FleetArgs};
 pub(super) use listener::{ListenerActor, ListenerArgs};
-pub(super) use queue::{QueueActor, QueueArgs, QueueMsg};
+pub(super) use queue::{QueueActor, QueueArgs};
 pub(super) use restart::Restart;
 pub(super) use retention::{RetentionActor, RetentionArgs};
 pub(super) use scheduler::{SchedulerActor, SchedulerArgs};

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
 };
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinSet;
 
 use super::restart::Restart;
@@ -29,13 +29,12 @@ use crate::engine::directory::Offer;
 use crate::engine::dispatch::{Dispatch, QueueRequest};
 use crate::engine::evict::{Attach, EVICTED};
 use crate::engine::shared::SharedRef;
-use crate::engine::start::{self, EnqueueRequest, QueueMessage, Target};
+use crate::engine::start::{self, EnqueueRequest, Target};
 use crate::error::DbError;
 use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
 
 pub(crate) enum QueueMsg {
     Request(QueueRequest),
-    Public(QueueMessage),
     /// The polling timer fired.
     Tick,
     /// A delayed workflow came due, or the rate limit's window freed a start.
@@ -69,22 +68,6 @@ impl TryFrom<QueueMsg> for QueueRequest {
     fn try_from(m: QueueMsg) -> Result<Self, ()> {
         match m {
             QueueMsg::Request(r) => Ok(r),
-            _ => Err(()),
-        }
-    }
-}
-
-impl From<QueueMessage> for QueueMsg {
-    fn from(m: QueueMessage) -> Self {
-        QueueMsg::Public(m)
-    }
-}
-
-impl TryFrom<QueueMsg> for QueueMessage {
-    type Error = ();
-    fn try_from(m: QueueMsg) -> Result<Self, ()> {
-        match m {
-            QueueMsg::Public(m) => Ok(m),
             _ => Err(()),
         }
     }
@@ -203,7 +186,7 @@ impl Actor for QueueActor {
             QueueMsg::Request(QueueRequest::Panic) => {
                 panic!("injected fault: queue {}", state.def.name)
             }
-            QueueMsg::Public(QueueMessage::Enqueue(request, reply)) => {
+            QueueMsg::Request(QueueRequest::Enqueue(request, reply)) => {
                 state.enqueue(request, reply);
                 Vec::new()
             }
@@ -267,7 +250,7 @@ impl Actor for QueueActor {
 impl QueueState {
     /// Begins a user actor's enqueue here, in the order the messages came; the writes complete
     /// together, concurrently.
-    fn enqueue(&mut self, request: EnqueueRequest, reply: RpcReplyPort<crate::Result<String>>) {
+    fn enqueue(&mut self, request: EnqueueRequest, reply: oneshot::Sender<crate::Result<String>>) {
         let begun = start::begin(
             &self.shared,
             Target::Queue(&self.def.name),

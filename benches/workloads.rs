@@ -160,19 +160,14 @@ async fn launch(a: &Args) -> stead::Result<Runtime> {
 /// Sends `n` enqueue messages to the queue actor one after another, without waiting between
 /// them, then waits until every one is acknowledged (its row committed).
 async fn produce_as_actor(rt: &Runtime, queue: &str, n: u64, steps: u64) -> stead::Result<()> {
-    let actor = rt.queue_ref(queue)?;
+    let queue = rt.queue_ref(queue)?;
     let mut acks = Vec::with_capacity(n as usize);
     for _ in 0..n {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let request = stead::EnqueueRequest::new("work", &steps)?;
-        actor
-            .send_message(stead::QueueMessage::Enqueue(request, tx.into()))
-            .map_err(|e| stead::Error::Fatal(format!("the queue actor is gone: {e}")))?;
-        acks.push(rx);
+        let request = stead::queues::EnqueueRequest::new("work", &steps)?;
+        acks.push(queue.enqueue(request)?);
     }
     for ack in acks {
-        ack.await
-            .map_err(|_| stead::Error::Fatal("an enqueue was not acknowledged".into()))??;
+        ack.await?;
     }
     Ok(())
 }

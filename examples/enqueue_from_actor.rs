@@ -1,5 +1,6 @@
-//! A ractor actor of your own that enqueues durable workflows into a stead queue through the
-//! queue actor's ref (`QueueMessage::Enqueue`) and answers its callers with the results.
+//! A ractor actor of your own that enqueues durable workflows into a stead queue through a
+//! `QueueRef` (sent at once, in order, committed together) and answers its callers with the
+//! results.
 //!
 //! ```text
 //! STEAD_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo run --example enqueue_from_actor
@@ -7,8 +8,9 @@
 
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, DerivedActorRef, RpcReplyPort};
-use stead::{Context, EnqueueRequest, Queue, QueueMessage, Runtime, WorkflowOptions};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use stead::queues::{EnqueueRequest, QueueRef};
+use stead::{Context, Queue, Runtime, WorkflowOptions};
 
 async fn resize(ctx: Context, image: String) -> stead::Result<String> {
     let pixels = ctx
@@ -26,7 +28,7 @@ async fn resize(ctx: Context, image: String) -> stead::Result<String> {
 struct Thumbnailer;
 
 struct Thumbnails {
-    queue: DerivedActorRef<QueueMessage>,
+    queue: QueueRef,
     runtime: Runtime,
 }
 
@@ -58,18 +60,15 @@ impl Actor for Thumbnailer {
         // A fixed id per image: asking twice for the same image runs it once.
         let request = EnqueueRequest::new("resize", &image)?
             .options(WorkflowOptions::with_id(format!("thumb-{image}")));
-        // Sent, not called: the actor goes on taking jobs, and enqueues sent meanwhile are
+        // Sent, not awaited: the actor goes on taking jobs, and enqueues sent meanwhile are
         // committed together, queued in the order sent. The answer (the row committed) and the
         // result are awaited off the actor.
-        let (answer, answered) = tokio::sync::oneshot::channel();
-        state
-            .queue
-            .send_message(QueueMessage::Enqueue(request, answer.into()))?;
+        let enqueued = state.queue.enqueue(request)?;
         let runtime = state.runtime.clone();
         tokio::spawn(async move {
             let result = async {
-                let id = answered.await.map_err(|e| e.to_string())?;
-                let handle = runtime.client().handle(id.map_err(|e| e.to_string())?);
+                let id = enqueued.await.map_err(|e| e.to_string())?;
+                let handle = runtime.client().handle(id);
                 handle.result::<String>().await.map_err(|e| e.to_string())
             };
             let _ = reply.send(result.await);

@@ -19,7 +19,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use stead::{
-    Client, ClientOptions, Context, ListWorkflows, Queue, Runtime, Status, WorkflowOptions,
+    client::ClientOptions, client::ListWorkflows, Client, Context, Queue, Runtime, Status,
+    WorkflowOptions,
 };
 
 async fn render(ctx: Context, frame: u32) -> stead::Result<u32> {

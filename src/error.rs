@@ -135,7 +135,7 @@ pub enum Error {
     #[error("queue {0:?} already exists")]
     QueueExists(String),
     /// The queue was not deleted: workflows still wait on it and nothing else would run them
-    /// (cancel them, or delete with [`WaitingWork::Cancel`](crate::WaitingWork::Cancel)).
+    /// (cancel them, or delete with [`WaitingWork::Cancel`](crate::queues::WaitingWork::Cancel)).
     #[error("queue {queue:?} still has {waiting} waiting workflow(s); cancel them first")]
     QueueNotEmpty { queue: String, waiting: i64 },
     /// No schedule of this name exists.

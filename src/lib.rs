@@ -71,12 +71,12 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
 pub mod admin;
 mod base;
-mod client;
-mod durable;
+pub mod client;
+pub mod durable;
 mod engine;
-mod error;
+pub mod error;
 mod names;
-mod runtime;
+pub mod runtime;
 mod sysdb;
 pub mod testing;
 
@@ -85,46 +85,56 @@ pub use base::metrics;
 #[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
 pub use base::otel;
 
-pub use base::args::Args;
-pub use base::attributes::{parse_attribute, Attributes, OTEL_CONTEXT_KEY};
-pub use base::queue::{Dedup, Queue, QueueLimits, RateLimit, WaitingWork};
-pub use base::status::{Status, WorkflowStatus};
-pub use base::workflow::{ReadAs, Untyped, Workflow, WorkflowRef};
-pub use client::debounce::DebounceOptions;
-pub use client::manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
-pub use client::observe::{AppQueueLoad, QueueLoad, ThroughputBucket};
-pub use client::outbox::Message;
-pub use client::{Client, ClientOptions, RuntimeStats};
-pub use durable::calls::{ChildHandle, Selected, StreamValue};
-pub use durable::context::Context;
-pub use durable::datasource::{AppDatabase, Datasource};
-pub use durable::step::{BoxError, RetryPolicy, Step, StepFn};
-pub use engine::config::{RestartPolicy, DEFAULT_APP_NAME};
+// What nearly every user names; the rest is grouped in the modules below and above.
+pub use base::queue::Queue;
+pub use base::status::Status;
+pub use base::workflow::Workflow;
+pub use client::Client;
+pub use durable::{BoxError, Context, RetryPolicy};
+pub use engine::handle::WorkflowHandle;
+pub use engine::request::WorkflowOptions;
+pub use error::{Error, Result};
+pub use runtime::{Runtime, RuntimeBuilder};
+
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub use engine::faults::Fault;
-pub use engine::handle::WorkflowHandle;
-pub use engine::registry::{WorkflowConfig, WorkflowFn};
-pub use engine::retention::Retention;
-pub use engine::schedule::{Backfilled, Schedule, ScheduleInfo, ScheduleStatus, ScheduledTime};
-pub use engine::start::{EnqueueRequest, QueueMessage, WorkflowOptions};
-pub use error::{DbError, Error, PortableError, Result, StepError, StepTimeout};
-pub use names::MAX_NAME_BYTES;
-pub use runtime::builder::RuntimeBuilder;
-pub use runtime::Runtime;
-pub use sysdb::AppVersion;
-pub use sysdb::DatabasePool;
-pub use sysdb::ExecutorInfo;
-pub use sysdb::Isolation;
-pub use sysdb::MigrationReport;
+
+/// Defining, naming and starting workflows: typed references, registration, options, handles,
+/// statuses and attributes.
+pub mod workflow {
+    pub use crate::base::args::Args;
+    pub use crate::base::attributes::{parse_attribute, Attributes, OTEL_CONTEXT_KEY};
+    pub use crate::base::status::{Status, WorkflowStatus};
+    pub use crate::base::workflow::{ReadAs, Untyped, Workflow, WorkflowRef};
+    pub use crate::engine::handle::WorkflowHandle;
+    pub use crate::engine::registry::{WorkflowConfig, WorkflowFn};
+    pub use crate::engine::request::WorkflowOptions;
+    pub use crate::names::MAX_NAME_BYTES;
+}
+
+/// Queues: definitions and limits, their load, and enqueueing from your own actors
+/// ([`QueueRef`](queues::QueueRef)).
+pub mod queues {
+    pub use crate::base::queue::{Dedup, Queue, QueueLimits, RateLimit, WaitingWork};
+    pub use crate::client::observe::{AppQueueLoad, QueueLoad, ThroughputBucket};
+    pub use crate::engine::start::{EnqueueRequest, Enqueued, QueueRef};
+}
+
+/// Cron schedules: definitions, their state, backfills.
+pub mod schedules {
+    pub use crate::engine::schedule::{
+        Backfilled, Schedule, ScheduleInfo, ScheduleStatus, ScheduledTime,
+    };
+}
 
 /// Brings the schema of the database at `url` to the DBOS 3.4 layout, without starting a runtime
 /// (a runtime's launch does the same). Safe to run concurrently with other migrators. See
 /// [`Client::migrate`] for other settings (connect timeout).
-pub async fn migrate(url: &str, schema: &str) -> Result<MigrationReport> {
-    let options = ClientOptions {
+pub async fn migrate(url: &str, schema: &str) -> Result<client::MigrationReport> {
+    let options = client::ClientOptions {
         schema: schema.to_owned(),
-        ..ClientOptions::default()
+        ..client::ClientOptions::default()
     };
     Client::migrate(url, &options).await
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 use common::dbos_py::{ok_answer as ok, py_client};
 use common::{client, TestDb};
 use serde_json::{json, Value};
-use stead::{Attributes, Context, Error, ListWorkflows, Queue, Runtime, WorkflowOptions};
+use stead::{
+    client::ListWorkflows, workflow::Attributes, Context, Error, Queue, Runtime, WorkflowOptions,
+};
 
 const APP: &str = "attrs";
 const QUEUE: &str = "attrs-q";

@@ -6,7 +6,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use stead::{Context, Selected, WorkflowOptions};
+use stead::{durable::Selected, Context, WorkflowOptions};
 
 static CHILD_GATE: AtomicBool = AtomicBool::new(false);
 

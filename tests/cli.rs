@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use stead::{
-    Client, Context, ListWorkflows, Queue, Runtime, Schedule, ScheduleStatus, ScheduledTime,
-    Status, WorkflowOptions,
+    client::ListWorkflows, schedules::Schedule, schedules::ScheduleStatus,
+    schedules::ScheduledTime, Client, Context, Queue, Runtime, Status, WorkflowOptions,
 };
 
 async fn double(ctx: Context, n: u64) -> stead::Result<u64> {

@@ -263,7 +263,7 @@ async fn an_enqueue_to_a_queue_no_definition_names_is_refused_unless_allowed(db)
         client.enqueue("nope", "double", 1u64, WorkflowOptions::with_id("u2")).await.err(),
         client
             .debounce("k", Duration::from_secs(1), "double", 1u64,
-                      stead::DebounceOptions::default().queue("nope"))
+                      stead::client::DebounceOptions::default().queue("nope"))
             .await
             .err(),
     ];

@@ -13,7 +13,7 @@ use common::TestDb;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sqlx::PgPool;
-use stead::{Context, Error, PortableError, Queue, Runtime, WorkflowOptions};
+use stead::{error::PortableError, Context, Error, Queue, Runtime, WorkflowOptions};
 
 /// The application name stead runs as and the Python client acts for.
 const APP: &str = "interop";
@@ -501,19 +501,19 @@ async fn stead_sql_functions_do_what_dbos_functions_do() {
     assert_eq!(stead.1, ["23505", "23503", "22023"]);
 }
 
-/// `stead::Args` writes the envelope a Python caller writes: a stead workflow reads both alike.
+/// `stead::workflow::Args` writes the envelope a Python caller writes: a stead workflow reads both alike.
 #[tokio::test]
 async fn args_from_stead_read_like_a_python_callers() {
     require_dbos!();
     let db = TestDb::new().await;
     let rt = launch(&db).await;
-    let args = stead::Args::new().arg(2).arg(3);
+    let args = stead::workflow::Args::new().arg(2).arg(3);
     let h = rt
         .start("add", args, WorkflowOptions::with_id("rust-args"))
         .await
         .unwrap();
     assert_eq!(common::within(h.result::<Sum>()).await.unwrap().sum, 5);
-    let named = stead::Args::new().named("name", "Ada");
+    let named = stead::workflow::Args::new().named("name", "Ada");
     let h = rt
         .enqueue(
             QUEUE,
@@ -530,7 +530,7 @@ async fn args_from_stead_read_like_a_python_callers() {
     // A registered workflow is checked against what it will receive.
     let wrong = rt.start(
         "add",
-        stead::Args::new().arg("two"),
+        stead::workflow::Args::new().arg("two"),
         WorkflowOptions::default(),
     );
     assert!(matches!(wrong.await, Err(Error::Input { .. })));

@@ -174,7 +174,7 @@ async fn stead_cancels_leave_the_row_dbos_cancels_leave() {
     let db = TestDb::new().await;
     let rt = builder(&db).launch().await.unwrap();
     let on_queue =
-        |id: &str| WorkflowOptions::with_id(id).deduplication_id(id, stead::Dedup::Reject);
+        |id: &str| WorkflowOptions::with_id(id).deduplication_id(id, stead::queues::Dedup::Reject);
     for id in ["by-stead", "by-dbos"] {
         rt.enqueue("wide", "nap_then_act", 30u64, on_queue(id))
             .await
@@ -262,14 +262,14 @@ async fn idempotency_keys_deduplicate_sends_across_stead_and_dbos() {
     // A bulk send: one key may go to two destinations; resending the batch adds nothing.
     let batch = || {
         [
-            stead::Message::new("inbox-b", &1)
+            stead::client::Message::new("inbox-b", &1)
                 .unwrap()
                 .idempotency_key("b1"),
-            stead::Message::new("inbox-b", &2)
+            stead::client::Message::new("inbox-b", &2)
                 .unwrap()
                 .topic("t")
                 .idempotency_key("b2"),
-            stead::Message::new("inbox-a", &3)
+            stead::client::Message::new("inbox-a", &3)
                 .unwrap()
                 .idempotency_key("b3"),
         ]
@@ -286,10 +286,10 @@ async fn idempotency_keys_deduplicate_sends_across_stead_and_dbos() {
 
     // Refusals: a repeated key in one batch, a missing destination (nothing is written).
     let twice = [
-        stead::Message::new("inbox-a", &1)
+        stead::client::Message::new("inbox-a", &1)
             .unwrap()
             .idempotency_key("same"),
-        stead::Message::new("inbox-b", &1)
+        stead::client::Message::new("inbox-b", &1)
             .unwrap()
             .idempotency_key("same"),
     ];
@@ -299,10 +299,10 @@ async fn idempotency_keys_deduplicate_sends_across_stead_and_dbos() {
         "{refused}"
     );
     let lost = [
-        stead::Message::new("inbox-a", &1)
+        stead::client::Message::new("inbox-a", &1)
             .unwrap()
             .idempotency_key("x"),
-        stead::Message::new("nobody", &1).unwrap(),
+        stead::client::Message::new("nobody", &1).unwrap(),
     ];
     let missing = client.send_bulk(lost).await.unwrap_err();
     assert!(
@@ -383,17 +383,24 @@ struct PySum {
 }
 
 /// Python's `add(a, b)`, declared here with its real signature; nothing registers it.
-const PY_ADD: stead::Workflow<stead::Args, PySum> = stead::Workflow::new("add");
+const PY_ADD: stead::Workflow<stead::workflow::Args, PySum> = stead::Workflow::new("add");
 
 /// Orchestrates Python workflows as durable children: a typed one with two positional
 /// arguments, one taking none, one with a named argument.
 async fn orchestrate(ctx: Context, _: ()) -> stead::Result<Value> {
     let on_py = || WorkflowOptions::default().app_name(PY_APP);
     let sum = ctx
-        .enqueue_child(PY_QUEUE, PY_ADD, stead::Args::new().arg(2).arg(3), on_py())
+        .enqueue_child(
+            PY_QUEUE,
+            PY_ADD,
+            stead::workflow::Args::new().arg(2).arg(3),
+            on_py(),
+        )
         .await?;
     let nothing = ctx.enqueue_child(PY_QUEUE, "noargs", (), on_py()).await?;
-    let greeting = stead::Args::new().arg("Ada").named("punctuation", "!");
+    let greeting = stead::workflow::Args::new()
+        .arg("Ada")
+        .named("punctuation", "!");
     let greet = ctx
         .enqueue_child(PY_QUEUE, "greet", greeting, on_py())
         .await?;
@@ -418,7 +425,7 @@ async fn stead_calls_python_workflows_with_their_real_signatures() {
 
     // From a client acting for the Python app.
     let client = common::client(&db, PY_APP).await;
-    let args = stead::Args::new().arg(40).arg(2);
+    let args = stead::workflow::Args::new().arg(40).arg(2);
     let h = client
         .enqueue(
             PY_QUEUE,
@@ -440,7 +447,7 @@ async fn stead_calls_python_workflows_with_their_real_signatures() {
         .enqueue(
             PY_QUEUE,
             "noargs",
-            stead::Args::new(),
+            stead::workflow::Args::new(),
             WorkflowOptions::default(),
         )
         .await

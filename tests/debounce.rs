@@ -6,7 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use stead::{Client, Context, DebounceOptions, Dedup, Error, Runtime, WorkflowOptions};
+use stead::{
+    client::DebounceOptions, queues::Dedup, Client, Context, Error, Runtime, WorkflowOptions,
+};
 
 /// Returns its input; the run's row says when it started.
 async fn latest(_: Context, input: u32) -> stead::Result<u32> {

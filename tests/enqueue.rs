@@ -17,8 +17,8 @@ enum ProducerMsg {
 
 impl ractor::Actor for Producer {
     type Msg = ProducerMsg;
-    type State = ractor::DerivedActorRef<stead::QueueMessage>;
-    type Arguments = ractor::DerivedActorRef<stead::QueueMessage>;
+    type State = stead::queues::QueueRef;
+    type Arguments = stead::queues::QueueRef;
 
     async fn pre_start(
         &self,
@@ -35,8 +35,8 @@ impl ractor::Actor for Producer {
         queue: &mut Self::State,
     ) -> Result<(), ractor::ActorProcessingErr> {
         let ProducerMsg::Order(tag, reply) = msg;
-        let request = stead::EnqueueRequest::new("job", &input(&tag, "", 0))?;
-        let id = ractor::call!(queue, stead::QueueMessage::Enqueue, request)??;
+        let request = stead::queues::EnqueueRequest::new("job", &input(&tag, "", 0))?;
+        let id = queue.enqueue(request)?.await?;
         let _ = reply.send(id);
         Ok(())
     }
@@ -70,17 +70,13 @@ async fn enqueues_sent_as_messages_one_after_another_run_in_that_order(db) {
     let queue = rt.queue_ref("msgs").unwrap();
     let mut acks = Vec::new();
     for i in 0..40 {
-        let (tx, rx) = tokio::sync::oneshot::channel();
         let request =
-            stead::EnqueueRequest::new("job", &tagged(&db, &format!("mo-{i:02}"), "", 0)).unwrap();
-        queue
-            .send_message(stead::QueueMessage::Enqueue(request, tx.into()))
-            .unwrap();
-        acks.push(rx);
+            stead::queues::EnqueueRequest::new("job", &tagged(&db, &format!("mo-{i:02}"), "", 0)).unwrap();
+        acks.push(queue.enqueue(request).unwrap());
     }
     let mut ids = Vec::new();
     for ack in acks {
-        ids.push(common::within(ack).await.unwrap().unwrap());
+        ids.push(common::within(ack).await.unwrap());
     }
     open(&db, "mo-gate");
     for id in &ids {

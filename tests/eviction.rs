@@ -187,7 +187,7 @@ async fn ten_thousand_evicted_workflows_each_sent_a_message_all_finish(db) {
     let handles: Vec<_> = futures::future::try_join_all(starts).await.unwrap();
     evicted(&rt, N as u64).await;
     let messages = (0..N).map(|i| {
-        stead::Message::new(format!("{prefix}{i}"), &format!("m{i}"))
+        stead::client::Message::new(format!("{prefix}{i}"), &format!("m{i}"))
             .unwrap()
             .topic("t")
     });

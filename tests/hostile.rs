@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use stead::{Context, DbError, Error, WorkflowOptions};
+use stead::{error::DbError, Context, Error, WorkflowOptions};
 
 /// Each way a durable call can carry a value the database would refuse, and what it is.
 const HOSTILE: &[(&str, &str)] = &[
@@ -68,7 +68,7 @@ async fn hostile_call(ctx: Context, case: String) -> stead::Result<String> {
 
 /// The error workflow `h` failed with, once it has; within 20 s (a run that crash-loops never
 /// fails in time) and without a restart.
-async fn failure(h: &stead::WorkflowHandle) -> stead::PortableError {
+async fn failure(h: &stead::WorkflowHandle) -> stead::error::PortableError {
     let outcome = tokio::time::timeout(Duration::from_secs(20), h.result::<serde_json::Value>())
         .await
         .expect("the workflow did not finish (restarting instead of failing?)");
@@ -190,7 +190,7 @@ async fn no_url_form_prints_its_password_in_errors_or_logs() {
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
     for (url, parses) in URL_FORMS {
-        let options = stead::ClientOptions {
+        let options = stead::client::ClientOptions {
             connect_timeout: Duration::from_millis(300),
             ..Default::default()
         };
@@ -346,7 +346,7 @@ async fn deleting_a_queue_with_waiting_work_is_refused_or_cancels_it_by_choice(d
     }
     assert_eq!(client.queues().await.unwrap().len(), 1, "the queue was deleted anyway");
     client
-        .delete_queue_with("doomed", stead::WaitingWork::Cancel)
+        .delete_queue_with("doomed", stead::queues::WaitingWork::Cancel)
         .await
         .unwrap();
     assert!(client.queues().await.unwrap().is_empty());
@@ -504,7 +504,7 @@ async fn a_fork_from_step_0_is_refused_by_the_library_and_the_cli(db) {
     assert!(stderr.contains("--step"), "{stderr}");
     let forks = rt
         .client()
-        .list_workflows(stead::ListWorkflows::new().forked_from("orig"))
+        .list_workflows(stead::client::ListWorkflows::new().forked_from("orig"))
         .await
         .unwrap();
     assert!(forks.is_empty(), "a fork was made");

@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime};
 use common::CheckPool;
 use sqlx::PgPool;
 use stead::{
-    Client, Context, Error, ForkOptions, ListWorkflows, Queue, Runtime, Status, WorkflowOptions,
+    client::ForkOptions, client::ListWorkflows, Client, Context, Error, Queue, Runtime, Status,
+    WorkflowOptions,
 };
 
 async fn double(ctx: Context, n: u64) -> stead::Result<u64> {
@@ -111,7 +112,7 @@ async fn client(db: &common::TestDb) -> Client {
     common::client(db, "shop").await
 }
 
-fn ids(list: &[stead::WorkflowInfo]) -> Vec<&str> {
+fn ids(list: &[stead::client::WorkflowInfo]) -> Vec<&str> {
     list.iter().map(|w| w.status.id.as_str()).collect()
 }
 

@@ -164,7 +164,7 @@ async fn workflows_and_steps_emit_metrics_and_spans(db) {
     for h in &queued[..2] {
         common::within(h.result::<u32>()).await.unwrap();
     }
-    let dedup = WorkflowOptions::default().deduplication_id("k", stead::Dedup::ReturnExisting);
+    let dedup = WorkflowOptions::default().deduplication_id("k", stead::queues::Dedup::ReturnExisting);
     rt.enqueue("metered", "good", (), dedup.clone())
         .await
         .unwrap();
@@ -404,7 +404,7 @@ async fn each_failure_logs_one_line_at_its_level_with_the_workflow_and_error(db)
     let rt = common::builder(&db)
         .workflow("bad", bad)
         .workflow("flaky", flaky)
-        .workflow_with("crashes", stead::WorkflowConfig::default().max_recovery_attempts(0), crashes)
+        .workflow_with("crashes", stead::workflow::WorkflowConfig::default().max_recovery_attempts(0), crashes)
         .workflow("waits", waits)
         .launch()
         .await

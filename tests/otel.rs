@@ -15,7 +15,10 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use serde_json::{json, Value};
 use stead::otel::opentelemetry::trace::{SpanId, TraceContextExt, TraceId, TracerProvider as _};
 use stead::otel::tracing_opentelemetry::{self, OpenTelemetrySpanExt};
-use stead::{Client, Context, ListWorkflows, Queue, Runtime, WorkflowOptions, OTEL_CONTEXT_KEY};
+use stead::{
+    client::ListWorkflows, workflow::OTEL_CONTEXT_KEY, Client, Context, Queue, Runtime,
+    WorkflowOptions,
+};
 use tracing::Instrument;
 use tracing_subscriber::prelude::*;
 

@@ -9,7 +9,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use common::TestDb;
-use stead::{Context, ForkOptions, WorkflowOptions};
+use stead::{client::ForkOptions, Context, WorkflowOptions};
 
 /// Runs of each step per workflow id (both backends share this process: ids are per test).
 static RUNS: OnceLock<Mutex<HashMap<String, Vec<String>>>> = OnceLock::new();

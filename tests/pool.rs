@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use stead::{Client, ClientOptions, Context, DatabasePool, Queue, Runtime, WorkflowOptions};
+use stead::{
+    client::ClientOptions, runtime::DatabasePool, Client, Context, Queue, Runtime, WorkflowOptions,
+};
 
 async fn double(ctx: Context, n: u64) -> stead::Result<u64> {
     ctx.step("double", || async move { Ok(n * 2) }).await

@@ -36,7 +36,7 @@ async fn order(ctx: Context, n: u32) -> stead::Result<u32> {
 }
 
 /// Scheduled once a year: its schedule's series exists, it never runs during the test.
-async fn report(_ctx: Context, _at: stead::ScheduledTime) -> stead::Result<()> {
+async fn report(_ctx: Context, _at: stead::schedules::ScheduledTime) -> stead::Result<()> {
     Ok(())
 }
 
@@ -139,7 +139,11 @@ async fn a_scrape_after_a_queue_workload_reports_its_counts_and_histograms() {
         .workflow("order", order)
         .queue(Queue::new("orders").worker_concurrency(4))
         .workflow("report", report)
-        .schedule(stead::Schedule::new("yearly", "report", "0 0 3 1 1 *"))
+        .schedule(stead::schedules::Schedule::new(
+            "yearly",
+            "report",
+            "0 0 3 1 1 *",
+        ))
         .launch()
         .await
         .unwrap();

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::jobs::{job, launch, max_overlap, open, runs, tagged};
 use sqlx::{AnyPool, AssertSqlSafe};
-use stead::{Context, Dedup, Error, Fault, Queue, Status, WorkflowOptions};
+use stead::{queues::Dedup, Context, Error, Fault, Queue, Status, WorkflowOptions};
 
 async fn status_of(pool: &AnyPool, id: &str) -> String {
     common::scalar(

@@ -11,7 +11,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use sqlx::AnyPool;
-use stead::{Context, Error, Status, WorkflowConfig, WorkflowOptions};
+use stead::{workflow::WorkflowConfig, Context, Error, Status, WorkflowOptions};
 
 /// Set in the child process: the database URL it runs against.
 const CHILD_DB: &str = "STEAD_TEST_CRASH_CHILD_DB";

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::CheckPool;
 use sqlx::{AnyPool, AssertSqlSafe};
-use stead::{Retention, Runtime};
+use stead::{client::Retention, Runtime};
 
 const HOUR_MS: i64 = 3_600_000;
 

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, TimeZone, Timelike, Utc};
 use sqlx::AnyPool;
-use stead::{Error, Runtime, Schedule, ScheduleStatus, ScheduledTime};
+use stead::{
+    schedules::Schedule, schedules::ScheduleStatus, schedules::ScheduledTime, Error, Runtime,
+};
 
 const CHILD_DB: &str = "STEAD_TEST_SCHED_DB";
 

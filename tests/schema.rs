@@ -44,7 +44,7 @@ async fn fresh_migrate_creates_the_dbos_3_4_schema() {
     let report = stead::migrate(&db.url, "dbos").await.unwrap();
     assert_eq!(
         report,
-        stead::MigrationReport {
+        stead::client::MigrationReport {
             schema: "dbos".into(),
             found_version: None,
             version: 125,

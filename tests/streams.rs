@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use futures::StreamExt;
-use stead::{Context, StreamValue, WorkflowOptions};
+use stead::{durable::StreamValue, Context, WorkflowOptions};
 
 async fn producer(ctx: Context, n: u32) -> stead::Result<u32> {
     for i in 0..n {

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use stead::{Context, Error, Fault, RestartPolicy, WorkflowOptions};
+use stead::{runtime::RestartPolicy, Context, Error, Fault, WorkflowOptions};
 
 /// The open gates, by the first part of a workflow id (both backends' tests share the process).
 static GATES: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();

@@ -7,7 +7,9 @@ mod common;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use stead::{Context, Error, ForkOptions, RetryPolicy, StepTimeout, WorkflowOptions};
+use stead::{
+    client::ForkOptions, error::StepTimeout, Context, Error, RetryPolicy, WorkflowOptions,
+};
 
 /// Counts the bodies dropped before they finished.
 struct Dropped(&'static AtomicU32);

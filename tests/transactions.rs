@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::TestDb;
 use sqlx::{PgPool, SqlitePool};
-use stead::{Context, Datasource, Fault, WorkflowOptions};
+use stead::{durable::Datasource, Context, Fault, WorkflowOptions};
 
 /// Set in a child process: the system database URL it runs against.
 const CHILD_DB: &str = "STEAD_TEST_TXN_CHILD_DB";
@@ -229,7 +229,7 @@ async fn a_transaction_writes_once_and_is_recorded_as_a_step(db) {
     };
     assert_eq!(count(&db, left).await, 0);
     // A fork from step 1 runs the transaction again under the new id; from step 2 replays it.
-    let again = rt.client().fork(&t1, 2, stead::ForkOptions::new()).await.unwrap();
+    let again = rt.client().fork(&t1, 2, stead::client::ForkOptions::new()).await.unwrap();
     let replayed: i64 = common::within(again.result()).await.unwrap();
     assert_eq!(replayed, id);
     assert_eq!(calls(&t1), 1);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use stead::{
-    Context, DebounceOptions, EnqueueRequest, Queue, QueueMessage, Workflow, WorkflowHandle,
+    client::DebounceOptions, queues::EnqueueRequest, Context, Queue, Workflow, WorkflowHandle,
     WorkflowOptions,
 };
 
@@ -109,9 +109,7 @@ async fn a_typed_reference_starts_enqueues_and_runs_children_with_typed_results(
 
     let queue = rt.queue_ref("orders").unwrap();
     let request = EnqueueRequest::new(CHECKOUT, &order(7)).unwrap();
-    let id = ractor::call!(queue, QueueMessage::Enqueue, request)
-        .unwrap()
-        .unwrap();
+    let id = queue.enqueue(request).unwrap().await.unwrap();
     let receipt: Receipt = common::within(rt.client().handle(id).result())
         .await
         .unwrap();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use stead::{Context, Error, ForkOptions, RetryPolicy, WorkflowOptions};
+use stead::{client::ForkOptions, Context, Error, RetryPolicy, WorkflowOptions};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
 enum PaymentError {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use stead::testing::{verify, Divergence, Verdict};
-use stead::{Context, ListWorkflows, WorkflowOptions};
+use stead::{client::ListWorkflows, Context, WorkflowOptions};
 
 static BODIES: AtomicU32 = AtomicU32::new(0);
 /// Every test here counts step bodies in `BODIES`, so they take turns (across tests and
@@ -78,7 +78,7 @@ async fn writes(pool: &impl common::CheckPool) -> String {
 /// A runtime running `code` as workflow `order`.
 async fn launch<F>(db: &common::TestDb, code: F) -> stead::Runtime
 where
-    F: stead::WorkflowFn<bool, u32>,
+    F: stead::workflow::WorkflowFn<bool, u32>,
 {
     common::builder(db)
         .workflow("order", code)

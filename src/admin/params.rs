@@ -29,7 +29,7 @@ pub(super) fn pairs(query: QueryPairs) -> Result<Vec<(String, String)>, ApiError
 
 /// Parses `status`, `name`, `queue`, `app`, `attribute`, `limit`, `offset` and `order` (`asc` or
 /// `desc`, the default: newest first). `status` may repeat or list several values separated by
-/// commas; `attribute` is `KEY=VALUE` (see [`crate::parse_attribute`]) and may repeat.
+/// commas; `attribute` is `KEY=VALUE` (see [`crate::workflow::parse_attribute`]) and may repeat.
 pub(super) fn list_filter(pairs: &[(String, String)]) -> Result<ListWorkflows, ApiError> {
     let mut filter = ListWorkflows::new();
     let mut limit = DEFAULT_LIMIT;

@@ -19,7 +19,7 @@ pub(crate) const ARGS_MARKER: &str = "$stead.args";
 ///
 /// ```
 /// // Python: def greet(name, punctuation="."): ...
-/// let args = stead::Args::new().arg("Ada").named("punctuation", "!");
+/// let args = stead::workflow::Args::new().arg("Ada").named("punctuation", "!");
 /// # let _ = args;
 /// ```
 ///

@@ -1,6 +1,6 @@
 //! Workflow attributes: the custom JSON object DBOS 3.4 keeps per workflow (the `attributes`
 //! column), set when a workflow is started or enqueued ([`crate::WorkflowOptions::attributes`]),
-//! listed and filtered ([`crate::ListWorkflows::attributes`]), and changed afterwards by
+//! listed and filtered ([`crate::client::ListWorkflows::attributes`]), and changed afterwards by
 //! [`crate::Client::update_workflow_attributes`] and
 //! [`crate::Client::merge_workflow_attributes`] (in `client/attributes.rs`), with DBOS's
 //! `update_workflow_attributes` semantics.

@@ -13,7 +13,7 @@ use crate::error::{Error, PortableError};
 pub(crate) const PORTABLE_JSON: &str = "portable_json";
 
 /// Wraps a workflow input (JSON text) in DBOS's envelope as the one positional argument; an
-/// [`Args`](crate::Args) value is the envelope itself, and `null` (`()`, `None`) is no argument
+/// [`Args`](crate::workflow::Args) value is the envelope itself, and `null` (`()`, `None`) is no argument
 /// at all (which stead reads back as `null`, and another language's `f()` accepts).
 pub(crate) fn encode_inputs(input_json: &str) -> String {
     if let Some(envelope) = args_envelope(input_json) {
@@ -174,7 +174,10 @@ mod tests {
 
     #[test]
     fn args_are_the_envelope_and_null_is_no_argument() {
-        let args = crate::Args::new().arg(2).arg("b").named("sep", "-");
+        let args = crate::workflow::Args::new()
+            .arg(2)
+            .arg("b")
+            .named("sep", "-");
         let text = encode_inputs(&encode(&args, "args").unwrap());
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(
@@ -182,7 +185,7 @@ mod tests {
             json!({"positionalArgs": [2, "b"], "namedArgs": {"sep": "-"}})
         );
         assert_eq!(decode_inputs(&text).unwrap(), json!([2, "b"]));
-        let none = encode_inputs(&encode(&crate::Args::new(), "args").unwrap());
+        let none = encode_inputs(&encode(&crate::workflow::Args::new(), "args").unwrap());
         assert_eq!(none, r#"{"namedArgs":{},"positionalArgs":[]}"#);
         assert_eq!(
             encode_inputs("null"),
@@ -195,10 +198,10 @@ mod tests {
             decode_inputs(&encode_inputs(lookalike)).unwrap(),
             json!({"positionalArgs":[1]})
         );
-        let bad = crate::Args::new().arg(f64::NAN).arg(1);
+        let bad = crate::workflow::Args::new().arg(f64::NAN).arg(1);
         assert!(encode(&bad, "args").is_ok(), "NaN is null in serde_json");
         let unencodable =
-            crate::Args::new().named("m", std::collections::HashMap::from([((1, 2), 3)]));
+            crate::workflow::Args::new().named("m", std::collections::HashMap::from([((1, 2), 3)]));
         assert!(encode(&unencodable, "args").is_err());
     }
 

@@ -27,7 +27,7 @@ use crate::sysdb::{Bounce, Bounced};
 ///
 /// ```
 /// use std::time::Duration;
-/// let options = stead::DebounceOptions::default()
+/// let options = stead::client::DebounceOptions::default()
 ///     .max_wait(Duration::from_secs(60))
 ///     .queue("indexing");
 /// ```

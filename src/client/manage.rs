@@ -28,7 +28,7 @@ use crate::sysdb::{AppVersion, Fork, ListQuery, ListedRow, StepListing};
 ///
 /// ```no_run
 /// # async fn demo(client: stead::Client) -> stead::Result<()> {
-/// use stead::{ListWorkflows, Status};
+/// use stead::{client::ListWorkflows, Status};
 /// let failed = client
 ///     .list_workflows(ListWorkflows::new().status(Status::Error).name("checkout").limit(20))
 ///     .await?;

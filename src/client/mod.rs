@@ -31,7 +31,7 @@ use crate::engine::signals;
 use crate::engine::start::{self, Target, WorkflowOptions};
 use crate::error::{Error, Result};
 use crate::runtime::launch::{self, Part, Tree};
-use crate::sysdb::{self, MigrationReport, QueueDeletion};
+use crate::sysdb::{self, QueueDeletion};
 
 mod attributes;
 pub(crate) mod debounce;
@@ -42,6 +42,12 @@ pub(crate) mod outbox;
 mod retention;
 mod rewind;
 mod schedule;
+
+pub use crate::engine::retention::Retention;
+pub use crate::sysdb::{AppVersion, ExecutorInfo, MigrationReport};
+pub use debounce::DebounceOptions;
+pub use manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
+pub use outbox::Message;
 
 /// Counters of database traffic and supervision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -90,7 +96,7 @@ pub struct ClientOptions {
     /// The application the client acts for: its queues, versions and schedules, and the owner
     /// of what it enqueues (onto another application's queue: that application, unless
     /// [`WorkflowOptions::app_name`] says otherwise). Default (`None`): `DBOS_APP_NAME`, else
-    /// [`DEFAULT_APP_NAME`](crate::DEFAULT_APP_NAME), as a runtime's.
+    /// [`DEFAULT_APP_NAME`](crate::runtime::DEFAULT_APP_NAME), as a runtime's.
     pub app_name: Option<String>,
     /// How long to wait for the database when connecting.
     pub connect_timeout: Duration,
@@ -121,7 +127,7 @@ impl Client {
     }
 
     /// A client on a pool the application already has (`sqlx::PgPool` or `sqlx::SqlitePool`);
-    /// see [`DatabasePool`](crate::DatabasePool) for which connections stead takes from it.
+    /// see [`DatabasePool`](crate::runtime::DatabasePool) for which connections stead takes from it.
     /// Shutting the client down leaves the pool open.
     pub async fn from_pool(
         pool: impl Into<sysdb::DatabasePool>,
@@ -343,7 +349,7 @@ impl Client {
 
     /// Cancels every workflow waiting on queue `name`.
     async fn cancel_waiting(&self, name: &str) -> Result<()> {
-        let filter = crate::ListWorkflows::new()
+        let filter = crate::client::ListWorkflows::new()
             .queue(name)
             .status(crate::Status::Enqueued)
             .status(crate::Status::Delayed);

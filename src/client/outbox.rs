@@ -22,7 +22,7 @@ use crate::sysdb::{next_created_at, OutgoingMessage};
 ///
 /// ```
 /// # fn demo() -> stead::Result<()> {
-/// let m = stead::Message::new("order-17", &"paid")?
+/// let m = stead::client::Message::new("order-17", &"paid")?
 ///     .topic("payments")
 ///     .idempotency_key("charge-8842");
 /// # Ok(()) }

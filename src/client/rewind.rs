@@ -18,7 +18,7 @@ impl Client {
     /// A workflow still running is refused ([`Error::StillActive`]: cancel it first); an
     /// unknown id is [`Error::NotFound`]. Transactional steps' records are deleted when their
     /// workflow finishes, so a rewind runs them again; a workflow that was cancelled in the
-    /// middle may keep some: delete them first with [`crate::Datasource::delete_records`].
+    /// middle may keep some: delete them first with [`crate::durable::Datasource::delete_records`].
     pub async fn rewind(&self, id: &str, from_step: u32) -> Result<WorkflowHandle> {
         if from_step < 1 {
             return Err(Error::InvalidArgument(format!(

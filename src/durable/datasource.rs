@@ -37,8 +37,8 @@ impl<T: AppSql> AppDatabase for T {}
 ///
 /// ```no_run
 /// # async fn demo(url: &str) -> stead::Result<()> {
-/// let pool = sqlx::PgPool::connect(url).await.map_err(stead::DbError::from)?;
-/// let orders = stead::Datasource::new(pool).await?; // creates dbos.datasource_outputs
+/// let pool = sqlx::PgPool::connect(url).await.map_err(stead::error::DbError::from)?;
+/// let orders = stead::durable::Datasource::new(pool).await?; // creates dbos.datasource_outputs
 /// # Ok(()) }
 /// ```
 pub struct Datasource<DB: AppDatabase> {
@@ -140,7 +140,7 @@ impl Context {
     /// fails the step (recorded, not retried).
     ///
     /// ```no_run
-    /// # async fn demo(ctx: stead::Context, ds: stead::Datasource<sqlx::Postgres>) -> stead::Result<()> {
+    /// # async fn demo(ctx: stead::Context, ds: stead::durable::Datasource<sqlx::Postgres>) -> stead::Result<()> {
     /// let order_id: i64 = ctx
     ///     .transaction(&ds, "insert_order", |tx| {
     ///         Box::pin(async move {

@@ -75,7 +75,7 @@ impl Config {
 ///
 /// ```
 /// use std::time::Duration;
-/// let policy = stead::RestartPolicy::default()
+/// let policy = stead::runtime::RestartPolicy::default()
 ///     .max_restarts(3)
 ///     .window(Duration::from_secs(30))
 ///     .backoff(Duration::from_millis(50), Duration::from_secs(5));

@@ -1,7 +1,11 @@
 //! Dispatch: a workflow this executor owns and must run, and the requests the core sends a queue
 //! actor. Defined here so the core can talk to queue actors without naming their type.
 
+use tokio::sync::oneshot;
+
 use crate::engine::admission::Permit;
+use crate::engine::request::EnqueueRequest;
+use crate::error::Result;
 use crate::sysdb::Claimed;
 
 /// A workflow owned by this executor (under `owner`), ready for a workflow actor.
@@ -58,6 +62,9 @@ pub(crate) enum QueueRequest {
     Release(Permit),
     /// Run again by replay a workflow evicted while waiting, in the slot it kept.
     Resume(Dispatch, Permit),
+    /// Enqueue on this queue for a [`QueueRef`](crate::queues::QueueRef) caller, in the order
+    /// sent; answered with the id once the row is committed.
+    Enqueue(EnqueueRequest, oneshot::Sender<Result<String>>),
     /// Fault injection for tests: the actor panics, killing its workflow actors.
     #[cfg(feature = "test-hooks")]
     Panic,

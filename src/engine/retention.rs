@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 ///
 /// ```
 /// use std::time::Duration;
-/// let policy = stead::Retention::default()
+/// let policy = stead::client::Retention::default()
 ///     .older_than(Duration::from_secs(7 * 24 * 3600))
 ///     .max_rows(1_000_000)
 ///     .every(Duration::from_secs(3600));

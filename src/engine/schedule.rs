@@ -30,7 +30,7 @@ use crate::sysdb::{Firings, ScheduleRow};
 /// Paris time in winter and in summer.
 ///
 /// ```
-/// let s = stead::Schedule::new("report", "send_report", "0 0 9 * * MON-FRI")
+/// let s = stead::schedules::Schedule::new("report", "send_report", "0 0 9 * * MON-FRI")
 ///     .timezone("Europe/Paris")
 ///     .queue("reports")
 ///     .context(serde_json::json!({"to": "ops"}));

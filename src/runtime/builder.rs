@@ -92,7 +92,7 @@ impl RuntimeBuilder {
     /// instead of connecting to a URL; it takes precedence over any URL. Stead borrows its
     /// connections for unbatched calls and (Postgres) holds one for LISTEN; it opens the write
     /// lanes' connections itself, with the pool's connect options. See
-    /// [`DatabasePool`](crate::DatabasePool) for the details. Shutdown leaves the pool open.
+    /// [`DatabasePool`](crate::runtime::DatabasePool) for the details. Shutdown leaves the pool open.
     ///
     /// ```
     /// use std::time::Duration;
@@ -143,7 +143,7 @@ impl RuntimeBuilder {
 
     /// The application name written to `application_name`; claims, recovery, queues, schedules
     /// and versions are scoped by it. Default: `DBOS_APP_NAME`, else
-    /// [`DEFAULT_APP_NAME`](crate::DEFAULT_APP_NAME)
+    /// [`DEFAULT_APP_NAME`](crate::runtime::DEFAULT_APP_NAME)
     /// (`stead`): DBOS apps take unnamed rows for their own, so stead never writes one.
     pub fn app_name(mut self, name: impl Into<String>) -> Self {
         self.app_name = Some(name.into());
@@ -340,12 +340,12 @@ impl RuntimeBuilder {
 
     /// What a replay check needs instead of a launch: the resolved URL, a client's settings, and
     /// the registered workflows.
-    pub(crate) fn into_check(self) -> Result<(String, crate::ClientOptions, Registry)> {
+    pub(crate) fn into_check(self) -> Result<(String, crate::client::ClientOptions, Registry)> {
         if let Some(e) = self.error {
             return Err(e);
         }
         let url = resolve_url(self.database_url, self.app_name.as_deref(), env_var);
-        let options = crate::ClientOptions {
+        let options = crate::client::ClientOptions {
             schema: self.schema,
             app_name: self.app_name,
             connect_timeout: self.connect_timeout,

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorRef, DerivedActorRef};
+use ractor::{Actor, ActorRef};
 use tokio::sync::watch;
 
 use crate::base::queue::Queue;
@@ -22,13 +22,12 @@ use crate::engine::registry::Registry;
 use crate::engine::retention::Retention;
 use crate::engine::schedule::{self, Schedule};
 use crate::engine::shared::{RunState, Shared, SharedRef};
-use crate::engine::start::QueueMessage;
 use crate::error::{DbError, Error, Result};
 use crate::sysdb::{self, Store};
 use actors::{
     ChildSpec, Database, FleetActor, FleetArgs, ListenerActor, ListenerArgs, QueueActor, QueueArgs,
-    QueueMsg, QueueSet, Restart, RetentionActor, RetentionArgs, Role, SchedulerActor,
-    SchedulerArgs, Supervisor, SupervisorArgs, SupervisorMsg, SweepActor, SweepArgs, LANE_NAMES,
+    QueueSet, Restart, RetentionActor, RetentionArgs, Role, SchedulerActor, SchedulerArgs,
+    Supervisor, SupervisorArgs, SupervisorMsg, SweepActor, SweepArgs, LANE_NAMES,
 };
 
 // The actors live here, under the composition root, so no other core module can name one: the
@@ -243,18 +242,6 @@ impl Tree {
             task.abort();
         }
         self.shared.signals.evicted.clear();
-    }
-
-    /// The public message port of this process's actor of `queue`.
-    pub(crate) fn queue_ref(&self, queue: &str) -> Result<DerivedActorRef<QueueMessage>> {
-        let actor = self
-            .shared
-            .directory
-            .queues
-            .get(queue)
-            .map(|q| ActorRef::<QueueMsg>::from(q.get_cell()))
-            .ok_or_else(|| Error::UnknownQueue(queue.to_owned()))?;
-        Ok(actor.get_derived())
     }
 }
 

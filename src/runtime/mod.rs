@@ -6,19 +6,22 @@
 pub(crate) mod builder;
 pub(crate) mod launch;
 
+pub use crate::engine::config::{RestartPolicy, DEFAULT_APP_NAME};
+pub use crate::sysdb::DatabasePool;
+pub use builder::RuntimeBuilder;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::DerivedActorRef;
 use serde::Serialize;
 
 use crate::base::codec;
 use crate::base::workflow::WorkflowRef;
 use crate::client::{Client, RuntimeStats};
-use crate::engine::config::{Config, RestartPolicy};
+use crate::engine::config::Config;
 use crate::engine::handle::WorkflowHandle;
 use crate::engine::registry::Registry;
-use crate::engine::start::{self, QueueMessage, Target, WorkflowOptions};
+use crate::engine::start::{self, QueueRef, Target, WorkflowOptions};
 use crate::error::Result;
 use crate::sysdb::Store;
 use launch::{Declared, Part};
@@ -141,10 +144,13 @@ impl Runtime {
         self.client.enqueue(queue, workflow, input, options).await
     }
 
-    /// The actor of `queue` in this process, for other actors to enqueue through
-    /// ([`QueueMessage`]). A restarted queue actor has a new ref: fetch it again.
-    pub fn queue_ref(&self, queue: &str) -> Result<DerivedActorRef<QueueMessage>> {
-        self.client.tree.queue_ref(queue)
+    /// `queue` of this runtime, for your own actors (or any code) to enqueue through without
+    /// awaiting each write, in the order sent ([`QueueRef`]). [`Error::UnknownQueue`] when no
+    /// actor here runs it.
+    ///
+    /// [`Error::UnknownQueue`]: crate::Error::UnknownQueue
+    pub fn queue_ref(&self, queue: &str) -> Result<QueueRef> {
+        QueueRef::new(self.shared(), queue)
     }
 
     /// This runtime's executor id.

@@ -4,7 +4,7 @@
 //!
 //! [`AppSql`] is implemented for `sqlx::Postgres` (`postgres/datasource.rs`) and
 //! `sqlx::Sqlite` (`sqlite/datasource.rs`). It is public only as a bound of
-//! [`crate::Datasource`]; this module is private, so users can neither name nor implement it.
+//! [`crate::durable::Datasource`]; this module is private, so users can neither name nor implement it.
 //! It must never touch the system database.
 
 use async_trait::async_trait;

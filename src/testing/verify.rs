@@ -68,7 +68,7 @@ impl Verdict {
 /// ```no_run
 /// # async fn checkout(ctx: stead::Context, order: u32) -> stead::Result<()> { Ok(()) }
 /// # async fn demo() -> stead::Result<()> {
-/// use stead::{ListWorkflows, Runtime};
+/// use stead::{client::ListWorkflows, Runtime};
 /// let build = Runtime::builder()
 ///     .database_url("postgres://localhost/app")
 ///     .workflow("checkout", checkout);

@@ -288,7 +288,7 @@ check_pool!(AnyPool);
 
 /// A client of application `app` on `db`.
 pub async fn client(db: &TestDb, app: &str) -> stead::Client {
-    let options = stead::ClientOptions {
+    let options = stead::client::ClientOptions {
         app_name: Some(app.into()),
         ..Default::default()
     };

@@ -273,9 +273,9 @@ pub fn parse_time(text: &str) -> Result<SystemTime, String> {
         .ok_or_else(|| format!("{text:?} reaches before the epoch"))
 }
 
-/// `KEY=VALUE` (see [`stead::parse_attribute`]).
+/// `KEY=VALUE` (see [`stead::workflow::parse_attribute`]).
 pub fn parse_attribute(text: &str) -> Result<(String, Value), String> {
-    stead::parse_attribute(text).map_err(|e| e.to_string())
+    stead::workflow::parse_attribute(text).map_err(|e| e.to_string())
 }
 
 /// A workflow status, in any letter case.

@@ -3,7 +3,8 @@
 
 use serde_json::json;
 use stead::{
-    Attributes, Client, ClientOptions, Error, ForkOptions, ListWorkflows, Retention, WorkflowInfo,
+    client::ClientOptions, client::ForkOptions, client::ListWorkflows, client::Retention,
+    client::WorkflowInfo, workflow::Attributes, Client, Error,
 };
 
 use crate::args::{

@@ -16,7 +16,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use stead::{Client, ClientOptions, Error};
+use stead::{client::ClientOptions, Client, Error};
 
 use crate::args::{Cli, Command};
 use crate::output::Rendered;

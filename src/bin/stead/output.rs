@@ -3,7 +3,10 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use stead::{ExecutorInfo, Queue, QueueLimits, RateLimit, ScheduleInfo, StepInfo, WorkflowInfo};
+use stead::{
+    client::ExecutorInfo, client::StepInfo, client::WorkflowInfo, queues::QueueLimits,
+    queues::RateLimit, schedules::ScheduleInfo, Queue,
+};
 
 /// A command's result in both forms; `main` prints one of them.
 pub struct Rendered {

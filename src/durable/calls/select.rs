@@ -33,8 +33,8 @@ impl Context {
     /// use std::time::Duration;
     /// let child = ctx.start_child("slow", (), Default::default()).await?;
     /// match ctx.select2(child.result::<u32>(), ctx.sleep(Duration::from_secs(5))).await? {
-    ///     stead::Selected::First(value) => println!("child finished: {value}"),
-    ///     stead::Selected::Second(()) => println!("gave up waiting"),
+    ///     stead::durable::Selected::First(value) => println!("child finished: {value}"),
+    ///     stead::durable::Selected::Second(()) => println!("gave up waiting"),
     /// }
     /// # Ok(()) }
     /// ```

@@ -2,7 +2,8 @@
 //! actor, and hands a direct start to the internal queue actor or wakes the target queue.
 //!
 //! Shared by the runtime's `start`/`enqueue` and by queue actors answering user actors. What a
-//! caller may ask (options, the queue actor's public message) is in `request`.
+//! caller may ask (options, an enqueue request) is in `engine::request`; `queue_ref` is the
+//! handle other actors enqueue through.
 
 use std::time::Duration;
 
@@ -22,9 +23,10 @@ use crate::engine::shared::{RunState, SharedRef};
 use crate::error::{Error, Result};
 use crate::sysdb::{self, NewWorkflow, StartOutcome};
 
-mod request;
+mod queue_ref;
 
-pub use request::{EnqueueRequest, QueueMessage, WorkflowOptions};
+pub use crate::engine::request::{EnqueueRequest, WorkflowOptions};
+pub use queue_ref::{Enqueued, QueueRef};
 
 /// Where a new workflow goes.
 #[derive(Debug, Clone, Copy)]

@@ -1,9 +1,9 @@
-//! What a caller asks when it starts or enqueues a workflow: the options, and the message a
-//! user's actor sends a queue actor. Plain values and their checks; never writes or dispatches.
+//! What a caller asks when it starts or enqueues a workflow: its options, and an enqueue handed
+//! to a queue actor ([`EnqueueRequest`]). Plain values and their checks; never writes or
+//! dispatches.
 
 use std::time::Duration;
 
-use ractor::RpcReplyPort;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -20,28 +20,28 @@ use crate::error::Result;
 /// use std::time::Duration;
 /// let options = stead::WorkflowOptions::with_id("order-17")
 ///     .priority(1)
-///     .deduplication_id("customer-9", stead::Dedup::ReturnExisting)
+///     .deduplication_id("customer-9", stead::queues::Dedup::ReturnExisting)
 ///     .delay(Duration::from_secs(30));
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct WorkflowOptions {
-    pub(super) id: Option<String>,
-    pub(super) priority: Option<i32>,
-    pub(super) dedup: Option<(String, Dedup)>,
-    pub(super) delay: Option<Duration>,
-    pub(super) partition_key: Option<String>,
-    pub(super) timeout: Option<Duration>,
-    pub(super) app_version: Option<String>,
-    pub(super) attributes: Option<Attributes>,
+    pub(crate) id: Option<String>,
+    pub(crate) priority: Option<i32>,
+    pub(crate) dedup: Option<(String, Dedup)>,
+    pub(crate) delay: Option<Duration>,
+    pub(crate) partition_key: Option<String>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) app_version: Option<String>,
+    pub(crate) attributes: Option<Attributes>,
     /// The queue may have no definition yet (another process defines it later).
-    pub(super) undefined_queue_ok: bool,
+    pub(crate) undefined_queue_ok: bool,
     /// Set for a child: its parent, and the parent's deadline it inherits.
-    pub(super) parent: Option<(String, Option<i64>)>,
-    pub(super) reject_existing: bool,
-    pub(super) app_name: Option<String>,
+    pub(crate) parent: Option<(String, Option<i64>)>,
+    pub(crate) reject_existing: bool,
+    pub(crate) app_name: Option<String>,
     /// A workflow this process need not implement (a child enqueued by name for another
     /// process, possibly another language's).
-    pub(super) foreign: bool,
+    pub(crate) foreign: bool,
 }
 
 impl WorkflowOptions {
@@ -104,7 +104,7 @@ impl WorkflowOptions {
     }
 
     /// Custom attributes recorded with the workflow (DBOS's `attributes` column): listed with
-    /// it, filterable ([`crate::ListWorkflows::attributes`]) and changeable later
+    /// it, filterable ([`crate::client::ListWorkflows::attributes`]) and changeable later
     /// ([`crate::Client::update_workflow_attributes`]). Children do not inherit them.
     pub fn attributes(mut self, attributes: Attributes) -> Self {
         self.attributes = Some(attributes);
@@ -151,7 +151,7 @@ impl WorkflowOptions {
         self
     }
 
-    pub(super) fn queue_only(&self) -> bool {
+    pub(crate) fn queue_only(&self) -> bool {
         self.priority.is_some()
             || self.dedup.is_some()
             || self.delay.is_some()
@@ -159,7 +159,7 @@ impl WorkflowOptions {
     }
 }
 
-/// An enqueue sent to a queue actor by another actor.
+/// An enqueue to send through a [`QueueRef`](crate::queues::QueueRef).
 #[derive(Debug, Clone)]
 pub struct EnqueueRequest {
     pub(crate) workflow: String,
@@ -189,23 +189,4 @@ impl EnqueueRequest {
         self.options = options;
         self
     }
-}
-
-/// The messages a queue actor accepts from user actors. Get the actor with
-/// [`Runtime::queue_ref`](crate::Runtime::queue_ref); a restarted queue actor has a new ref.
-///
-/// The answer comes once the workflow's row is committed. A producer may send many messages
-/// before reading any answer: they are written together and queued in the order they were sent.
-///
-/// ```no_run
-/// # async fn demo(runtime: stead::Runtime) -> Result<(), Box<dyn std::error::Error>> {
-/// let queue = runtime.queue_ref("orders")?;
-/// let request = stead::EnqueueRequest::new("checkout", &17u64)?;
-/// let id = ractor::call!(queue, stead::QueueMessage::Enqueue, request)??;
-/// let receipt: String = runtime.client().handle(id).result().await?;
-/// # Ok(()) }
-/// ```
-pub enum QueueMessage {
-    /// Enqueue a workflow on this queue; answers with its id.
-    Enqueue(EnqueueRequest, RpcReplyPort<Result<String>>),
 }
