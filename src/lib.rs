@@ -59,8 +59,10 @@
 //! | feature | default | adds |
 //! |---|---|---|
 //! | `cli` | yes | the `stead` command-line binary (and its `clap` dependency); library users may drop it with `default-features = false` |
-//! | `admin` | no | [`admin`]: the admin HTTP API and the live dashboard, as a server ([`admin::serve`]) or a router for your axum app ([`admin::router`]) |
-//! | `prometheus` | no | a Prometheus exporter: [`metrics::install_prometheus`] and [`metrics::install_prometheus_recorder`] |
+//! | `admin` | no | `stead::admin`: the admin HTTP API and the live dashboard, as a server (`admin::serve`) or a router for your axum app (`admin::router`) |
+//! | `prometheus` | no | a Prometheus exporter: `metrics::install_prometheus` and `metrics::install_prometheus_recorder` |
+//! | `otel` | no | `stead::otel`: workflow and step spans continue the trace their starter recorded in the `dbos.otelContext` attribute (as DBOS 3.4 does), and starts record it |
+//! | `otlp` | no | `otel` plus an OTLP/HTTP exporter: `otel::otlp_tracer_provider` |
 //! | `tls` | no | TLS (rustls) for Postgres connections |
 //!
 //! Items that need a feature say so in these docs.

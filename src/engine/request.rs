@@ -50,7 +50,7 @@ impl WorkflowOptions {
         WorkflowOptions::default().id(id)
     }
 
-    /// Refuses an id that already exists with [`Error::WorkflowExists`], instead of returning
+    /// Refuses an id that already exists with [`Error::WorkflowExists`](crate::Error::WorkflowExists), instead of returning
     /// a handle on the existing workflow (DBOS's `workflow_id_reuse_policy="reject"`). A retry
     /// of this same start after a lost answer still succeeds.
     pub fn reject_existing(mut self) -> Self {
@@ -121,7 +121,7 @@ impl WorkflowOptions {
 
     /// Enqueues even when no definition (of any application) names the queue (one another
     /// process defines later, or a DBOS application defines in its code). Without it, such an
-    /// enqueue fails with [`Error::UnknownQueue`]: a misspelt queue would wait forever.
+    /// enqueue fails with [`Error::UnknownQueue`](crate::Error::UnknownQueue): a misspelt queue would wait forever.
     pub fn allow_undefined_queue(mut self) -> Self {
         self.undefined_queue_ok = true;
         self

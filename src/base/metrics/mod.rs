@@ -1,6 +1,6 @@
 //! Metric names and the calls that emit them, through the `metrics` facade. It owns the names
 //! (stable: dashboards depend on them) and never keeps state of its own: without an installed
-//! recorder every call is a no-op. With the `prometheus` feature, [`install_prometheus`] serves
+//! recorder every call is a no-op. With the `prometheus` feature, `install_prometheus` serves
 //! them over HTTP.
 //!
 //! Counts are of what this process did; a fleet's totals are the sum over its executors.
@@ -34,8 +34,8 @@
 //! | `stead_fences_total` | counter | | fences | times this executor stopped its runs because it could not prove it was alive |
 //!
 //! Lanes are the database actor's connections: `start`, `checkpoint`, `finish`, `load_steps`,
-//! `claim`, `ops`. With [`install_prometheus`], histograms of seconds use [`SECONDS_BUCKETS`] and
-//! flush sizes [`SIZE_BUCKETS`].
+//! `claim`, `ops`. With `install_prometheus` (feature `prometheus`), histograms of seconds use
+//! `SECONDS_BUCKETS` and flush sizes `SIZE_BUCKETS`.
 
 #[cfg(feature = "prometheus")]
 mod prometheus;
@@ -311,7 +311,7 @@ pub(crate) fn workflows_collected(n: u64) {
 }
 
 /// Gives every metric its unit and description in the installed recorder (Prometheus shows
-/// them as `# HELP`). Call it after installing a recorder of your own; [`install_prometheus`]
+/// them as `# HELP`). Call it after installing a recorder of your own; `install_prometheus`
 /// does.
 pub fn describe() {
     use metrics::Unit;
