@@ -17,7 +17,7 @@ use crate::base::codec::PORTABLE_JSON;
 use crate::base::queue::INTERNAL_QUEUE;
 use crate::base::status::{Status, WorkflowStatus};
 use crate::client::Client;
-use crate::durable::context::{Call, Context};
+use crate::durable::context::{Begun, Call, Context};
 use crate::engine::handle::WorkflowHandle;
 use crate::engine::start;
 use crate::error::{Error, PortableError, Result};
@@ -499,18 +499,20 @@ impl Context {
         const NAME: &str = "stead.fork";
         let function_id = self.next_function_id();
         async move {
-            self.check_live()?;
-            if let Some(row) = self.recorded(function_id, NAME)? {
-                let new_id: String = codec::decode(row.output.as_deref(), "a recorded fork")?;
-                return Ok(WorkflowHandle::new(new_id, self.shared().clone()));
-            }
+            let busy = match self.begin(function_id, NAME).await? {
+                Begun::Recorded(row) => {
+                    let new_id: String = codec::decode(row.output.as_deref(), "a recorded fork")?;
+                    return Ok(WorkflowHandle::new(new_id, self.shared().clone()));
+                }
+                Begun::Fresh(busy) => busy,
+            };
             let started = now_ms();
             let new_id = options
                 .id
                 .clone()
                 .unwrap_or_else(|| format!("{}-{function_id}", self.workflow_id()));
-            self.settle().await?;
             fork_as(self.shared(), id, &new_id, from_step, options).await?;
+            drop(busy);
             let output = codec::encode(&new_id, "a fork's id")?;
             self.record(Call::new(function_id, NAME, started).output(output))
                 .await?;

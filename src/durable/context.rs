@@ -79,6 +79,14 @@ struct Deferred {
 /// Counts one activity of a run while alive.
 pub(crate) struct Activity<'c>(&'c AtomicU32);
 
+/// Where a durable call stands once begun ([`Context::begin`]).
+pub(crate) enum Begun<'c> {
+    /// Replayed: the call recorded at this number (its name checked).
+    Recorded(&'c StepRow),
+    /// To run: the records held back are written, and the run counts as busy while this lives.
+    Fresh(Activity<'c>),
+}
+
 impl Drop for Activity<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
@@ -228,8 +236,34 @@ impl Context {
             .map(|r| r.name.as_str())
     }
 
+    /// Begins durable call `function_id`, which the code now calls `name`: fails fast when the
+    /// run must stop; on replay, the recorded call; otherwise writes the step records held back
+    /// first, so nothing this call does happens before an earlier step is recorded. Every
+    /// durable call enters here, so none can forget that.
+    pub(crate) async fn begin(&self, function_id: u32, name: &str) -> Result<Begun<'_>> {
+        self.check_live()?;
+        if let Some(row) = self.recorded(function_id, name)? {
+            return Ok(Begun::Recorded(row));
+        }
+        Ok(Begun::Fresh(self.fresh().await?))
+    }
+
+    /// The fresh half of [`Context::begin`], for a call whose replay is looked up elsewhere (a
+    /// transaction's record lives in the application's database).
+    pub(crate) async fn fresh(&self) -> Result<Activity<'_>> {
+        let busy = self.busy();
+        self.settle().await?;
+        Ok(busy)
+    }
+
+    /// Replays a patch marker recorded at `function_id` (it consumes its number and does
+    /// nothing else).
+    pub(crate) fn replay_marker(&self, function_id: u32, marker: &str) -> Result<()> {
+        self.recorded(function_id, marker).map(|_| ())
+    }
+
     /// The recorded call at `function_id`, checked against the name the code now uses.
-    pub(crate) fn recorded(&self, function_id: u32, name: &str) -> Result<Option<&StepRow>> {
+    fn recorded(&self, function_id: u32, name: &str) -> Result<Option<&StepRow>> {
         let row = self.inner.recorded.get(&function_id);
         if let Some(log) = &self.inner.replay {
             return match log.visit(function_id, name, row) {
@@ -386,8 +420,7 @@ impl Context {
         call: Call<'_>,
     ) -> Result<Option<(Option<String>, Option<String>)>> {
         self.refuse_in_replay()?;
-        let _busy = self.busy();
-        self.settle().await?;
+        let _busy = self.fresh().await?;
         let write = self.write_of(call);
         match self.inner.shared.db.checkpoint(write).await {
             Ok(StepOutcome::Recorded) => Ok(None),
@@ -409,7 +442,8 @@ impl Context {
     }
 
     /// Writes the records held back, so nothing a later durable call does happens before an
-    /// earlier step is recorded.
+    /// earlier step is recorded. Durable calls reach it through [`Context::begin`]; the
+    /// workflow actor calls it after a panic, so the steps that finished are not run again.
     pub(crate) async fn settle(&self) -> Result<()> {
         self.write_held_now();
         let writing = self.deferred().writing.clone();
@@ -522,8 +556,7 @@ impl Context {
     /// Runs an op; an abort it discovers stops the run.
     pub(crate) async fn op(&self, op: Op) -> Result<OpOutcome> {
         self.refuse_in_replay()?;
-        let _busy = self.busy();
-        self.settle().await?;
+        let _busy = self.fresh().await?;
         match self.inner.shared.db.op(op).await {
             Ok(OpOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
             Ok(OpOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),

@@ -209,7 +209,7 @@ where
         Err(e) => return Ok(Err(step::failed(name, function_id, vec![e.to_string()]))),
     }
     // An earlier step's record lands before this transaction commits anything.
-    ctx.settle().await?;
+    let _busy = ctx.fresh().await?;
     let mut wait = Wait::new();
     loop {
         ctx.check_live()?;

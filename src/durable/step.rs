@@ -19,7 +19,7 @@ use crate::base::backoff::Backoff;
 use crate::base::clock::now_ms;
 use crate::base::codec;
 use crate::base::user_error::UserErrors;
-use crate::durable::context::{Call, Context};
+use crate::durable::context::{Begun, Call, Context};
 use crate::error::{Error, Result, StepError, StepTimeout};
 use crate::sysdb::StepRow;
 
@@ -300,15 +300,12 @@ where
     E: Into<Error>,
     A: Future<Output = Result<std::result::Result<T, E>>> + Send,
 {
-    ctx.check_live()?;
-    if let Some(row) = ctx.recorded(function_id, name)? {
-        return replay(row, name, function_id);
-    }
     // Checked before the body runs: a name the database cannot hold fails the call at once.
     crate::names::validate_text(name, "step name")?;
-    let _busy = ctx.busy();
-    // An earlier step's record lands before this step's effects.
-    ctx.settle().await?;
+    let _busy = match ctx.begin(function_id, name).await? {
+        Begun::Recorded(row) => return replay(row, name, function_id),
+        Begun::Fresh(busy) => busy,
+    };
     let started_at = now_ms();
     let clock = Instant::now();
     // A DEBUG span: at INFO one span per step cost W2 a fifth of its CPU (the workflow's INFO

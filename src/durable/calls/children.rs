@@ -13,7 +13,7 @@ use crate::base::clock::now_ms;
 use crate::base::codec;
 use crate::base::status::Status;
 use crate::base::workflow::{ReadAs, Untyped, WorkflowRef};
-use crate::durable::context::{Call, Context};
+use crate::durable::context::{Begun, Call, Context};
 use crate::engine::start::{self, Target, WorkflowOptions};
 use crate::error::{Error, PortableError, Result};
 use crate::sysdb::StatusRow;
@@ -113,16 +113,17 @@ impl Context {
         options: WorkflowOptions,
     ) -> Result<ChildHandle<O>> {
         let workflow = workflow.as_str();
-        self.check_live()?;
-        if let Some(row) = self.recorded(function_id, workflow)? {
-            let id = row.child_workflow_id.clone().ok_or_else(|| Error::Decode {
-                what: format!("call #{function_id}"),
-                reason: "a recorded child start names no child".into(),
-            })?;
-            return Ok(ChildHandle::new(self, id));
-        }
+        let _busy = match self.begin(function_id, workflow).await? {
+            Begun::Recorded(row) => {
+                let id = row.child_workflow_id.clone().ok_or_else(|| Error::Decode {
+                    what: format!("call #{function_id}"),
+                    reason: "a recorded child start names no child".into(),
+                })?;
+                return Ok(ChildHandle::new(self, id));
+            }
+            Begun::Fresh(busy) => busy,
+        };
         let started = now_ms();
-        let _busy = self.busy();
         let id = options
             .chosen_id()
             .map(str::to_owned)
@@ -131,7 +132,6 @@ impl Context {
             .id(id.clone())
             .child_of(self.workflow_id(), self.deadline());
         let target = queue.map_or(Target::Direct, Target::Queue);
-        self.settle().await?;
         start::submit(self.shared(), target, workflow, &input?, options).await?;
         let call = Call {
             child: Some(id.clone()),
@@ -179,8 +179,7 @@ impl<O> ChildHandle<O> {
 
     async fn result_at<T: DeserializeOwned>(&self, function_id: u32) -> Result<T> {
         let ctx = &self.ctx;
-        ctx.check_live()?;
-        if let Some(row) = ctx.recorded(function_id, "DBOS.getResult")? {
+        if let Begun::Recorded(row) = ctx.begin(function_id, "DBOS.getResult").await? {
             codec::check_format(row.serialization.as_deref(), "a child's result")?;
             return self.decode(row.output.as_deref(), row.error.as_deref());
         }

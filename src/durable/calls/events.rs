@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::{replayed, until_found};
 use crate::base::clock::now_ms;
 use crate::base::codec;
-use crate::durable::context::{Call, Context};
+use crate::durable::context::{Begun, Call, Context};
 use crate::engine::shared::Shared;
 use crate::engine::signals::event_key;
 use crate::error::Result;
@@ -26,8 +26,7 @@ impl Context {
         let function_id = self.next_function_id();
         let value = codec::encode(value, "an event value");
         async move {
-            self.check_live()?;
-            if self.recorded(function_id, "DBOS.setEvent")?.is_some() {
+            if let Begun::Recorded(_) = self.begin(function_id, "DBOS.setEvent").await? {
                 return Ok(());
             }
             crate::names::validate_text(key, "event key")?;
@@ -55,8 +54,7 @@ impl Context {
         let function_id = self.next_function_id();
         let timeout_id = self.next_function_id();
         async move {
-            self.check_live()?;
-            if let Some(row) = self.recorded(function_id, "DBOS.getEvent")? {
+            if let Begun::Recorded(row) = self.begin(function_id, "DBOS.getEvent").await? {
                 return replayed(row, "a recorded event value");
             }
             crate::names::validate_name(workflow_id, "workflow id")?;

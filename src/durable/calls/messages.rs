@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::{replayed, NULL_TOPIC};
 use crate::base::clock::now_ms;
 use crate::base::codec;
-use crate::durable::context::Context;
+use crate::durable::context::{Begun, Context};
 use crate::engine::signals::message_key;
 use crate::error::{DbError, Error, Result};
 use crate::sysdb::{Op, OpOutcome};
@@ -36,8 +36,7 @@ impl Context {
         let function_id = self.next_function_id();
         let message = codec::encode(message, "a message");
         async move {
-            self.check_live()?;
-            if self.recorded(function_id, "DBOS.send")?.is_some() {
+            if let Begun::Recorded(_) = self.begin(function_id, "DBOS.send").await? {
                 return Ok(());
             }
             let topic = topic.unwrap_or(NULL_TOPIC);
@@ -73,8 +72,7 @@ impl Context {
         let function_id = self.next_function_id();
         let timeout_id = self.next_function_id();
         async move {
-            self.check_live()?;
-            if let Some(row) = self.recorded(function_id, "DBOS.recv")? {
+            if let Begun::Recorded(row) = self.begin(function_id, "DBOS.recv").await? {
                 return replayed(row, "a received message");
             }
             let topic = topic.unwrap_or(NULL_TOPIC).to_owned();

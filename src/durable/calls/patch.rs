@@ -48,7 +48,7 @@ impl Context {
             self.record(call).await?;
         } else {
             // The marker is replayed as a call (a replay-only run counts it as matched).
-            self.recorded(function_id, &marker)?;
+            self.replay_marker(function_id, &marker)?;
         }
         Ok(true)
     }
@@ -63,7 +63,7 @@ impl Context {
         let marker = marker(name);
         if self.recorded_name(function_id) == Some(marker.as_str()) {
             self.reserve(function_id, name)?;
-            self.recorded(function_id, &marker)?;
+            self.replay_marker(function_id, &marker)?;
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::base::clock::now_ms;
 use crate::base::codec;
-use crate::durable::context::{Call, Context};
+use crate::durable::context::{Begun, Call, Context};
 use crate::error::{Error, Result};
 
 /// Which call of [`Context::select2`] finished first, with its value.
@@ -51,8 +51,7 @@ impl Context {
     {
         let function_id = self.next_function_id();
         async move {
-            self.check_live()?;
-            if let Some(row) = self.recorded(function_id, "stead.select")? {
+            if let Begun::Recorded(row) = self.begin(function_id, "stead.select").await? {
                 let recorded: Value = super::replayed(row, "a recorded select")?;
                 return decode(recorded);
             }
@@ -96,8 +95,7 @@ impl Context {
         let calls: Vec<_> = calls.into_iter().map(Box::pin).collect();
         let function_id = self.next_function_id();
         async move {
-            self.check_live()?;
-            if let Some(row) = self.recorded(function_id, "stead.select")? {
+            if let Begun::Recorded(row) = self.begin(function_id, "stead.select").await? {
                 let recorded: Value = super::replayed(row, "a recorded select")?;
                 return decode_indexed(recorded);
             }

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::until_found;
 use crate::base::clock::now_ms;
 use crate::base::codec;
-use crate::durable::context::Context;
+use crate::durable::context::{Begun, Context};
 use crate::engine::shared::SharedRef;
 use crate::engine::signals::stream_key;
 use crate::error::{Error, Result};
@@ -61,8 +61,7 @@ impl Context {
             "DBOS.writeStream"
         };
         async move {
-            self.check_live()?;
-            if self.recorded(function_id, name)?.is_some() {
+            if let Begun::Recorded(_) = self.begin(function_id, name).await? {
                 return Ok(());
             }
             crate::names::validate_text(key, "stream key")?;

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::replayed;
 use crate::base::clock::{millis, now_ms};
 use crate::base::codec;
-use crate::durable::context::{Call, Context};
+use crate::durable::context::{Begun, Call, Context};
 use crate::error::Result;
 
 impl Context {
@@ -19,7 +19,6 @@ impl Context {
     pub fn sleep(&self, duration: Duration) -> impl Future<Output = Result<()>> + Send + '_ {
         let function_id = self.next_function_id();
         async move {
-            self.check_live()?;
             let until = self.sleep_until(function_id, duration).await?;
             self.wait_until(until).await
         }
@@ -27,7 +26,7 @@ impl Context {
 
     /// The wake-up time (epoch ms) of sleep `function_id`, recorded now or replayed.
     pub(crate) async fn sleep_until(&self, function_id: u32, duration: Duration) -> Result<i64> {
-        if let Some(row) = self.recorded(function_id, "DBOS.sleep")? {
+        if let Begun::Recorded(row) = self.begin(function_id, "DBOS.sleep").await? {
             let secs: f64 = replayed(row, "a recorded sleep's wake-up time")?;
             return Ok((secs * 1000.0).round() as i64);
         }
@@ -101,8 +100,7 @@ impl Context {
     {
         let function_id = self.next_function_id();
         async move {
-            self.check_live()?;
-            if let Some(row) = self.recorded(function_id, name)? {
+            if let Begun::Recorded(row) = self.begin(function_id, name).await? {
                 return replayed(row, name);
             }
             let started = now_ms();
