@@ -33,7 +33,8 @@ pub(crate) struct Evicted {
     changed: Notify,
 }
 
-/// Kept small: a million waiting runs are a million of these (ARCHITECTURE.md, Performance).
+/// Kept small: a million waiting runs are a million of these (`benches/README.md`, "Waiting
+/// workflows evicted").
 #[derive(Default)]
 struct State {
     entries: BTreeMap<Arc<str>, Entry>,

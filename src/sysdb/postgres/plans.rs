@@ -1,6 +1,6 @@
 //! Plan tests: statements that would scan the whole history if rewritten carelessly are
 //! EXPLAINed on a small migrated schema with sequential scans disabled, and must name the
-//! index that keeps them flat on a million-row history (ARCHITECTURE.md, Performance, W5).
+//! index that keeps them flat on a million-row history (`benches/README.md`, "Growth").
 
 use sqlx::{Connection, PgConnection, Row};
 
