@@ -1,6 +1,11 @@
 //! Cancellation: marks a workflow (and, when asked, its descendants) `CANCELLED`, so the
 //! executor running it stops before its next durable call. Postgres announces each cancel on
 //! [`CANCEL_CHANNEL`]; on SQLite the caller stops the runs of this process itself.
+//!
+//! **The announcement** is a JSON array, `["<id>"]`, or `["<id>", "<owner>"]` after a takeover (a
+//! resume), so an id containing `::` or any other separator arrives whole. The executor running the
+//! workflow tells its workflow actor, which stops the body before its next durable call and
+//! interrupts its waits. A step body already running finishes, but its checkpoint is refused.
 
 use async_trait::async_trait;
 

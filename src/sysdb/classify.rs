@@ -1,10 +1,22 @@
-//! Every database error, classified once: [`DbError::Transient`] (the same call may succeed
-//! later: retried by the database port, `db.rs`), [`DbError::Refused`] (the database will always
+//! Every database error, classified once: [`DbError::Transient`] (the same call may succeed later:
+//! retried by the database port, `engine/db.rs`), [`DbError::Refused`] (the database will always
 //! refuse these values: a durable call fails with it, typed, and is never retried),
-//! [`DbError::MissingReference`], or [`DbError::Query`] (the statement failed for another
-//! permanent reason).
+//! [`DbError::MissingReference`], or [`DbError::Query`] (the statement failed for another permanent
+//! reason).
 //!
 //! It must never retry or decide what a caller does with the answer; it only sorts.
+//!
+//! **The classes** (hostile input, issue 15). *Transient*: Postgres classes 08, 53, 58,
+//! serialization failure and deadlock, lock not available, query cancelled, server shutting down
+//! (SQLSTATE 08*, 57P0*, 40001, 40P01, 53300, ...); SQLite BUSY, LOCKED, NOMEM, IOERR, FULL.
+//! Retried by the database port only. *Refused*: class 22 data exception (incl. NUL bytes and
+//! NOTIFY payloads over 8,000 bytes), 23 integrity, 54 program limits (incl. index row size);
+//! SQLite CONSTRAINT, TOOBIG, MISMATCH, RANGE. *Missing reference*: 23503, SQLite 787. *Failed*
+//! (`Query`): syntax, undefined objects, anything else. The last three are permanent: a durable
+//! call that meets one fails with `Error::Database(..)`, which the workflow sees and may handle; it
+//! never crashes the run, so the body is not re-run and the recovery budget is not spent. A refused
+//! outcome is recorded as `ERROR` with the refusal; recorded steps that cannot be read end the run
+//! `ERROR`. What each face shows for bad input is listed in `names.rs`.
 
 use sqlx::postgres::PgDatabaseError;
 

@@ -1,6 +1,17 @@
 //! Workflow outcomes: the final status in `workflow_status` and the payload in
 //! `workflow_output`, applied only while the workflow is `PENDING` under the writer's owner token;
 //! with them, the workflow's last step when its record was held back for this write.
+//!
+//! **Terminal rows, as DBOS 3.4 writes them** (`_sys_db.py`). Success and error
+//! (`update_workflow_outcome`) set `status`, clear `owner_xid` and `deduplication_id`, set
+//! `completed_at` and `updated_at`, keep `queue_name` and `started_at_epoch_ms`, and apply only to
+//! a `PENDING` row under the owner token. Cancel (`cancel_workflows`, also for a timeout,
+//! `cancel_timed_out_workflows`) applies to every row not `SUCCESS`/`ERROR` (a cancelled one is
+//! stamped again), clears `owner_xid`, `queue_name`, `deduplication_id` and `started_at_epoch_ms`
+//! (so it leaves rate-limit windows), sets `completed_at` and `updated_at`. Dead-lettering
+//! (`dead_letter_workflows`, stead's parked run) is the same as cancel with status
+//! `MAX_RECOVERY_ATTEMPTS_EXCEEDED`. stead writes each of these columns the same way (each
+//! backend's `finish.rs` and `cancel.rs`).
 
 use super::steps::StepWrite;
 

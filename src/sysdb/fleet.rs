@@ -11,6 +11,26 @@
 //! `last_seen` older than its own lease plus a margin ([`QUIET_MARGIN`]), so a live executor
 //! whose lock connection dropped (a Postgres restart) is not taken for dead before its lease
 //! has run out and it has fenced itself.
+//!
+//! **The lock.** `pg_try_advisory_lock(k1, k2)` with `(k1, k2)` the halves of
+//! FNV-1a("stead-executor\0" schema "\0" id). DBOS 3.4 takes only bigint-keyed advisory locks
+//! (`pg_advisory_xact_lock(:key)` in `_datasource_migration.py`, `pg_try_advisory_lock(:lock_id)` /
+//! `pg_try_advisory_xact_lock(:key)` in `_sys_db_postgres.py`), and stead's own claim lock is
+//! bigint too: the spaces never meet. A launch takes the lock before it writes anything (retrying
+//! for 1 s, for a predecessor's session the server has not ended yet); a held lock is
+//! `Error::ExecutorInUse` naming the id. Liveness is read from `pg_locks` (`stead executor list`),
+//! never by try-locking, so a listing cannot make a relaunch fail.
+//!
+//! **The roster** is `stead_executors` (created by `migrations/postgres/stead_executors.sql` on
+//! every migration, left out of the DBOS schema comparison): id, host, pid, application, version,
+//! lock keys, lease, started, `last_seen` (epoch ms on the database server's clock). stead only
+//! ever adopts from executors in it, so a DBOS Python/Go/TypeScript executor's `PENDING` work is
+//! never taken (tested with a live DBOS 3.4 app). It also lets a client name live executors'
+//! versions (stranded work).
+//!
+//! **Plans.** A fleet round (adoptable, stranded, live count) starts from the dead executors and
+//! reads no workflow row while none is dead (2 ms at 1,000,000 running; reading every `PENDING` row
+//! cost 0.5–1.0 s a round); plan test `a_fleet_round_with_no_dead_executor_reads_no_workflow_row`.
 
 use async_trait::async_trait;
 use serde::Serialize;

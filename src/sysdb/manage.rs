@@ -1,6 +1,20 @@
 //! Management: listing workflows and their steps, resuming, forking, deleting, and changing a
 //! delay. Used by the client and the CLI; none of it runs workflow code. Wake-ups are the
 //! caller's on SQLite (Postgres also announces requeued work).
+//!
+//! **Resume is a takeover.** One statement sets the row `ENQUEUED` on the internal queue with no
+//! owner (unless it finished: then nothing changes, as DBOS), and announces `stead_cancel_channel`
+//! `["<id>", "<old owner>"]`: the process running the old execution stops that run only. Whoever
+//! claims the row runs it under a new owner token; the old run's writes are refused by the token
+//! even if the announcement is lost. A queue actor that claims an id it still runs locally under
+//! another owner kills the old run and starts the new one. A step body in flight during a resume
+//! may run again (as after a crash); finished steps never do.
+//!
+//! **Fork** copies the status row (new id, `forked_from`, `ENQUEUED` on the internal queue or a
+//! given queue, optionally a new version), the input, and every recorded call, event history and
+//! stream value below the fork step, in one statement; the copy replays those and runs the rest.
+//! `Context::fork_workflow` is a durable call (`stead.fork`) whose copy id is `<wf>-<call>`. Fork
+//! steps count from 1 everywhere.
 
 use async_trait::async_trait;
 

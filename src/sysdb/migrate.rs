@@ -4,6 +4,15 @@
 //! A migration must never touch a schema already at or above DBOS's version (DBOS, or a newer
 //! stead, owns it then), never record a version other than [`DBOS_SCHEMA_VERSION`], and never
 //! half-migrate: it is one transaction.
+//!
+//! **DBOS interop and the compatibility guard.** Either side's migration is the other's "up to
+//! date"; the Python client's portable enqueues, sends and `get_event`, and `dbos workflow
+//! list/get/steps`, work on stead's rows (the DBOS interop and peer tests,
+//! `tests/integration/dbos_interop.rs` and `dbos_peer.rs`, with the Python side in `tests/py/`).
+//! The schema snapshot (`tests/common/catalog.rs`, the schema tests) covers every catalog fact
+//! including function bodies and comments, but the stead-vs-DBOS comparison leaves bodies out:
+//! stead's SQL functions are its own code (clearer errors, SQLSTATE 22023 for bad arguments where
+//! DBOS raises P0001), so they are compared by what they write and announce instead.
 
 use async_trait::async_trait;
 

@@ -2,11 +2,14 @@
 //! [`Session`], in `store.rs`), the backend-neutral types it speaks, and its two
 //! implementations, `postgres/` and `sqlite/`, which hold every SQL statement stead runs.
 //!
-//! The neutral modules (one per concept: `start`, `steps`, `finish`, `ops`, `claim`, `dispatch`, `fleet`,
-//! `reads`, `cancel`, `manage`, `versions`, `migrate`, `queues`, `schedules`, `debounce`,
-//! `retention`, `observe`, `listen`) declare types and their part of the interface, and contain
-//! no SQL; `rows.rs` decodes and binds what both backends share. The backends import the
-//! neutral modules, never each other, and only [`connect`] chooses between them.
+//! The neutral modules (one per concept: `start`, `steps`, `finish`, `ops`, `claim`,
+//! `dispatch`, `fleet`, `reads`, `cancel`, `manage`, `rewind`, `versions`, `migrate`, `queues`,
+//! `schedules`, `debounce`, `retention`, `observe`, `listen`, and `datasource` for the
+//! application database's side of transactional steps) declare types and their part of the
+//! interface, and contain no SQL; `rows.rs` decodes and binds what both backends share,
+//! `classify.rs` sorts every driver error once, `urls.rs` reads and prints URLs. The backends
+//! import the neutral modules, never each other, and only [`connect`] (by the URL) and
+//! `from_pool` (by the pool's type) choose between them.
 //!
 //! It must never decide *when* to run a statement: batching, retries and ordering belong to
 //! the database actor and its callers.
@@ -148,6 +151,13 @@ impl From<sqlx::SqlitePool> for DatabasePool {
 
 /// Uses the application's pool: the other place that picks an implementation, by the pool's
 /// type. See [`DatabasePool`] for which connections come from it.
+///
+/// The pool serves the `Store` calls only; the lanes stay stead's own connections (the pool's
+/// connect options plus the lane settings), since a lane's session settings and its hold of a
+/// connection for the process's life would otherwise leak into the application's pool. On
+/// Postgres `LISTEN` holds one pooled connection, so a pool of one is refused (`Error::Config`);
+/// on SQLite the pool is the reader and stead opens the one writer. Stead never closes a pool it
+/// was given.
 pub(crate) async fn from_pool(
     pool: DatabasePool,
     schema: &str,

@@ -69,7 +69,7 @@ pub(crate) enum StartOutcome {
 
 /// `created_at` orders a queue (FIFO within a priority) but has only millisecond resolution:
 /// rows this process creates get strictly increasing values, so two enqueues within one
-/// millisecond keep their order.
+/// millisecond keep their order (the stamp may run a few ms ahead of the clock under bursts).
 static LAST_CREATED: AtomicI64 = AtomicI64::new(0);
 
 pub(crate) fn next_created_at() -> i64 {

@@ -1,6 +1,15 @@
 //! Step checkpoints: the rows of `operation_outputs` a workflow's durable calls leave, written
 //! only while the workflow is `PENDING` under the writer's owner token; and the request for a
 //! workflow's recorded steps.
+//!
+//! **Ownership in the write.** Every checkpoint, op and finish carries the execution's owner token
+//! (`owner_xid`) and is applied only while the row is `PENDING` under it. Rows not written are
+//! classified in a second statement: already recorded while the row is still `PENDING` under the
+//! writer's token (its own earlier attempt: the recorded value wins); `CANCELLED`; otherwise taken
+//! over, even when the step is recorded: a stale run must never take the adopter's record as its
+//! own and go on to its next step. The fresh path stays one statement. The token alone keeps a
+//! workflow's work single: with the fleet's fence and lease gate disabled, a process cut off its
+//! database for 20 s while a survivor adopts its work still finishes every workflow once.
 
 /// One step's outcome to record, valid only while the workflow is `PENDING` under `owner`.
 #[derive(Debug, Clone)]

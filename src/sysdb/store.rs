@@ -6,6 +6,22 @@
 //!
 //! `postgres::Postgres` and `sqlite::Sqlite` implement both; an operation missing from either
 //! does not compile. Every method is tested once for both in `suite/`.
+//!
+//! **Why this shape.** `Store` and `Session` are object-safe (`Arc<dyn Store>`, `Box<dyn Session>`)
+//! through the `async-trait` crate: one boxed future per call, nothing next to a round trip.
+//! `Store` is a union of per-concept supertraits so each backend file implements its concept
+//! directly (no forwarding layer), and a caller needs no import to call any of them on `dyn Store`.
+//! Row shapes both backends return are decoded once (`rows.rs`); SQL text is each backend's own,
+//! even where the two read alike. The shared suite found three places where the backends answered
+//! differently, now one behaviour: a claim's `depth` on Postgres counted its statement's snapshot
+//! (the rows before the claim); SQLite claimed rows promoted in the same claim; a Postgres batch
+//! repeating one workflow id answered `Created` twice.
+//!
+//! **Adding a storage operation** touches four places: its method (and any new type) in the neutral
+//! concept module (`sysdb/<concept>.rs`); its SQL and body in `postgres/<concept>.rs` (the template
+//! spliced by `Sql::get` on first use) and in `sqlite/<concept>.rs`; one test in `suite/` (it runs
+//! on both). Callers use it as `store.<method>(..)` inside `shared.db.call(..)`; a hot-path batch
+//! is a `Session` method and a `Lane` of the database actor instead.
 
 use async_trait::async_trait;
 

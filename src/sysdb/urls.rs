@@ -3,6 +3,11 @@
 //!
 //! It must never print a URL that did not parse: a password may sit anywhere in it. Errors
 //! about such a URL name the part that was wrong instead.
+//!
+//! Only `postgres://`, `postgresql://` and `sqlite:` are taken. A URL that does not parse is never
+//! printed (its scheme and the reason are); a printed URL has its user password and any
+//! `*pass*`/`*secret*`/`*token*`/`*pwd*` query value as `***`. `Error::Connect` keeps the driver
+//! error as its `source()` and its message without Postgres's "at line N".
 
 use crate::error::Error;
 

@@ -1,5 +1,11 @@
 //! Application versions (`application_versions`): which versions of an application exist and
 //! which is the latest (the one that may run workflows enqueued without a version).
+//!
+//! **App version** defaults to `DBOS__APPVERSION`, else an FNV-1a hash of the sorted workflow names
+//! (`runtime/builder.rs`). A runtime registers its version here at launch (a new version is the
+//! latest); `set_latest_app_version` promotes another. Work from a client carries no version
+//! (unless given one); a `NULL`-versioned row is claimed only by executors of the latest version
+//! (an uncorrelated `NOT EXISTS` in the claim, evaluated once per claim), as DBOS does.
 
 use async_trait::async_trait;
 

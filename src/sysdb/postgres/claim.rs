@@ -4,6 +4,15 @@
 //! A claim that counts a limit shared by every executor runs in a transaction that first takes
 //! a per-queue advisory lock, so two executors never count the same free slot; other claims are
 //! the single `FOR UPDATE SKIP LOCKED` statement.
+//!
+//! **Round trips.** The locked claim is `BEGIN; pg_advisory_xact_lock` in one round trip, then the
+//! claim, then `COMMIT`: 3 round trips, paid only by queues with a shared limit (global
+//! concurrency, rate limits, partition limits); worker concurrency is counted in the caller's slot
+//! permits. Each claim also reports the next due time of a `DELAYED` row (the actor wakes then),
+//! whether work remains (`seen`), and, when rate-limited, when the window frees a start (the actor
+//! retries then, not at the next poll). The claim updates its candidates by an array of ids: joined
+//! to them (a count the planner cannot know) it hashed the whole status table and every step row on
+//! each claim of a deep backlog, 310 ms at 44,000 claimed against 4.9 ms now.
 
 use std::sync::LazyLock;
 

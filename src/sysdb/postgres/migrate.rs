@@ -4,6 +4,10 @@
 //! Owns `migrations/postgres/0001_dbos_3_4.sql` and the `dbos_migrations` row. Besides the rules
 //! in `sysdb::migrate`, it must never run without DBOS's migration lock, so that stead and DBOS
 //! processes can start side by side.
+//!
+//! The script is idempotent and repairs partial or older schemas; it runs under DBOS's advisory
+//! lock and sets `dbos_migrations` to 125. `stead_executors` (the fleet's roster, stead's own
+//! table) is created on every migration from `migrations/postgres/stead_executors.sql`.
 
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};

@@ -2,6 +2,14 @@
 //! column under `UNNEST` for a batch, or one row of scalars for a lone request (no arrays to
 //! build and unnest on the path of an awaited enqueue or a step). Builds fragments only; it
 //! knows no statement.
+//!
+//! **A lone request is one row.** A start or checkpoint flush of one request binds sixteen (ten)
+//! scalars into a one-row `SELECT` instead of one-element arrays under `UNNEST` (`start.rs`,
+//! `steps.rs`); batches keep the arrays. An awaited producer's every enqueue and a workflow's steps
+//! one after another are lone requests: the arrays' build, unnest and row estimate cost the awaited
+//! producer 15% of its rate (W3f +13%, W1 −8% µs/step; `benches/README.md`). The price is one more
+//! prepared statement per lane. A lone finish (with its held step) as one row measured within the
+//! noise (`benches/ab.sh`, medians of 5: W3f +1%, W1 −3%) and keeps its arrays.
 
 /// A column of the rows: its name in `r` and its Postgres type.
 pub(super) type Column = (&'static str, &'static str);

@@ -2,6 +2,13 @@
 //! batch is one statement in autocommit (a claim of a queue with shared limits: a short
 //! transaction under the queue's advisory lock), so one round trip and one commit carry however
 //! many requests the flush holds.
+//!
+//! **Lane settings.** Lane connections use `plan_cache_mode=force_generic_plan` and
+//! `enable_seqscan=off`, and their statements are shaped so only the primary key can drive them (a
+//! `LATERAL .. LIMIT 1` probe, `IS NOT DISTINCT FROM` instead of `= 'PENDING'`): a generic plan
+//! cached while the table was small once chose the partial `PENDING` index and scanned every
+//! running workflow per batch (at 60,000 waiting `recv`s, 3–5 ms per op). `plans.rs` holds the
+//! tests that keep it so.
 
 use std::sync::Arc;
 

@@ -16,7 +16,7 @@ use crate::sysdb::{NewWorkflow, StartOutcome};
 static STATEMENT: LazyLock<String> =
     LazyLock::new(|| statement(&rowsource::arrays(&COLUMNS, 1, true)));
 /// A lone request (`bind_single`): the awaited producer's path, where arrays cost an enqueue
-/// alone 15% of its rate (ARCHITECTURE.md, "A lone request is one row").
+/// alone 15% of its rate (`rowsource.rs`, "A lone request is one row").
 static SINGLE: LazyLock<String> =
     LazyLock::new(|| statement(&rowsource::single(&COLUMNS, 1, true)));
 

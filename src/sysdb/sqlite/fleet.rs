@@ -1,6 +1,11 @@
 //! The fleet on SQLite: there is none. A file serves one executor, whose liveness is the file
 //! lock (`Sqlite::lock_file`), and a relaunch recovers every `PENDING` workflow of the file
 //! whatever its executor id; so the roster is empty and nothing is adopted or stranded.
+//!
+//! A relaunch on the file recovers every `PENDING` workflow of its version whatever its executor id
+//! (`recover(.., any_executor)`). The file lock lasts as long as the process and nothing pings it,
+//! so it does not bound liveness (`Lease::expires` is false): runs never fence on a lease here (the
+//! embedded tests, `an_executor_keeps_running_steps_past_the_lease`).
 
 use async_trait::async_trait;
 

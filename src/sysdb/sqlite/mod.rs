@@ -7,6 +7,23 @@
 //! one statement with data-modifying CTEs is a few statements in one write transaction here.
 //! No NOTIFY: the callers wake this process's waiters themselves. It must never be opened by two
 //! executors at once: an executor holds an exclusive lock on `<file>.lock` for its lifetime.
+//!
+//! **Embedded backend.** With no URL configured, the system database is `sqlite://<app>.sqlite` in
+//! the working directory. The file runs in WAL mode, `synchronous=FULL`, `busy_timeout` 30 s. Each
+//! lane flush is one `BEGIN IMMEDIATE` transaction carrying the whole batch, one request after
+//! another; reads use a separate read-only pool. No LISTEN: the listener actor is not started and
+//! every wake-up is in-process (local enqueues, signals, cancels); where a statement's NOTIFY would
+//! have woken this process (a delay brought forward), the caller wakes the actor itself. A second
+//! executor on the file gets `Error::Config` naming it (clients may open it). Statements that are
+//! one CTE on Postgres are a few statements in the flush's transaction here (no data-modifying
+//! CTEs; `RETURNING` cannot name the table through an alias, so a claim reads the taken row after
+//! its update). Messages are stamped by stead (`created_at` strictly increasing per process): the
+//! column default has one-second resolution and receives go oldest first.
+//!
+//! The integration tests run on both backends through `both_backends!` (`tests/common`); only tests
+//! about Postgres itself (cross-process NOTIFY, connection loss, SQL functions, fleets) are
+//! Postgres-only. Both backends' tests share one test process, so a test's global state (gates,
+//! counters, pools) is keyed by backend or workflow id.
 
 mod cancel;
 mod claim;
