@@ -34,6 +34,14 @@ pub(crate) struct Config {
 }
 
 /// The application stead runs as when none is given (and `DBOS_APP_NAME` is unset).
+///
+/// DBOS treats a row with no `application_name` as every application's, so stead never writes
+/// one: a runtime and a client default to `DBOS_APP_NAME`, else this (also the default SQLite
+/// file's name). A claim or a recovery that takes an unowned row (written by SQL or an unnamed
+/// DBOS client) sets its `application_name` to the claimer's, as DBOS's own dequeue does. A
+/// client acts for one application: what it enqueues is that application's, except onto a queue
+/// another application defined, whose run is the queue owner's, since only the owner's executors
+/// claim from it. `WorkflowOptions::app_name` routes one workflow anywhere (a DBOS app).
 pub const DEFAULT_APP_NAME: &str = "stead";
 
 /// The application name: the one given, else `DBOS_APP_NAME`, else [`DEFAULT_APP_NAME`].

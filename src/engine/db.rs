@@ -1,8 +1,23 @@
-//! The port of the database actor: the core's cloneable handle [`Db`], the requests it sends
-//! ([`Request`]), and the one place that retries a call after a transient failure.
+//! The port of the database actor: the cloneable handle [`Db`] the engine, the durable calls and
+//! the faces use, the requests it sends ([`Request`]), and the one place that retries a call after
+//! a transient failure.
 //!
-//! The core never names the actor's type: it holds a `DerivedActorRef<Request>` that the
-//! supervisor swaps when it restarts the actor.
+//! Every lane request and every pool call goes through it. Not through it: the listener's LISTEN
+//! connection (`Store::listen`, held by the listener actor), the executor's liveness lock (a
+//! `Lease` on a connection of its own, taken by `launch`, which also writes the roster row on it,
+//! and kept by the fleet actor, whose pings stamp `last_seen` there), `launch`'s SQLite file lock
+//! and the store's final `close`, and `Client::migrate` (a store of its own, no actor).
+//!
+//! It never names the actor's type: it holds a `DerivedActorRef<Request>` that the supervisor swaps
+//! when it restarts the actor.
+//!
+//! **Transient failures.** I/O errors and the classes `sysdb/classify.rs` names transient (SQLSTATE
+//! 08*, 57P0*, 40001, 40P01, 53300; SQLite BUSY, LOCKED, ...) are `DbError::Transient`; the lane
+//! drops its connection and answers the batch with it, and `Db` retries with backoff for
+//! `db_retry_timeout` (30 s), then the workflow crashes and is restarted from its checkpoints. A
+//! non-transient error in a batch is isolated by resending its rows one by one. Claims are one per
+//! flush and never retried blindly: after a lost answer the queue actor takes back its `PENDING`
+//! rows that no local actor runs.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,7 +35,8 @@ use crate::sysdb::{
     StartOutcome, StepOutcome, StepRow, StepWrite, Store,
 };
 
-/// Counters the database actor keeps and a test or operator can read: how much work went through how few statements.
+/// Counters the database actor keeps and a test or operator can read: how much work went
+/// through how few statements.
 #[derive(Debug, Default)]
 pub(crate) struct DbStats {
     pub flushes: AtomicU64,

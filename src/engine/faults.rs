@@ -1,5 +1,9 @@
 //! Test hooks (feature `test-hooks`, enabled only by stead's own tests): faults a test injects
 //! into one running runtime. Never part of a default build or of the documented API.
+//!
+//! **Fault injection.** `Runtime::inject_fault` makes the database or a queue actor panic, so tests
+//! exercise restarts for real, or parks transactional steps after their commit, so a test can kill
+//! the process in that window.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -4,6 +4,49 @@
 //! The lock, the roster and adoption are storage (`sysdb::fleet`); the actor that pings,
 //! fences and adopts is `actors/fleet.rs`; what operators ask of the fleet is on the client
 //! (`client/fleet.rs`). This module never touches the database itself.
+//!
+//! **Identity.** The default executor id is `<hostname>-<pid>-<6 random hex>`, unique per launch;
+//! `DBOS__VMID` or `.executor_id` override it; an empty id or version is refused
+//! (`InvalidArgument`). A fixed id lets a relaunch recover its own work at once; work of any other
+//! id is adopted once it is dead.
+//!
+//! **When a process is dead.** An executor is *dead* when no session holds its liveness lock, and
+//! *quiet* when its roster `last_seen` is older than its lease plus a tenth plus 0.5 s (by the
+//! server's clock); adoption needs both. The lock is released only when its session ends: a crash
+//! or `kill -9` (the server ends the session at once), or the server's own timeouts on that
+//! session, set to twice the lease (`idle_session_timeout` for a frozen process that stopped
+//! pinging, `tcp_user_timeout` and keepalives for a lost network).
+//!
+//! **A live process is never adopted.** It pings every fifth of its lease; each ping that answers
+//! renews its lease to *send time + lease* (a monotonic clock) and stamps `last_seen`. Every
+//! durable call first checks the lease and the run's epoch (`Context::check_live`); when the lease
+//! has run out the process *fences*: it stops every run without writing (the row stays `PENDING`
+//! and owned) and starts a new epoch, so no run begun before starts another durable call even if
+//! the lease comes back. A peer can adopt only once the executor is quiet, i.e. after its lease ran
+//! out, so by then its gate is shut. A long GC pause or `SIGSTOP`: the gate is checked on the
+//! monotonic clock when the process runs again, so it starts nothing; its in-flight step bodies may
+//! finish, and their checkpoints are refused by the owner token once an adopter's claim took the
+//! row. A lost lock connection that comes back (a Postgres restart, `pg_terminate_backend`): the
+//! process takes its lock again on a new connection; if before its lease ran out, no peer could
+//! have found it quiet, so it continues untouched; if after, it fenced, and once the lock is back
+//! it recovers its own `PENDING` workflows (anything adopted meanwhile is not its own any more).
+//!
+//! Tested two ways in the adoption tests (`tests/integration/adoption.rs`, ignored, run by
+//! `.ci/run`): a process frozen for 20 s (`SIGSTOP`) starts no step after it thaws; a process cut
+//! off its database for 20 s while a survivor runs (its connections go through a proxy that drops
+//! them all and blackholes new ones) starts no step body after its lease ran out, is adopted only
+//! after the lease, takes its lock back when the network returns and runs nothing more. In both,
+//! every workflow finishes `SUCCESS` once and only step bodies in flight at the cut ran twice, as
+//! after a kill. The fence and the owner token each suffice (`sysdb::steps`). Limits: a forward
+//! step of the database server's wall clock shortens the quiet margin; a suspended VM's monotonic
+//! clock stops (Linux `CLOCK_MONOTONIC`), so it fences by the server's timeouts only.
+//!
+//! **Behind a pooler (not built).** A transaction-pooling PgBouncer hands sessions around, so
+//! neither a session-level lock nor `pg_locks`' view of it means anything there: the lease
+//! connection must bypass the pooler (a direct connection, or a session-pooled one with
+//! `server_lifetime`/`server_idle_timeout` above the lease), and the session settings
+//! (`idle_session_timeout`, `tcp_user_timeout`) must reach the server. The rest of stead's traffic
+//! can go through the pooler.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -50,9 +50,11 @@ impl WorkflowOptions {
         WorkflowOptions::default().id(id)
     }
 
-    /// Refuses an id that already exists with [`Error::WorkflowExists`](crate::Error::WorkflowExists), instead of returning
-    /// a handle on the existing workflow (DBOS's `workflow_id_reuse_policy="reject"`). A retry
-    /// of this same start after a lost answer still succeeds.
+    /// Refuses an id that already exists with
+    /// [`Error::WorkflowExists`](crate::Error::WorkflowExists), instead of returning a handle on
+    /// the existing workflow (DBOS's `workflow_id_reuse_policy="reject"`). A retry of this same
+    /// start after a lost answer still succeeds: the store tells a retried commit of the same
+    /// request (`Created`) from another's row (`Existing`).
     pub fn reject_existing(mut self) -> Self {
         self.reject_existing = true;
         self

@@ -6,6 +6,24 @@
 //! It never keeps time itself: the scheduler actor wakes at the next firing and calls
 //! [`fire`]. Every firing has a deterministic id, so firing twice (two executors, a backfill
 //! over fired times) creates one run.
+//!
+//! **Schedules** live in `workflow_schedules` (DBOS's table, scoped by `application_name` like
+//! queues). Cron text is evaluated in the schedule's IANA zone (`base::cron`). Builder schedules
+//! are upserted at launch (definition replaced; id, status and `last_fired_at` kept, as DBOS's
+//! `apply_schedules`); `create_schedule` refuses an existing name. Creation checks the cron text,
+//! the zone, that the workflow is registered and takes a `ScheduledTime`, and that the queue
+//! exists.
+//!
+//! **Scheduled input** is DBOS 3.4's: two positional arguments, the scheduled time (portable JSON:
+//! RFC 3339, UTC, ms, `Z`) and the schedule's context (JSON, `null` by default), read in Rust as
+//! `ScheduledTime { scheduled, context }`. DBOS 3.4 passes no "actual time"; a run reads its own
+//! clock (`ctx.now()`). A context DBOS stored pickled cannot be passed on: such a schedule is
+//! reported and not fired.
+//!
+//! **Backfill** enqueues every firing in `[start, end)` (DBOS's is `(start, end)`; the inclusive
+//! start only adds an id that exists when the start was itself a firing), in statements of 1000,
+//! and returns every id and how many were new. **Trigger** enqueues one run now with DBOS's id
+//! `sched-<name>-trigger-<now>`; neither counts as a firing (`last_fired_at` is left alone).
 
 use chrono::{DateTime, Utc};
 use serde::de::Error as _;

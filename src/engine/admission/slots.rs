@@ -5,6 +5,18 @@
 //! machine does.
 //!
 //! Model-checked by `loom` (`super::loom`): under `--cfg stead_loom` the atomics are loom's.
+//!
+//! **Local enqueues skip the queue** when nothing would be jumped (no known backlog, no shared
+//! limit, no partitions): the machine offers free slots in one atomic word; an enqueue here takes
+//! one in one atomic operation, writes its row `PENDING` and owned, and sends it to the actor with
+//! its slot. A claim in flight holds the slots it asked for: they are not offered meanwhile.
+//!
+//! **Local enqueues never overtake.** One that finds no slot counts itself as tabled in the same
+//! word, so an offer expecting the count the machine accounted for fails; offers resume after a
+//! claim that began once every tabled write had landed (`Tabled` guards), saw none tabled since,
+//! left nothing waiting and heard no wake-up after it looked. Model-checked with loom (a cfg of our
+//! own, so tokio stays as it is): `RUSTFLAGS="--cfg stead_loom" CARGO_TARGET_DIR=target/loom cargo
+//! test --release --lib admission`.
 
 #[cfg(all(test, stead_loom))]
 use loom::sync::{

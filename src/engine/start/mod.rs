@@ -4,6 +4,21 @@
 //! Shared by the runtime's `start`/`enqueue` and by queue actors answering user actors. What a
 //! caller may ask (options, an enqueue request) is in `engine::request`; `queue_ref` is the
 //! handle other actors enqueue through.
+//!
+//! **A start or enqueue, once begun, completes.** Its write and the hand-off to the queue actor run
+//! in a task of their own, so a caller that drops the future (a timeout, a `select!`) does not
+//! leave an owned row that no actor runs (a taken slot is freed by its permit regardless). Running
+//! it in the caller's task instead (a drop guard finishing it) saved one hop and nothing
+//! measurable.
+//!
+//! **Enqueues name a defined queue.** An enqueue (a debounce, a child enqueued from a workflow) to
+//! a queue no definition names, of any application (names are unique across them, and an app-less
+//! client feeds an application's queues), fails with `UnknownQueue` before anything is written;
+//! `allow_undefined_queue()` opts out (a queue another process defines later, or a DBOS app's
+//! in-code queue, which DBOS never writes to `queues`). Known names are kept in the directory's
+//! `queue_names`, so the check costs nothing on the hot path; an unknown name costs one read.
+//! Enqueues through a queue actor's ref need no check. A queue another application defined makes
+//! the run that application's (`foreign_owner`): only its executors claim from it.
 
 use std::time::Duration;
 
@@ -297,7 +312,9 @@ fn stored_attributes(given: Option<&Attributes>) -> Result<Option<String>> {
 }
 
 /// A generated workflow id: a UUIDv7, so ids grow with time and a new row's index entries land
-/// at the right edge of the system tables' B-trees, not on a random page of a long history.
+/// at the right edge of the system tables' B-trees, not on a random page of a long history
+/// that may no longer be cached. Forks, debounces and unkeyed messages use UUIDv7 too; DBOS
+/// reads ids as opaque text.
 pub(crate) fn new_workflow_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }

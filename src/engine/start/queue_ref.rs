@@ -2,6 +2,13 @@
 //! runtime's queues without awaiting each write. A stead type, so a ractor release never
 //! changes stead's API; it never writes itself (the queue actor begins each enqueue in the order
 //! the requests arrive).
+//!
+//! **Enqueues by actor message keep their order.** A queue actor begins each request in its handler
+//! (checks, id, `created_at`, slot), then lets the write complete apart, so a user actor may send
+//! many without waiting: the database actor commits them together, and the queue order is the order
+//! they were sent (`created_at` is stamped when a submission begins, not when its batch is
+//! written). Sent this way, W3's producer makes 4,537 wf/s against 1,177 awaiting each enqueue, at
+//! 0.30 commits per workflow (`benches/README.md`).
 
 use std::future::Future;
 use std::pin::Pin;
