@@ -10,6 +10,28 @@
 //! first commit wins and the other replays it; the owner token is checked while holding the
 //! row; a finished workflow's rows are deleted (its step checkpoints cover them).
 //! It never builds SQL (`sysdb::AppSql` does) and never touches the system database directly.
+//!
+//! **The attempt, in order** (DBOS 3.4's `_datasource.py`): read `datasource_outputs` first (a row
+//! there is the outcome: the process died between that commit and the system checkpoint); else
+//! begin at the datasource's isolation (SQLite: `BEGIN IMMEDIATE`), run the closure, insert the
+//! record `ON CONFLICT DO NOTHING`, check `owner_xid` in the system database (through the database
+//! actor, `Reads::workflow_owner`) while holding the row, and commit. A retriable failure reruns
+//! the attempt, stopping if the run is aborted; any other error is recorded in its own transaction
+//! and fails the step. A record already there (a race) is replayed if this execution still owns the
+//! workflow, else the run stops as `NotOwner`. The step is then checkpointed in `operation_outputs`
+//! as any step (same name, same portable JSON), so the application table is the only extra write.
+//! Rows are deleted when the body returns with an outcome of its own (not after an abort, whose
+//! next execution needs them), in a transaction committed only while this execution still owns the
+//! workflow; failures only warn.
+//!
+//! **The closure** is `FnMut(&mut Transaction<'static, DB>) -> BoxFuture<..>` (sqlx's own
+//! `transaction` shape: the HRTB lets it borrow the transaction; `AsyncFnMut` cannot promise a
+//! `Send` future), its error fixed to `BoxError` like `step`; a retriable error is recognised by
+//! downcasting to `sqlx::Error`. The migration lock on Postgres is DBOS's key, computed in SQL (the
+//! leading 8 bytes of SHA-256). The crash window is tested with `Fault::HoldAfterTransactionCommit`
+//! (the step parks after its commit) in a child process killed with SIGKILL. Left to the caller: a
+//! rewind does not know the datasources, so a workflow cancelled mid-run keeps its rows until
+//! `Datasource::delete_records`.
 
 use std::sync::Arc;
 use std::time::Duration;

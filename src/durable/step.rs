@@ -1,8 +1,44 @@
-//! Steps: a closure run at most once to success per workflow, with retries, whose outcome is
-//! checkpointed before the workflow goes on. Replays return the checkpoint instead of running it.
+//! Steps: a closure run at most once to success per workflow, with retries. Replays return the
+//! recorded outcome instead of running it. A fresh step's record is held back in the `Context` when
+//! the step returns, and written before the next durable call begins (`Context::begin`), in the
+//! background as soon as the body waits on anything else, or with the workflow's outcome.
 //!
-//! `Context::step` lives here; its builder's type says whether the closure may be called more
-//! than once (`FnMut` with retries, `FnOnce` without).
+//! `Context::step` lives here; its builder's type says whether the closure may be called more than
+//! once (`FnMut` with retries, `FnOnce` without).
+//!
+//! **A workflow's last step is recorded with its outcome.** Holding the record back, instead of
+//! writing it before the step returns, lets a body that runs on from its last step to its end
+//! without waiting hand the record to the finish, which writes both in one statement (Postgres: the
+//! checkpoint insert as a CTE, the status update guarded on it; SQLite: one transaction): one
+//! commit and one statement less per workflow. Before anything of the next durable call happens (a
+//! step's body, an op, a child's start, a transaction, a fork, any record) the held records are
+//! written; when the body waits on anything else (the workflow actor polls the body and starts the
+//! write on its first `Pending`) they are written in the background. They are written in tasks of
+//! their own, so a caller that drops its future (a `select`) loses none; a body that panics has
+//! them written before its restart. A crash of the process before that commit runs the step again,
+//! as a crash before any checkpoint does; after it, nothing runs again. A step already recorded by
+//! another attempt of the same run (`FinishOutcome::StepConflict`) finishes nothing: the run
+//! restarts and replays the recorded step. A held record the database refuses for good fails the
+//! call that writes it, typed, without a restart: the next durable call, or the outcome (recorded
+//! as `ERROR` with the refusal). The step itself has already returned. Eviction never drops a held
+//! record: every wait begins with a durable call.
+//!
+//! **Step closures.** `Context::step` fixes the closure's error type to `BoxError`: `Ok(v)` needs
+//! no turbofish and `?` converts any `std::error::Error`. `Context::step_typed` takes the closure's
+//! own `E: Into<BoxError>`. Both bound the closure through the sealed marker trait `StepFn<T, E>`
+//! rather than an `Fn*` bound: an `FnOnce` bound on `step` would make rustc infer every closure
+//! passed to it as `FnOnce` (closure kinds follow the expected bound), and `.retry(..)` could then
+//! never accept one. Each builder state's `IntoFuture` is one `Box::pin` of the same `run` (replay
+//! or attempts, then the record).
+//!
+//! **Step timeouts** (DBOS 3.4's `timeout_seconds`). When the last attempt timed out, the outcome
+//! `Error::StepTimeout` is stored in DBOS's shape for `DBOSStepTimeoutError` (`name`, message `DBOS
+//! Error 18: Step <name> was cancelled after exceeding its timeout of <s> seconds`, `code` 18,
+//! `data` with the attempts), so a replay, and a DBOS step timeout recorded by Python, read back as
+//! `Error::StepTimeout`. DBOS wraps an exhausted retry in `DBOSMaxStepRetriesExceeded`; stead keeps
+//! the last attempt's kind, which is what a caller matches on. Past the workflow's deadline, once
+//! the actor has cancelled the run, a running step drops its body's future and returns `Cancelled`
+//! (nothing is recorded).
 
 use std::error::Error as StdError;
 use std::fmt;

@@ -1,6 +1,12 @@
 //! Child workflows: started (or enqueued) from a workflow with the id `<parent>-<call>` unless
 //! given one, recorded so a replay gets the same child instead of starting another; their
 //! result is a durable call too (`DBOS.getResult`). Children inherit the parent's deadline.
+//!
+//! **Foreign children.** `Context::enqueue_child` accepts a name this process does not register: it
+//! is enqueued, recorded and awaited like any child, with no application version (so the latest
+//! version of its application runs it) and never into a local slot. `start_child` and
+//! `Runtime::enqueue` still refuse unknown names (a typo would otherwise wait forever); a client
+//! never knows names, so it never checks them.
 
 use std::future::Future;
 use std::marker::PhantomData;

@@ -8,6 +8,11 @@
 //! histories with the marker replaying while new runs record none. As in DBOS's async
 //! variant, the probe and the reservation happen in one step, and a patch racing another
 //! durable call of the same workflow is refused (its position would depend on scheduling).
+//!
+//! The history is in memory, so the probe and the reservation of the number are one
+//! compare-and-swap on the call counter; a concurrent durable call that took the number first makes
+//! the patch `Error::PatchNondeterminism`. `patch` is async and fallible (the marker is written
+//! with its number on a new run), `deprecate_patch` synchronous (it only reads).
 
 use crate::base::clock::now_ms;
 use crate::durable::context::{Call, Context};

@@ -2,6 +2,13 @@
 //! child's outcome), without holding a thread or a connection; and evicting a workflow that
 //! waits long enough idle (`Context::evictable`): the run is parked in the registry
 //! (`crate::engine::evict`) and its body dropped, to run again by replay when woken.
+//!
+//! **Waiting** calls subscribe to a signal key, then re-read the database when woken (NOTIFY on
+//! DBOS's channels via the listener, or a write in this process) or on a poll (50 ms doubling to 1
+//! s); a cancel interrupts them. Measured: a `recv` wakes 3.5 ms (median of 20) after another
+//! writer's `dbos.send_message`. A `recv` polls slowly while sends are heard (every `notifications`
+//! insert announces itself through DBOS's trigger: 2 s doubling to 30 s), so resident waiters do
+//! not load the ops lane.
 
 use std::future::Future;
 use std::time::Duration;
