@@ -1,12 +1,25 @@
-//! The database actor: the one owner of the system database's connections. Every call from the
-//! runtime passes through it (`db::Request`); lane requests are group-committed.
+//! The database actor: runs every request made of the system database through its port
+//! (`engine::db`, `db::Request`). It owns the lanes' sessions (one connection per lane on Postgres,
+//! a turn on the one writer on SQLite), which it opens, drops on failure and reopens, and
+//! group-commits lane requests; pool calls (`Request::Call`) run on the store's pool beside the
+//! lanes. Not every connection goes through it: the listener actor holds its own LISTEN connection
+//! (`Store::listen`), the executor's liveness lock and roster row live on a connection of their own
+//! (a `Lease`, taken by `launch`'s `hold` and kept by the fleet actor's pings), `launch` locks the
+//! SQLite file and closes the store itself, and `Client::migrate` opens a store of its own.
 //!
 //! A lane (starts, checkpoints, finishes, step loads, ops, claims) keeps one [`Session`] and at
-//! most one flush in flight. Requests that arrive meanwhile wait in the lane and go out together
-//! in the next flush: one statement, one commit, however many rows. No timer delays a flush, so
-//! a lone request goes out at once. A failed session is dropped and reopened on the next flush;
-//! the callers of the failed batch get a transient error and retry. Calls (`Request::Call`) run
-//! on the store's pool beside the lanes.
+//! most one flush in flight. Requests that arrive meanwhile wait in the lane and go out together in
+//! the next flush: one statement, one commit, however many rows. No timer delays a flush, so a lone
+//! request goes out at once. A failed session is dropped and reopened on the next flush; the
+//! callers of the failed batch get a transient error and retry.
+//!
+//! **Lanes, not one statement.** One combined statement for all kinds of request was measured and
+//! dropped: a start queued behind a big checkpoint batch, and the bigger statement was slower (W1
+//! 300 µs/step against 230). Holding finishes back so they share a commit with the next start
+//! (within one statement or one transaction) halved the commits and bought no throughput
+//! (`benches/README.md`, "The awaited producer"): an outcome that waits holds its slot and its
+//! caller meanwhile. On Postgres, how a lane's statements are planned is
+//! `sysdb/postgres/session.rs`.
 
 use std::future::Future;
 use std::sync::atomic::Ordering;

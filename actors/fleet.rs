@@ -12,6 +12,17 @@
 //!
 //! It never runs a workflow and never writes a workflow's row except through the store's
 //! recovery and adoption calls.
+//!
+//! **Adoption.** Every executor, while its lease holds, scans every adoption interval (default 2 s,
+//! ±10%) for dead, quiet roster executors owning `PENDING` workflows of its application and
+//! version, and adopts each in one statement: it takes the dead executor's lock for one transaction
+//! (`pg_try_advisory_xact_lock`), so exactly one process adopts it and never while it or a relaunch
+//! under its id lives, and puts its `PENDING` workflows of this version and application with a name
+//! this executor registered back on their queue (the internal one for direct starts), `ENQUEUED`
+//! with no owner and `started_at` cleared, as DBOS's `reenqueue_for_recovery` does, announcing the
+//! queues. The claim that takes each counts the recovery attempt, as for recovery at launch; any
+//! executor of the version may claim them. With the default settings, kill → first adopted step is
+//! at most the lease (5 s) + margin (1 s) + one interval (2.2 s).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,6 +5,14 @@
 //! Wake-ups only make things faster: queue actors also poll, so a lost notification costs at
 //! most a polling interval. After a reconnect, when notifications may have been missed, every
 //! queue is woken. It never claims or writes anything itself.
+//!
+//! **Wake-ups.** An enqueue wakes the local queue actor by message and announces itself with
+//! `pg_notify('stead_queue_channel', queue)` in the same statement; this actor wakes the queue
+//! actor of any process. A freed slot claims at once when work is known to wait. Polling (the
+//! queue's interval, doubled per contended claim up to ×8, ±10% jitter) is the fallback; an idle
+//! queue costs one claim statement per interval. DBOS clients do not announce: their enqueues wait
+//! for a poll. The Postgres listener skips this process's own queue announcements (NOTIFYs from
+//! its lane sessions' server processes, `lane_pids`): they are not news here.
 
 use std::sync::Arc;
 use std::time::Duration;

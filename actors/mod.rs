@@ -1,8 +1,10 @@
 //! The runtime's actors, one file each. A private child of the composition root
-//! (`src/launch.rs`): they use the core (`crate::*`), and only `launch` can name them, through
-//! the entry points below; the rest of the core reaches them through message types it defines
-//! (`db::Request`, `dispatch::QueueRequest`, `dispatch::WorkflowRequest`,
-//! `directory::SchedulerRequest`) held in the actor directory.
+//! (`src/runtime/launch.rs`, through `#[path]`): they use the inner rings (`crate::engine`,
+//! `crate::durable`, `crate::sysdb`, `crate::base`), and only `launch` can name them, through the
+//! entry points below; the engine reaches them through message types it defines
+//! (`engine::db::Request`, `engine::dispatch::QueueRequest`, `engine::dispatch::WorkflowRequest`,
+//! `engine::directory::SchedulerRequest`), held as ractor `DerivedActorRef`s in the database port
+//! (`engine::db::Db`) and the actor directory.
 
 mod database;
 mod fleet;

@@ -1,5 +1,5 @@
-//! A queue actor: the shell around one queue's admission machine (`crate::engine::admission`). It feeds
-//! the machine its messages (wake-ups, ticks, claim answers, local enqueues, children's exits,
+//! A queue actor: the shell around one queue's admission machine (`crate::engine::admission`).
+//! It feeds the machine its messages (wake-ups, ticks, claim answers, local enqueues, children's exits,
 //! drain, retire, new definitions) and performs its decisions: sends claims and take-backs to
 //! the database, runs each admitted workflow as a child workflow actor that keeps its slot,
 //! restarts crashed children under their recovery budget, keeps the timers, parks children
@@ -7,6 +7,15 @@
 //! queue's actor also runs this process's direct starts.
 //!
 //! It decides nothing about slots, ordering or its lifecycle itself, and never runs workflow code.
+//!
+//! **Crashes and budgets.** A panic (or an exhausted database retry) fails the workflow actor; its
+//! queue actor bumps `recovery_attempts` and restarts it after a backoff. Past
+//! `max_recovery_attempts + 1` dispatches (default 100, as DBOS) it is parked as
+//! `MAX_RECOVERY_ATTEMPTS_EXCEEDED`. A name unknown to this executor is recorded as `ERROR`.
+//!
+//! **Direct starts** run under the internal queue's actor. A restarted queue actor takes back this
+//! executor's `PENDING` workflows of its queue, so executor ids must be unique among live processes
+//! sharing a database: on Postgres the fleet's liveness lock enforces it (`engine::fleet`).
 
 use std::collections::HashMap;
 use std::sync::Arc;

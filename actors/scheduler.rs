@@ -6,6 +6,19 @@
 //! It sleeps until the earliest next firing of any schedule (one timer, not one per schedule),
 //! re-reads the schedules on a timer (changes made elsewhere) and when told (changes made
 //! here). It never runs workflow code and never waits on the database inside its handler.
+//!
+//! **Firing.** Each due firing is enqueued with DBOS's deterministic id `sched-<name>-<time in the
+//! schedule's zone, Python isoformat>` (e.g. `sched-report-2025-06-15T09:00:00+02:00`) in one
+//! statement that inserts with `ON CONFLICT DO NOTHING`, records `last_fired_at` (same isoformat)
+//! and announces the queue. Two executors (stead or DBOS) firing the same instant create one run;
+//! no jitter: the insert is the arbiter. Firings go to the schedule's queue, else the internal
+//! queue, `ENQUEUED` with this executor's application version and `schedule_name` set. The
+//! schedules are re-read every `schedule_refresh` (10 s) and at once after a change made through
+//! this runtime. On start (launch or resume) a schedule arms from now; with `automatic_backfill` it
+//! first backfills from `last_fired_at`, as DBOS does. After a stall it catches up at most 1000
+//! firings per schedule; a restarted scheduler (a permanent child) arms from now, like a launch. A
+//! firing whose statement fails past the database retry timeout is logged and lost (another
+//! executor, or a backfill, can still enqueue it).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

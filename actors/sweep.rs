@@ -3,6 +3,17 @@
 //! another writer, such as DBOS's CLI or client), and stops those runs. Started by executors.
 //!
 //! It only reads, and only when something runs here; it never writes and never runs user code.
+//!
+//! **Cancels nobody announced** (DBOS's client and CLI, SQL): every `cancel_sweep` (1 s default)
+//! one read (an `UNNEST`/`json_each` read by primary key, only while something runs here) finds the
+//! runs this process holds whose row is no longer `PENDING` under their owner token, and stops them
+//! as an announced cancel would: waits are interrupted, the slot is freed. Each round also checks a
+//! rotating batch of 1,000 evicted runs. A durable sleep that runs its course re-reads its row once
+//! before returning, so a run cancelled during a sleep stops before its next step's body even
+//! between sweeps; `recv` re-checks ownership on each poll through its own write, `get_event` and a
+//! child's result are refused at their record. The bound: a cancelled run stops within the sweep
+//! interval, and no step body starts after the cancel except one that began before the sweep saw it
+//! (whose result is refused). No read is added per step: W1–W3 are unchanged.
 
 use std::time::Duration;
 

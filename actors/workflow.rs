@@ -11,6 +11,19 @@
 //! cancelled or taken-over run stops without writing anything. A run evicted inside a long
 //! wait has its body dropped and stops with the reason `evict::EVICTED`: its queue actor parks
 //! it with its slot.
+//!
+//! **Deadlines.** A timeout becomes `workflow_deadline_epoch_ms` (at start, or at claim when
+//! enqueued); children take their parent's deadline; this actor's timer cancels the tree when it
+//! passes. A recovered workflow keeps its deadline. A running step is bounded by it too (it drops
+//! its body's future once the run is cancelled); a cancel before the deadline still lets a running
+//! body finish (it stops at the next durable call), as DBOS's non-preemptible steps do.
+//!
+//! **Loud failures.** Each failure is one `tracing` line with `workflow_id`, `workflow` and `error`
+//! as fields (not only in the spans: the step span is DEBUG and filters drop it): a recorded
+//! `ERROR` outcome (error), a retried step attempt (warn), a parked workflow (error), a run stopped
+//! by a cancel or its deadline (info; logged by the executor whose run stopped, so a cancel of a
+//! workflow no process runs logs nothing). Only outcomes actually recorded log: a finish refused
+//! because another execution took over is silent.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
