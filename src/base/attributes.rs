@@ -7,6 +7,19 @@
 //!
 //! It builds no SQL and never reads a key's meaning, except the trace carrier the `otel` feature
 //! keeps under [`OTEL_CONTEXT_KEY`] (recorded by `start`, through `crate::base::otel`).
+//!
+//! **As DBOS 3.4** (`_sys_db.py`, `update_workflow_attributes` and `_attributes_contains_clause`):
+//! `workflow_status.attributes` is `jsonb` on Postgres, text on SQLite, written by the
+//! start/enqueue statement, copied by a fork, not inherited by children. Replace writes the object
+//! or NULL; merge sets top-level keys over the stored object (a stored non-object counts as `{}`; a
+//! nested object is replaced whole; `null` is stored), one statement on Postgres (`||`),
+//! read-merge-write inside the `BEGIN IMMEDIATE` transaction on SQLite. Both touch `updated_at`.
+//! Unlike DBOS (which says nothing), an update of a missing workflow is `Error::NotFound`. The list
+//! filter is containment (`@>`, the GIN index) on Postgres; DBOS refuses the filter on SQLite,
+//! where stead matches each top-level key whose stored value equals the given one as SQLite JSON
+//! text (`->`): the same answer for scalars, exact equality instead of containment for an object or
+//! array value. The CLI and admin API take filters as `KEY=VALUE` (`parse_attribute`), the value
+//! read as JSON when it parses, else as a string.
 
 use serde_json::{Map, Value};
 

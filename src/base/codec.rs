@@ -2,6 +2,20 @@
 //! database, in the format DBOS clients in any language read (`serialization = portable_json`).
 //!
 //! It must never guess: a payload in another format is an error naming that format.
+//!
+//! **Inputs.** A Rust workflow takes one value: the one positional argument. Other writers'
+//! envelopes: several positional arguments are a tuple (array); none means the named arguments as
+//! an object, or `null`. Going out, `null` (`()`, `None`) is written as no argument at all
+//! (`positionalArgs: []`, which stead reads back as `null` and a Python `def f()` accepts), and an
+//! `Args` value is the envelope itself: it serializes as `{"$stead.args": <envelope>}`, which
+//! `encode_inputs` unwraps by a string prefix (no parse on the hot path); a registered stead
+//! workflow given `Args` is checked against what it will receive. The marker, not a new input
+//! trait, keeps every `I: Serialize` signature as it was.
+//!
+//! **Other formats.** A `py_pickle` row (input or message) fails only its workflow, with
+//! `UnsupportedSerialization` naming the format; the row keeps `py_pickle` (the truth about its
+//! input), so DBOS's tools show stead's error as raw JSON text and the Python client's `get_result`
+//! raises a base64 decoding error rather than the message.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

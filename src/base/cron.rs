@@ -3,6 +3,18 @@
 //! after an instant or within a range, and each firing's deterministic workflow id and input.
 //!
 //! Pure: it never reads the clock or the database, so it is tested with fixed instants.
+//!
+//! Zones come from `chrono-tz` (UTC when none); evaluation is `croner`'s. Across DST: a time in the
+//! skipped hour fires once, right after the gap; a time in the repeated hour fires once, at the
+//! first occurrence; interval schedules follow real time.
+//!
+//! **DBOS interop, checked** (the schedule tests): DBOS's client backfilling a stead schedule
+//! derives the same ids, so stead's backfill over the same range enqueues nothing. Found on the
+//! way: DBOS reads a schedule's context with its application's serializer (a stead schedule's JSON
+//! context suits a DBOS app on the portable serializer, not one on pickle); DBOS fires only when
+//! `application_versions` holds a version for the owner; DBOS writes its firings' inputs as
+//! `{"args","kwargs"}` with `serialization` NULL unless its app writes portable JSON, and stead
+//! refuses such rows as legacy.
 
 use std::str::FromStr;
 

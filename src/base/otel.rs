@@ -21,6 +21,27 @@
 //!     .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("my-service")))
 //!     .init();
 //! ```
+//!
+//! ## Design notes
+//!
+//! Propagation is DBOS 3.4's (`_context.py`: `inject_trace_context`, `extract_trace_context`,
+//! `otel_carrier_from_attributes`; `_core.py`: `_carrier_otel_context`): the carrier is the W3C
+//! `traceparent`/`tracestate` dict under the attribute `dbos.otelContext`, and baggage never
+//! travels. DBOS writes it only inside `PropagateOtelContext` or with the client's `otel_context`;
+//! stead writes it on every start and enqueue made inside a span with a valid context (no
+//! subscriber with the layer, no carrier), children included, since a Rust caller's span is the
+//! obvious parent. A carrier the caller put in the attributes wins over the current span (DBOS lets
+//! the explicit context win over a hand-written carrier; in stead the hand-written one is the
+//! explicit one). The claim, the recovery statements and a direct start hand the carrier to the
+//! workflow actor (`Dispatch::trace_context`), which parents the run's span on it before entering
+//! it; steps are its children through `tracing`. Spans get `otel.name` (recorded only with the
+//! feature, before the OpenTelemetry span is built; a `fmt` subscriber shows it as one more field)
+//! and DBOS's `operationUUID`/`operationType`.
+//!
+//! Versions: `opentelemetry`/`opentelemetry_sdk` 0.33, `tracing-opentelemetry` 0.34,
+//! `opentelemetry-otlp` 0.33 (HTTP/protobuf, blocking reqwest without TLS: the exporter runs on the
+//! SDK's own thread). The Python side of the OpenTelemetry tests needs `dbos[otel]`, which
+//! `.ci/test-deps` installs.
 
 use std::collections::HashMap;
 

@@ -1,5 +1,12 @@
 //! Queues: how work enters stead at scale. A [`Queue`] is a row of the `queues` table (DBOS's
 //! columns); a queue actor claims its enqueued workflows within these limits.
+//!
+//! **Queue definitions** live in `queues`, scoped by `application_name`. The builder's queues are
+//! written at launch (replacing); `create_queue`/`set_queue`/`delete_queue` change them at runtime
+//! and the supervisor reconciles its queue actors at once; other processes' changes are picked up
+//! every `queue_refresh` (10 s). A deleted queue's actor stops claiming, lets its workflows finish,
+//! then stops. `delete_queue` refuses while workflows wait (`Error::QueueNotEmpty`);
+//! `delete_queue_with(name, WaitingWork::Cancel)` cancels them first.
 
 use std::time::Duration;
 

@@ -4,6 +4,18 @@
 //! caller ([`Error::user_error`], [`PortableError::decode`]).
 //!
 //! It only converts; it never decides a workflow's or a step's outcome.
+//!
+//! **Why registered.** Rust cannot ask an erased `Box<dyn Error>` whether its type is `Serialize`,
+//! so the builder registers the types to keep (`typed_error::<E>()`): each is an encoder that
+//! downcasts. A workflow's error (after `PortableError` and stead's own `Error` pass through) or a
+//! step attempt's error that downcasts to a registered `E` is stored as `{"name": <E's type name
+//! without path>, "message": <Display>, "data": <serde JSON>}`; DBOS Python's client raises it as
+//! `PortableWorkflowError` with those fields (the typed-error tests). A step failure stays a
+//! `StepError` (its `attempts` kept) and carries the typed error as `StepError::error`, stored
+//! under `data.error`. Reading back is by name and shape: `decode::<E>()` is `Some` when `name` is
+//! `E`'s short type name and `data` deserializes into `E`, looking through a `StepError` to its
+//! `data.error` (a workflow that returned a step's error with `?`). Two types sharing a short name
+//! and a data shape are indistinguishable by design (other SDKs name errors the same way).
 
 use std::error::Error as StdError;
 use std::sync::Arc;

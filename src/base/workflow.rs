@@ -4,6 +4,17 @@
 //! workflows of other processes and languages; its output is [`Untyped`].
 //!
 //! Types only: nothing here runs, stores or validates anything.
+//!
+//! **Why this shape.** `Workflow<I, O>` is a `const` name plus phantom types; it is not produced by
+//! registration, so it can be declared beside the function and used from any module (or by a client
+//! process that registers nothing). `register(REF, f)` checks `f` against it through `WorkflowFn<I,
+//! O>`. Calls taking a workflow are generic over `WorkflowRef<I>`, implemented by `Workflow<I, O>`
+//! (exactly its `I`) and by `&str`/`String` (any serializable input, output `Untyped`), so the
+//! string forms are unchanged. One handle type serves both: `WorkflowHandle<O =
+//! Untyped>::result::<T>()` requires `O: ReadAs<T>`, which holds for `T = O` only (so a typed
+//! handle's `result()` infers `O`, and another type is a compile error) or for any `T` when `O` is
+//! `Untyped`. `Untyped` implements no `Deserialize`, which is what keeps the two `ReadAs` impls
+//! apart.
 
 use std::fmt;
 use std::marker::PhantomData;

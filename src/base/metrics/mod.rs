@@ -36,6 +36,23 @@
 //! Lanes are the database actor's connections: `start`, `checkpoint`, `finish`, `load_steps`,
 //! `claim`, `ops`. With `install_prometheus` (feature `prometheus`), histograms of seconds use
 //! `SECONDS_BUCKETS` and flush sizes `SIZE_BUCKETS`.
+//!
+//! **Series from launch.** Every series is registered zero-valued where its label value becomes
+//! known: the process's own and each lane's at launch, each registered workflow's at launch, a
+//! queue's when its actor starts, an actor's when supervised, a schedule's when declared or armed.
+//! A registration is a recorder lookup; the handles are dropped and the series stay. The Prometheus
+//! tests scrape right after launch against the README's table.
+//!
+//! **Observation cost.** Metric handles of the hot path (per workflow name: started, outcomes,
+//! steps, step duration, retries; per queue: claims, running, depth) are registered once (a
+//! workflow's at its first run, a queue's when its actor starts) and kept in the registry entry and
+//! the queue actor: a labelled `metrics` macro allocates and hashes its key on every call. Handles
+//! keep the recorder installed when they were made, so install a recorder before launch. The
+//! workflow span is INFO; step spans are DEBUG and cover the attempts, not the checkpoint write.
+//! Measured (W2, Prometheus recorder and an INFO `fmt` subscriber to a sink): INFO step spans cost
+//! ~22 µs CPU per workflow (+22%), per-event labelled macros ~14 µs (+15%). After both changes:
+//! metrics alone +2 µs, tracing alone +6 µs, of which ractor's own INFO `Actor` spans (two per
+//! workflow actor) are ~4 µs (`ractor=warn` removes them).
 
 #[cfg(feature = "prometheus")]
 mod prometheus;
