@@ -36,6 +36,29 @@
 //! axum::serve(listener, app).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! ## Design notes
+//!
+//! The endpoints are axum over a cloned `Client`: no state of their own, every answer read fresh.
+//! Loopback by default; with a token every route but `/healthz` and `/readyz` checks
+//! `Authorization: Bearer` (compared in constant time); the page at `/` also takes `?token=`
+//! because a browser cannot send a header when it navigates, and carries its script and style
+//! inline so one checked response is the whole page. Other pages in the operator's browser are kept
+//! out without a token too: a loopback server refuses non-loopback `Host` names (DNS rebinding) and
+//! non-JSON `POST`s (cross-site forms; JSON needs a CORS preflight, never granted). Throughput
+//! counts rows by `completed_at` (the partial index on it), so cancelled workflows, which never
+//! complete, are not counted; queue counts use the in-flight index.
+//!
+//! Mounted in your app, `router` returns the same routes `serve` runs (one `routes` function). The
+//! page computes its base from its own path and calls `<base>/api/...`, so nothing server-side
+//! knows the prefix; the token form submits to the page itself. A workflow's URL is the page plus
+//! `#workflow/<id>` (a fragment: no server route, and the token in the query survives); selecting a
+//! row pushes it to history. `AdminOptions::bind` tells a mounted router whether to apply the
+//! loopback host check (the default address is loopback).
+//!
+//! The browser test drives Debian's Chromium through chromedriver's W3C JSON API with the tests'
+//! own small HTTP client (`tests/common/`). Tests get the feature through a dev-dependency of the
+//! crate on itself, so plain `cargo test` runs them.
 
 mod auth;
 mod body;

@@ -6,6 +6,16 @@
 //! whose delay and input each call pushes back, in one statement (see `sysdb::debounce`), so
 //! calls from every process sharing the database agree. It never runs the workflow itself: the
 //! queue's claim promotes the row when its delay passes.
+//!
+//! **As DBOS 3.4.** The key is the deduplication id `<workflow>-<key>` on the run's queue (internal
+//! by default); the run is a `DELAYED` row with `is_debounced` and `debounce_deadline_epoch_ms =
+//! first call + max_wait`. One statement either pushes the holder back (`delay_until = min(now +
+//! period, deadline)`, input replaced, under the row lock) or creates the row (`ON CONFLICT DO
+//! NOTHING` on the unique deduplication index); a caller that loses a race retries. The claim's
+//! promotion of due `DELAYED` rows clears the deduplication id of debounced ones, so a call after
+//! the run left `DELAYED` starts a new run. A key held by a non-debounced workflow (or another
+//! workflow's) is `Error::Duplicate`. The option `id` names a new run only; an id that exists
+//! returns it.
 
 use std::time::Duration;
 

@@ -1,6 +1,17 @@
 //! `impl Client` for the fleet: the executors (live or dead, with their `PENDING` work), the
 //! stranded workflows (a dead executor's work no live executor can run) and moving them onto a
 //! version. Reads and moves only through the store; never runs workflow code.
+//!
+//! **Stranded work** is `PENDING` work of dead, quiet roster executors whose version no live roster
+//! executor of the application serves (a deploy that retired it). It is counted in
+//! `stead_workflows_stranded` and logged (WARN) on every change by each executor's scan, listed by
+//! `Client::stranded_workflows`, `stead workflow stranded` and `GET /api/stranded`, and moved by
+//! `Client::move_stranded(version)` / `stead workflow stranded --move-to <version>` / `POST
+//! /api/stranded/move`: each goes back on its queue `ENQUEUED` under the new version, under its
+//! dead executor's lock, and replays its checkpoints there. `ENQUEUED` rows of a retired version
+//! are not stranded in this sense (DBOS's rules: they wait for an executor of their version; `stead
+//! workflow fork --app-version` moves one). A workflow whose name no live executor of its version
+//! registered is not reported either (same version, same names, in practice).
 
 use super::manage::{ListWorkflows, WorkflowInfo};
 use super::Client;

@@ -1,14 +1,20 @@
-//! The client: everything a producer service or an operator needs without running workflow
-//! code — enqueue, send, read events and streams, wait for results, manage queues and
-//! workflows. It runs a small actor tree (supervisor, database, listener) and never migrates on
-//! its own ([`Client::migrate`] is the explicit step).
+//! The client: everything a producer service or an operator needs without running workflow code —
+//! enqueue, send, read events and streams, wait for results, manage queues and workflows. It runs a
+//! small actor tree (supervisor, database, listener) and never migrates on its own
+//! ([`Client::migrate`] is the explicit step).
 //!
-//! A [`Runtime`](crate::Runtime) has one too ([`Runtime::client`](crate::Runtime::client)),
-//! sharing the runtime's actors.
+//! A [`Runtime`](crate::Runtime) has one too ([`Runtime::client`](crate::Runtime::client)), sharing
+//! the runtime's actors.
 //!
-//! This file is the client's core; its feature extensions (`manage`, `observe`, `schedule`,
-//! `debounce`, `retention`, `attributes`) are `impl Client` blocks in the submodules, built on the core and the
-//! feature modules; nothing in the core names them.
+//! This file is the client's core; its feature extensions (`manage`, `observe`, `outbox`,
+//! `schedule`, `debounce`, `retention`, `rewind`, `attributes`, `fleet`) are `impl Client` blocks
+//! in the submodules, built on the core and the feature modules; nothing in the core names them.
+//!
+//! **What a client checks.** It refuses a schema whose `dbos_migrations` is below 125
+//! (`SchemaTooOld`) rather than migrate it. It enqueues workflows by name without knowing them. It
+//! never creates a SQLite file (only a runtime and `migrate` do), so a mistyped path is an error,
+//! not an empty database. "Not found" is worded once, by `Error`'s `Display` (`workflow "x" not
+//! found`), and the CLI and the admin API print it as is.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -5,6 +5,12 @@
 //! `<key>::<destination>`, so DBOS's client and stead deduplicate each other's resends; an
 //! unkeyed one gets a fresh UUID. It never builds SQL and never runs inside a workflow
 //! (`Context::send` is recorded instead).
+//!
+//! **Sends with keys.** A keyed message is inserted `ON CONFLICT (message_uuid) DO NOTHING`, so a
+//! resend from stead or DBOS delivers nothing. `send_bulk` is one `UNNEST` insert (one transaction
+//! on SQLite) stamped with increasing `created_at_epoch_ms`, so receives keep the batch's order; a
+//! batch repeating a key is refused before the write (DBOS's rule), a missing destination fails the
+//! whole batch.
 
 use std::collections::HashSet;
 

@@ -1,5 +1,9 @@
 //! Rewinding a finished workflow under its own id (DBOS 3.4's `rewind_workflow`); the work
 //! is the store's `rewind`.
+//!
+//! **Rewind** is one transaction per backend: events restored from `workflow_events_history`,
+//! consumed and unread messages deleted, the stream close marker dropped, then `ENQUEUED` on the
+//! internal queue with no owner; refusals are typed (`NotFound`, `StillActive`).
 
 use crate::base::queue::INTERNAL_QUEUE;
 use crate::client::Client;

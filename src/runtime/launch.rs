@@ -1,8 +1,9 @@
-//! The composition root: the one core module that names actor types (`actors/` is its private
-//! child module). It builds the actor tree
-//! (supervisor → database, listener, fleet, scheduler, retention, queues), runs the launch steps
-//! in order (take the executor's liveness lock, migrate, join the roster, declare queues and
-//! schedules, recover, then fire, adopt and claim) and tears the tree down.
+//! The composition root: the one module that names actor types (`actors/` is its private child
+//! module). It builds the actor tree (supervisor → database, then scheduler, sweep, listener and
+//! fleet on Postgres, retention when configured, and one actor per queue), runs the launch steps in
+//! order (lock the SQLite file, take the executor's liveness lock, migrate, join the roster,
+//! declare queues and schedules, recover, register the app version, then fire, listen, adopt and
+//! claim), spawns the eviction registry's timer task, and tears the tree down.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;

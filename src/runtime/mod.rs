@@ -1,7 +1,15 @@
-//! The runtime: the handle an embedding service holds. It runs workflows: it starts and
-//! enqueues registered workflows, hands out queue actor refs, and owns the actor tree built in
-//! `launch`. It has a [`Client`] for everything else (messages, events, cancel, lists, queue
-//! and schedule management): [`Runtime::client`].
+//! The runtime: the handle an embedding service holds. It runs workflows: it starts and enqueues
+//! registered workflows, hands out queue refs (`QueueRef`), and owns the actor tree built in
+//! `launch`. It has a [`Client`] for everything else (messages, events, cancel, lists, queue and
+//! schedule management): [`Runtime::client`].
+//!
+//! **Runtime and client.** The runtime *has* a client, sharing its actor tree, rather than
+//! dereferencing to one: the runtime's own surface is what executes (start, enqueue, queue refs,
+//! executor id, app version) plus its lifecycle. `shutdown`, `stopped` and `stats` are on both: a
+//! standalone client has a tree of its own to stop and count, and `runtime.shutdown(grace)` reads
+//! as what it does; on a runtime they are the same call (so `runtime.client().shutdown(..)` also
+//! stops the runtime). `enqueue` is on both too (the runtime's delegates), since producing work is
+//! part of what a runtime's callers do.
 
 pub(crate) mod builder;
 pub(crate) mod launch;

@@ -5,6 +5,19 @@
 //!
 //! It must never write to the system database: it reads through a [`Client`] (which never
 //! migrates nor runs workflows), and a replay-only context refuses every write.
+//!
+//! **How a call is checked.** Every durable call asks `recorded` first: a match replays as usual, a
+//! different name is logged as a divergence, and a missing row is the end of the history; either of
+//! the last two stops the run (as a cancel does), so the live path of a call, where bodies run and
+//! writes happen, is never reached. `record` and `op` refuse in that mode anyway, and waits return
+//! at once (a recorded sleep is checked, not slept). A patch marker replayed by
+//! `patch`/`deprecate_patch` counts as a matched call; a transactional step asks `recorded` before
+//! its application database, so the replay stops before it. When the body returns without being
+//! stopped, recorded calls it never made are divergences (`called: None`), and an error it returned
+//! is `Verdict::failed` unless the workflow is recorded as `ERROR` (a recorded output that no
+//! longer decodes into its step's new type shows here). A body that panics, or is still running
+//! after 30 s (waiting on something that is not a durable call), is reported as skipped. It is a
+//! library function and not a `stead verify` command, since the CLI binary holds no workflow code.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;

@@ -1,5 +1,16 @@
 //! Runs each command through `stead::Client` (or `Client::migrate`) and renders its result.
 //! Every database access goes through the library; this module builds no SQL.
+//!
+//! **Paging** (CLI and dashboard). `workflow list` reads one row past `--limit` to know whether
+//! another page exists; only when it does is the total counted (`count_workflows`, one `GROUP BY
+//! status` query with the list's filters), so its hint says "showing N of M from offset O; use
+//! --offset N+O", on stderr and only under tables. The dashboard's pages work the same way (Older
+//! is disabled on a short page); its status chips show `GET /api/counts` under the name and queue
+//! filters, and the heading the total of the checked statuses. The list's error column (CLI and
+//! API) loads the rows' payloads; JSON output shows inputs and outputs only with `--payloads`.
+//! `queue list`, `GET /api/queues` and the dashboard's queue table read every application's
+//! definitions (`list_all_queues`), each with its app; `--app` / `?app=` narrow them to one
+//! application's and shared ones.
 
 use serde_json::json;
 use stead::{

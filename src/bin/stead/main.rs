@@ -7,6 +7,13 @@
 //! Exit codes: 0 success; 1 any other failure; 2 bad usage (unknown flag, bad value, no
 //! database URL, invalid URL); 3 the named workflow, schedule or queue does not exist; 4 the
 //! database cannot be reached.
+//!
+//! The binary is a client (plus `Client::migrate` for `stead migrate`); it lists newest first, at
+//! most 100 rows unless `--limit` says otherwise. JSON comes from `Serialize` on the public info
+//! types (`WorkflowInfo` and `ScheduleInfo` flattened into one object, statuses as their stored
+//! text); queues have a view in the binary (durations in ms). A pool that cannot connect retries
+//! until its timeout and then says only "timed out", so one more attempt recovers the cause for the
+//! message ("connection refused").
 
 mod args;
 mod commands;
