@@ -3,6 +3,11 @@
 //! (`w6-exec`, this binary again) and reports the claim statement's latency per slice of 10,000
 //! claimed workflows against a small backlog's, each process's RSS every 10 s, and whether
 //! priorities and FIFO held. Only the seed is SQL; the drain is the runtime's own.
+//!
+//! **Vacuum where the server does not.** The bench server runs with `autovacuum = off`; a drained
+//! queue leaves a dead in-flight index entry per claimed row, which every later claim walks.
+//! `--vacuum-s 10` vacuums the status table every 10 s, as autovacuum would; without it the figures
+//! show what a server without vacuum pays.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
