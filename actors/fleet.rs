@@ -4,9 +4,10 @@
 //! Its keeper task pings the liveness lock's connection every fifth of the lease; each ping
 //! that answers renews the lease from when it was sent. When pings fail it drops the
 //! connection (releasing the lock) and takes the lock again on a new one; if the lease ran
-//! out first, it has already fenced: stopped every run (no write) and started a new epoch, so
-//! no run begun before starts another durable call. Once the lock is back after a fence it
-//! recovers its own `PENDING` workflows (any a peer adopted meanwhile are no longer its own).
+//! out first, it has suspended the process: every run waits at the gate before its next durable
+//! call. Once the lock is back it stops the runs whose row moved meanwhile (adopted, cancelled),
+//! lets the others go on, and has each queue take back its rows no run here holds
+//! (`engine::fleet`, "Coming back").
 //! Its scan task, while the lease holds, adopts the work of dead, quiet executors that this
 //! one can run, and samples the fleet's metrics and stranded work.
 //!
@@ -30,7 +31,7 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinSet;
 
-use crate::engine::dispatch::{QueueRequest, WorkflowRequest};
+use crate::engine::dispatch::QueueRequest;
 use crate::engine::shared::SharedRef;
 use crate::error::{DbError, Error};
 use crate::sysdb::{Adoption, Lease, Store};
@@ -96,7 +97,7 @@ impl Actor for FleetActor {
 async fn keep(shared: SharedRef, sys: Arc<dyn Store>, mut lease: Option<Box<dyn Lease>>) {
     let settings = shared.config.fleet;
     let id = shared.config.executor_id.clone();
-    let mut fenced = false;
+    let mut suspended = false;
     loop {
         tokio::time::sleep(settings.ping_every()).await;
         if let Some(held) = lease.as_mut() {
@@ -114,9 +115,9 @@ async fn keep(shared: SharedRef, sys: Arc<dyn Store>, mut lease: Option<Box<dyn 
                 }
             }
         }
-        if shared.liveness.expired() && !fenced {
-            fence(&shared);
-            fenced = true;
+        if shared.liveness.expired() && !suspended {
+            suspend(&shared);
+            suspended = true;
         }
         let sent = Instant::now();
         let retaken = sys.hold(&id, settings.server_timeout_ms());
@@ -129,16 +130,16 @@ async fn keep(shared: SharedRef, sys: Arc<dyn Store>, mut lease: Option<Box<dyn 
         }
         // Taken back before the lease ran out: no peer could have found this executor quiet
         // (that needs longer than the lease), so every run is still its own.
-        if shared.liveness.expired() && !fenced {
-            fence(&shared);
-            fenced = true;
+        if shared.liveness.expired() && !suspended {
+            suspend(&shared);
+            suspended = true;
         }
-        if fenced && recover_own(&shared).await.is_err() {
+        if suspended && resume(&shared).await.is_err() {
             continue;
         }
-        tracing::info!(executor = %id, fenced, "holds its liveness lock again");
+        tracing::info!(executor = %id, suspended, "holds its liveness lock again");
         shared.liveness.renew(sent, settings.lease);
-        fenced = false;
+        suspended = false;
         lease = Some(held);
     }
 }
@@ -151,45 +152,28 @@ fn describe(failed: Result<Result<(), DbError>, tokio::time::error::Elapsed>) ->
     }
 }
 
-/// Stops every run of this process without writing anything: its lease ran out, so a peer may
-/// soon take its work over.
-fn fence(shared: &SharedRef) {
-    shared.liveness.fence();
+/// Shuts the gate: the lease ran out, so a peer may soon take this executor's work over. No
+/// run starts another durable call until [`resume`] found it still its own.
+fn suspend(shared: &SharedRef) {
+    shared.liveness.suspend();
     crate::base::metrics::fenced();
-    // Evicted runs are dropped: recovery after the fence dispatches their rows again.
-    shared.signals.evicted.clear();
-    let mut stopped = 0;
-    for runs in shared.directory.running.iter() {
-        for run in runs.iter() {
-            let _ = run.actor.send_message(WorkflowRequest::Fence);
-            stopped += 1;
-        }
-    }
-    tracing::warn!(executor = %shared.config.executor_id, stopped,
-        "could not prove this executor alive within its lease: stopped its runs");
+    tracing::warn!(executor = %shared.config.executor_id,
+        "could not prove this executor alive within its lease: its runs wait at the gate");
 }
 
-/// After a fence: this executor's `PENDING` workflows go back on their queues, to be claimed
-/// under new owner tokens (the fenced runs' late writes are refused).
-async fn recover_own(shared: &SharedRef) -> Result<(), Error> {
-    let recovered = shared
-        .db
-        .call_with(shared.clone(), |db, me| async move {
-            db.recover(&me.config.executor(), false).await
-        })
-        .await?;
+/// With the lock held again (nobody can adopt from now on): stops the runs whose row moved
+/// while the gate was shut (adopted, cancelled), keeps the rest, and has each queue take back
+/// this executor's `PENDING` rows that no run here holds.
+async fn resume(shared: &SharedRef) -> Result<(), Error> {
+    let stopped = shared.stop_moved_runs(shared.held_runs(true)).await?;
     tracing::info!(
-        recovered,
-        "recovered this executor's workflows after a fence"
+        stopped,
+        "runs whose row moved meanwhile stopped; the others go on"
     );
-    wake_all(shared);
-    Ok(())
-}
-
-fn wake_all(shared: &SharedRef) {
     for queue in shared.directory.queues.iter() {
-        let _ = queue.send_message(QueueRequest::Wake);
+        let _ = queue.send_message(QueueRequest::TakeBack);
     }
+    Ok(())
 }
 
 /// Adopts dead executors' work and samples the fleet, every adoption interval while alive.
@@ -197,8 +181,7 @@ async fn scan(shared: SharedRef) {
     let mut stranded = 0;
     loop {
         tokio::time::sleep(jitter(shared.config.fleet.adopt_every)).await;
-        let live = &shared.liveness;
-        if !live.admits(live.epoch()) {
+        if !shared.liveness.admits() {
             continue;
         }
         if let Err(e) = scan_once(&shared, &mut stranded).await {
@@ -219,14 +202,18 @@ fn rand_unit() -> f64 {
 }
 
 async fn scan_once(shared: &SharedRef, last_stranded: &mut usize) -> Result<(), Error> {
-    let dead = shared
-        .db
-        .call_with(shared.clone(), |db, me| async move {
-            db.adoptable(&me.config.executor()).await
-        })
-        .await?;
-    for executor in dead {
-        adopt(shared, executor).await?;
+    // Right after an outage everyone looks quiet: adopt only once this executor has itself been
+    // live for longer than the quiet margin, so the others had that long to come back.
+    if shared.liveness.live_for() > shared.config.fleet.quiet_after() {
+        let dead = shared
+            .db
+            .call_with(shared.clone(), |db, me| async move {
+                db.adoptable(&me.config.executor()).await
+            })
+            .await?;
+        for executor in dead {
+            adopt(shared, executor).await?;
+        }
     }
     let app = shared.config.app_name.clone();
     let (live, stranded) = shared

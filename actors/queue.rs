@@ -182,6 +182,7 @@ impl Actor for QueueActor {
                 admission.reserved(d, slot)
             }
             QueueMsg::Request(QueueRequest::Release(slot)) => admission.released(slot),
+            QueueMsg::Request(QueueRequest::TakeBack) => admission.retake(),
             QueueMsg::Request(QueueRequest::Resume(d, slot)) => {
                 // Already running here (recovered meanwhile): the parked run is superseded.
                 match state.running.contains_key(&d.id) {
@@ -406,7 +407,9 @@ impl QueueState {
     fn take_back(&mut self, myself: &ActorRef<QueueMsg>) {
         let (db, shared, myself) = (self.shared.db.clone(), self.shared.clone(), myself.clone());
         let queue = self.def.name.clone();
-        let running: Vec<String> = self.running.keys().cloned().collect();
+        // Runs held here, resident or evicted, are not taken back (an evicted one would replay).
+        let mut running: Vec<String> = self.running.keys().cloned().collect();
+        running.extend(self.shared.signals.evicted.ids_in_queue(&self.def.name));
         self.tasks.spawn(async move {
             let result = db
                 .call_with(

@@ -64,18 +64,6 @@ impl Actor for SweepActor {
 /// Stops the runs of this process whose row moved on without an announcement (another writer
 /// cancelled or resumed it: DBOS's tools do not announce).
 async fn sweep(shared: &SharedRef) -> Result<()> {
-    let held = shared.held_runs();
-    if held.is_empty() {
-        return Ok(());
-    }
-    let lost = shared
-        .db
-        .call_with(held, |db, held| async move { db.lost_runs(&held).await })
-        .await?;
-    for run in &lost {
-        tracing::info!(workflow_id = %run.id, status = %run.status,
-            "the workflow's row moved on without an announcement; stopping its run");
-        shared.cancel_local(&run.id, Some(&run.owner));
-    }
+    shared.stop_moved_runs(shared.held_runs(false)).await?;
     Ok(())
 }

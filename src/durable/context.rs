@@ -50,8 +50,6 @@ struct Inner {
     abort: OnceLock<Abort>,
     /// Woken when an abort reason is set, to interrupt waits.
     aborted: Notify,
-    /// The liveness epoch the run began in: a fence ends it.
-    epoch: u64,
     /// Application databases this run's transactional steps used, released when it finishes.
     datasources: Mutex<Vec<Arc<dyn Release>>>,
     /// Set for a replay-only run (verification): it replays recorded calls and never writes.
@@ -142,7 +140,6 @@ impl Context {
                 recorded: recorded.into_iter().map(|s| (s.function_id, s)).collect(),
                 abort: OnceLock::new(),
                 aborted: Notify::new(),
-                epoch: shared.liveness.epoch(),
                 datasources: Mutex::new(Vec::new()),
                 shared,
                 replay,
@@ -241,7 +238,7 @@ impl Context {
     /// first, so nothing this call does happens before an earlier step is recorded. Every
     /// durable call enters here, so none can forget that.
     pub(crate) async fn begin(&self, function_id: u32, name: &str) -> Result<Begun<'_>> {
-        self.check_live()?;
+        self.live().await?;
         if let Some(row) = self.recorded(function_id, name)? {
             return Ok(Begun::Recorded(row));
         }
@@ -287,17 +284,27 @@ impl Context {
         self.inner.replay.is_some()
     }
 
-    /// Fails fast once the run has been told to stop, or once this process may no longer
-    /// start durable calls (its lease ran out, or a fence ended the run's epoch): then the run
-    /// stops as no longer its own, leaving the row to whoever recovers or adopts it.
-    pub(crate) fn check_live(&self) -> Result<()> {
-        if let Some(reason) = self.inner.abort.get() {
-            return Err(self.abort_error(reason));
+    /// Fails fast once the run has been told to stop (cancelled, taken over, crashed).
+    pub(crate) fn check_abort(&self) -> Result<()> {
+        match self.inner.abort.get() {
+            Some(reason) => Err(self.abort_error(reason)),
+            None => Ok(()),
         }
-        if !self.inner.shared.liveness.admits(self.inner.epoch) {
-            return Err(self.stop(Abort::NotOwner));
+    }
+
+    /// The gate every durable call and every step attempt passes: waits while this process
+    /// cannot prove it is alive (its lease ran out; `engine::fleet`), then fails fast if the
+    /// run was told to stop meanwhile (its row moved on while the process was away).
+    pub(crate) async fn live(&self) -> Result<()> {
+        self.check_abort()?;
+        let liveness = &self.inner.shared.liveness;
+        if !liveness.admits() {
+            tokio::select! {
+                () = liveness.admitted() => {}
+                () = self.aborted() => {}
+            }
         }
-        Ok(())
+        self.check_abort()
     }
 
     /// Counts a durable activity other than a wait until the guard drops.

@@ -234,7 +234,7 @@ where
     let _busy = ctx.fresh().await?;
     let mut wait = Wait::new();
     loop {
-        ctx.check_live()?;
+        ctx.live().await?;
         match attempt(ctx, ds, function_id, &mut f).await? {
             Attempt::Committed(value) => {
                 #[cfg(feature = "test-hooks")]
@@ -430,7 +430,7 @@ impl Wait {
             _ = ctx.aborted() => {}
         }
         self.0 = self.0.mul_f64(1.5).min(Duration::from_secs(2));
-        ctx.check_live()
+        ctx.check_abort()
     }
 }
 

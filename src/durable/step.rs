@@ -391,7 +391,7 @@ async fn within_deadline<X>(ctx: &Context, attempts: impl Future<Output = Result
     tokio::select! {
         biased;
         outcome = attempts => outcome,
-        () = expired => Err(ctx.check_live().err().unwrap_or_else(|| Error::Cancelled {
+        () = expired => Err(ctx.check_abort().err().unwrap_or_else(|| Error::Cancelled {
             id: ctx.workflow_id().to_owned(),
         })),
     }
@@ -500,7 +500,7 @@ where
                     step = limit.name, function_id = limit.function_id, attempt, retry_in = ?delay,
                     error = %failures[failures.len() - 1], "step attempt failed; retrying");
                 tokio::time::sleep(delay).await;
-                ctx.check_live()?;
+                ctx.live().await?;
             }
         }
     }

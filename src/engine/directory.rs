@@ -71,9 +71,9 @@ impl Directory {
             .collect()
     }
 
-    /// Tells the actors of `id` running in this process to stop: all of them after a cancel, or
-    /// only the one running as `owner` after a takeover (resume).
-    pub(crate) fn cancel_local(&self, id: &str, owner: Option<&str>) {
+    /// Sends `request` to the actors running `id` here (all, or only the one running as
+    /// `owner`).
+    pub(crate) fn tell_local(&self, id: &str, owner: Option<&str>, request: WorkflowRequest) {
         let runs: Vec<_> = self
             .running
             .get(id)
@@ -85,7 +85,7 @@ impl Directory {
             })
             .unwrap_or_default();
         for actor in runs {
-            let _ = actor.send_message(WorkflowRequest::Cancel);
+            let _ = actor.send_message(request);
         }
     }
 }

@@ -62,6 +62,9 @@ pub(crate) enum QueueRequest {
     Release(Permit),
     /// Run again by replay a workflow evicted while waiting, in the slot it kept.
     Resume(Dispatch, Permit),
+    /// This executor holds its liveness lock again after its lease ran out: take back its
+    /// `PENDING` workflows of the queue that no run here holds.
+    TakeBack,
     /// Enqueue on this queue for a [`QueueRef`](crate::queues::QueueRef) caller, in the order
     /// sent; answered with the id once the row is committed.
     Enqueue(EnqueueRequest, oneshot::Sender<Result<String>>),
@@ -75,8 +78,8 @@ pub(crate) enum QueueRequest {
 pub(crate) enum WorkflowRequest {
     /// Stop before the next durable call (the row is already `CANCELLED`).
     Cancel,
-    /// Stop before the next durable call and leave the row as it is: this process's lease ran
-    /// out, so another execution may own the workflow by now.
+    /// Stop before the next durable call and leave the row as it is: another execution owns
+    /// the workflow now (adopted, resumed elsewhere).
     Fence,
 }
 

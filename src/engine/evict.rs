@@ -290,6 +290,32 @@ impl Evicted {
         drop((ready, entries));
     }
 
+    /// The ids of the evicted runs of `queue`.
+    pub(crate) fn ids_in_queue(&self, queue: &str) -> Vec<String> {
+        let s = self.lock();
+        let runs = s
+            .entries
+            .iter()
+            .filter_map(|(id, e)| e.run.as_ref().map(|r| (id, r)));
+        runs.filter(|(_, run)| &*run.queue == queue)
+            .map(|(id, _)| id.to_string())
+            .collect()
+    }
+
+    /// Every evicted run whose actor has handed it over, with its owner token.
+    pub(crate) fn held_all(&self) -> Vec<HeldRun> {
+        let s = self.lock();
+        let runs = s
+            .entries
+            .iter()
+            .filter_map(|(id, e)| e.run.as_ref().map(|r| (id, r)));
+        runs.map(|(id, run)| HeldRun {
+            id: id.to_string(),
+            owner: run.owner.to_string(),
+        })
+        .collect()
+    }
+
     /// Up to `n` evicted runs for the cancel sweep, a different batch each time round.
     pub(crate) fn held_batch(&self, n: usize) -> Vec<HeldRun> {
         let mut s = self.lock();

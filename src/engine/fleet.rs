@@ -19,27 +19,38 @@
 //!
 //! **A live process is never adopted.** It pings every fifth of its lease; each ping that answers
 //! renews its lease to *send time + lease* (a monotonic clock) and stamps `last_seen`. Every
-//! durable call first checks the lease and the run's epoch (`Context::check_live`); when the lease
-//! has run out the process *fences*: it stops every run without writing (the row stays `PENDING`
-//! and owned) and starts a new epoch, so no run begun before starts another durable call even if
-//! the lease comes back. A peer can adopt only once the executor is quiet, i.e. after its lease ran
-//! out, so by then its gate is shut. A long GC pause or `SIGSTOP`: the gate is checked on the
-//! monotonic clock when the process runs again, so it starts nothing; its in-flight step bodies may
-//! finish, and their checkpoints are refused by the owner token once an adopter's claim took the
-//! row. A lost lock connection that comes back (a Postgres restart, `pg_terminate_backend`): the
-//! process takes its lock again on a new connection; if before its lease ran out, no peer could
-//! have found it quiet, so it continues untouched; if after, it fenced, and once the lock is back
-//! it recovers its own `PENDING` workflows (anything adopted meanwhile is not its own any more).
+//! durable call begins at the gate (`Context::begin` waits on [`Liveness::admitted`]), and so does
+//! every step or transaction attempt: once the lease has run out the process is *suspended*: no
+//! run starts another durable call or attempt until the lease is back. A peer can adopt only once
+//! the executor is quiet, i.e. after its lease ran out, so by then its gate is shut. A long GC
+//! pause or `SIGSTOP`: the gate reads the monotonic clock when the process runs again, so it
+//! starts nothing; in-flight step bodies may finish, and their records are refused by the owner
+//! token once an adopter's claim took the row.
 //!
-//! Tested two ways in the adoption tests (`tests/integration/adoption.rs`, ignored, run by
-//! `.ci/run`): a process frozen for 20 s (`SIGSTOP`) starts no step after it thaws; a process cut
-//! off its database for 20 s while a survivor runs (its connections go through a proxy that drops
-//! them all and blackholes new ones) starts no step body after its lease ran out, is adopted only
-//! after the lease, takes its lock back when the network returns and runs nothing more. In both,
-//! every workflow finishes `SUCCESS` once and only step bodies in flight at the cut ran twice, as
-//! after a kill. The fence and the owner token each suffice (`sysdb::steps`). Limits: a forward
-//! step of the database server's wall clock shortens the quiet margin; a suspended VM's monotonic
-//! clock stops (Linux `CLOCK_MONOTONIC`), so it fences by the server's timeouts only.
+//! **Coming back.** A lost lock connection that comes back (a Postgres restart,
+//! `pg_terminate_backend`, a network cut) is taken again on a new connection. Before the lease
+//! ran out, no peer could have found the process quiet, so nothing changed. After it, the process
+//! first reads which of the runs it holds (resident and evicted) are still `PENDING` under their
+//! owner tokens: holding the lock again, nobody can adopt them from now on, so those go on
+//! (their held step records are written, nothing runs twice); runs whose row moved (adopted,
+//! cancelled) are stopped without writing. Only then is the lease renewed and the gate opened,
+//! and each queue actor takes back this executor's `PENDING` rows that no run of its own holds
+//! (runs that crashed while the database was away). A peer adopts only once it has itself held its
+//! lease without a gap for longer than the quiet margin ([`Liveness::live_for`]): after a database
+//! outage every executor looks quiet at once, and each gets that long to take its lock back. A 5 s
+//! Postgres restart thus re-runs no step body, with or without peers; before, every run was
+//! stopped at the lease's end and recovered, so each in-flight workflow ran its last unrecorded
+//! step again.
+//!
+//! Tested in the adoption tests (`tests/integration/adoption.rs`, ignored, run by `.ci/run`): a
+//! process frozen for 20 s (`SIGSTOP`) starts no step after it thaws; a process cut off its
+//! database for 20 s while a survivor runs (its connections go through a proxy that drops them
+//! all and blackholes new ones) starts no step body after its lease ran out, is adopted only after
+//! the lease, takes its lock back when the network returns and runs nothing more. In both, every
+//! workflow finishes `SUCCESS` once and only step bodies in flight at the cut ran twice, as after a
+//! kill. The gate and the owner token each suffice (`sysdb::steps`). Limits: a forward step of the
+//! database server's wall clock shortens the quiet margin; a suspended VM's monotonic clock stops
+//! (Linux `CLOCK_MONOTONIC`), so it is suspended by the server's timeouts only.
 //!
 //! **Behind a pooler (not built).** A transaction-pooling PgBouncer hands sessions around, so
 //! neither a session-level lock nor `pg_locks`' view of it means anything there: the lease
@@ -50,6 +61,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 /// How an executor proves it is alive and how often it looks for dead peers' work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +93,12 @@ impl FleetSettings {
         self.lease / 2
     }
 
+    /// How long a peer's `last_seen` must be stale before it counts as quiet (the lease plus a
+    /// tenth plus 0.5 s, as `sysdb::fleet::QUIET_MARGIN` reads it on the server).
+    pub(crate) fn quiet_after(&self) -> Duration {
+        self.lease + self.lease / 10 + Duration::from_millis(500)
+    }
+
     /// The server ends the lease's session this long after the process froze or lost the
     /// network: twice the lease, so the executor has fenced itself well before.
     pub(crate) fn server_timeout_ms(&self) -> u64 {
@@ -87,14 +106,16 @@ impl FleetSettings {
     }
 }
 
-/// Whether this process may start steps: until its lease runs out, and only runs begun in the
-/// current epoch (a fence starts a new one, so an older run never starts another step).
+/// Whether this process may start durable calls: until its lease runs out. Waiters are woken
+/// when it is renewed.
 #[derive(Debug)]
 pub(crate) struct Liveness {
     base: Instant,
-    /// Ms since `base` until which steps may start.
+    /// Ms since `base` until which durable calls may start.
     until: AtomicU64,
-    epoch: AtomicU64,
+    /// Ms since `base` of the renewal that ended the last gap in the lease.
+    since: AtomicU64,
+    renewed: Notify,
 }
 
 impl Liveness {
@@ -103,7 +124,8 @@ impl Liveness {
         Liveness {
             base: Instant::now(),
             until: AtomicU64::new(u64::MAX),
-            epoch: AtomicU64::new(0),
+            since: AtomicU64::new(0),
+            renewed: Notify::new(),
         }
     }
 
@@ -119,31 +141,54 @@ impl Liveness {
         at.saturating_duration_since(self.base).as_millis() as u64
     }
 
-    /// The epoch a run starting now belongs to.
-    pub(crate) fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Acquire)
-    }
-
-    /// True when a run of `epoch` may start a durable call now.
-    pub(crate) fn admits(&self, epoch: u64) -> bool {
-        epoch == self.epoch() && self.millis(Instant::now()) < self.until.load(Ordering::Acquire)
+    /// True while a durable call may start now.
+    pub(crate) fn admits(&self) -> bool {
+        self.millis(Instant::now()) < self.until.load(Ordering::Acquire)
     }
 
     /// True once the lease has run out.
     pub(crate) fn expired(&self) -> bool {
-        self.millis(Instant::now()) >= self.until.load(Ordering::Acquire)
+        !self.admits()
+    }
+
+    /// Resolves once a durable call may start (at once while the lease holds).
+    pub(crate) async fn admitted(&self) {
+        loop {
+            let renewed = self.renewed.notified();
+            tokio::pin!(renewed);
+            renewed.as_mut().enable();
+            if self.admits() {
+                return;
+            }
+            renewed.await;
+        }
     }
 
     /// Extends the lease to `lease` after `proved`, the moment the proof (a ping) was sent.
     pub(crate) fn renew(&self, proved: Instant, lease: Duration) {
+        if self.expired() {
+            self.since.store(self.millis(proved), Ordering::Release);
+        }
         let until = self.millis(proved).saturating_add(lease.as_millis() as u64);
         self.until.store(until, Ordering::Release);
+        self.renewed.notify_waiters();
     }
 
-    /// Ends the lease and the epoch: no run begun so far starts another durable call.
-    pub(crate) fn fence(&self) {
+    /// How long the lease has held without a gap (zero while it has run out). After a database
+    /// outage every executor's `last_seen` is stale at once: a peer adopts only once it has
+    /// itself been live longer than the quiet margin, which gives each executor that long to
+    /// take its lock back.
+    pub(crate) fn live_for(&self) -> Duration {
+        if self.expired() {
+            return Duration::ZERO;
+        }
+        let since = self.since.load(Ordering::Acquire);
+        Duration::from_millis(self.millis(Instant::now()).saturating_sub(since))
+    }
+
+    /// Ends the lease now: no durable call starts until it is renewed.
+    pub(crate) fn suspend(&self) {
         self.until.store(0, Ordering::Release);
-        self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -169,17 +214,50 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lease_admits_until_it_runs_out_and_a_fence_ends_the_epoch() {
+    fn a_lease_admits_until_it_runs_out_or_is_suspended() {
         let live = Liveness::leased(Instant::now(), Duration::from_secs(60));
-        let epoch = live.epoch();
-        assert!(live.admits(epoch));
-        live.fence();
-        assert!(!live.admits(epoch), "fenced");
+        assert!(live.admits());
+        live.suspend();
+        assert!(!live.admits() && live.expired(), "suspended");
         live.renew(Instant::now(), Duration::from_secs(60));
-        assert!(!live.admits(epoch), "a run of an older epoch stays fenced");
-        assert!(live.admits(live.epoch()));
+        assert!(live.admits(), "renewed");
         let short = Liveness::leased(Instant::now(), Duration::ZERO);
-        assert!(short.expired() && !short.admits(short.epoch()));
+        assert!(short.expired() && !short.admits());
+    }
+
+    #[test]
+    fn live_for_counts_from_the_renewal_that_ended_the_last_gap() {
+        let live = Liveness::leased(Instant::now(), Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(live.live_for() >= Duration::from_millis(30));
+        live.renew(Instant::now(), Duration::from_secs(60));
+        assert!(
+            live.live_for() >= Duration::from_millis(30),
+            "no gap: still counting"
+        );
+        live.suspend();
+        assert_eq!(live.live_for(), Duration::ZERO);
+        live.renew(Instant::now(), Duration::from_secs(60));
+        assert!(
+            live.live_for() < Duration::from_millis(30),
+            "counts again from the renewal"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_waits_at_the_gate_until_the_lease_is_renewed() {
+        let live = std::sync::Arc::new(Liveness::leased(Instant::now(), Duration::ZERO));
+        let waiter = tokio::spawn({
+            let live = live.clone();
+            async move { live.admitted().await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiter.is_finished(), "no lease: the call waits");
+        live.renew(Instant::now(), Duration::from_secs(60));
+        tokio::time::timeout(Duration::from_secs(1), waiter)
+            .await
+            .expect("renewing the lease opens the gate")
+            .unwrap();
     }
 
     #[test]

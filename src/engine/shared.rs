@@ -14,8 +14,11 @@ use crate::engine::completion::Completions;
 use crate::engine::config::Config;
 use crate::engine::db::Db;
 use crate::engine::directory::Directory;
+use crate::engine::dispatch::WorkflowRequest;
 use crate::engine::registry::Registry;
 use crate::engine::signals::Signals;
+use crate::error::Result;
+use crate::sysdb::HeldRun;
 
 /// Where a runtime is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,17 +56,49 @@ impl Shared {
     /// Stops the runs of `id` in this process: its actors (all, or only the one running as
     /// `owner`), and its evicted entry, whose slot is then freed.
     pub(crate) fn cancel_local(&self, id: &str, owner: Option<&str>) {
-        self.directory.cancel_local(id, owner);
+        self.stop_local(id, owner, WorkflowRequest::Cancel);
+    }
+
+    /// [`Shared::cancel_local`] with the request its actors get: `Cancel`, or `Fence` for a
+    /// row another execution owns now.
+    fn stop_local(&self, id: &str, owner: Option<&str>, request: WorkflowRequest) {
+        self.directory.tell_local(id, owner, request);
         if self.signals.evicted.remove_run(id, owner) {
             self.completions.abandon(id);
         }
     }
 
     /// The runs this process holds, with their owner tokens: every resident one, and a batch
-    /// of the evicted ones.
-    pub(crate) fn held_runs(&self) -> Vec<crate::sysdb::HeldRun> {
+    /// of the evicted ones (`all`: every evicted one).
+    pub(crate) fn held_runs(&self, all: bool) -> Vec<HeldRun> {
         let mut held = self.directory.held_runs();
-        held.extend(self.signals.evicted.held_batch(SWEEP_EVICTED));
+        let evicted = &self.signals.evicted;
+        held.extend(match all {
+            true => evicted.held_all(),
+            false => evicted.held_batch(SWEEP_EVICTED),
+        });
         held
+    }
+
+    /// Stops the runs among `held` whose row is no longer `PENDING` under their owner token
+    /// (another writer cancelled, resumed or adopted it); one read. Returns how many.
+    pub(crate) async fn stop_moved_runs(&self, held: Vec<HeldRun>) -> Result<usize> {
+        if held.is_empty() {
+            return Ok(0);
+        }
+        let lost = self
+            .db
+            .call_with(held, |db, held| async move { db.lost_runs(&held).await })
+            .await?;
+        for run in &lost {
+            tracing::info!(workflow_id = %run.id, status = %run.status,
+                "the workflow's row moved on; stopping its run here");
+            let request = match run.status.as_str() {
+                "CANCELLED" => WorkflowRequest::Cancel,
+                _ => WorkflowRequest::Fence,
+            };
+            self.stop_local(&run.id, Some(&run.owner), request);
+        }
+        Ok(lost.len())
     }
 }

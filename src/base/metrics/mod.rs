@@ -31,7 +31,7 @@
 //! | `stead_executors_live` | gauge | | executors | live stead executors of this application (sampled on the adoption timer) |
 //! | `stead_adoptions_total` | counter | | workflows | dead executors' workflows this process put back on their queues |
 //! | `stead_workflows_stranded` | gauge | | workflows | dead executors' `PENDING` workflows no live executor can run (sampled on the adoption timer) |
-//! | `stead_fences_total` | counter | | fences | times this executor stopped its runs because it could not prove it was alive |
+//! | `stead_fences_total` | counter | | fences | times this executor suspended its runs (no durable call starts) because it could not prove it was alive within its lease |
 //!
 //! Lanes are the database actor's connections: `start`, `checkpoint`, `finish`, `load_steps`,
 //! `claim`, `ops`. With `install_prometheus` (feature `prometheus`), histograms of seconds use
@@ -84,7 +84,7 @@ pub const ADOPTIONS: &str = "stead_adoptions_total";
 pub const WORKFLOWS_STRANDED: &str = "stead_workflows_stranded";
 /// Gauge: waiting workflows evicted from memory (a timer entry each, no actor).
 pub const WORKFLOWS_EVICTED: &str = "stead_workflows_evicted";
-/// Counter: times this executor fenced itself (stopped its runs: it could not prove it lived).
+/// Counter: times this executor fenced itself (suspended its runs: it could not prove it lived).
 pub const FENCES: &str = "stead_fences_total";
 /// Counter: unfinished workflows of this executor put back on their queues at launch.
 pub const LAUNCH_RECOVERIES: &str = "stead_launch_recoveries_total";

@@ -247,7 +247,7 @@ impl<O> ChildHandle<O> {
                 _ = tokio::time::sleep(poll) => poll = (poll * 2).min(Duration::from_secs(1)),
                 _ = self.ctx.aborted() => {}
             }
-            self.ctx.check_live()?;
+            self.ctx.check_abort()?;
         }
     }
 

@@ -141,7 +141,7 @@ impl Context {
                         parked = true;
                     }
                 }
-                self.check_live()?;
+                self.check_abort()?;
             }
         }
     }

@@ -38,7 +38,7 @@ impl Context {
     /// # Ok(()) }
     /// ```
     pub async fn patch(&self, name: &str) -> Result<bool> {
-        self.check_live()?;
+        self.check_abort()?;
         let marker = marker(name);
         let function_id = self.peek_function_id();
         let recorded = self.recorded_name(function_id).map(str::to_owned);
@@ -63,7 +63,7 @@ impl Context {
     /// new runs. Replace `if ctx.patch(name).await? { new } else { old }` by
     /// `ctx.deprecate_patch(name)?; new`, then later drop the call once those histories are gone.
     pub fn deprecate_patch(&self, name: &str) -> Result<()> {
-        self.check_live()?;
+        self.check_abort()?;
         let function_id = self.peek_function_id();
         let marker = marker(name);
         if self.recorded_name(function_id) == Some(marker.as_str()) {

@@ -54,7 +54,7 @@ impl Context {
     pub(crate) async fn wait_until(&self, until: i64) -> Result<()> {
         // A replay-only run (verification) checks the calls, not the time between them.
         if self.is_replay_only() {
-            return self.check_live();
+            return self.check_abort();
         }
         let _waiting = self.waiting();
         let since = now_ms();
@@ -62,13 +62,13 @@ impl Context {
         loop {
             let left = until - now_ms();
             if left <= 0 {
-                self.check_live()?;
+                self.check_abort()?;
                 return if waited { self.recheck().await } else { Ok(()) };
             }
             waited = true;
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(left as u64)) => {}
-                _ = self.aborted() => return self.check_live(),
+                _ = self.aborted() => return self.check_abort(),
                 // Nothing to look at again: its timer is all that wakes it.
                 _ = self.evictable(since, Some(until), None) => return self.evict().await,
             }

@@ -70,7 +70,7 @@ where
             _ = evictable(ctx, since, until, subscription.key()) => parked = true,
         }
         if let Some(ctx) = ctx {
-            ctx.check_live()?;
+            ctx.check_abort()?;
         }
     }
 }

@@ -173,6 +173,8 @@ pub(crate) struct Admission<W> {
     request: Option<Request>,
     /// Work may be waiting that a free slot could take: claim as soon as one frees, offer none.
     backlog: bool,
+    /// A take-back was asked for while another request was in flight: it goes next.
+    take_back_next: bool,
     /// Some of it may be from elsewhere (announced, promoted, not yet looked for, or seen beyond
     /// what a claim took while every enqueue of ours gone to the table was accounted for), not
     /// only this process's own enqueues gone to the table.
@@ -200,6 +202,7 @@ impl<W> Admission<W> {
             phase: Phase::Running,
             request: None,
             backlog: true,
+            take_back_next: false,
             foreign: true,
             accounted: 0,
             wakes: 0,
@@ -224,6 +227,15 @@ impl<W> Admission<W> {
         } else {
             self.claim(true);
         }
+        self.decided()
+    }
+
+    /// This executor proved it is alive again after its lease ran out: take back its workflows
+    /// of the queue that no run here holds (runs that crashed while it could not), as the next
+    /// request.
+    pub(crate) fn retake(&mut self) -> Vec<Decision<W>> {
+        self.take_back_next = true;
+        self.claim(false);
         self.decided()
     }
 
@@ -325,7 +337,9 @@ impl<W> Admission<W> {
         // Tabled writes that landed during the claim announced themselves while it was in
         // flight: look for them now (one still being written announces itself when it lands).
         let landed_unseen = unseen && self.slots.tabled().all_landed();
-        if answer.promoted > 0 || woken_since || landed_unseen || (took > 0 && took >= asked) {
+        let more =
+            answer.promoted > 0 || woken_since || landed_unseen || (took > 0 && took >= asked);
+        if more || self.take_back_next {
             self.claim(false);
         }
         self.arm_poll();
@@ -335,7 +349,7 @@ impl<W> Admission<W> {
     /// The claim in flight failed; a transient failure may have committed it, so take back.
     pub(crate) fn claim_failed(&mut self, transient: bool) -> Vec<Decision<W>> {
         self.request = None;
-        if transient {
+        if transient || std::mem::take(&mut self.take_back_next) {
             self.take_back();
         }
         self.arm_poll();
@@ -472,6 +486,10 @@ impl<W> Admission<W> {
     /// Claims as many workflows as there are free slots, unless a request is in flight.
     fn claim(&mut self, on_timer: bool) {
         if self.request.is_some() || self.phase != Phase::Running {
+            return;
+        }
+        if std::mem::take(&mut self.take_back_next) {
+            self.take_back();
             return;
         }
         // Slots offered to local enqueues are not free for a claim.
