@@ -3,6 +3,7 @@
 
 pub mod browser;
 pub mod catalog;
+#[macro_use]
 pub mod dbos_py;
 pub mod http;
 pub mod jobs;
