@@ -1,7 +1,7 @@
 //! The DBOS 3.4 schema as facts, written out by hand from `dbos migrate` (PyPI dbos 3.4.0)
 //! and its pg_dump, in the form catalog queries print them. `<s>.` stands for the schema.
 //!
-//! Each `*_rows` function gives what the matching query in `schema.rs` must return.
+//! Each `*_rows` function gives what the matching query in `layout.rs` must return.
 
 /// DBOS's default for epoch-millisecond columns, as Postgres prints it.
 const NOW_MS: &str = "((EXTRACT(epoch FROM now()) * 1000.0))::bigint";
