@@ -1,6 +1,10 @@
 //! Metrics and tracing from day one: counters, histograms and the running gauge through the
 //! `metrics` facade, one span per workflow with one child span per step, and one log line per
 //! failure (a workflow's error, a retried step attempt, a parked workflow, a cancel).
+//!
+//! A binary of its own (the other integration tests are `tests/integration`): it installs the
+//! process's metrics recorder and tracing subscriber, which would record every other test's
+//! workflows beside it, and which only one suite per process can install.
 
 mod common;
 

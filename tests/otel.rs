@@ -2,6 +2,10 @@
 //! records its W3C context under the `dbos.otelContext` attribute, a workflow run's span (and
 //! its steps') continue the recorded trace (direct starts, claims, a carrier written by another
 //! process), and a trace crosses a real DBOS Python app into stead and back into Python.
+//!
+//! A binary of its own (the other integration tests are `tests/integration`): it installs the
+//! process's tracing subscriber with the OpenTelemetry layer, which would export every other
+//! test's spans beside it and have their starts inside a span record a `dbos.otelContext`.
 #![cfg(feature = "otel")]
 
 mod common;

@@ -1,5 +1,9 @@
 //! The Prometheus exporter: installed on an ephemeral port, scraped over plain HTTP right after
-//! launch (every documented series, at zero) and after a queue workload. The recorder is global, so this binary holds only tests that share it.
+//! launch (every documented series, at zero) and after a queue workload.
+//!
+//! A binary of its own (the other integration tests are `tests/integration`): the recorder is
+//! process-wide, so every other test's workflows beside it would move the series it expects at
+//! zero, and only one suite per process can install a recorder.
 #![cfg(feature = "prometheus")]
 
 mod common;

@@ -120,7 +120,7 @@ pub async fn snapshot(pool: &PgPool, schema: &str) -> Vec<String> {
 
 /// [`snapshot`] on one connection, e.g. inside a transaction that changes the schema. stead's
 /// own table beside DBOS's (`stead_executors`, the fleet's roster) is left out: it is not part
-/// of the layout the two share (`tests/schema.rs` checks it on its own).
+/// of the layout the two share (`tests/integration/schema/layout.rs` checks it on its own).
 pub async fn snapshot_on(conn: &mut PgConnection, schema: &str) -> Vec<String> {
     let mut lines = Vec::new();
     for query in QUERIES {

@@ -14,14 +14,14 @@ static GATES: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
 type Run = (String, String, Instant, Instant);
 static LOG: OnceLock<Mutex<Vec<Run>>> = OnceLock::new();
 
-/// Opens `gate` of `db`'s test (both backends' tests share this process, so names are
-/// qualified by the backend).
+/// Opens `gate` of `db`'s test (every test shares this process, so names are qualified by the
+/// test's database).
 pub fn open(db: &TestDb, gate: &str) {
     GATES
         .get_or_init(Default::default)
         .lock()
         .unwrap()
-        .insert(format!("{:?}:{gate}", db.backend), true);
+        .insert(format!("{}:{gate}", db.name), true);
 }
 
 pub fn is_open(gate: &str) -> bool {
@@ -48,7 +48,7 @@ pub async fn job(ctx: Context, (tag, gate, ms): (String, String, u64)) -> stead:
         started,
         Instant::now(),
     ));
-    // A tag qualified by its test's backend returns unqualified.
+    // A tag qualified by its test's database returns unqualified.
     let bare = tag
         .split_once(':')
         .map_or(tag.as_str(), |(_, t)| t)
@@ -62,7 +62,7 @@ pub async fn job(ctx: Context, (tag, gate, ms): (String, String, u64)) -> stead:
 
 /// The runs of `db`'s test whose tag starts with `tag_prefix`, tags unqualified.
 pub fn runs(db: &TestDb, tag_prefix: &str) -> Vec<(String, Instant, Instant)> {
-    let qualified = format!("{:?}:{tag_prefix}", db.backend);
+    let qualified = format!("{}:{tag_prefix}", db.name);
     LOG.get_or_init(Default::default)
         .lock()
         .unwrap()
@@ -92,13 +92,13 @@ pub fn input(tag: &str, gate: &str, ms: u64) -> (String, String, u64) {
     (tag.to_owned(), gate.to_owned(), ms)
 }
 
-/// `input` with the tag and gate qualified by `db`'s backend.
+/// `input` with the tag and gate qualified by `db` (its test's own database).
 pub fn tagged(db: &TestDb, tag: &str, gate: &str, ms: u64) -> (String, String, u64) {
-    let b = db.backend;
+    let d = &db.name;
     let gate = if gate.is_empty() {
         String::new()
     } else {
-        format!("{b:?}:{gate}")
+        format!("{d}:{gate}")
     };
-    (format!("{b:?}:{tag}"), gate, ms)
+    (format!("{d}:{tag}"), gate, ms)
 }

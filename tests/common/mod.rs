@@ -3,12 +3,12 @@
 
 pub mod browser;
 pub mod catalog;
+#[macro_use]
 pub mod dbos_py;
 pub mod http;
 pub mod jobs;
 pub mod proxy;
-
-use std::sync::atomic::{AtomicU32, Ordering};
+pub mod scratch;
 
 use futures::future::BoxFuture;
 use sqlx::any::AnyPoolOptions;
@@ -16,101 +16,11 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::AnyPool;
 use sqlx::{AssertSqlSafe, Executor, PgPool};
 
-/// The server the tests use: `STEAD_TEST_PG` (a URL without a database name), else local trust.
-pub fn server_url() -> String {
-    std::env::var("STEAD_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
-}
+pub use scratch::{server_url, Backend, TestDb};
 
-/// Which system database a test runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Postgres,
-    Sqlite,
-}
-
-/// A database created for one test and dropped when the value is dropped: a Postgres database,
-/// or a SQLite file in a fresh temporary directory.
-pub struct TestDb {
-    pub name: String,
-    pub url: String,
-    pub backend: Backend,
-    owned: bool,
-    dir: Option<std::path::PathBuf>,
-}
-
-fn unique_name() -> String {
-    static SEQ: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "stead_t_{}_{}_{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed),
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    )
-}
-
+/// The harness's own checks on a test database (the database itself is `scratch`'s, shared
+/// with the crate's storage suite).
 impl TestDb {
-    /// Creates an empty Postgres database with a unique name.
-    pub async fn new() -> TestDb {
-        let name = unique_name();
-        let admin = admin_pool().await;
-        admin
-            .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .await
-            .expect("create test database");
-        admin.close().await;
-        let url = format!("{}/{name}", server_url());
-        TestDb {
-            name,
-            url,
-            backend: Backend::Postgres,
-            owned: true,
-            dir: None,
-        }
-    }
-
-    /// A SQLite file (not created yet) in a fresh temporary directory.
-    pub async fn sqlite() -> TestDb {
-        let name = unique_name();
-        let dir = std::env::temp_dir().join(&name);
-        std::fs::create_dir_all(&dir).expect("create test directory");
-        let url = format!("sqlite://{}", dir.join("stead.sqlite").display());
-        TestDb {
-            name,
-            url,
-            backend: Backend::Sqlite,
-            owned: true,
-            dir: Some(dir),
-        }
-    }
-
-    /// A fresh database on `backend`.
-    pub async fn on(backend: Backend) -> TestDb {
-        match backend {
-            Backend::Postgres => TestDb::new().await,
-            Backend::Sqlite => TestDb::sqlite().await,
-        }
-    }
-
-    pub fn is_sqlite(&self) -> bool {
-        self.backend == Backend::Sqlite
-    }
-
-    /// A database created by another process (a test's child); it is not dropped here.
-    pub fn existing(url: &str) -> TestDb {
-        let backend = if url.starts_with("sqlite:") {
-            Backend::Sqlite
-        } else {
-            Backend::Postgres
-        };
-        TestDb {
-            name: url.rsplit('/').next().unwrap_or_default().to_owned(),
-            url: url.to_owned(),
-            backend,
-            owned: false,
-            dir: None,
-        }
-    }
-
     /// A small pool for the test's own checks, on either backend. Tables are reached as
     /// `dbos.<table>` on both: the SQLite file is attached under that name.
     pub async fn checks(&self) -> AnyPool {
@@ -148,36 +58,6 @@ impl TestDb {
             .connect(&self.url)
             .await
             .expect("connect to test database")
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
-        if let Some(dir) = &self.dir {
-            let _ = std::fs::remove_dir_all(dir);
-            return;
-        }
-        let name = self.name.clone();
-        // Drop runs inside the test's runtime; use a thread with its own runtime to finish it.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                let admin = admin_pool().await;
-                let _ = admin
-                    .execute(AssertSqlSafe(format!(
-                        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                    )))
-                    .await;
-                admin.close().await;
-            });
-        })
-        .join();
     }
 }
 
@@ -237,14 +117,6 @@ macro_rules! one_backend_at_a_time {
         static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
         TURN.lock().await
     }};
-}
-
-async fn admin_pool() -> PgPool {
-    PgPoolOptions::new()
-        .max_connections(1)
-        .connect(&format!("{}/postgres", server_url()))
-        .await
-        .expect("connect to the admin database (is Postgres up?)")
 }
 
 /// A builder on `db` with a test-friendly fixed identity.

@@ -1,4 +1,5 @@
-"""A DBOS Python 3.4 application sharing stead's database (tests/adoption.rs).
+"""A DBOS Python 3.4 application sharing stead's database
+(tests/integration/adoption/stranded.rs).
 
 Usage: python app.py <system database URL> <application name> <count>
 

@@ -1,4 +1,5 @@
-"""The DBOS Python client, driven by stead's interoperability tests (tests/dbos_interop.rs).
+"""The DBOS Python client, driven by stead's interoperability tests
+(tests/integration/dbos_interop.rs).
 
 Usage: python client.py <system database URL> <application name> <command> <JSON argument>
 

@@ -1,5 +1,5 @@
 """DBOS Python 3.4 datasources on stead's application database, driven by
-tests/transactions.rs.
+tests/integration/transactions.rs.
 
 Usage: python datasource.py <system database URL> <application database URL> <command> <id>
 

@@ -1,4 +1,5 @@
-"""DBOS Python 3.4 histories with and without patch markers, for tests/patching.rs.
+"""DBOS Python 3.4 histories with and without patch markers, for
+tests/integration/patching.rs.
 
 Usage: python patching.py <system database URL> <old|new> <workflow id>
 

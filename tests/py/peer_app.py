@@ -1,4 +1,5 @@
-"""A DBOS application, launched by stead's interoperability tests (tests/dbos_peer.rs).
+"""A DBOS application, launched by stead's interoperability tests
+(tests/integration/dbos_peer.rs).
 
 Usage: python peer_app.py <system database URL> <application name> <queue>
 

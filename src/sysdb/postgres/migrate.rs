@@ -150,7 +150,7 @@ async fn read_version(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sysdb::suite::PgScratch;
+    use crate::sysdb::suite::TestDb;
     use sqlx::Executor;
 
     /// Whether another session could take the migration lock right now.
@@ -176,7 +176,7 @@ mod tests {
     // integration tests cannot see that because their connection closes right after.
     #[tokio::test]
     async fn lock_is_released_after_success_and_after_failure() {
-        let db = PgScratch::new().await;
+        let db = TestDb::new().await;
         let url = db.url.clone();
         let mut conn = PgConnection::connect(&url).await.unwrap();
 

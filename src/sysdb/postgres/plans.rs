@@ -23,7 +23,7 @@ use sqlx::{Connection, PgConnection, Row};
 
 use super::migrate::migrate_pg;
 use super::sql::{PgQuery, Sql};
-use crate::sysdb::suite::PgScratch;
+use crate::sysdb::suite::TestDb;
 
 /// The plan of `q` (text format, one line per node) on a connection without seq scans.
 async fn plan(conn: &mut PgConnection, q: PgQuery<'_>) -> String {
@@ -34,8 +34,8 @@ async fn plan(conn: &mut PgConnection, q: PgQuery<'_>) -> String {
         .join("\n")
 }
 
-async fn migrated() -> (PgScratch, PgConnection, Sql) {
-    let db = PgScratch::new().await;
+async fn migrated() -> (TestDb, PgConnection, Sql) {
+    let db = TestDb::new().await;
     let mut conn = PgConnection::connect(&db.url).await.unwrap();
     migrate_pg(&mut conn, "dbos").await.unwrap();
     sqlx::query("SET enable_seqscan = off")

@@ -16,13 +16,18 @@ mod reads;
 mod rewind;
 mod writes;
 
-use std::sync::atomic::{AtomicU32, Ordering};
+// The scratch databases (a fresh Postgres database or SQLite file per test): one copy for every
+// test of the repository, the integration harness's. The suite uses part of it.
+#[allow(dead_code)]
+#[path = "../../../tests/common/scratch.rs"]
+mod scratch;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::SqlitePoolOptions;
-use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection, PgPool, SqlitePool};
+use sqlx::{AssertSqlSafe, PgPool, SqlitePool};
 
 use super::{
     connect, next_created_at, ClaimOutcome, ClaimRequest, NewWorkflow, Session, StartOutcome,
@@ -54,104 +59,9 @@ macro_rules! store_tests {
 }
 pub(super) use store_tests;
 
-/// Which implementation a test runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Postgres,
-    Sqlite,
-}
-
-/// The server the tests use: `STEAD_TEST_PG` (a URL without a database name), else local trust.
-pub(crate) fn server_url() -> String {
-    std::env::var("STEAD_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
-}
-
-fn unique_name() -> String {
-    static SEQ: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "stead_s_{}_{}_{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed),
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    )
-}
-
-/// A throwaway Postgres database, dropped with this value (also when the test panics).
-pub(crate) struct PgScratch {
-    name: String,
-    pub(crate) url: String,
-}
-
-impl PgScratch {
-    pub(crate) async fn new() -> PgScratch {
-        let name = unique_name();
-        let mut admin = PgConnection::connect(&format!("{}/postgres", server_url()))
-            .await
-            .expect("connect to the test server");
-        admin
-            .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .await
-            .expect("create a test database");
-        let _ = admin.close().await;
-        let url = format!("{}/{name}", server_url());
-        PgScratch { name, url }
-    }
-}
-
-impl Drop for PgScratch {
-    fn drop(&mut self) {
-        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        // Drop runs inside the test's runtime; finish on a thread with its own.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime");
-            rt.block_on(async {
-                let admin = PgConnection::connect(&format!("{}/postgres", server_url()));
-                if let Ok(mut admin) = admin.await {
-                    let _ = admin.execute(AssertSqlSafe(sql)).await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
-/// A temporary directory holding a SQLite file, removed with this value.
-struct LiteScratch {
-    dir: std::path::PathBuf,
-    url: String,
-}
-
-impl LiteScratch {
-    fn new() -> LiteScratch {
-        let dir = std::env::temp_dir().join(unique_name());
-        std::fs::create_dir_all(&dir).expect("create a test directory");
-        let url = format!("sqlite://{}", dir.join("stead.sqlite").display());
-        LiteScratch { dir, url }
-    }
-}
-
-impl Drop for LiteScratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-enum Scratch {
-    Postgres(PgScratch),
-    Sqlite(LiteScratch),
-}
-
-impl Scratch {
-    fn url(&self) -> &str {
-        match self {
-            Scratch::Postgres(pg) => &pg.url,
-            Scratch::Sqlite(lite) => &lite.url,
-        }
-    }
-}
+// Which implementation a test runs on.
+pub(crate) use scratch::Backend as Kind;
+pub(crate) use scratch::TestDb;
 
 /// Reads rows on its own connection, to check what an operation wrote.
 enum Probe {
@@ -164,7 +74,7 @@ pub(crate) struct Fixture {
     pub store: Arc<dyn Store>,
     probe: Probe,
     // Last: the database goes once the pools above are dropped.
-    scratch: Scratch,
+    scratch: TestDb,
 }
 
 impl Fixture {
@@ -193,16 +103,13 @@ impl Fixture {
 
     /// A store on an empty database (nothing migrated).
     pub(crate) async fn empty(kind: Kind) -> Fixture {
-        let scratch = match kind {
-            Kind::Postgres => Scratch::Postgres(PgScratch::new().await),
-            Kind::Sqlite => Scratch::Sqlite(LiteScratch::new()),
-        };
+        let scratch = TestDb::on(kind).await;
         let store = Fixture::connect(&scratch).await;
         let probe = match kind {
             Kind::Postgres => Probe::Postgres(
                 PgPoolOptions::new()
                     .max_connections(2)
-                    .connect(scratch.url())
+                    .connect(&scratch.url)
                     .await
                     .expect("probe"),
             ),
@@ -210,7 +117,7 @@ impl Fixture {
             Kind::Sqlite => Probe::Sqlite(
                 SqlitePoolOptions::new()
                     .max_connections(2)
-                    .connect(scratch.url())
+                    .connect(&scratch.url)
                     .await
                     .expect("probe"),
             ),
@@ -222,9 +129,9 @@ impl Fixture {
         }
     }
 
-    async fn connect(scratch: &Scratch) -> Arc<dyn Store> {
+    async fn connect(scratch: &TestDb) -> Arc<dyn Store> {
         connect(
-            scratch.url(),
+            &scratch.url,
             DEFAULT_SCHEMA,
             4,
             Duration::from_secs(10),

@@ -1,0 +1,545 @@
+//! Interoperability with the real DBOS Transact 3.4 (PyPI `dbos`, installed by `.ci/test-deps`;
+//! skipped without it, see `common::dbos_py`): databases migrated by either side, work
+//! enqueued by the Python client, DBOS's CLI reading stead's workflows, messages and events
+//! across the two, and rows in a format stead cannot read.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use stead::{error::PortableError, Context, Error, Queue, Runtime, WorkflowOptions};
+
+use crate::common;
+use crate::common::catalog::{assert_same, migration_rows, snapshot, user_schemas};
+use crate::common::dbos_py::{dbos_cli_async, dbos_migrate, dbos_workflow_cli, py_client};
+use crate::common::TestDb;
+
+/// The application name stead runs as and the Python client acts for.
+const APP: &str = "interop";
+/// The queue the Python client enqueues on.
+const QUEUE: &str = "py";
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Sum {
+    sum: i64,
+    by: String,
+}
+
+/// Two positional arguments from Python arrive as a tuple.
+async fn add(ctx: Context, (a, b): (i64, i64)) -> stead::Result<Sum> {
+    let sum = ctx.step("add", || async move { Ok(a + b) }).await?;
+    Ok(Sum {
+        sum,
+        by: "stead".into(),
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+struct Person {
+    name: String,
+}
+
+/// Keyword arguments from Python arrive as an object.
+async fn greet(_: Context, who: Person) -> stead::Result<String> {
+    Ok(format!("Hello, {}", who.name))
+}
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    item: String,
+    qty: u32,
+}
+
+/// Two named steps around a sleep, and an event: what `dbos workflow steps` lists.
+async fn order(ctx: Context, order: Order) -> stead::Result<Value> {
+    let qty = order.qty;
+    let hold = ctx
+        .step("reserve", || async move { Ok(format!("held-{qty}")) })
+        .await?;
+    ctx.sleep(Duration::from_millis(1)).await?;
+    let total = ctx
+        .step("charge", || async move { Ok(f64::from(qty) * 1.5) })
+        .await?;
+    ctx.set_event("state", &"charged").await?;
+    Ok(json!({"item": order.item, "hold": hold, "total": total}))
+}
+
+async fn refuse(_: Context, _: ()) -> Result<(), PortableError> {
+    Err(PortableError::new("OutOfStock", "no pears left"))
+}
+
+/// Answers a message from Python and one sent by SQL with an event.
+async fn conversation(ctx: Context, _: ()) -> stead::Result<String> {
+    let wait = Duration::from_secs(20);
+    let question: Option<Value> = ctx.recv(Some("question"), wait).await?;
+    let by_sql: Option<Value> = ctx.recv(Some("sql"), wait).await?;
+    let reply = format!(
+        "got {} and {}",
+        question.unwrap_or_default(),
+        by_sql.unwrap_or_default()
+    );
+    ctx.set_event("reply", &reply).await?;
+    Ok(reply)
+}
+
+/// Receives one message and returns it.
+async fn inbox(ctx: Context, _: ()) -> stead::Result<Option<Value>> {
+    ctx.recv(Some("in"), Duration::from_secs(20)).await
+}
+
+async fn launch(db: &TestDb) -> Runtime {
+    common::builder(db)
+        .app_name(APP)
+        // DBOS clients do not announce their enqueues: the queue finds them by polling.
+        .queue(Queue::new(QUEUE).polling_interval(Duration::from_millis(100)))
+        .workflow("add", add)
+        .workflow("greet", greet)
+        .workflow("order", order)
+        .workflow("refuse", refuse)
+        .workflow("conversation", conversation)
+        .workflow("inbox", inbox)
+        .launch()
+        .await
+        .unwrap()
+}
+
+/// The `ok` answer of the Python client, failing the test on its `error`.
+fn ok(answer: Value) -> Value {
+    match answer {
+        Value::Object(mut m) if m.contains_key("ok") => m.remove("ok").unwrap_or_default(),
+        other => panic!("the Python client failed: {other}"),
+    }
+}
+
+async fn status_row(pool: &PgPool, id: &str) -> Value {
+    let text: String = sqlx::query_scalar(
+        "SELECT to_jsonb(w)::text FROM dbos.workflow_status w WHERE workflow_uuid = $1",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await
+    .unwrap_or_else(|e| panic!("status row of {id}: {e}"));
+    serde_json::from_str(&text).expect("to_jsonb gives JSON")
+}
+
+#[tokio::test]
+async fn a_database_dbos_migrated_runs_stead_workflows_unchanged() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    dbos_cli_async().await;
+    dbos_migrate(&db.url);
+    let pool = db.pool().await;
+    let (before, schemas) = (snapshot(&pool, "dbos").await, user_schemas(&pool).await);
+
+    let rt = launch(&db).await;
+    let h = rt
+        .enqueue(QUEUE, "add", (2, 3), WorkflowOptions::with_id("on-dbos"))
+        .await
+        .unwrap();
+    let sum: Sum = common::within(h.result()).await.unwrap();
+    assert_eq!(sum.sum, 5);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+
+    assert_same(
+        &before,
+        &snapshot(&pool, "dbos").await,
+        "DBOS's schema after a stead run",
+    );
+    assert_eq!(user_schemas(&pool).await, schemas, "no schema added");
+    assert_eq!(migration_rows(&pool, "dbos").await, vec![125]);
+}
+
+#[tokio::test]
+async fn dbos_migrate_takes_a_stead_database_in_use_as_up_to_date() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    dbos_cli_async().await;
+    let rt = launch(&db).await;
+    let h = rt
+        .start("add", (20, 22), WorkflowOptions::with_id("before-dbos"))
+        .await
+        .unwrap();
+    common::within(h.result::<Sum>()).await.unwrap();
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+    let pool = db.pool().await;
+    let (before, row) = (
+        snapshot(&pool, "dbos").await,
+        status_row(&pool, "before-dbos").await,
+    );
+
+    dbos_migrate(&db.url);
+    assert_same(
+        &before,
+        &snapshot(&pool, "dbos").await,
+        "stead's schema after dbos migrate",
+    );
+    assert_eq!(migration_rows(&pool, "dbos").await, vec![125]);
+    assert_eq!(
+        status_row(&pool, "before-dbos").await,
+        row,
+        "rows untouched"
+    );
+
+    // And stead still reads what it wrote.
+    let client = stead::Client::connect(&db.url).await.unwrap();
+    let sum: Sum = client.handle("before-dbos").result().await.unwrap();
+    assert_eq!(sum.sum, 42);
+    client.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_workflow_enqueued_by_the_python_client_runs_on_stead() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let rt = launch(&db).await;
+
+    let positional = json!({"workflow": "add", "queue": QUEUE, "id": "py-add",
+                            "args": [2, 3], "wait": true});
+    let got = ok(py_client(&db.url, APP, "enqueue", positional).await);
+    assert_eq!(got, json!({"sum": 5, "by": "stead"}));
+
+    let named = json!({"workflow": "greet", "queue": QUEUE, "id": "py-greet",
+                       "kwargs": {"name": "Ada"}, "wait": true});
+    let got = ok(py_client(&db.url, APP, "enqueue", named).await);
+    assert_eq!(got, json!("Hello, Ada"));
+
+    let row = status_row(&db.pool().await, "py-add").await;
+    for (column, want) in [
+        ("status", json!("SUCCESS")),
+        ("serialization", json!("portable_json")),
+        ("application_name", json!(APP)),
+        ("executor_id", json!("test-executor")),
+        ("queue_name", json!(QUEUE)),
+    ] {
+        assert_eq!(row[column], want, "{column} of {row}");
+    }
+    // Stead's own client reads the same outcome.
+    assert_eq!(
+        rt.client()
+            .handle("py-add")
+            .result::<Sum>()
+            .await
+            .unwrap()
+            .sum,
+        5
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// The entry of `id` in the CLI's JSON list.
+fn entry<'a>(list: &'a Value, id: &str) -> &'a Value {
+    list.as_array()
+        .and_then(|l| l.iter().find(|w| w["workflow_id"] == id))
+        .unwrap_or_else(|| panic!("{id} not in {list}"))
+}
+
+#[tokio::test]
+async fn the_dbos_cli_shows_stead_workflows_readably() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let rt = launch(&db).await;
+    let input = Order {
+        item: "apples".into(),
+        qty: 3,
+    };
+    let done = rt
+        .start("order", &input, WorkflowOptions::with_id("cli-order"))
+        .await
+        .unwrap();
+    let output: Value = common::within(done.result()).await.unwrap();
+    let failed = rt
+        .start("refuse", (), WorkflowOptions::with_id("cli-refuse"))
+        .await
+        .unwrap();
+    assert!(common::within(failed.result::<()>()).await.is_err());
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+
+    let want_input = json!({"args": [{"item": "apples", "qty": 3}], "kwargs": {}});
+    let list = dbos_workflow_cli(&db.url, &["list"]).await;
+    let listed = entry(&list, "cli-order");
+    assert_eq!(
+        (
+            &listed["name"],
+            &listed["status"],
+            &listed["application_name"]
+        ),
+        (&json!("order"), &json!("SUCCESS"), &json!(APP)),
+        "{listed}"
+    );
+    assert_eq!(listed["input"], want_input, "{listed}");
+    assert_eq!(listed["output"], output, "{listed}");
+    assert_eq!(output["total"], json!(4.5));
+    let refused = entry(&list, "cli-refuse");
+    assert_eq!(refused["status"], "ERROR", "{refused}");
+    assert_eq!(refused["error"], "no pears left", "{refused}");
+
+    let got = dbos_workflow_cli(&db.url, &["get", "cli-order"]).await;
+    assert_eq!(
+        (&got["workflow_id"], &got["input"], &got["output"]),
+        (&json!("cli-order"), &want_input, &output),
+        "{got}"
+    );
+
+    let steps = dbos_workflow_cli(&db.url, &["steps", "cli-order"]).await;
+    let steps: Vec<(i64, String, Value)> = steps
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {steps}"))
+        .iter()
+        .map(|s| {
+            let name = s["function_name"].as_str().unwrap_or_default().to_owned();
+            (
+                s["function_id"].as_i64().unwrap_or(-1),
+                name,
+                s["output"].clone(),
+            )
+        })
+        .collect();
+    let names: Vec<(i64, &str)> = steps.iter().map(|(i, n, _)| (*i, n.as_str())).collect();
+    assert_eq!(
+        names,
+        [
+            (1, "reserve"),
+            (2, "DBOS.sleep"),
+            (3, "charge"),
+            (4, "DBOS.setEvent")
+        ]
+    );
+    assert_eq!(steps[0].2, json!("held-3"));
+    assert!(
+        steps[1].2.is_f64(),
+        "wake-up time in epoch seconds: {:?}",
+        steps[1]
+    );
+    assert_eq!(steps[2].2, json!(4.5));
+}
+
+#[tokio::test]
+async fn messages_and_events_cross_between_python_and_stead() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let rt = launch(&db).await;
+    let h = rt
+        .start("conversation", (), WorkflowOptions::with_id("talk"))
+        .await
+        .unwrap();
+    let send = json!({"to": "talk", "topic": "question", "message": {"q": "why?"}});
+    assert_eq!(ok(py_client(&db.url, APP, "send", send).await), Value::Null);
+    sqlx::query(r#"SELECT dbos.send_message('talk', '"by sql"'::json, 'sql')"#)
+        .execute(&db.pool().await)
+        .await
+        .unwrap();
+
+    let event = json!({"id": "talk", "key": "reply", "timeout": 20});
+    let reply = ok(py_client(&db.url, APP, "get_event", event).await);
+    let want = r#"got {"q":"why?"} and "by sql""#;
+    assert_eq!(reply, json!(want));
+    assert_eq!(common::within(h.result::<String>()).await.unwrap(), want);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// The error a stead handle reports for `id`, which must have failed.
+async fn failure(rt: &Runtime, id: &str) -> PortableError {
+    match common::within(rt.client().handle(id).result::<Value>()).await {
+        Err(Error::WorkflowFailed { error, .. }) => *error,
+        other => panic!("{id}: expected a failure, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn pickled_rows_are_reported_by_format_and_nothing_else_breaks() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let rt = launch(&db).await;
+
+    // A workflow enqueued with Python's default serializer, then a portable one behind it.
+    let pickled = json!({"workflow": "add", "queue": QUEUE, "id": "pickled",
+                         "args": [1, 2], "portable": false});
+    assert_eq!(
+        ok(py_client(&db.url, APP, "enqueue", pickled).await),
+        "pickled"
+    );
+    let portable = json!({"workflow": "add", "queue": QUEUE, "id": "after-pickled",
+                          "args": [4, 5], "wait": true});
+    let got = ok(py_client(&db.url, APP, "enqueue", portable).await);
+    assert_eq!(got["sum"], 9, "the queue keeps running: {got}");
+
+    let error = failure(&rt, "pickled").await;
+    assert_eq!(error.name, "UnsupportedSerialization", "{error}");
+    assert_eq!(
+        error.message,
+        r#"the workflow's input is stored as "py_pickle"; stead reads only "portable_json""#
+    );
+    let pool = db.pool().await;
+    let row = status_row(&pool, "pickled").await;
+    assert_eq!(row["status"], "ERROR", "{row}");
+    assert_eq!(
+        row["serialization"], "py_pickle",
+        "the row keeps its format: {row}"
+    );
+
+    // DBOS's tools show the error naming the format.
+    let shown = dbos_workflow_cli(&db.url, &["get", "pickled"]).await;
+    assert_eq!(shown["status"], "ERROR", "{shown}");
+    assert!(shown["error"].to_string().contains("py_pickle"), "{shown}");
+    // The Python client's get_result raises (it cannot unpickle stead's JSON error; the row
+    // keeps py_pickle because that is the format of its input).
+    let answer = py_client(&db.url, APP, "result", json!({"id": "pickled"})).await;
+    assert!(answer.get("error").is_some(), "{answer}");
+
+    // A pickled message fails the receiving workflow the same way, and only that one.
+    rt.start("inbox", (), WorkflowOptions::with_id("inbox-pickled"))
+        .await
+        .unwrap();
+    let send = json!({"to": "inbox-pickled", "topic": "in", "message": [1], "portable": false});
+    ok(py_client(&db.url, APP, "send", send).await);
+    let error = failure(&rt, "inbox-pickled").await;
+    assert!(error.message.contains("py_pickle"), "{error}");
+    assert!(error.message.contains("message"), "{error}");
+    // The message was taken once and recorded as it came, so DBOS still reads it.
+    let steps = dbos_workflow_cli(&db.url, &["steps", "inbox-pickled"]).await;
+    assert_eq!(
+        (&steps[0]["function_name"], &steps[0]["output"]),
+        (&json!("DBOS.recv"), &json!([1])),
+        "{steps}"
+    );
+
+    // The runtime is still up: a new workflow runs.
+    let h = rt
+        .start("add", (1, 1), WorkflowOptions::with_id("still-up"))
+        .await
+        .unwrap();
+    assert_eq!(common::within(h.result::<Sum>()).await.unwrap().sum, 2);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// Calls of DBOS's SQL functions, run on both databases; the last three must fail.
+const FUNCTION_CALLS: &[&str] = &[
+    r#"SELECT dbos.enqueue_workflow('charge', 'payments', ARRAY['42'::json, '"eur"'::json],
+           '{"retry": true}'::json, class_name => 'Billing', config_name => 'cfg',
+           workflow_id => 'wf-1', app_version => 'v1', timeout_ms => 5000,
+           deadline_epoch_ms => 99, deduplication_id => 'd-1', priority => 3,
+           queue_partition_key => 'p', authenticated_user => 'ada',
+           authenticated_roles => '["admin"]', application_name => 'app')"#,
+    "SELECT dbos.enqueue_workflow('charge', 'payments', workflow_id => 'wf-1')",
+    "SELECT dbos.enqueue_workflow('bare', 'q', workflow_id => 'wf-2')",
+    "SELECT dbos.enqueue_workflow('later', 'q', workflow_id => 'wf-3', delay_until_epoch_ms => 5)",
+    r#"SELECT dbos.send_message('wf-1', '{"a": 1}'::json, 't', 'm-1')"#,
+    r#"SELECT dbos.send_message('wf-1', '{"a": 2}'::json, 't', 'm-1')"#,
+    "SELECT dbos.send_message('wf-2', '[2]'::json)",
+    "SELECT dbos.enqueue_workflow('charge', 'payments', workflow_id => 'wf-4',
+           deduplication_id => 'd-1')",
+    "SELECT dbos.send_message('nobody', '1'::json)",
+    "SELECT dbos.enqueue_workflow('charge', 'payments', named_args => '[1]'::json)",
+];
+
+/// What the function calls left behind, as JSON text, with times and generated ids masked.
+const FUNCTION_EFFECTS: &str = r#"
+SELECT jsonb_build_object(
+  'workflows', (SELECT jsonb_agg(to_jsonb(w) - 'created_at' - 'updated_at' - 'owner_xid'
+                   || jsonb_build_object('owned', w.owner_xid IS NOT NULL,
+                        'inputs', i.inputs::jsonb,
+                        'input_kept_from_creation', i.retention_timestamp = w.created_at)
+                 ORDER BY w.workflow_uuid)
+                FROM dbos.workflow_status w LEFT JOIN dbos.workflow_input i USING (workflow_uuid)),
+  'messages', (SELECT jsonb_agg(to_jsonb(n) - 'created_at_epoch_ms' - 'message_uuid' - 'message'
+                   || jsonb_build_object('message', n.message::jsonb,
+                        'id', CASE WHEN n.message_uuid = 'm-1' THEN 'm-1' ELSE 'generated' END)
+                 ORDER BY n.destination_uuid)
+               FROM dbos.notifications n))::text"#;
+
+/// Runs [`FUNCTION_CALLS`] on `pool`: the effects, each failure's SQLSTATE, and what was
+/// announced on the notifications channel.
+async fn function_effects(db: &TestDb) -> (Value, Vec<String>, Vec<String>) {
+    let pool = db.pool().await;
+    let mut listener = sqlx::postgres::PgListener::connect(&db.url).await.unwrap();
+    listener.listen("dbos_notifications_channel").await.unwrap();
+    let mut failures = Vec::new();
+    for call in FUNCTION_CALLS {
+        if let Err(e) = sqlx::raw_sql(sqlx::AssertSqlSafe(*call))
+            .execute(&pool)
+            .await
+        {
+            let code = e.as_database_error().and_then(|d| d.code());
+            failures.push(
+                code.map(|c| c.into_owned())
+                    .unwrap_or_else(|| e.to_string()),
+            );
+        }
+    }
+    let mut notes = Vec::new();
+    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(500), listener.recv()).await {
+        notes.push(n.payload().to_owned());
+    }
+    let effects: String = sqlx::query_scalar(FUNCTION_EFFECTS)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    (serde_json::from_str(&effects).unwrap(), failures, notes)
+}
+
+// The compatibility guard's other half: stead's SQL functions are its own code, so beyond
+// their signatures (compared by the schema snapshot) they are compared by what they do.
+#[tokio::test]
+async fn stead_sql_functions_do_what_dbos_functions_do() {
+    require_dbos!();
+    let (by_dbos, by_stead) = (TestDb::new().await, TestDb::new().await);
+    dbos_cli_async().await;
+    dbos_migrate(&by_dbos.url);
+    stead::migrate(&by_stead.url, "dbos").await.unwrap();
+    let (dbos, stead) = (
+        function_effects(&by_dbos).await,
+        function_effects(&by_stead).await,
+    );
+    assert_eq!(dbos.0, stead.0, "rows written");
+    assert_eq!(dbos.2, stead.2, "notifications announced");
+    assert_eq!(dbos.2, ["wf-1::t", "wf-2::__null__topic__"]);
+    assert_eq!(dbos.0["workflows"].as_array().map(Vec::len), Some(3));
+    // Both refuse the same calls; stead's refusals of bad arguments carry a SQLSTATE of
+    // their own (22023 rather than DBOS's generic P0001).
+    assert_eq!(dbos.1, ["23505", "23503", "P0001"]);
+    assert_eq!(stead.1, ["23505", "23503", "22023"]);
+}
+
+/// `stead::workflow::Args` writes the envelope a Python caller writes: a stead workflow reads both alike.
+#[tokio::test]
+async fn args_from_stead_read_like_a_python_callers() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let rt = launch(&db).await;
+    let args = stead::workflow::Args::new().arg(2).arg(3);
+    let h = rt
+        .start("add", args, WorkflowOptions::with_id("rust-args"))
+        .await
+        .unwrap();
+    assert_eq!(common::within(h.result::<Sum>()).await.unwrap().sum, 5);
+    let named = stead::workflow::Args::new().named("name", "Ada");
+    let h = rt
+        .enqueue(
+            QUEUE,
+            "greet",
+            named,
+            WorkflowOptions::with_id("rust-named"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        common::within(h.result::<String>()).await.unwrap(),
+        "Hello, Ada"
+    );
+    // A registered workflow is checked against what it will receive.
+    let wrong = rt.start(
+        "add",
+        stead::workflow::Args::new().arg("two"),
+        WorkflowOptions::default(),
+    );
+    assert!(matches!(wrong.await, Err(Error::Input { .. })));
+    let inputs = common::scalar(
+        &db.pool().await,
+        "SELECT inputs FROM dbos.workflow_input WHERE workflow_uuid = 'rust-args'",
+    )
+    .await;
+    let inputs: Value = serde_json::from_str(&inputs.unwrap_or_default()).unwrap();
+    assert_eq!(inputs, json!({"positionalArgs": [2, 3], "namedArgs": {}}));
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}

@@ -1,0 +1,247 @@
+//! Eviction of waiting workflows: a sleep and a recv evicted and woken (timer, local send,
+//! NOTIFY from another client), a `get_event` woken by its event, an evicted workflow's queue
+//! slot (kept, freed by a cancel), its deadline, shutdown and relaunch, step bodies never run
+//! twice, and 10,000 evicted workflows each sent a message all finish.
+
+use std::time::{Duration, Instant};
+
+use stead::{Context, Queue, Runtime, WorkflowOptions};
+
+use crate::common;
+
+const IDLE: Duration = Duration::from_millis(200);
+
+/// A counted step, a recv with a long timeout, a counted step.
+async fn receiver(ctx: Context, _: ()) -> stead::Result<Option<String>> {
+    counted(&ctx, "before", 1).await?;
+    let got: Option<String> = ctx.recv(Some("t"), Duration::from_secs(3600)).await?;
+    counted(&ctx, "after", 2).await?;
+    Ok(got)
+}
+
+/// Step `name`, counting its body's runs as call `n`.
+async fn counted(ctx: &Context, name: &str, n: u32) -> stead::Result<()> {
+    let id = ctx.workflow_id().to_owned();
+    ctx.step(name, move || async move {
+        common::count_body(&id, n);
+        Ok(())
+    })
+    .await
+}
+
+/// A counted step, a durable sleep of `ms`, a counted step.
+async fn sleeper(ctx: Context, ms: u64) -> stead::Result<u64> {
+    counted(&ctx, "before", 1).await?;
+    ctx.sleep(Duration::from_millis(ms)).await?;
+    counted(&ctx, "after", 2).await?;
+    Ok(ms)
+}
+
+/// Waits for event "k" of workflow `of`.
+async fn watcher(ctx: Context, of: String) -> stead::Result<Option<String>> {
+    ctx.get_event(&of, "k", Duration::from_secs(3600)).await
+}
+
+/// Sets event "k" once it receives a message.
+async fn publisher(ctx: Context, _: ()) -> stead::Result<()> {
+    let value: Option<String> = ctx.recv(Some("go"), Duration::from_secs(3600)).await?;
+    ctx.set_event("k", &value).await
+}
+
+/// Returns at once.
+async fn quick(_: Context, _: ()) -> stead::Result<()> {
+    Ok(())
+}
+
+fn builder(db: &common::TestDb) -> stead::RuntimeBuilder {
+    common::builder(db)
+        .evict_after(Some(IDLE))
+        .workflow("receiver", receiver)
+        .workflow("sleeper", sleeper)
+        .workflow("watcher", watcher)
+        .workflow("publisher", publisher)
+        .workflow("quick", quick)
+        .queue(Queue::new("one").worker_concurrency(1))
+}
+
+/// Waits until `n` workflows are evicted and none is resident.
+async fn evicted(rt: &Runtime, n: u64) {
+    let began = Instant::now();
+    loop {
+        let s = rt.stats();
+        if s.workflows_evicted == n && s.workflows_resident == 0 {
+            return;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(300),
+            "expected {n} evicted, none resident: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn ran_once(prefix: &str, steps: usize) {
+    let runs = common::body_runs(prefix);
+    assert_eq!(runs.len(), steps, "{prefix}: {runs:?}");
+    assert!(
+        runs.iter().all(|n| *n == 1),
+        "{prefix}: a step body ran twice: {runs:?}"
+    );
+}
+
+both_backends! {
+async fn a_sleep_is_evicted_and_woken_by_its_timer(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let id = format!("sleep-{:?}", db.backend);
+    let h = rt.start("sleeper", 1500u64, WorkflowOptions::with_id(&id)).await.unwrap();
+    evicted(&rt, 1).await;
+    let pool = db.checks().await;
+    assert_eq!(common::status_of(&pool, &id).await.as_deref(), Some("PENDING"));
+    assert_eq!(common::within(h.result::<u64>()).await.unwrap(), 1500);
+    ran_once(&id, 2);
+    assert_eq!(rt.stats().workflows_evicted, 0);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+async fn a_recv_is_evicted_and_woken_by_a_local_send(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let id = format!("recv-{:?}", db.backend);
+    let h = rt.start("receiver", (), WorkflowOptions::with_id(&id)).await.unwrap();
+    evicted(&rt, 1).await;
+    let sent = Instant::now();
+    rt.client().send(&id, &"hello", Some("t")).await.unwrap();
+    let got = common::within(h.result::<Option<String>>()).await.unwrap();
+    assert_eq!(got.as_deref(), Some("hello"));
+    assert!(sent.elapsed() < Duration::from_secs(2), "woken by the send, not a poll");
+    ran_once(&id, 2);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+async fn a_get_event_is_evicted_and_woken_by_the_event(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let (w, p) = (format!("watch-{:?}", db.backend), format!("pub-{:?}", db.backend));
+    rt.start("publisher", (), WorkflowOptions::with_id(&p)).await.unwrap();
+    let h = rt.start("watcher", p.clone(), WorkflowOptions::with_id(&w)).await.unwrap();
+    evicted(&rt, 2).await;
+    rt.client().send(&p, &"v", Some("go")).await.unwrap();
+    let got = common::within(h.result::<Option<Option<String>>>()).await.unwrap();
+    assert_eq!(got, Some(Some("v".to_owned())));
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+async fn an_evicted_workflow_keeps_its_queue_slot_until_cancelled(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let (a, b) = (format!("slot-a-{:?}", db.backend), format!("slot-b-{:?}", db.backend));
+    rt.enqueue("one", "receiver", (), WorkflowOptions::with_id(&a)).await.unwrap();
+    evicted(&rt, 1).await;
+    let hb = rt.enqueue("one", "quick", (), WorkflowOptions::with_id(&b)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pool = db.checks().await;
+    assert_eq!(
+        common::status_of(&pool, &b).await.as_deref(),
+        Some("ENQUEUED"),
+        "the evicted workflow still holds the queue's one slot"
+    );
+    rt.client().cancel(&a).await.unwrap();
+    common::within(hb.result::<()>()).await.unwrap();
+    assert_eq!(common::status_of(&pool, &a).await.as_deref(), Some("CANCELLED"));
+    assert_eq!(rt.stats().workflows_evicted, 0);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+async fn an_evicted_workflow_is_cancelled_at_its_deadline(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let id = format!("deadline-{:?}", db.backend);
+    let options = WorkflowOptions::with_id(&id).timeout(Duration::from_millis(1500));
+    rt.start("sleeper", 3_600_000u64, options).await.unwrap();
+    evicted(&rt, 1).await;
+    let pool = db.checks().await;
+    common::wait_status(&pool, &id, "CANCELLED").await;
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+async fn shutdown_leaves_evicted_workflows_pending_for_the_next_launch(db) {
+    let id = format!("relaunch-{:?}", db.backend);
+    let rt = builder(&db).launch().await.unwrap();
+    rt.start("sleeper", 2000u64, WorkflowOptions::with_id(&id)).await.unwrap();
+    evicted(&rt, 1).await;
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+    drop(rt);
+    let pool = db.checks().await;
+    assert_eq!(common::status_of(&pool, &id).await.as_deref(), Some("PENDING"));
+    let rt = builder(&db).launch().await.unwrap();
+    common::wait_status(&pool, &id, "SUCCESS").await;
+    ran_once(&id, 2);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+async fn ten_thousand_evicted_workflows_each_sent_a_message_all_finish(db) {
+    const N: usize = 10_000;
+    let rt = builder(&db).launch().await.unwrap();
+    let prefix = format!("many-{:?}-", db.backend);
+    let starts = (0..N).map(|i| {
+        let id = format!("{prefix}{i}");
+        let rt = &rt;
+        async move { rt.start("receiver", (), WorkflowOptions::with_id(id)).await }
+    });
+    let handles: Vec<_> = futures::future::try_join_all(starts).await.unwrap();
+    evicted(&rt, N as u64).await;
+    let messages = (0..N).map(|i| {
+        stead::client::Message::new(format!("{prefix}{i}"), &format!("m{i}"))
+            .unwrap()
+            .topic("t")
+    });
+    rt.client().send_bulk(messages).await.unwrap();
+    let results = handles.iter().map(|h| h.result::<Option<String>>());
+    let all = tokio::time::timeout(Duration::from_secs(300), futures::future::try_join_all(results))
+        .await
+        .unwrap_or_else(|_| panic!("not every woken workflow finished: {:?}", rt.stats()))
+        .unwrap();
+    for (i, got) in all.iter().enumerate() {
+        assert_eq!(got.as_deref(), Some(format!("m{i}").as_str()));
+    }
+    ran_once(&prefix, 2 * N);
+    assert_eq!(rt.stats().workflows_evicted, 0);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
+/// A send from another process's client reaches the evicted workflow through NOTIFY.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recv_evicted_on_postgres_is_woken_by_another_clients_send() {
+    let db = common::TestDb::new().await;
+    let rt = builder(&db).launch().await.unwrap();
+    let h = rt
+        .start("receiver", (), WorkflowOptions::with_id("notified"))
+        .await
+        .unwrap();
+    evicted(&rt, 1).await;
+    let other = common::client(&db, "stead").await;
+    let sent = Instant::now();
+    other
+        .send("notified", &"from afar", Some("t"))
+        .await
+        .unwrap();
+    let got = common::within(h.result::<Option<String>>()).await.unwrap();
+    assert_eq!(got.as_deref(), Some("from afar"));
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "woken by NOTIFY, not a poll"
+    );
+    ran_once("notified", 2);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// Eviction off: a waiting workflow stays resident.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_eviction_off_a_waiting_workflow_stays_resident() {
+    let db = common::TestDb::sqlite().await;
+    let rt = builder(&db).evict_after(None).launch().await.unwrap();
+    rt.start("sleeper", 800u64, WorkflowOptions::with_id("resident"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let s = rt.stats();
+    assert_eq!((s.workflows_evicted, s.workflows_resident), (0, 1));
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}

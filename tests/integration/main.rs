@@ -1,0 +1,59 @@
+//! The integration tests, one binary: a module per concept, each test on a database of its own
+//! (`common::TestDb`), most on both backends (`both_backends!`). One binary links the crate and
+//! the harness once, where a binary per file linked them once per file.
+//!
+//! Tests that need a process to die, freeze or restart run this binary again as a child, by the
+//! child test's full path (`current_exe() --exact transactions::txn_child --ignored`).
+//!
+//! Three suites stay binaries of their own (`tests/observability.rs`, `tests/otel.rs`,
+//! `tests/prometheus.rs`): each installs a process-wide metrics recorder or tracing subscriber,
+//! which every other test's workflows in the same process would feed (and only one may).
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+#[cfg(feature = "admin")]
+mod admin;
+mod adoption;
+mod attributes;
+mod cancel;
+mod children;
+#[cfg(feature = "cli")]
+mod cli;
+mod client;
+mod connection_loss;
+#[cfg(feature = "admin")]
+mod dashboard;
+mod dbos_interop;
+mod dbos_peer;
+mod debounce;
+mod embedded;
+mod enqueue;
+mod events;
+mod eviction;
+mod fleet;
+mod hostile;
+mod manage;
+mod memory;
+mod messages;
+mod patching;
+mod pool;
+mod queues;
+mod recovery;
+mod retention;
+mod rewind;
+mod round_trips;
+mod runtime;
+mod schedules;
+mod schema;
+mod steps;
+mod streams;
+mod supervision;
+mod time;
+mod timeouts;
+mod transactions;
+mod typed;
+mod typed_errors;
+mod verify;
+mod workflows;

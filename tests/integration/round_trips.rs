@@ -1,0 +1,80 @@
+//! Round trips: a fresh step costs exactly one round trip and one statement (the last one none:
+//! its record rides with the finish), measured on the wire by a counting proxy between the
+//! runtime and Postgres.
+
+use std::time::Duration;
+
+use stead::{Context, WorkflowOptions};
+
+use crate::common;
+
+async fn steps(ctx: Context, n: u32) -> stead::Result<u32> {
+    let mut sum = 0;
+    for i in 0..n {
+        sum += ctx.step("noop", || async move { Ok(i) }).await?;
+    }
+    Ok(sum)
+}
+
+#[tokio::test]
+async fn a_fresh_step_costs_one_round_trip_and_one_statement() {
+    let db = common::TestDb::new().await;
+    let upstream = common::server_url();
+    let host = upstream
+        .rsplit('@')
+        .next()
+        .unwrap()
+        .trim_start_matches("postgres://");
+    let proxy = common::wire::WireCounter::start(host).await;
+    let user = common::server_url()
+        .trim_start_matches("postgres://")
+        .split('@')
+        .next()
+        .unwrap()
+        .to_owned();
+    let url = format!(
+        "postgres://{user}@127.0.0.1:{}/{}?sslmode=disable",
+        proxy.port, db.name
+    );
+    let rt = stead::Runtime::builder()
+        .database_url(url)
+        .app_version("test-1")
+        // No polls during the measurement.
+        .internal_queue_poll(Duration::from_secs(3600))
+        .workflow("steps", steps)
+        .launch()
+        .await
+        .unwrap();
+    // Warm up: opens the lane connections and prepares their statements.
+    let warmup = rt
+        .start("steps", 3, WorkflowOptions::default())
+        .await
+        .unwrap();
+    common::within(warmup.result::<u32>()).await.unwrap();
+
+    let mut measured = Vec::new();
+    for n in [10u32, 50] {
+        let (rt0, st0) = (proxy.round_trips(), proxy.statements());
+        let h = rt
+            .start("steps", n, WorkflowOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            common::within(h.result::<u32>()).await.unwrap(),
+            n * (n - 1) / 2
+        );
+        measured.push((proxy.round_trips() - rt0, proxy.statements() - st0));
+    }
+    let per_step_rt = (measured[1].0 - measured[0].0) as f64 / 40.0;
+    let per_step_st = (measured[1].1 - measured[0].1) as f64 / 40.0;
+    assert_eq!(per_step_rt, 1.0, "round trips per step ({measured:?})");
+    assert_eq!(per_step_st, 1.0, "statements per step ({measured:?})");
+    // Start and finish are one round trip each, the last step's record rides with the finish,
+    // and the in-process result needs none.
+    assert_eq!(
+        measured[0].0,
+        9 + 2,
+        "a 10-step workflow end to end ({measured:?})"
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
