@@ -42,7 +42,7 @@
 //! stopped at the lease's end and recovered, so each in-flight workflow ran its last unrecorded
 //! step again.
 //!
-//! Tested in the adoption tests (`tests/integration/adoption.rs`, ignored, run by `.ci/run`): a
+//! Tested in the adoption tests (`tests/integration/adoption/fencing.rs`, ignored, run by `.ci/run`): a
 //! process frozen for 20 s (`SIGSTOP`) starts no step after it thaws; a process cut off its
 //! database for 20 s while a survivor runs (its connections go through a proxy that drops them
 //! all and blackholes new ones) starts no step body after its lease ran out, is adopted only after

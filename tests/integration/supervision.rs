@@ -140,10 +140,12 @@ async fn an_actor_that_keeps_failing_stops_the_runtime_with_a_fatal_error(db) {
         .await
         .unwrap();
     for expected in 1..=3u64 {
-        assert!(
-            rt.inject_fault(Fault::PanicDatabase),
-            "panic #{expected} delivered"
-        );
+        // The restart is counted before the new actor is in place: retry until one takes it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !rt.inject_fault(Fault::PanicDatabase) {
+            assert!(std::time::Instant::now() < deadline, "panic #{expected} delivered");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         if expected < 3 {
             let deadline = std::time::Instant::now() + Duration::from_secs(5);
             while rt.stats().actor_restarts < expected {
