@@ -482,7 +482,11 @@ impl QueueState {
 
     fn exited(&mut self, cell: &ActorId) -> Option<Child> {
         let child = self.children.remove(cell)?;
-        self.running.remove(&child.dispatch.id);
+        // Only its own entry: a run that replaced it under the same id (a take-back, a resume
+        // claimed here) stays known, or a parked run could be resumed beside it.
+        if self.running.get(&child.dispatch.id) == Some(cell) {
+            self.running.remove(&child.dispatch.id);
+        }
         self.metrics.workflows_running(-1.0);
         Some(child)
     }

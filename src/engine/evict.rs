@@ -151,6 +151,11 @@ impl Evicted {
         self.lock().entries.len()
     }
 
+    /// Whether `id` is registered here.
+    pub(crate) fn holds(&self, id: &str) -> bool {
+        self.lock().entries.contains_key(id)
+    }
+
     /// Registers `id` as evicting: from now on its key's signals and its deadline wake it.
     /// False when it is already registered.
     pub(crate) fn park(&self, id: &str, deadline: Option<i64>, key: Option<&str>) -> bool {

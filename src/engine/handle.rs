@@ -5,6 +5,7 @@
 //! other is polled in the database with a growing interval.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -12,14 +13,16 @@ use serde::de::DeserializeOwned;
 use crate::base::codec;
 use crate::base::status::{Status, WorkflowStatus};
 use crate::base::workflow::{ReadAs, Untyped};
-use crate::engine::completion::Finished;
+use crate::engine::completion::{Finished, Slot};
 use crate::engine::shared::{RunState, SharedRef};
 use crate::error::{DbError, Error, Result};
 use crate::sysdb::StatusRow;
 
-/// How long a handle trusts its local slot before it also checks the database (the workflow may
-/// have been taken over by another executor).
-const LOCAL_CHECK: Duration = Duration::from_secs(5);
+/// How often a handle waiting on its local slot checks (in memory) that the run is still held
+/// here. A run stopped here without an outcome (cancelled, taken over) closes its slot at once;
+/// a run held here is never polled in the database (ten thousand handles on evicted runs must
+/// not poll it), one that left is.
+const HELD_CHECK: Duration = Duration::from_secs(1);
 const POLL_FIRST: Duration = Duration::from_millis(20);
 const POLL_MAX: Duration = Duration::from_secs(1);
 
@@ -92,14 +95,8 @@ impl<O> WorkflowHandle<O> {
     {
         let mut poll = POLL_FIRST;
         loop {
-            if let Some(mut slot) = self.shared.completions.existing(&self.id) {
-                let waited =
-                    tokio::time::timeout(LOCAL_CHECK, slot.wait_for(Option::is_some)).await;
-                if let Ok(Ok(done)) = waited {
-                    if let Some(done) = done.clone() {
-                        return self.decode(&done, None);
-                    }
-                }
+            if let Some(done) = self.wait_here().await {
+                return self.decode(&done, None);
             }
             let row = self.row().await?;
             if row.status.status.is_final() {
@@ -113,6 +110,35 @@ impl<O> WorkflowHandle<O> {
             tokio::time::sleep(poll).await;
             poll = (poll * 2).min(POLL_MAX);
         }
+    }
+
+    /// Waits on the in-process slot while this process holds the run; `None` once it does not
+    /// (it never ran here, or left without an outcome here), to read the database instead.
+    async fn wait_here(&self) -> Option<Arc<Finished>> {
+        let mut slot = self.local_slot()?;
+        loop {
+            match tokio::time::timeout(HELD_CHECK, slot.wait_for(Option::is_some)).await {
+                Ok(Ok(done)) => return done.clone(),
+                Ok(Err(_)) => return None,
+                Err(_) if self.held_here() => {}
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// The completion slot of this workflow: its own while it runs here, or made again for a
+    /// run evicted here (its unwatched slot was released).
+    fn local_slot(&self) -> Option<Slot> {
+        let completions = &self.shared.completions;
+        completions
+            .existing(&self.id)
+            .or_else(|| self.held_here().then(|| completions.slot(&self.id)))
+    }
+
+    /// The run is held in this process: an actor runs it, or it is evicted here.
+    fn held_here(&self) -> bool {
+        self.shared.directory.running.contains_key(&self.id)
+            || self.shared.signals.evicted.holds(&self.id)
     }
 
     async fn row(&self) -> Result<StatusRow> {

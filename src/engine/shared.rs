@@ -91,8 +91,13 @@ impl Shared {
             .call_with(held, |db, held| async move { db.lost_runs(&held).await })
             .await?;
         for run in &lost {
-            tracing::info!(workflow_id = %run.id, status = %run.status,
-                "the workflow's row moved on; stopping its run here");
+            // A run whose own outcome is committed lingers until its actor stops: not news.
+            match run.status.as_str() {
+                "SUCCESS" | "ERROR" => tracing::debug!(workflow_id = %run.id,
+                    status = %run.status, "the workflow's row is final; forgetting its run"),
+                _ => tracing::info!(workflow_id = %run.id, status = %run.status,
+                    "the workflow's row moved on; stopping its run here"),
+            }
             let request = match run.status.as_str() {
                 "CANCELLED" => WorkflowRequest::Cancel,
                 _ => WorkflowRequest::Fence,

@@ -229,6 +229,18 @@ pub fn count_body(id: &str, i: u32) {
     *runs.lock().unwrap().entry((id.to_owned(), i)).or_default() += 1;
 }
 
+/// Each counted step body of the workflows whose id starts with `prefix`, and how often it ran.
+pub fn body_runs_by_step(prefix: &str) -> Vec<((String, u32), u32)> {
+    let runs = BODY_RUNS.get_or_init(Default::default).lock().unwrap();
+    let mut counted: Vec<_> = runs
+        .iter()
+        .filter(|((id, _), _)| id.starts_with(prefix))
+        .map(|(k, n)| (k.clone(), *n))
+        .collect();
+    counted.sort();
+    counted
+}
+
 /// How often each counted step body of the workflows whose id starts with `prefix` ran.
 pub fn body_runs(prefix: &str) -> Vec<u32> {
     let runs = BODY_RUNS.get_or_init(Default::default).lock().unwrap();

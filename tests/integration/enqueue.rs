@@ -184,7 +184,12 @@ async fn local_enqueues_do_not_take_the_slots_of_a_claim_in_flight() {
 both_backends! {
 async fn an_enqueue_or_start_given_up_on_still_runs_and_frees_its_slot(db) {
     use futures::FutureExt as _;
-    let rt = launch(&db, vec![Queue::new("solo").worker_concurrency(1)]).await;
+    // No polling: a claim in flight would make the enqueue wait for it (its first poll would
+    // then return before it began, and a call dropped before it began never happened).
+    let solo = Queue::new("solo")
+        .worker_concurrency(1)
+        .polling_interval(Duration::from_secs(3600));
+    let rt = launch(&db, vec![solo]).await;
     // One run first, so the actor offers its slot to local enqueues.
     let warm = rt
         .enqueue("solo", "job", tagged(&db, "gu-warm", "", 0), WorkflowOptions::default())

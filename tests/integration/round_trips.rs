@@ -39,8 +39,11 @@ async fn a_fresh_step_costs_one_round_trip_and_one_statement() {
     let rt = stead::Runtime::builder()
         .database_url(url)
         .app_version("test-1")
-        // No polls during the measurement.
+        // No polls, sweeps or lease pings during the measurement (a slow, loaded run would
+        // count them).
         .internal_queue_poll(Duration::from_secs(3600))
+        .cancel_sweep(Duration::from_secs(3600))
+        .lease(Duration::from_secs(600))
         .workflow("steps", steps)
         .launch()
         .await

@@ -241,7 +241,8 @@ impl Manage for Postgres {
             .bind(&f.queue)
             .bind(&f.app_version)
             .bind(f.from_step)
-            .bind(now_ms())
+            // A new row: stamped like every row this process creates, so it sorts after them.
+            .bind(crate::sysdb::next_created_at())
             .fetch_one(&self.pool)
             .await?;
         Ok(Forked {

@@ -113,7 +113,8 @@ impl Manage for Sqlite {
             .bind(new_id)
             .bind(&f.queue)
             .bind(&f.app_version)
-            .bind(now_ms())
+            // A new row: stamped like every row this process creates, so it sorts after them.
+            .bind(crate::sysdb::next_created_at())
             .execute(&mut *tx)
             .await?
             .rows_affected()
