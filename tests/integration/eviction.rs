@@ -84,7 +84,10 @@ fn ran_once(prefix: &str, steps: usize) {
     let runs = common::body_runs_by_step(prefix);
     assert_eq!(runs.len(), steps, "{prefix}: {} counted", runs.len());
     let twice: Vec<_> = runs.iter().filter(|(_, n)| *n != 1).collect();
-    assert!(twice.is_empty(), "{prefix}: step bodies ran more than once: {twice:?}");
+    assert!(
+        twice.is_empty(),
+        "{prefix}: step bodies ran more than once: {twice:?}"
+    );
 }
 
 both_backends! {
