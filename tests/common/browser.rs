@@ -140,6 +140,25 @@ impl Browser {
         .await;
     }
 
+    /// Finds the element matching `css` and clicks it as a user would; the page re-renders as it
+    /// refreshes, so an element gone stale between the two is found again (a few times).
+    pub async fn click_css(&self, css: &str) {
+        for _ in 0..5 {
+            let element = self.find(css).await;
+            let path = format!("/session/{}/element/{element}/click", self.session);
+            let headers = [("Content-Type", "application/json")];
+            let url = format!("{}{path}", self.base);
+            let response = http::request("POST", &url, &headers, Some("{}")).await;
+            let stale = response.json()["value"]["error"] == "stale element reference";
+            if !stale {
+                assert_eq!(response.status, 200, "POST {path}: {}", response.json());
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{css} went stale at every click");
+    }
+
     /// Ends the session (chromedriver is killed when the browser is dropped).
     pub async fn quit(mut self) {
         self.command("DELETE", "", None).await;

@@ -92,8 +92,9 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
     assert_eq!(page["health"], "database ready");
 
     // A row opens the workflow's timeline with its step and output.
-    let row = browser.find(r#"tr[data-workflow-id="slow-1"] td.id"#).await;
-    browser.click(&row).await;
+    browser
+        .click_css(r#"tr[data-workflow-id="slow-1"] td.id"#)
+        .await;
     let step = browser
         .wait_for(
             "const s = document.querySelector('#timeline .step'); \
@@ -115,10 +116,9 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
     let sleeping = sleeping.as_str().unwrap();
     assert!(sleeping.contains("DBOS.sleep") && sleeping.contains("waiting, wakes in"), "{sleeping}");
 
-    let cancel = browser
-        .find(r#"button[data-action="cancel"][data-id="slow-1"]"#)
+    browser
+        .click_css(r#"button[data-action="cancel"][data-id="slow-1"]"#)
         .await;
-    browser.click(&cancel).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while rt.client().handle("slow-1").status().await.unwrap().status != Status::Cancelled {
         assert!(std::time::Instant::now() < deadline, "never cancelled");
