@@ -160,6 +160,7 @@ impl AdminOptions {
 
     /// How long a request's body may take to arrive (default 10 s); a slower one (say, a
     /// `Content-Length` larger than what is sent) is answered `408` and its connection closed.
+    /// A `Content-Length` over the 64 KiB body limit is answered `413` at once.
     pub fn body_timeout(mut self, timeout: Duration) -> Self {
         self.body_timeout = timeout;
         self

@@ -3,6 +3,7 @@
 
 pub mod browser;
 pub mod catalog;
+pub mod cluster;
 #[macro_use]
 pub mod dbos_py;
 pub mod http;

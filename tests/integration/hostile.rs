@@ -487,6 +487,42 @@ async fn an_admin_request_whose_body_never_arrives_is_timed_out_and_closed() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
+#[tokio::test]
+async fn an_admin_request_declaring_an_oversized_body_is_refused_at_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let db = common::TestDb::sqlite().await;
+    let rt = common::builder(&db)
+        .workflow("double", double)
+        .launch()
+        .await
+        .unwrap();
+    // A long body timeout: the answer must not wait for it.
+    let options = stead::admin::AdminOptions::new().body_timeout(Duration::from_secs(30));
+    let server = stead::admin::serve(rt.client(), options).await.unwrap();
+    let mut stream = tokio::net::TcpStream::connect(server.local_addr())
+        .await
+        .unwrap();
+    let head = "POST /api/workflows/x/fork HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                Content-Type: application/json\r\nContent-Length: 10000000\r\n\r\n{";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let began = std::time::Instant::now();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+        .await
+        .expect("the connection was held open")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("10000000 bytes"), "{answer}");
+    assert!(
+        began.elapsed() < Duration::from_secs(2),
+        "answered after {:?}",
+        began.elapsed()
+    );
+    server.shutdown().await;
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
 both_backends! {
 async fn a_fork_from_step_0_is_refused_by_the_library_and_the_cli(db) {
     let rt = common::builder(&db).workflow("double", double).launch().await.unwrap();

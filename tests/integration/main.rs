@@ -41,6 +41,7 @@ mod patching;
 mod pool;
 mod queues;
 mod recovery;
+mod restarts;
 mod retention;
 mod rewind;
 mod round_trips;

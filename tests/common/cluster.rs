@@ -1,0 +1,469 @@
+//! Postgres servers and PgBouncers a test owns: a fresh cluster (initdb) on a free port that the
+//! test may stop, kill, restart, replicate or fill, and a PgBouncer in front of it, both removed
+//! when dropped. The shared server on 5432 is never touched.
+//!
+//! Running as root (CI), the server programs run as the `postgres` user, as Debian's do.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Why this machine cannot run a cluster test (no server binaries, no pgbouncer), if it can't.
+pub fn missing(need_bouncer: bool) -> Option<String> {
+    if bindir().is_none() {
+        return Some("PostgreSQL's server programs (initdb, pg_ctl) are not installed".into());
+    }
+    if need_bouncer && !Path::new(BOUNCER).exists() {
+        return Some(format!(
+            "{BOUNCER} is missing (Debian's pgbouncer; .ci/test-deps)"
+        ));
+    }
+    None
+}
+
+/// Skips the calling test (returns from it) unless it can start its own clusters (and, with
+/// `bouncer`, PgBouncers).
+#[macro_export]
+macro_rules! require_cluster {
+    () => {
+        $crate::require_cluster!(false)
+    };
+    (bouncer) => {
+        $crate::require_cluster!(true)
+    };
+    ($bouncer:expr) => {
+        if let Some(why) = $crate::common::cluster::missing($bouncer) {
+            $crate::common::skip(concat!(file!(), ":", line!()), &why);
+            return;
+        }
+    };
+}
+
+const BOUNCER: &str = "/usr/sbin/pgbouncer";
+
+/// The newest installed server's programs (`/usr/lib/postgresql/<v>/bin`).
+fn bindir() -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|bin| bin.join("initdb").exists())
+        .collect();
+    found.sort_by_key(|p| {
+        p.parent()
+            .and_then(|v| v.file_name()?.to_str()?.parse::<u32>().ok())
+            .unwrap_or(0)
+    });
+    found.pop()
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// `program args…`, as the `postgres` user when running as root; panics with its output on
+/// failure.
+fn run(program: &Path, args: &[&str]) -> String {
+    let out = command(program, args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", program.display()));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed: {text}",
+        program.display()
+    );
+    text
+}
+
+fn command(program: &Path, args: &[&str]) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program).args(args);
+        c
+    } else {
+        let mut c = Command::new(program);
+        c.args(args);
+        c
+    }
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A directory the `postgres` user owns, removed by [`Cluster`]/[`Bouncer`] on drop.
+fn owned_dir(prefix: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    ));
+    std::fs::create_dir_all(&dir).expect("create cluster dir");
+    if is_root() {
+        let ok = Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(&dir)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "chown {}", dir.display());
+    }
+    dir
+}
+
+/// One Postgres server of the test's own.
+pub struct Cluster {
+    pub port: u16,
+    dir: PathBuf,
+    data: PathBuf,
+    bin: PathBuf,
+    /// A filesystem mounted under `dir` for the data (unmounted on drop).
+    mounted: Option<PathBuf>,
+}
+
+/// How a new cluster is set up.
+#[derive(Default, Clone)]
+pub struct Setup {
+    /// Extra `postgresql.conf` lines.
+    pub conf: Vec<String>,
+    /// Put the data directory on a tmpfs of this many MiB (root only).
+    pub tmpfs_mib: Option<u32>,
+}
+
+impl Cluster {
+    /// A running server with default settings.
+    pub fn start() -> Cluster {
+        Cluster::with(Setup::default())
+    }
+
+    /// A running server set up as `setup` says.
+    pub fn with(setup: Setup) -> Cluster {
+        let bin = bindir().expect("PostgreSQL server programs");
+        let dir = owned_dir("stead-pg");
+        let mut mounted = None;
+        let data = if let Some(mib) = setup.tmpfs_mib {
+            let mnt = dir.join("mnt");
+            std::fs::create_dir_all(&mnt).expect("mount point");
+            let ok = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+                .arg(&mnt)
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            assert!(ok, "mount a {mib} MiB tmpfs (needs root)");
+            Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(&mnt)
+                .status()
+                .expect("chown tmpfs");
+            mounted = Some(mnt.clone());
+            mnt.join("data")
+        } else {
+            dir.join("data")
+        };
+        let data_s = data.to_string_lossy().into_owned();
+        run(
+            &bin.join("initdb"),
+            &["-D", &data_s, "-A", "trust", "-U", "postgres", "--no-sync"],
+        );
+        let port = free_port();
+        let mut conf = vec![
+            format!("port = {port}"),
+            "listen_addresses = '127.0.0.1'".into(),
+            format!("unix_socket_directories = '{}'", dir.display()),
+            "max_connections = 100".into(),
+            "shared_buffers = '32MB'".into(),
+            "fsync = off".into(),
+            "full_page_writes = off".into(),
+            "wal_level = replica".into(),
+            "max_wal_senders = 4".into(),
+            "log_min_messages = warning".into(),
+        ];
+        conf.extend(setup.conf);
+        append_conf(&data, &conf);
+        let cluster = Cluster {
+            port,
+            dir,
+            data,
+            bin,
+            mounted,
+        };
+        cluster.start_again();
+        cluster
+    }
+
+    /// The server's URL, without a database (as `STEAD_TEST_PG` is).
+    pub fn server_url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}", self.port)
+    }
+
+    /// The URL of database `db` on this server.
+    pub fn url(&self, db: &str) -> String {
+        format!("{}/{db}", self.server_url())
+    }
+
+    fn pg_ctl(&self, args: &[&str]) -> String {
+        let data = self.data.to_string_lossy().into_owned();
+        let log = self.dir.join("log").to_string_lossy().into_owned();
+        let mut all = vec!["-D", &data, "-l", &log];
+        all.extend_from_slice(args);
+        run(&self.bin.join("pg_ctl"), &all)
+    }
+
+    /// Starts the (stopped) server and waits until it accepts connections.
+    pub fn start_again(&self) {
+        self.pg_ctl(&["-w", "-t", "60", "start"]);
+    }
+
+    /// Stops the server (fast: connections are closed, the shutdown is clean).
+    pub fn stop(&self) {
+        self.pg_ctl(&["-w", "-t", "60", "-m", "fast", "stop"]);
+    }
+
+    /// Kills the postmaster with SIGKILL, as a crashed machine would lose it.
+    pub fn kill(&self) {
+        let pid = std::fs::read_to_string(self.data.join("postmaster.pid"))
+            .ok()
+            .and_then(|s| s.lines().next().map(str::to_owned))
+            .expect("postmaster.pid");
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        // The children notice the postmaster's death and exit; wait for the port to close.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline && self.accepting() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether something answers on the port.
+    pub fn accepting(&self) -> bool {
+        std::net::TcpStream::connect_timeout(
+            &([127, 0, 0, 1], self.port).into(),
+            Duration::from_millis(200),
+        )
+        .is_ok()
+    }
+
+    /// A streaming standby of this server (`pg_basebackup -R`), started; `name` is its
+    /// `application_name`, which `synchronous_standby_names` can list.
+    pub fn standby(&self, name: &str) -> Cluster {
+        let dir = owned_dir("stead-standby");
+        let data = dir.join("data");
+        let data_s = data.to_string_lossy().into_owned();
+        let port = self.port.to_string();
+        run(
+            &self.bin.join("pg_basebackup"),
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-D",
+                &data_s,
+                "-R",
+                "-X",
+                "stream",
+                "--no-sync",
+            ],
+        );
+        let standby_port = free_port();
+        append_conf(
+            &data,
+            &[
+                format!("port = {standby_port}"),
+                format!("unix_socket_directories = '{}'", dir.display()),
+                format!(
+                    "primary_conninfo = 'host=127.0.0.1 port={port} user=postgres \
+                     application_name={name}'"
+                ),
+            ],
+        );
+        let standby = Cluster {
+            port: standby_port,
+            dir,
+            data,
+            bin: self.bin.clone(),
+            mounted: None,
+        };
+        standby.start_again();
+        standby
+    }
+
+    /// Promotes this standby to a primary and waits until it accepts writes.
+    pub fn promote(&self) {
+        self.pg_ctl(&["-w", "-t", "60", "promote"]);
+    }
+
+    /// Runs `sql` on database `db` with psql; its output.
+    pub fn psql(&self, db: &str, sql: &str) -> String {
+        let port = self.port.to_string();
+        let psql = self.bin.join("psql");
+        let psql = if psql.exists() {
+            psql
+        } else {
+            PathBuf::from("/usr/bin/psql")
+        };
+        run(
+            &psql,
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-d",
+                db,
+                "-XtAq",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                sql,
+            ],
+        )
+    }
+
+    /// Creates database `db`.
+    pub fn create_db(&self, db: &str) {
+        self.psql("postgres", &format!("CREATE DATABASE {db}"));
+    }
+}
+
+fn append_conf(data: &Path, lines: &[String]) {
+    let path = data.join("postgresql.conf");
+    let mut conf = std::fs::read_to_string(&path).expect("postgresql.conf");
+    for line in lines {
+        conf.push_str(line);
+        conf.push('\n');
+    }
+    std::fs::write(&path, conf).expect("write postgresql.conf");
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let data = self.data.to_string_lossy().into_owned();
+        let _ = command(
+            &self.bin.join("pg_ctl"),
+            &["-D", &data, "-m", "immediate", "-w", "stop"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+        if let Some(mnt) = &self.mounted {
+            let _ = Command::new("umount").arg(mnt).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// PgBouncer's pool modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolMode {
+    Session,
+    Transaction,
+}
+
+/// A PgBouncer on a free port in front of one server, trusting every user.
+pub struct Bouncer {
+    pub port: u16,
+    dir: PathBuf,
+    mode: PoolMode,
+    pid: u32,
+}
+
+impl Bouncer {
+    /// A bouncer for every database of the server on `server_port`, in `mode`, Debian's
+    /// defaults otherwise (`default_pool_size` 20, no `ignore_startup_parameters`).
+    pub fn start(server_port: u16, mode: PoolMode) -> Bouncer {
+        let dir = owned_dir("stead-pgbouncer");
+        let port = free_port();
+        let mut bouncer = Bouncer {
+            port,
+            dir,
+            mode,
+            pid: 0,
+        };
+        bouncer.write_ini(server_port);
+        let ini = bouncer.dir.join("pgbouncer.ini");
+        run(Path::new(BOUNCER), &["-d", &ini.to_string_lossy()]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(pid) = std::fs::read_to_string(bouncer.dir.join("pgbouncer.pid")) {
+                if let Ok(pid) = pid.trim().parse() {
+                    bouncer.pid = pid;
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(bouncer.pid != 0, "pgbouncer did not start");
+        while Instant::now() < deadline
+            && std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bouncer
+    }
+
+    fn write_ini(&self, server_port: u16) {
+        let mode = match self.mode {
+            PoolMode::Session => "session",
+            PoolMode::Transaction => "transaction",
+        };
+        let d = self.dir.display();
+        let ini = format!(
+            "[databases]\n* = host=127.0.0.1 port={server_port}\n\n[pgbouncer]\n\
+             listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
+             auth_type = trust\nauth_file = {d}/users.txt\npool_mode = {mode}\n\
+             max_client_conn = 500\ndefault_pool_size = 20\nlogfile = {d}/pgbouncer.log\n\
+             pidfile = {d}/pgbouncer.pid\nadmin_users = postgres\n\
+             server_login_retry = 1\n",
+            port = self.port
+        );
+        std::fs::write(self.dir.join("users.txt"), "\"postgres\" \"\"\n").expect("users.txt");
+        std::fs::write(self.dir.join("pgbouncer.ini"), ini).expect("pgbouncer.ini");
+    }
+
+    /// The URL of database `db` through this bouncer.
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Points the bouncer at another server (after a failover), as an operator would: a new
+    /// config and a reload; its server connections to the old one are closed.
+    pub fn repoint(&self, server_port: u16) {
+        self.write_ini(server_port);
+        let _ = Command::new("kill")
+            .args(["-HUP", &self.pid.to_string()])
+            .status();
+    }
+
+    /// PgBouncer's own log, for a failing test's message.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("pgbouncer.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Bouncer {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
