@@ -344,6 +344,16 @@ fn kick<L: Lane>(state: &mut DatabaseState) {
     });
 }
 
+/// What a failed connect most likely means, when the error says: the server's connection slots
+/// are all taken (53300) by this and other clients.
+fn connect_hint(e: &DbError) -> &'static str {
+    if e.to_string().contains("53300") {
+        " (its max_connections are all in use: other clients hold them)"
+    } else {
+        ""
+    }
+}
+
 /// Writes one batch and answers its callers; returns the session if it is still usable.
 async fn flush<L: Lane>(
     batch: Vec<(Arc<L>, Reply<L::Out>)>,
@@ -357,10 +367,23 @@ async fn flush<L: Lane>(
         None => match store.open_session().await {
             Ok(session) => {
                 stats.connections_opened.fetch_add(1, Ordering::Relaxed);
+                let failed = stats.connect_failures.swap(0, Ordering::Relaxed);
+                if failed > 0 {
+                    tracing::info!(failed, "the system database takes connections again");
+                }
                 session
             }
             Err(e) => {
                 metrics::db_failed(L::NAME, e.is_transient());
+                if stats.connect_failures.fetch_add(1, Ordering::Relaxed) == 0 {
+                    tracing::warn!(
+                        lane = L::NAME,
+                        error = %e,
+                        "cannot open a connection to the system database{}; calls wait and \
+                         retry with backoff",
+                        connect_hint(&e)
+                    );
+                }
                 answer_all(replies, &e);
                 return None;
             }

@@ -43,6 +43,9 @@ pub(crate) struct DbStats {
     pub batched_requests: AtomicU64,
     pub calls: AtomicU64,
     pub connections_opened: AtomicU64,
+    /// Lane connections that failed to open since one last opened: the first failure of a
+    /// streak is logged, and the recovery, not every retry.
+    pub connect_failures: AtomicU64,
 }
 
 /// Where the actor answers a request.

@@ -32,6 +32,7 @@ mod embedded;
 mod enqueue;
 mod events;
 mod eviction;
+mod exhaustion;
 mod fleet;
 mod hostile;
 mod manage;

@@ -1,0 +1,95 @@
+//! Resources running out on the server: every connection slot taken by other clients while
+//! stead's own connections are cut. stead waits (its calls retry with backoff) and recovers once
+//! slots free up: every workflow finishes, no step body runs twice.
+
+use std::time::Duration;
+
+use sqlx::{Connection, PgConnection};
+use stead::{Context, Runtime, WorkflowOptions};
+
+use crate::common::cluster::{Cluster, Setup};
+use crate::{common, require_cluster};
+
+async fn paced(ctx: Context, steps: u32) -> stead::Result<u32> {
+    let mut sum = 0;
+    for i in 0..steps {
+        let id = ctx.workflow_id().to_owned();
+        sum += ctx
+            .step("work", || {
+                let id = id.clone();
+                async move {
+                    common::count_body(&id, i);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    Ok(i)
+                }
+            })
+            .await?;
+    }
+    Ok(sum)
+}
+
+/// Takes every free slot of the server, cutting stead's connections until it holds none (its
+/// reconnects race the filler's; the filler keeps every slot it wins).
+async fn take_every_slot(url: &str) -> Vec<PgConnection> {
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        while let Ok(conn) = PgConnection::connect(url).await {
+            held.push(conn);
+        }
+        let cutter = held.last_mut().expect("at least one slot");
+        let stead: i64 = sqlx::query_scalar(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = 'stead'",
+        )
+        .fetch_one(cutter)
+        .await
+        .unwrap();
+        if stead == 0 {
+            return held;
+        }
+    }
+    panic!("stead kept winning connection slots back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_every_connection_slot_taken_stead_waits_and_recovers() {
+    require_cluster!();
+    let cluster = Cluster::with(Setup {
+        conf: vec!["max_connections = 30".into()],
+        ..Setup::default()
+    });
+    cluster.create_db("t");
+    let url = cluster.url("t");
+    let rt = Runtime::builder()
+        .database_url(&url)
+        .app_version("exhaustion-1")
+        .executor_id("exhausted")
+        .pool_size(4)
+        .workflow("paced", paced)
+        .launch()
+        .await
+        .unwrap();
+    let mut handles = Vec::new();
+    for w in 0..40 {
+        let opts = WorkflowOptions::with_id(format!("mx-{w}"));
+        handles.push(rt.start("paced", 10u32, opts).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Starved for 3 s: stead has no connection at all and cannot open one.
+    let held = take_every_slot(&url).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    drop(held);
+
+    for (w, h) in handles.iter().enumerate() {
+        let result = tokio::time::timeout(Duration::from_secs(60), h.result::<u32>())
+            .await
+            .unwrap_or_else(|_| panic!("mx-{w} did not finish after the slots came back"))
+            .unwrap_or_else(|e| panic!("mx-{w}: {e}"));
+        assert_eq!(result, 45);
+    }
+    let runs = common::body_runs("mx-");
+    assert_eq!(runs.len(), 400);
+    assert!(runs.iter().all(|&n| n == 1), "a step body ran twice");
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
