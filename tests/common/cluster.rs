@@ -57,7 +57,7 @@ fn bindir() -> Option<PathBuf> {
     found.pop()
 }
 
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -140,7 +140,8 @@ pub struct Cluster {
 pub struct Setup {
     /// Extra `postgresql.conf` lines.
     pub conf: Vec<String>,
-    /// Put the data directory on a tmpfs of this many MiB (root only).
+    /// Put the data directory on a tmpfs of this many MiB (root only), with 1 MiB WAL
+    /// segments so the WAL fits.
     pub tmpfs_mib: Option<u32>,
 }
 
@@ -176,10 +177,11 @@ impl Cluster {
             dir.join("data")
         };
         let data_s = data.to_string_lossy().into_owned();
-        run(
-            &bin.join("initdb"),
-            &["-D", &data_s, "-A", "trust", "-U", "postgres", "--no-sync"],
-        );
+        let mut initdb = vec!["-D", &data_s, "-A", "trust", "-U", "postgres", "--no-sync"];
+        if setup.tmpfs_mib.is_some() {
+            initdb.push("--wal-segsize=1");
+        }
+        run(&bin.join("initdb"), &initdb);
         let port = free_port();
         let mut conf = vec![
             format!("port = {port}"),
@@ -307,6 +309,16 @@ impl Cluster {
     /// Promotes this standby to a primary and waits until it accepts writes.
     pub fn promote(&self) {
         self.pg_ctl(&["-w", "-t", "60", "promote"]);
+    }
+
+    /// The filesystem the data directory is on, when it is the test's own tmpfs.
+    pub fn mount(&self) -> Option<&Path> {
+        self.mounted.as_deref()
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
     }
 
     /// Runs `sql` on database `db` with psql; its output.
