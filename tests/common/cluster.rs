@@ -262,6 +262,12 @@ impl Cluster {
     /// A streaming standby of this server (`pg_basebackup -R`), started; `name` is its
     /// `application_name`, which `synchronous_standby_names` can list.
     pub fn standby(&self, name: &str) -> Cluster {
+        self.standby_through(name, self.port)
+    }
+
+    /// A standby as [`standby`](Cluster::standby) whose replication connection goes to
+    /// `port` (a proxy in front of this server, which a test can cut to make it lag).
+    pub fn standby_through(&self, name: &str, via: u16) -> Cluster {
         let dir = owned_dir("stead-standby");
         let data = dir.join("data");
         let data_s = data.to_string_lossy().into_owned();
@@ -281,6 +287,7 @@ impl Cluster {
                 "-X",
                 "stream",
                 "--no-sync",
+                "--checkpoint=fast",
             ],
         );
         let standby_port = free_port();
@@ -289,12 +296,16 @@ impl Cluster {
             &[
                 format!("port = {standby_port}"),
                 format!("unix_socket_directories = '{}'", dir.display()),
-                format!(
-                    "primary_conninfo = 'host=127.0.0.1 port={port} user=postgres \
-                     application_name={name}'"
-                ),
             ],
         );
+        // After `-R`'s own line in postgresql.auto.conf, which overrides postgresql.conf.
+        let auto = data.join("postgresql.auto.conf");
+        let mut conf = std::fs::read_to_string(&auto).unwrap_or_default();
+        conf.push_str(&format!(
+            "primary_conninfo = 'host=127.0.0.1 port={via} user=postgres \
+             application_name={name}'\n"
+        ));
+        std::fs::write(&auto, conf).expect("write postgresql.auto.conf");
         let standby = Cluster {
             port: standby_port,
             dir,

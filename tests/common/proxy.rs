@@ -9,6 +9,8 @@ use tokio::task::JoinHandle;
 
 #[derive(Default)]
 struct Links {
+    /// Where new connections go (`host:port`).
+    upstream: String,
     cut: bool,
     /// One task per proxied connection; aborting it drops both sockets.
     open: Vec<JoinHandle<()>>,
@@ -34,11 +36,20 @@ fn host_port(url: &str) -> String {
 impl Proxy {
     /// Listens on `127.0.0.1:<free port>` and forwards each connection to the test server.
     pub async fn start() -> Proxy {
-        let upstream = host_port(&super::server_url());
+        Proxy::to(&host_port(&super::server_url())).await
+    }
+
+    /// A proxy to `upstream` (`host:port`), as a failover address (a virtual IP, a DNS name)
+    /// that [`repoint`](Proxy::repoint) moves.
+    pub async fn to(upstream: &str) -> Proxy {
+        let upstream = upstream.to_owned();
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let port = listener.local_addr().expect("proxy address").port();
-        let links = Arc::new(Mutex::new(Links::default()));
-        let accept = tokio::spawn(serve(listener, upstream.clone(), links.clone()));
+        let links = Arc::new(Mutex::new(Links {
+            upstream: upstream.clone(),
+            ..Links::default()
+        }));
+        let accept = tokio::spawn(serve(listener, links.clone()));
         Proxy {
             port,
             upstream,
@@ -61,6 +72,24 @@ impl Proxy {
         open.len()
     }
 
+    /// Sends new connections to `upstream` from now on and drops the open ones, as a failover
+    /// address moving to the promoted server does.
+    pub fn repoint(&self, upstream: &str) {
+        self.links.lock().unwrap().upstream = upstream.to_owned();
+        self.cut();
+        self.restore();
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The proxy's own URL for database `db`.
+    pub fn url_of(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
     /// Forwards again; connections accepted while cut are closed (their clients retry).
     pub fn restore(&self) {
         let mut links = self.links.lock().unwrap();
@@ -76,14 +105,14 @@ impl Drop for Proxy {
     }
 }
 
-async fn serve(listener: TcpListener, upstream: String, links: Arc<Mutex<Links>>) {
+async fn serve(listener: TcpListener, links: Arc<Mutex<Links>>) {
     while let Ok((mut client, _)) = listener.accept().await {
         let mut links = links.lock().unwrap();
         if links.cut {
             links.held.push(client);
             continue;
         }
-        let upstream = upstream.clone();
+        let upstream = links.upstream.clone();
         links.open.retain(|t| !t.is_finished());
         links.open.push(tokio::spawn(async move {
             if let Ok(mut server) = TcpStream::connect(&upstream).await {

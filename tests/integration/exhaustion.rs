@@ -112,14 +112,14 @@ fn fill_disk(mount: &std::path::Path) -> std::path::PathBuf {
 async fn a_full_disk_stalls_work_which_finishes_once_space_is_freed() {
     require_cluster!();
     if !common::cluster::is_root() {
-        common::skip(concat!(file!(), ":", line!()), "mounting a tmpfs needs root");
+        common::skip(
+            concat!(file!(), ":", line!()),
+            "mounting a tmpfs needs root",
+        );
         return;
     }
     let cluster = Cluster::with(Setup {
-        conf: vec![
-            "min_wal_size = '2MB'".into(),
-            "max_wal_size = '8MB'".into(),
-        ],
+        conf: vec!["min_wal_size = '2MB'".into(), "max_wal_size = '8MB'".into()],
         tmpfs_mib: Some(128),
     });
     cluster.create_db("t");

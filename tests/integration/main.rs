@@ -33,6 +33,7 @@ mod enqueue;
 mod events;
 mod eviction;
 mod exhaustion;
+mod failover;
 mod fleet;
 mod hostile;
 mod manage;
