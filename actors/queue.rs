@@ -313,7 +313,11 @@ impl QueueState {
 
     fn took_back(&mut self, result: Result<Vec<Claimed>, DbError>) -> Vec<Decision<Dispatch>> {
         let rows = match result {
-            Ok(rows) => rows.into_iter().map(Dispatch::from).collect(),
+            Ok(rows) => {
+                let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+                tracing::debug!(queue = %self.def.name, ?ids, "took back");
+                rows.into_iter().map(Dispatch::from).collect()
+            }
             Err(e) => {
                 tracing::error!(queue = %self.def.name, error = %e,
                     "take-back failed; those workflows wait for the next launch's recovery");
@@ -410,14 +414,17 @@ impl QueueState {
         // Runs held here, resident or evicted, are not taken back (an evicted one would replay).
         let mut running: Vec<String> = self.running.keys().cloned().collect();
         running.extend(self.shared.signals.evicted.ids_in_queue(&self.def.name));
+        // Runs started after this snapshot (the statement may wait out an outage meanwhile) are
+        // not in it: the statement leaves rows written since alone.
+        let decided = now_ms();
         self.tasks.spawn(async move {
             let result = db
                 .call_with(
                     (shared, queue, running),
-                    |sys, (shared, queue, running)| async move {
+                    move |sys, (shared, queue, running)| async move {
                         let me = shared.config.executor();
                         let direct = queue == INTERNAL_QUEUE;
-                        sys.redispatch(&me, &queue, direct, &running).await
+                        sys.redispatch(&me, &queue, direct, &running, decided).await
                     },
                 )
                 .await;
@@ -443,6 +450,7 @@ impl QueueState {
             if same_owner && !replace {
                 return;
             }
+            tracing::debug!(workflow_id = %d.id, replace, "a new dispatch supersedes a local run");
             if let Some(child) = self.children.remove(&old) {
                 child.cell.kill();
             }

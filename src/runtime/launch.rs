@@ -176,8 +176,12 @@ impl Tree {
             scheduler_spec(shared, self.fired.clone()),
             sweep_spec(shared),
         ];
-        if !sys.is_embedded() {
+        if sys.can_listen() {
             children.push(listener_spec(shared, sys));
+        } else if !sys.is_embedded() {
+            log_poll_only();
+        }
+        if !sys.is_embedded() {
             children.push(fleet_spec(shared, sys, lease));
         }
         if let Some(policy) = declared.retention {
@@ -203,7 +207,10 @@ impl Tree {
                 needed: sysdb::DBOS_SCHEMA_VERSION,
             });
         }
-        if sys.is_embedded() {
+        if !sys.can_listen() {
+            if !sys.is_embedded() {
+                log_poll_only();
+            }
             return Ok(());
         }
         self.add_child(listener_spec(&self.shared, sys)).await
@@ -398,6 +405,15 @@ fn fleet_spec(shared: &SharedRef, sys: &Arc<dyn Store>, lease: Box<dyn sysdb::Le
             })
         }),
     }
+}
+
+/// The one line saying why nothing listens (the URL names a transaction pooler).
+fn log_poll_only() {
+    tracing::info!(
+        "no LISTEN behind a transaction pooler (pooler=transaction): waits and queues poll \
+         (messages and events within 1 s, other processes' enqueues within the queue's \
+         polling interval)"
+    );
 }
 
 fn listener_spec(shared: &SharedRef, sys: &Arc<dyn Store>) -> ChildSpec {

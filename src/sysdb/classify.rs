@@ -75,7 +75,19 @@ fn classify(
             code: code.to_owned(),
             reason,
         },
-        Kind::Failed => DbError::Query(format!("{reason} ({code})")),
+        Kind::Failed => DbError::Query(format!("{reason} ({code}){}", pooler_hint(code))),
+    }
+}
+
+/// A prepared statement another client made, or one that vanished: the server connection
+/// changed under this client between statements, as behind a transaction pooler.
+fn pooler_hint(code: &str) -> &'static str {
+    match code {
+        "42P05" | "26000" => {
+            ": the server looks like a transaction pooler (PgBouncer in transaction mode); \
+             add pooler=transaction to the database URL"
+        }
+        _ => "",
     }
 }
 
@@ -127,6 +139,22 @@ fn sqlite_kind(code: i32) -> Kind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prepared_statement_clash_names_the_pooler_setting() {
+        for code in ["42P05", "26000"] {
+            let e = classify(
+                postgres_kind(code),
+                code,
+                "prepared statement".into(),
+                || None,
+            );
+            assert!(
+                matches!(&e, DbError::Query(m) if m.contains("add pooler=transaction")),
+                "{e:?}"
+            );
+        }
+    }
 
     #[test]
     fn postgres_codes_sort_into_the_four_kinds() {

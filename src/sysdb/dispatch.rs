@@ -24,7 +24,9 @@ pub(crate) trait Dispatch: Send + Sync {
 
     /// Takes back the `PENDING` workflows of `queue` that this executor owns but runs no actor
     /// for (a crashed queue actor's, or a claim whose answer was lost): each gets a fresh owner
-    /// token and one more recovery attempt. `running` are the ones it does run; `with_direct`
+    /// token and one more recovery attempt. `running` are the ones it did run at `decided_ms`
+    /// (this process's clock), when the take-back was decided; rows started or claimed since
+    /// (`updated_at` later) are left alone, as runs the snapshot could not know. `with_direct`
     /// also takes direct starts (no queue), which the internal queue runs. In dispatch order.
     async fn redispatch(
         &self,
@@ -32,6 +34,7 @@ pub(crate) trait Dispatch: Send + Sync {
         queue: &str,
         with_direct: bool,
         running: &[String],
+        decided_ms: i64,
     ) -> Result<Vec<Claimed>, DbError>;
 
     /// Counts a crash restart of a running workflow; `None` when it is no longer ours.

@@ -11,6 +11,7 @@ use sqlx::{Decode, Encode, Postgres, Row, Sqlite, Type};
 use super::claim::Claimed;
 use super::manage::{Delayed, ListQuery, ListedRow, StatusCount, StepListing};
 use super::observe::{CompletedBucket, QueueCounts};
+use super::postgres::Lit;
 use super::reads::{StatusRow, StepRow, StreamRow};
 use super::schedules::ScheduleRow;
 use super::versions::AppVersion;
@@ -48,14 +49,14 @@ impl AnyRow for SqliteRow {
     }
 }
 
-/// A parameter both drivers encode, borrowed for `'q`.
+/// A parameter both drivers encode (and Postgres can render inline), borrowed for `'q`.
 pub(crate) trait Param<'q>:
-    Encode<'q, Postgres> + Type<Postgres> + Encode<'q, Sqlite> + Type<Sqlite> + Send + 'q
+    Encode<'q, Postgres> + Type<Postgres> + Encode<'q, Sqlite> + Type<Sqlite> + Lit + Send + 'q
 {
 }
 
 impl<'q, T> Param<'q> for T where
-    T: Encode<'q, Postgres> + Type<Postgres> + Encode<'q, Sqlite> + Type<Sqlite> + Send + 'q
+    T: Encode<'q, Postgres> + Type<Postgres> + Encode<'q, Sqlite> + Type<Sqlite> + Lit + Send + 'q
 {
 }
 

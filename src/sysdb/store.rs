@@ -87,6 +87,13 @@ pub(crate) trait Store:
     /// True for an embedded (SQLite) database, which only this process uses and which
     /// announces nothing (no LISTEN/NOTIFY): its writers wake local waiters themselves.
     fn is_embedded(&self) -> bool;
+
+    /// Whether it can hear other processes' announcements (`LISTEN`): not an embedded
+    /// database, nor a server behind a transaction pooler, where a session lasts only a
+    /// transaction. Without it, waits and queues poll.
+    fn can_listen(&self) -> bool {
+        !self.is_embedded()
+    }
 }
 
 /// One lane's connection. Each call carries a whole batch (except [`Session::claim`]) and

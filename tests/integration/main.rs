@@ -18,6 +18,7 @@ mod admin;
 mod adoption;
 mod attributes;
 mod cancel;
+mod chaos;
 mod children;
 #[cfg(feature = "cli")]
 mod cli;
@@ -41,6 +42,7 @@ mod memory;
 mod messages;
 mod patching;
 mod pool;
+mod poolers;
 mod queues;
 mod recovery;
 mod restarts;

@@ -42,7 +42,9 @@ FROM (SELECT 1) one LEFT JOIN done d ON true
 #[async_trait]
 impl Cancels for Postgres {
     async fn cancel(&self, id: &str, cascade: bool) -> Result<Cancelled, DbError> {
-        let rows = sqlx::query(self.sql.get(CANCEL))
+        let rows = self
+            .sql
+            .query(CANCEL)
             .bind(id)
             .bind(cascade)
             .bind(now_ms())
@@ -64,7 +66,9 @@ impl Cancels for Postgres {
     async fn lost_runs(&self, runs: &[HeldRun]) -> Result<Vec<LostRun>, DbError> {
         let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
         let owners: Vec<&str> = runs.iter().map(|r| r.owner.as_str()).collect();
-        let rows = sqlx::query(self.sql.get(LOST))
+        let rows = self
+            .sql
+            .query(LOST)
             .bind(ids)
             .bind(owners)
             .fetch_all(&self.pool)

@@ -174,13 +174,14 @@ async fn run_claim(
     r: &ClaimRequest,
 ) -> Result<ClaimOutcome, DbError> {
     let q = &r.queue;
-    let statement = if q.partitioned {
-        sql.get(&CLAIM_PARTITIONED)
+    let statement: &'static str = if q.partitioned {
+        &CLAIM_PARTITIONED
     } else {
-        sql.get(&CLAIM)
+        &CLAIM
     };
     let opt = |n: Option<u32>| n.map(i64::from);
-    let rows = sqlx::query(statement.clone())
+    let rows = sql
+        .query(statement)
         .bind(&q.name)
         .bind(&r.app_version)
         .bind(&r.app_name)

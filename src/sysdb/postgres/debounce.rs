@@ -55,7 +55,9 @@ LEFT JOIN {s}.workflow_status h ON h.queue_name = $3 AND h.deduplication_id = $4
 #[async_trait]
 impl Debounce for Postgres {
     async fn bounce(&self, b: &Bounce) -> Result<Bounced, DbError> {
-        let row = sqlx::query(self.sql.get(BOUNCE))
+        let row = self
+            .sql
+            .query(BOUNCE)
             .bind(&b.id)
             .bind(&b.workflow)
             .bind(&b.queue)

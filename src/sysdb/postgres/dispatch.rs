@@ -27,6 +27,7 @@ SET owner_xid = gen_random_uuid()::text, updated_at = $5,
 WHERE w.status = 'PENDING' AND w.executor_id = $1 AND w.application_version = $2
   AND (w.queue_name = $3 OR ($4 AND w.queue_name IS NULL))
   AND NOT (w.workflow_uuid = ANY($6::text[]))
+  AND COALESCE(w.updated_at, 0) <= $7
 RETURNING w.workflow_uuid, w.name, w.owner_xid, w.recovery_attempts,
     COALESCE((SELECT i.inputs FROM {s}.workflow_input i
               WHERE i.workflow_uuid = w.workflow_uuid), w.inputs),
@@ -48,7 +49,9 @@ RETURNING recovery_attempts
 #[async_trait]
 impl Dispatch for Postgres {
     async fn recover(&self, me: &Executor<'_>, any_executor: bool) -> Result<u64, DbError> {
-        let done = sqlx::query(self.sql.get(RECOVER))
+        let done = self
+            .sql
+            .query(RECOVER)
             .bind(me.executor_id)
             .bind(me.app_version)
             .bind(me.app_name)
@@ -66,14 +69,18 @@ impl Dispatch for Postgres {
         queue: &str,
         with_direct: bool,
         running: &[String],
+        decided_ms: i64,
     ) -> Result<Vec<Claimed>, DbError> {
-        let rows = sqlx::query(self.sql.get(REDISPATCH))
+        let rows = self
+            .sql
+            .query(REDISPATCH)
             .bind(me.executor_id)
             .bind(me.app_version)
             .bind(queue)
             .bind(with_direct)
             .bind(now_ms())
             .bind(running)
+            .bind(decided_ms)
             .fetch_all(&self.pool)
             .await?;
         Ok(in_dispatch_order(all(&rows, |r| {
@@ -82,11 +89,13 @@ impl Dispatch for Postgres {
     }
 
     async fn bump_attempts(&self, id: &str, owner: &str) -> Result<Option<i64>, DbError> {
-        Ok(sqlx::query_scalar(self.sql.get(BUMP_ATTEMPTS))
+        Ok(self
+            .sql
+            .query(BUMP_ATTEMPTS)
             .bind(id)
             .bind(owner)
             .bind(now_ms())
-            .fetch_optional(&self.pool)
+            .fetch_optional_scalar::<_, Option<i64>>(&self.pool)
             .await?
             .flatten())
     }

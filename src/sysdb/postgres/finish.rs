@@ -8,7 +8,8 @@ use std::sync::LazyLock;
 use sqlx::postgres::PgConnection;
 use sqlx::Row;
 
-use super::sql::{PgQuery, Sql};
+use super::exec::Stmt;
+use super::sql::Sql;
 use super::steps;
 use crate::base::clock::now_ms;
 use crate::error::DbError;
@@ -74,7 +75,7 @@ fn cte(p: usize, guard: &str) -> String {
 }
 
 /// Binds the five arrays and the time of `cte`.
-fn bind<'q>(q: PgQuery<'q>, batch: &[&'q FinishWrite], now: i64) -> PgQuery<'q> {
+fn bind<'q>(q: Stmt<'q>, batch: &[&'q FinishWrite], now: i64) -> Stmt<'q> {
     q.bind(
         batch
             .iter()
@@ -106,9 +107,9 @@ pub(super) async fn run(
 ) -> Result<Vec<FinishOutcome>, DbError> {
     let held: Vec<&StepWrite> = batch.iter().filter_map(|f| f.step.as_ref()).collect();
     let query = if held.is_empty() {
-        bind(sqlx::query(sql.get(&STATEMENT)), batch, now_ms())
+        bind(sql.query(&STATEMENT), batch, now_ms())
     } else {
-        let query = bind(sqlx::query(sql.get(&WITH_STEPS)), batch, now_ms());
+        let query = bind(sql.query(&WITH_STEPS), batch, now_ms());
         steps::bind(query, &held)
     };
     let updated: HashSet<String> = query
@@ -137,7 +138,8 @@ async fn outcomes(
         return Ok(vec![FinishOutcome::Finished; batch.len()]);
     }
     type Found = (Option<String>, Option<String>);
-    let status: HashMap<String, Found> = sqlx::query(sql.get(CLASSIFY))
+    let status: HashMap<String, Found> = sql
+        .query(CLASSIFY)
         .bind(&missing)
         .fetch_all(&mut *conn)
         .await?

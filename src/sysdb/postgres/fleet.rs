@@ -1,5 +1,5 @@
-//! The fleet on Postgres: liveness locks (two-int4 advisory locks, session-level on a lease's
-//! own connection, transaction-level for adoption), the roster in `stead_executors`, adoption
+//! The fleet on Postgres: liveness locks (two-int4 advisory locks, held in an open transaction
+//! on a lease's own connection, taken for a statement by adoption), the roster in `stead_executors`, adoption
 //! and stranded work. Liveness is read from `pg_locks`, so listing never takes a lock a
 //! relaunch could then miss.
 
@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use sqlx::postgres::PgConnection;
-use sqlx::{ConnectOptions, Connection, Row};
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row};
 
 use super::sql::Sql;
 use super::Postgres;
@@ -153,29 +153,89 @@ pub(super) static STRANDED_SQL: LazyLock<String> = LazyLock::new(|| splice(STRAN
 static LIVE_COUNT_SQL: LazyLock<String> = LazyLock::new(|| splice(LIVE_COUNT));
 static MOVE_SQL: LazyLock<String> = LazyLock::new(|| splice(MOVE));
 
-/// The lease's session settings, so the server ends a session whose process froze or lost
-/// the network within `timeout_ms` (older servers lack some: those are skipped).
-fn session_settings(timeout_ms: u64) -> [(&'static str, String); 5] {
-    let secs = (timeout_ms / 3000).max(1).to_string();
+/// The lease's settings, local to its open transaction, so the server ends a session whose
+/// process froze or lost the network within `timeout_ms` (older servers lack some: those are
+/// skipped). Only numbers, rendered here: the statement is sent as simple-protocol text.
+fn lease_settings(timeout_ms: u64) -> String {
+    let secs = (timeout_ms / 3000).max(1);
     [
-        ("idle_session_timeout", timeout_ms.to_string()),
-        ("tcp_user_timeout", timeout_ms.to_string()),
-        ("tcp_keepalives_idle", secs.clone()),
+        ("idle_in_transaction_session_timeout", timeout_ms),
+        ("tcp_user_timeout", timeout_ms),
+        ("tcp_keepalives_idle", secs),
         ("tcp_keepalives_interval", secs),
-        ("tcp_keepalives_count", "2".into()),
+        ("tcp_keepalives_count", 2),
     ]
+    .iter()
+    .map(|(name, value)| {
+        format!("SELECT set_config(name, '{value}', true) FROM pg_settings WHERE name = '{name}';")
+    })
+    .collect()
 }
 
+/// Ends the lease's transaction with `end` (`""` for none, or `"COMMIT;"`), begins the next and
+/// takes the lock in it; false when another session holds it. One simple-protocol string that
+/// ends inside the transaction, so a transaction pooler keeps this client on one server
+/// connection for the lease's whole life (its prepared statements stay valid).
+///
+/// Read committed, whatever the server's default: between statements an idle transaction of
+/// that level holds no snapshot, so the open lease never holds back vacuum.
+async fn relock(
+    conn: &mut PgConnection,
+    end: &'static str,
+    key: (i32, i32),
+    timeout_ms: u64,
+) -> Result<bool, DbError> {
+    let text = format!(
+        "{end} BEGIN ISOLATION LEVEL READ COMMITTED; {} \
+         SELECT pg_try_advisory_xact_lock({}, {})",
+        lease_settings(timeout_ms),
+        key.0,
+        key.1
+    );
+    let rows = sqlx::raw_sql(AssertSqlSafe(text))
+        .fetch_all(&mut *conn)
+        .await?;
+    let got = match rows.last() {
+        Some(row) => row.try_get::<bool, _>(0)?,
+        None => false,
+    };
+    if !got {
+        sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await?;
+    }
+    Ok(got)
+}
+
+/// The liveness lock, held as a transaction-level advisory lock in a transaction that stays
+/// open between pings (idle in transaction). A session-level lock would be lost to a
+/// transaction pooler, which hands the server connection to other clients between
+/// transactions; an open transaction keeps it, and `pg_locks` shows both kinds alike. Each ping
+/// writes `last_seen`, commits, and begins again with the lock: the moment between is covered
+/// by the fresh `last_seen` (adoption needs it older than the lease and its margin).
 struct PgLease {
     conn: PgConnection,
     sql: Arc<Sql>,
     key: (i32, i32),
+    timeout_ms: u64,
+}
+
+impl PgLease {
+    /// Commits what this transaction wrote and takes the lock again in the next one.
+    async fn commit_and_relock(&mut self) -> Result<(), DbError> {
+        if relock(&mut self.conn, "COMMIT;", self.key, self.timeout_ms).await? {
+            Ok(())
+        } else {
+            Err(DbError::Transient(
+                "another session took this executor's liveness lock".into(),
+            ))
+        }
+    }
 }
 
 #[async_trait]
 impl Lease for PgLease {
     async fn register(&mut self, me: &Member) -> Result<(), DbError> {
-        sqlx::query(self.sql.get(&REGISTER_SQL))
+        self.sql
+            .query(&REGISTER_SQL)
             .bind(&me.executor_id)
             .bind(&me.host)
             .bind(me.pid)
@@ -186,15 +246,16 @@ impl Lease for PgLease {
             .bind(me.lease_ms)
             .execute(&mut self.conn)
             .await?;
-        Ok(())
+        self.commit_and_relock().await
     }
 
     async fn ping(&mut self, executor_id: &str) -> Result<(), DbError> {
-        sqlx::query(self.sql.get(&PING_SQL))
+        self.sql
+            .query(&PING_SQL)
             .bind(executor_id)
             .execute(&mut self.conn)
             .await?;
-        Ok(())
+        self.commit_and_relock().await
     }
 }
 
@@ -206,26 +267,8 @@ impl Fleet for Postgres {
         timeout_ms: u64,
     ) -> Result<Option<Box<dyn Lease>>, DbError> {
         let mut conn = self.connect.clone().connect().await?;
-        for (name, value) in session_settings(timeout_ms) {
-            let set = sqlx::query("SELECT set_config($1, $2, false)")
-                .bind(name)
-                .bind(value)
-                .execute(&mut conn)
-                .await;
-            // 42704: a setting this server does not know.
-            if let Err(e) = set {
-                match &e {
-                    sqlx::Error::Database(db) if db.code().as_deref() == Some("42704") => {}
-                    _ => return Err(e.into()),
-                }
-            }
-        }
         let key = lock_key(&self.sql.schema, executor_id);
-        let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
-            .bind(key.0)
-            .bind(key.1)
-            .fetch_one(&mut conn)
-            .await?;
+        let got = relock(&mut conn, "", key, timeout_ms).await?;
         if !got {
             let _ = conn.close().await;
             return Ok(None);
@@ -234,11 +277,14 @@ impl Fleet for Postgres {
             conn,
             sql: self.sql.clone(),
             key,
+            timeout_ms,
         })))
     }
 
     async fn list_executors(&self, app: Option<&str>) -> Result<Vec<ExecutorInfo>, DbError> {
-        let rows = sqlx::query(self.sql.get(&LIST_SQL))
+        let rows = self
+            .sql
+            .query(&LIST_SQL)
             .bind(app)
             .fetch_all(&self.pool)
             .await;
@@ -262,24 +308,30 @@ impl Fleet for Postgres {
     }
 
     async fn live_executors(&self, app: Option<&str>) -> Result<u64, DbError> {
-        let n = sqlx::query_scalar::<_, i64>(self.sql.get(&LIVE_COUNT_SQL))
+        let n = self
+            .sql
+            .query(&LIVE_COUNT_SQL)
             .bind(app)
-            .fetch_one(&self.pool)
+            .fetch_scalar::<_, i64>(&self.pool)
             .await;
         Ok(or_no_roster(n, 0)? as u64)
     }
 
     async fn adoptable(&self, me: &Executor<'_>) -> Result<Vec<String>, DbError> {
-        Ok(sqlx::query_scalar(self.sql.get(&ADOPTABLE_SQL))
+        Ok(self
+            .sql
+            .query(&ADOPTABLE_SQL)
             .bind(me.executor_id)
             .bind(me.app_version)
             .bind(me.app_name)
-            .fetch_all(&self.pool)
+            .fetch_scalars(&self.pool)
             .await?)
     }
 
     async fn adopt(&self, a: &Adoption<'_>) -> Result<Option<Adopted>, DbError> {
-        let row = sqlx::query(self.sql.get(&ADOPT_SQL))
+        let row = self
+            .sql
+            .query(&ADOPT_SQL)
             .bind(a.dead)
             .bind(a.me.app_version)
             .bind(a.me.app_name)
@@ -297,19 +349,23 @@ impl Fleet for Postgres {
     }
 
     async fn stranded(&self, app: Option<&str>) -> Result<Vec<String>, DbError> {
-        let ids = sqlx::query_scalar(self.sql.get(&STRANDED_SQL))
+        let ids = self
+            .sql
+            .query(&STRANDED_SQL)
             .bind(app)
-            .fetch_all(&self.pool)
+            .fetch_scalars(&self.pool)
             .await;
         or_no_roster(ids, Vec::new())
     }
 
     async fn move_stranded(&self, ids: &[String], version: &str) -> Result<u64, DbError> {
-        let moved: i64 = sqlx::query_scalar(self.sql.get(&MOVE_SQL))
+        let moved: i64 = self
+            .sql
+            .query(&MOVE_SQL)
             .bind(ids)
             .bind(version)
             .bind(INTERNAL_QUEUE)
-            .fetch_one(&self.pool)
+            .fetch_scalar(&self.pool)
             .await?;
         Ok(moved as u64)
     }

@@ -192,36 +192,31 @@ FROM {s}.workflow_status w WHERE w.workflow_uuid = $1
 #[async_trait]
 impl Manage for Postgres {
     async fn list_workflows(&self, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
-        let statement = if q.newest_first {
-            self.sql.get(&LIST_DESC)
+        let statement: &'static str = if q.newest_first {
+            &LIST_DESC
         } else {
-            self.sql.get(&LIST_ASC)
+            &LIST_ASC
         };
-        let query = sqlx::query(statement.clone())
-            .bind(&q.ids)
-            .bind(&q.statuses);
+        let query = self.sql.query(statement).bind(&q.ids).bind(&q.statuses);
         let rows = bind_filters(query, q).fetch_all(&self.pool).await?;
         rows.iter().map(ListedRow::from_row).collect()
     }
 
     async fn count_workflows(&self, q: &ListQuery) -> Result<Vec<StatusCount>, DbError> {
-        let query = sqlx::query(self.sql.get(&COUNT).clone())
-            .bind(&q.ids)
-            .bind(&q.statuses);
+        let query = self.sql.query(&COUNT).bind(&q.ids).bind(&q.statuses);
         let rows = bind_filters(query, q).fetch_all(&self.pool).await?;
         all(&rows, StatusCount::from_row)
     }
 
     async fn list_steps(&self, id: &str) -> Result<Vec<StepListing>, DbError> {
-        let rows = sqlx::query(self.sql.get(STEPS))
-            .bind(id)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = self.sql.query(STEPS).bind(id).fetch_all(&self.pool).await?;
         all(&rows, StepListing::from_row)
     }
 
     async fn resume(&self, id: &str, queue: &str) -> Result<Resumed, DbError> {
-        let row = sqlx::query(self.sql.get(RESUME))
+        let row = self
+            .sql
+            .query(RESUME)
             .bind(id)
             .bind(queue)
             .bind(now_ms())
@@ -235,7 +230,9 @@ impl Manage for Postgres {
     }
 
     async fn fork(&self, f: &Fork) -> Result<Forked, DbError> {
-        let row = sqlx::query(self.sql.get(FORK))
+        let row = self
+            .sql
+            .query(FORK)
             .bind(&f.id)
             .bind(&f.new_id)
             .bind(&f.queue)
@@ -252,10 +249,12 @@ impl Manage for Postgres {
     }
 
     async fn delete_workflow(&self, id: &str, cascade: bool) -> Result<Vec<String>, DbError> {
-        Ok(sqlx::query_scalar(self.sql.get(DELETE))
+        Ok(self
+            .sql
+            .query(DELETE)
             .bind(id)
             .bind(cascade)
-            .fetch_all(&self.pool)
+            .fetch_scalars(&self.pool)
             .await?)
     }
 
@@ -268,7 +267,9 @@ impl Manage for Postgres {
             AttributesUpdate::Replace(value) => (value.as_deref(), false),
             AttributesUpdate::Merge(value) => (Some(value.as_str()), true),
         };
-        let done = sqlx::query(self.sql.get(UPDATE_ATTRIBUTES))
+        let done = self
+            .sql
+            .query(UPDATE_ATTRIBUTES)
             .bind(id)
             .bind(value)
             .bind(merge)
@@ -279,7 +280,9 @@ impl Manage for Postgres {
     }
 
     async fn set_delay(&self, id: &str, until: i64) -> Result<Option<Delayed>, DbError> {
-        let row = sqlx::query(self.sql.get(SET_DELAY))
+        let row = self
+            .sql
+            .query(SET_DELAY)
             .bind(id)
             .bind(until)
             .bind(now_ms())

@@ -6,12 +6,13 @@
 //! processes can start side by side.
 //!
 //! The script is idempotent and repairs partial or older schemas; it runs under DBOS's advisory
-//! lock and sets `dbos_migrations` to 125. `stead_executors` (the fleet's roster, stead's own
+//! lock (taken for the migration's one transaction) and sets `dbos_migrations` to 125. `stead_executors` (the fleet's roster, stead's own
 //! table) is created on every migration from `migrations/postgres/stead_executors.sql`.
 
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 
+use super::exec::Lit;
 use super::Postgres;
 use crate::error::DbError;
 use crate::sysdb::migrate::{MigrationReport, Schema, DBOS_SCHEMA_VERSION};
@@ -31,8 +32,8 @@ const SCHEMA_VERSION: &str = "SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL
 
 #[async_trait]
 impl Schema for Postgres {
-    /// The lock is a session lock: it is released before returning, on error too. A caller
-    /// that cancels this future drops the connection, which releases it as well.
+    /// The lock is a transaction lock: the commit or the rollback releases it; a caller that
+    /// cancels this future drops the connection, which releases it as well.
     async fn migrate(&self) -> Result<MigrationReport, DbError> {
         let mut conn = self.pool.acquire().await?;
         migrate_pg(&mut conn, &self.sql.schema).await
@@ -40,7 +41,9 @@ impl Schema for Postgres {
 
     async fn schema_version(&self) -> Result<Option<i64>, DbError> {
         let table = format!("\"{}\".dbos_migrations", self.sql.schema);
-        let row = sqlx::query(self.sql.get(SCHEMA_VERSION))
+        let row = self
+            .sql
+            .query(SCHEMA_VERSION)
             .bind(table)
             .fetch_one(&self.pool)
             .await?;
@@ -48,51 +51,39 @@ impl Schema for Postgres {
     }
 }
 
+/// One transaction under DBOS's migration lock (transaction-level, so it holds through a
+/// transaction pooler and goes with the commit or the rollback): a failure anywhere leaves the
+/// database as it was. Simple-protocol statements only (no prepared statement to outlive it).
 pub(super) async fn migrate_pg(
     conn: &mut PgConnection,
     schema: &str,
 ) -> Result<MigrationReport, DbError> {
-    sqlx::query("SELECT pg_advisory_lock($1)")
-        .bind(MIGRATION_LOCK)
-        .execute(&mut *conn)
-        .await?;
-    let mut outcome = migrate_locked(conn, schema).await;
-    if outcome.is_ok() {
-        let script = STEAD_SCRIPT.replace("{s}", &format!("\"{schema}\""));
-        if let Err(e) = sqlx::raw_sql(AssertSqlSafe(script))
-            .execute(&mut *conn)
-            .await
-        {
-            outcome = Err(e.into());
+    let mut tx = conn.begin().await?;
+    match migrate_in(&mut tx, schema).await {
+        Ok(report) => {
+            tx.commit().await?;
+            Ok(report)
+        }
+        Err(e) => {
+            // The migration's own error says more than a failed rollback after it.
+            let _ = tx.rollback().await;
+            Err(e)
         }
     }
-    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
-        .bind(MIGRATION_LOCK)
-        .execute(&mut *conn)
-        .await;
-    // The migration's own error says more than a failed unlock after it.
-    let report = outcome?;
-    unlocked?;
-    Ok(report)
 }
 
-async fn migrate_locked(conn: &mut PgConnection, schema: &str) -> Result<MigrationReport, DbError> {
+async fn migrate_in(conn: &mut PgConnection, schema: &str) -> Result<MigrationReport, DbError> {
     let quoted = format!("\"{schema}\"");
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK})"
+    )))
+    .execute(&mut *conn)
+    .await?;
     let found_version = read_version(conn, schema, &quoted).await?;
-    if let Some(found) = found_version.filter(|v| *v >= DBOS_SCHEMA_VERSION) {
-        return Ok(MigrationReport {
-            schema: schema.to_owned(),
-            found_version,
-            version: found,
-            applied: false,
-        });
-    }
-
-    // One transaction: a failure leaves the database as it was, never half-migrated.
-    let mut tx = conn.begin().await?;
-    let result = async {
+    let current = found_version.filter(|v| *v >= DBOS_SCHEMA_VERSION);
+    if current.is_none() {
         sqlx::raw_sql(AssertSqlSafe(SCRIPT.replace("{s}", &quoted)))
-            .execute(&mut *tx)
+            .execute(&mut *conn)
             .await?;
         sqlx::raw_sql(AssertSqlSafe(format!(
             "CREATE TABLE IF NOT EXISTS {quoted}.dbos_migrations \
@@ -100,25 +91,17 @@ async fn migrate_locked(conn: &mut PgConnection, schema: &str) -> Result<Migrati
              DELETE FROM {quoted}.dbos_migrations;
              INSERT INTO {quoted}.dbos_migrations (version) VALUES ({DBOS_SCHEMA_VERSION});"
         )))
-        .execute(&mut *tx)
+        .execute(&mut *conn)
         .await?;
-        Ok::<(), sqlx::Error>(())
     }
-    .await;
-    match result {
-        Ok(()) => tx.commit().await?,
-        Err(e) => {
-            // Roll back now so the unlock that follows does not run inside the failed
-            // transaction; the original error is the one worth reporting.
-            let _ = tx.rollback().await;
-            return Err(e.into());
-        }
-    }
+    sqlx::raw_sql(AssertSqlSafe(STEAD_SCRIPT.replace("{s}", &quoted)))
+        .execute(&mut *conn)
+        .await?;
     Ok(MigrationReport {
         schema: schema.to_owned(),
         found_version,
-        version: DBOS_SCHEMA_VERSION,
-        applied: true,
+        version: current.unwrap_or(DBOS_SCHEMA_VERSION),
+        applied: current.is_none(),
     })
 }
 
@@ -129,22 +112,23 @@ async fn read_version(
     schema: &str,
     quoted: &str,
 ) -> Result<Option<i64>, DbError> {
-    let exists: bool = sqlx::query_scalar(
+    let mut name = String::new();
+    schema.lit(&mut name);
+    let exists = sqlx::raw_sql(AssertSqlSafe(format!(
         "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables \
-         WHERE schemaname = $1 AND tablename = 'dbos_migrations')",
-    )
-    .bind(schema)
+         WHERE schemaname = {name} AND tablename = 'dbos_migrations')"
+    )))
     .fetch_one(&mut *conn)
     .await?;
-    if !exists {
+    if !exists.try_get::<bool, _>(0)? {
         return Ok(None);
     }
-    let version: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+    let version = sqlx::raw_sql(AssertSqlSafe(format!(
         "SELECT max(version) FROM {quoted}.dbos_migrations"
     )))
     .fetch_one(&mut *conn)
     .await?;
-    Ok(version)
+    Ok(version.try_get(0)?)
 }
 
 #[cfg(test)]

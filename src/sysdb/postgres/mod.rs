@@ -10,6 +10,7 @@ mod claim;
 mod datasource;
 mod debounce;
 mod dispatch;
+mod exec;
 mod finish;
 mod fleet;
 mod listen;
@@ -41,6 +42,7 @@ use sqlx::ConnectOptions;
 
 use super::urls;
 use crate::error::Error;
+pub(super) use exec::Lit;
 use sql::Sql;
 
 /// A Postgres system database.
@@ -49,6 +51,8 @@ pub(crate) struct Postgres {
     /// Opens the lanes' dedicated connections.
     connect: PgConnectOptions,
     sql: Arc<Sql>,
+    /// What sits between stead and the server, as the URL's `pooler` parameter said.
+    pooler: Pooler,
     /// False for a pool the application handed over: stead's shutdown leaves it open.
     owns_pool: bool,
     /// The server processes of the lanes' open sessions: their queue announcements are this
@@ -64,7 +68,9 @@ impl Postgres {
         pool_size: u32,
         connect_timeout: Duration,
     ) -> Result<Postgres, Error> {
-        let connect = connect_options(url)?;
+        let (url, pooler) = Pooler::from_url(url)?;
+        let url = url.as_str();
+        let connect = pooler.adapt(connect_options(url)?);
         // No health ping on acquire: a dead connection fails its statement with a transient
         // error and the caller retries, which costs less than a round trip on every acquire.
         let pool = PgPoolOptions::new()
@@ -88,7 +94,8 @@ impl Postgres {
         Ok(Postgres {
             pool,
             connect,
-            sql: Arc::new(Sql::new(schema)),
+            sql: Arc::new(Sql::new(schema, pooler == Pooler::Transaction)),
+            pooler,
             owns_pool: true,
             lane_pids: Arc::default(),
         })
@@ -109,10 +116,77 @@ impl Postgres {
         Ok(Postgres {
             pool,
             connect,
-            sql: Arc::new(Sql::new(schema)),
+            sql: Arc::new(Sql::new(schema, false)),
+            pooler: Pooler::None,
             owns_pool: false,
             lane_pids: Arc::default(),
         })
+    }
+}
+
+/// What sits between stead and the server, named by the URL's `pooler` parameter (stead's own;
+/// it is taken out before the URL reaches the driver).
+///
+/// - `none` (the default): the server itself, or a pooler that keeps a server connection per
+///   client connection. Prepared statements, `LISTEN`, lane session settings at startup.
+/// - `session`: PgBouncer (or alike) in session mode: as `none`, but the lanes' session
+///   settings are set after connecting (PgBouncer refuses unknown startup parameters), and
+///   `extra_float_digits` is not sent at startup (PgBouncer refuses it unless told to ignore
+///   it).
+/// - `transaction`: a transaction pooler (PgBouncer in transaction mode, hosted providers'
+///   poolers): statements go inline (simple protocol, no prepared statement), no session
+///   setting is relied on, no `LISTEN` (wake-ups come from polling), and the liveness lock is
+///   held in an open transaction, which keeps its server connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pooler {
+    None,
+    Session,
+    Transaction,
+}
+
+impl Pooler {
+    /// `url` without its `pooler` parameter, and the pooler it named.
+    fn from_url(url: &str) -> Result<(String, Pooler), Error> {
+        let Some((base, query)) = url.split_once('?') else {
+            return Ok((url.to_owned(), Pooler::None));
+        };
+        let mut pooler = Pooler::None;
+        let mut kept = Vec::new();
+        for pair in query.split('&') {
+            match pair.split_once('=') {
+                Some(("pooler", value)) => {
+                    pooler = match value {
+                        "none" => Pooler::None,
+                        "session" => Pooler::Session,
+                        "transaction" => Pooler::Transaction,
+                        other => {
+                            return Err(urls::invalid(
+                                "postgres",
+                                format!(
+                                    "the parameter pooler={other:?} is none of \
+                                     `none`, `session` or `transaction`"
+                                ),
+                            ))
+                        }
+                    }
+                }
+                _ => kept.push(pair),
+            }
+        }
+        let url = if kept.is_empty() {
+            base.to_owned()
+        } else {
+            format!("{base}?{}", kept.join("&"))
+        };
+        Ok((url, pooler))
+    }
+
+    /// Connection settings a pooler accepts.
+    fn adapt(self, options: PgConnectOptions) -> PgConnectOptions {
+        match self {
+            Pooler::None => options,
+            Pooler::Session | Pooler::Transaction => options.extra_float_digits(None),
+        }
     }
 }
 

@@ -34,12 +34,14 @@ ORDER BY 1
 #[async_trait]
 impl Observe for Postgres {
     async fn ping(&self) -> Result<(), DbError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        self.sql.query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
 
     async fn queue_counts(&self, queues: &[String]) -> Result<Vec<QueueCounts>, DbError> {
-        let rows = sqlx::query(self.sql.get(QUEUE_COUNTS))
+        let rows = self
+            .sql
+            .query(QUEUE_COUNTS)
             .bind(queues)
             .fetch_all(&self.pool)
             .await?;
@@ -52,7 +54,9 @@ impl Observe for Postgres {
         bucket_ms: i64,
         buckets: i64,
     ) -> Result<Vec<CompletedBucket>, DbError> {
-        let rows = sqlx::query(self.sql.get(THROUGHPUT))
+        let rows = self
+            .sql
+            .query(THROUGHPUT)
             .bind(since_ms)
             .bind(bucket_ms)
             .bind(buckets)

@@ -122,12 +122,13 @@ fn write_stream_sql() -> String {
 pub(super) async fn run(sql: &Sql, conn: &mut PgConnection, op: &Op) -> Result<OpOutcome, DbError> {
     let s = op.step();
     let statement = match op {
-        Op::Send { .. } => sql.get(&OP_SEND),
-        Op::Recv { .. } => sql.get(&OP_RECV),
-        Op::SetEvent { .. } => sql.get(&OP_SET_EVENT),
-        Op::WriteStream { .. } => sql.get(&OP_WRITE_STREAM),
+        Op::Send { .. } => &OP_SEND,
+        Op::Recv { .. } => &OP_RECV,
+        Op::SetEvent { .. } => &OP_SET_EVENT,
+        Op::WriteStream { .. } => &OP_WRITE_STREAM,
     };
-    let q = sqlx::query(statement.clone())
+    let q = sql
+        .query(statement)
         .bind(&s.workflow_id)
         .bind(&s.owner)
         .bind(s.function_id as i32)
@@ -188,7 +189,8 @@ const SEND_BULK: &str = "INSERT INTO {s}.notifications \
 impl Messages for Postgres {
     async fn send_bulk(&self, messages: &[OutgoingMessage]) -> Result<(), DbError> {
         let column = |f: fn(&OutgoingMessage) -> &str| messages.iter().map(f).collect::<Vec<_>>();
-        sqlx::query(self.sql.get(SEND_BULK))
+        self.sql
+            .query(SEND_BULK)
             .bind(column(|m| &m.id))
             .bind(column(|m| &m.destination))
             .bind(column(|m| &m.topic))

@@ -60,7 +60,9 @@ pub(super) const DELETE: &str = "WITH waiting AS (SELECT count(*) AS n FROM {s}.
 #[async_trait]
 impl Queues for Postgres {
     async fn list_queues(&self, app: Option<&str>) -> Result<Vec<Queue>, DbError> {
-        let rows = sqlx::query(self.sql.get(&LIST))
+        let rows = self
+            .sql
+            .query(&LIST)
             .bind(app)
             .fetch_all(&self.pool)
             .await?;
@@ -68,9 +70,7 @@ impl Queues for Postgres {
     }
 
     async fn list_all_queues(&self) -> Result<Vec<(Option<String>, Queue)>, DbError> {
-        let rows = sqlx::query(self.sql.get(&LIST_ALL))
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = self.sql.query(&LIST_ALL).fetch_all(&self.pool).await?;
         all(&rows, app_queue_from_row)
     }
 
@@ -80,15 +80,22 @@ impl Queues for Postgres {
         app: Option<&str>,
         replace: bool,
     ) -> Result<Option<bool>, DbError> {
-        let query = bind_queue(sqlx::query_scalar(self.sql.get(&UPSERT)), q, app);
-        Ok(query.bind(replace).fetch_optional(&self.pool).await?)
+        let query = bind_queue(self.sql.query(&UPSERT), q, app);
+        Ok(query
+            .bind(replace)
+            .fetch_optional_scalar(&self.pool)
+            .await?)
     }
 
     async fn delete_queue(&self, name: &str) -> Result<QueueDeletion, DbError> {
-        let (waiting, existed): (i64, bool) = sqlx::query_as(self.sql.get(DELETE))
+        let row = self
+            .sql
+            .query(DELETE)
             .bind(name)
             .fetch_one(&self.pool)
             .await?;
+        let (waiting, existed): (i64, bool) =
+            (sqlx::Row::try_get(&row, 0)?, sqlx::Row::try_get(&row, 1)?);
         Ok(QueueDeletion::of(existed, waiting))
     }
 }

@@ -40,7 +40,9 @@ ORDER BY "offset" LIMIT $4
 #[async_trait]
 impl Reads for Postgres {
     async fn status(&self, id: &str) -> Result<Option<StatusRow>, DbError> {
-        let row = sqlx::query(self.sql.get(&STATUS))
+        let row = self
+            .sql
+            .query(&STATUS)
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -48,7 +50,9 @@ impl Reads for Postgres {
     }
 
     async fn workflow_owner(&self, id: &str) -> Result<Option<String>, DbError> {
-        let row = sqlx::query(self.sql.get(OWNER))
+        let row = self
+            .sql
+            .query(OWNER)
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -60,7 +64,9 @@ impl Reads for Postgres {
         id: &str,
         key: &str,
     ) -> Result<Option<(String, Option<String>)>, DbError> {
-        let row = sqlx::query(self.sql.get(GET_EVENT))
+        let row = self
+            .sql
+            .query(GET_EVENT)
             .bind(id)
             .bind(key)
             .fetch_optional(&self.pool)
@@ -78,7 +84,9 @@ impl Reads for Postgres {
         offset: i32,
         limit: i64,
     ) -> Result<Vec<StreamRow>, DbError> {
-        let rows = sqlx::query(self.sql.get(READ_STREAM))
+        let rows = self
+            .sql
+            .query(READ_STREAM)
             .bind(id)
             .bind(key)
             .bind(offset)

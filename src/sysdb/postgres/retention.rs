@@ -57,11 +57,13 @@ impl Collect for Postgres {
         let keep = keep_newest.map(|n| n.max(0));
         let mut total = 0u64;
         loop {
-            let deleted: i64 = sqlx::query_scalar(self.sql.get(COLLECT))
+            let deleted: i64 = self
+                .sql
+                .query(COLLECT)
                 .bind(older_than_ms)
                 .bind(keep)
                 .bind(COLLECT_BATCH)
-                .fetch_one(&self.pool)
+                .fetch_scalar(&self.pool)
                 .await?;
             total += deleted.max(0) as u64;
             if deleted < COLLECT_BATCH {

@@ -53,7 +53,9 @@ WHERE workflow_uuid = $1 AND status = $2
 impl Rewinds for Postgres {
     async fn rewind(&self, r: &Rewind) -> Result<Rewound, DbError> {
         let mut tx = self.pool.begin().await?;
-        let Some(row) = sqlx::query(self.sql.get(STATUS))
+        let Some(row) = self
+            .sql
+            .query(STATUS)
             .bind(&r.id)
             .fetch_optional(&mut *tx)
             .await?
@@ -66,30 +68,35 @@ impl Rewinds for Postgres {
         }
         let step = i32::try_from(r.from_step).unwrap_or(i32::MAX);
         for sql in [DROP_EVENTS, RESTORE_EVENTS] {
-            sqlx::query(self.sql.get(sql))
+            self.sql
+                .query(sql)
                 .bind(&r.id)
                 .bind(step)
                 .execute(&mut *tx)
                 .await?;
         }
-        sqlx::query(self.sql.get(DROP_CLOSE))
+        self.sql
+            .query(DROP_CLOSE)
             .bind(&r.id)
             .bind(step)
             .bind(STREAM_CLOSED)
             .execute(&mut *tx)
             .await?;
         for sql in [DROP_STEPS, DROP_HISTORY, DROP_MESSAGES] {
-            sqlx::query(self.sql.get(sql))
+            self.sql
+                .query(sql)
                 .bind(&r.id)
                 .bind(step)
                 .execute(&mut *tx)
                 .await?;
         }
-        sqlx::query(self.sql.get(DROP_OUTPUT))
+        self.sql
+            .query(DROP_OUTPUT)
             .bind(&r.id)
             .execute(&mut *tx)
             .await?;
-        sqlx::query(self.sql.get(REQUEUE))
+        self.sql
+            .query(REQUEUE)
             .bind(&r.id)
             .bind(&status)
             .bind(&r.app_version)
@@ -97,7 +104,8 @@ impl Rewinds for Postgres {
             .bind(now_ms())
             .execute(&mut *tx)
             .await?;
-        sqlx::query("SELECT pg_notify('stead_queue_channel', $1)")
+        self.sql
+            .query("SELECT pg_notify('stead_queue_channel', $1)")
             .bind(&r.queue)
             .execute(&mut *tx)
             .await?;

@@ -87,7 +87,9 @@ SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM note)
 #[async_trait]
 impl Schedules for Postgres {
     async fn list_schedules(&self, app: Option<&str>) -> Result<Vec<ScheduleRow>, DbError> {
-        let rows = sqlx::query(self.sql.get(&LIST))
+        let rows = self
+            .sql
+            .query(&LIST)
             .bind(app)
             .fetch_all(&self.pool)
             .await?;
@@ -95,7 +97,9 @@ impl Schedules for Postgres {
     }
 
     async fn get_schedule(&self, name: &str) -> Result<Option<ScheduleRow>, DbError> {
-        let row = sqlx::query(self.sql.get(&GET))
+        let row = self
+            .sql
+            .query(&GET)
             .bind(name)
             .fetch_optional(&self.pool)
             .await?;
@@ -103,12 +107,17 @@ impl Schedules for Postgres {
     }
 
     async fn put_schedule(&self, s: &ScheduleRow, replace: bool) -> Result<Option<bool>, DbError> {
-        let query = bind_schedule(sqlx::query_scalar(self.sql.get(&PUT)), s);
-        Ok(query.bind(replace).fetch_optional(&self.pool).await?)
+        let query = bind_schedule(self.sql.query(&PUT), s);
+        Ok(query
+            .bind(replace)
+            .fetch_optional_scalar(&self.pool)
+            .await?)
     }
 
     async fn set_schedule_status(&self, name: &str, status: &str) -> Result<bool, DbError> {
-        let done = sqlx::query(self.sql.get(SET_STATUS))
+        let done = self
+            .sql
+            .query(SET_STATUS)
             .bind(name)
             .bind(status)
             .execute(&self.pool)
@@ -117,7 +126,9 @@ impl Schedules for Postgres {
     }
 
     async fn delete_schedule(&self, name: &str) -> Result<bool, DbError> {
-        let done = sqlx::query(self.sql.get(DELETE))
+        let done = self
+            .sql
+            .query(DELETE)
             .bind(name)
             .execute(&self.pool)
             .await?;
@@ -130,7 +141,9 @@ impl Schedules for Postgres {
             .iter()
             .map(|(id, input)| (id.as_str(), input.as_str()))
             .unzip();
-        let row = sqlx::query(self.sql.get(FIRE))
+        let row = self
+            .sql
+            .query(FIRE)
             .bind(ids)
             .bind(inputs)
             .bind(&f.workflow)

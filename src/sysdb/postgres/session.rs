@@ -18,7 +18,7 @@ use sqlx::postgres::PgConnection;
 use sqlx::ConnectOptions;
 
 use super::sql::Sql;
-use super::{claim, finish, ops, start, steps, Postgres};
+use super::{claim, finish, ops, start, steps, Pooler, Postgres};
 use crate::error::{DbError, Error};
 use crate::sysdb::store::{Session, Store};
 use crate::sysdb::{
@@ -31,17 +31,40 @@ impl Store for Postgres {
     /// Lanes run only batched key lookups, thousands of times with one shape: plan each once,
     /// and never as a sequential scan (a plan cached while the tables were small would scan
     /// them whole forever after).
+    ///
+    /// Behind a pooler the settings are set after connecting (PgBouncer refuses them as
+    /// startup parameters); behind a transaction pooler they are not set at all (no session
+    /// setting lasts there), nor is there a server process of its own to know: every inline
+    /// statement is planned for its literals, so no generic plan can go stale.
     async fn open_session(&self) -> Result<Box<dyn Session>, DbError> {
-        let options = self.connect.clone().options([
+        const SETTINGS: [(&str, &str); 2] = [
             ("plan_cache_mode", "force_generic_plan"),
             ("enable_seqscan", "off"),
-        ]);
-        let mut conn = options.connect().await?;
-        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(&mut conn)
-            .await?;
-        let pid = u32::try_from(pid).unwrap_or_default();
-        self.lane_pids.insert(pid);
+        ];
+        let mut pid = 0;
+        let conn = match self.pooler {
+            Pooler::None => {
+                let mut conn = self.connect.clone().options(SETTINGS).connect().await?;
+                pid = backend_pid(&mut conn).await?;
+                conn
+            }
+            Pooler::Session => {
+                let mut conn = self.connect.clone().connect().await?;
+                let set: String = SETTINGS
+                    .iter()
+                    .map(|(k, v)| format!("SET {k} = {v};"))
+                    .collect();
+                sqlx::raw_sql(sqlx::AssertSqlSafe(set))
+                    .execute(&mut conn)
+                    .await?;
+                pid = backend_pid(&mut conn).await?;
+                conn
+            }
+            Pooler::Transaction => self.connect.clone().connect().await?,
+        };
+        if pid != 0 {
+            self.lane_pids.insert(pid);
+        }
         Ok(Box::new(PgSession {
             conn,
             sql: self.sql.clone(),
@@ -70,6 +93,18 @@ impl Store for Postgres {
     fn is_embedded(&self) -> bool {
         false
     }
+
+    fn can_listen(&self) -> bool {
+        self.pooler != Pooler::Transaction
+    }
+}
+
+/// The connection's server process, whose own announcements the listener skips.
+async fn backend_pid(conn: &mut PgConnection) -> Result<u32, DbError> {
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(conn)
+        .await?;
+    Ok(u32::try_from(pid).unwrap_or_default())
 }
 
 pub(super) struct PgSession {

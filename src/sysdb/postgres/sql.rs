@@ -8,22 +8,32 @@ use std::sync::{Arc, RwLock};
 use sqlx::postgres::PgArguments;
 use sqlx::{AssertSqlSafe, SqlStr};
 
+use super::exec::Stmt;
+
 /// A statement with its parameters bound so far.
 pub(super) type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, PgArguments>;
 
 pub(super) struct Sql {
     pub(super) schema: String,
+    /// Statements go inline (simple protocol, literals): the URL names a transaction pooler.
+    pub(super) inline: bool,
     /// Spliced statements by their template's address and length (templates are `'static`).
     built: RwLock<HashMap<(usize, usize), SqlStr>>,
 }
 
 impl Sql {
     /// The statements of `schema`, a name `sysdb::validate_schema` accepted.
-    pub(super) fn new(schema: &str) -> Sql {
+    pub(super) fn new(schema: &str, inline: bool) -> Sql {
         Sql {
             schema: schema.to_owned(),
+            inline,
             built: RwLock::default(),
         }
+    }
+
+    /// The statement `template` for this schema, sent as this store sends statements.
+    pub(super) fn query<'q>(&self, template: &'static str) -> Stmt<'q> {
+        Stmt::new(self.get(template), self.inline)
     }
 
     /// `template` (with `{s}` where the schema goes) for this schema.
@@ -51,7 +61,7 @@ mod tests {
     #[test]
     fn statements_are_schema_qualified_and_built_once() {
         static TEMPLATE: &str = "SELECT 1 FROM {s}.operation_outputs";
-        let sql = Sql::new("tenant_a");
+        let sql = Sql::new("tenant_a", false);
         let first = sql.get(TEMPLATE);
         assert_eq!(
             first.as_str(),

@@ -7,8 +7,9 @@ use std::sync::LazyLock;
 use sqlx::postgres::PgConnection;
 use sqlx::Row;
 
+use super::exec::Stmt;
 use super::rowsource::{self, Column};
-use super::sql::{PgQuery, Sql};
+use super::sql::Sql;
 use crate::error::DbError;
 use crate::sysdb::{NewWorkflow, StartOutcome};
 
@@ -100,7 +101,7 @@ struct StartRow {
 }
 
 /// Binds the arrays and the identity of `cte`.
-fn bind<'q>(q: PgQuery<'q>, batch: &[&'q NewWorkflow]) -> PgQuery<'q> {
+fn bind<'q>(q: Stmt<'q>, batch: &[&'q NewWorkflow]) -> Stmt<'q> {
     let col =
         |f: fn(&'q NewWorkflow) -> Option<&'q str>| batch.iter().map(|w| f(w)).collect::<Vec<_>>();
     let head = batch.first();
@@ -125,7 +126,7 @@ fn bind<'q>(q: PgQuery<'q>, batch: &[&'q NewWorkflow]) -> PgQuery<'q> {
 }
 
 /// Binds a lone request's values and the identity of `cte`, for `SINGLE`.
-fn bind_single<'q>(q: PgQuery<'q>, w: &'q NewWorkflow) -> PgQuery<'q> {
+fn bind_single<'q>(q: Stmt<'q>, w: &'q NewWorkflow) -> Stmt<'q> {
     q.bind(&w.id)
         .bind(&w.name)
         .bind(w.owner.as_deref())
@@ -153,8 +154,8 @@ pub(super) async fn run(
     batch: &[&NewWorkflow],
 ) -> Result<Vec<StartOutcome>, DbError> {
     let query = match batch {
-        [lone] => bind_single(sqlx::query(sql.get(&SINGLE)), lone),
-        _ => bind(sqlx::query(sql.get(&STATEMENT)), batch),
+        [lone] => bind_single(sql.query(&SINGLE), lone),
+        _ => bind(sql.query(&STATEMENT), batch),
     };
     let mut rows = Vec::with_capacity(batch.len());
     for row in query.fetch_all(&mut *conn).await? {

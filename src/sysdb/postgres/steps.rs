@@ -8,8 +8,9 @@ use std::sync::LazyLock;
 use sqlx::postgres::PgConnection;
 use sqlx::Row;
 
+use super::exec::Stmt;
 use super::rowsource::{self, Column};
-use super::sql::{PgQuery, Sql};
+use super::sql::Sql;
 use crate::error::DbError;
 use crate::sysdb::{StepOutcome, StepRow, StepWrite};
 
@@ -67,7 +68,7 @@ fn insert(rows: &str) -> String {
 }
 
 /// Binds a lone step's values, for `SINGLE`.
-fn bind_single<'q>(q: PgQuery<'q>, s: &'q StepWrite) -> PgQuery<'q> {
+fn bind_single<'q>(q: Stmt<'q>, s: &'q StepWrite) -> Stmt<'q> {
     q.bind(s.workflow_id.as_str())
         .bind(s.function_id as i32)
         .bind(s.name.as_str())
@@ -81,7 +82,7 @@ fn bind_single<'q>(q: PgQuery<'q>, s: &'q StepWrite) -> PgQuery<'q> {
 }
 
 /// Binds the ten arrays of `cte`.
-pub(super) fn bind<'q>(q: PgQuery<'q>, batch: &[&'q StepWrite]) -> PgQuery<'q> {
+pub(super) fn bind<'q>(q: Stmt<'q>, batch: &[&'q StepWrite]) -> Stmt<'q> {
     q.bind(
         batch
             .iter()
@@ -137,8 +138,8 @@ pub(super) async fn record(
     batch: &[&StepWrite],
 ) -> Result<Vec<StepOutcome>, DbError> {
     let query = match batch {
-        [lone] => bind_single(sqlx::query(sql.get(&SINGLE)), lone),
-        _ => bind(sqlx::query(sql.get(&STATEMENT)), batch),
+        [lone] => bind_single(sql.query(&SINGLE), lone),
+        _ => bind(sql.query(&STATEMENT), batch),
     };
     let rows = query.fetch_all(&mut *conn).await?;
     // The insert returns one row per row it wrote: all of them is the common case, with no
@@ -170,7 +171,8 @@ async fn outcomes(
     if missing.is_empty() {
         return Ok(outcomes);
     }
-    let rows = sqlx::query(sql.get(CLASSIFY))
+    let rows = sql
+        .query(CLASSIFY)
         .bind(
             missing
                 .iter()
@@ -249,11 +251,7 @@ pub(super) async fn load(
     ids: &[&str],
 ) -> Result<Vec<Vec<StepRow>>, DbError> {
     let mut by_id: HashMap<String, Vec<StepRow>> = HashMap::new();
-    for row in sqlx::query(sql.get(LOAD))
-        .bind(ids)
-        .fetch_all(&mut *conn)
-        .await?
-    {
+    for row in sql.query(LOAD).bind(ids).fetch_all(&mut *conn).await? {
         let step = StepRow::from_row(&row)?;
         by_id
             .entry(step.workflow_id.clone())

@@ -28,7 +28,8 @@ const PROMOTE: &str = "UPDATE {s}.application_versions SET version_timestamp = $
 #[async_trait]
 impl Versions for Postgres {
     async fn register_version(&self, name: &str, app: Option<&str>) -> Result<(), DbError> {
-        sqlx::query(self.sql.get(REGISTER))
+        self.sql
+            .query(REGISTER)
             .bind(name)
             .bind(app)
             .bind(now_ms())
@@ -38,15 +39,14 @@ impl Versions for Postgres {
     }
 
     async fn list_versions(&self, app: Option<&str>) -> Result<Vec<AppVersion>, DbError> {
-        let rows = sqlx::query(self.sql.get(LIST))
-            .bind(app)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = self.sql.query(LIST).bind(app).fetch_all(&self.pool).await?;
         all(&rows, version_from_row)
     }
 
     async fn promote_version(&self, name: &str, app: Option<&str>) -> Result<bool, DbError> {
-        let done = sqlx::query(self.sql.get(PROMOTE))
+        let done = self
+            .sql
+            .query(PROMOTE)
             .bind(name)
             .bind(app)
             .bind(now_ms())

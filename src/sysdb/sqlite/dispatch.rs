@@ -42,19 +42,22 @@ impl Dispatch for Sqlite {
         queue: &str,
         with_direct: bool,
         running: &[String],
+        decided_ms: i64,
     ) -> Result<Vec<Claimed>, DbError> {
         let mut tx = self.write().await?;
         let ids: Vec<String> = sqlx::query_scalar(
             "SELECT workflow_uuid FROM workflow_status \
              WHERE status = 'PENDING' AND executor_id = ?1 AND application_version = ?2 \
                AND (queue_name = ?3 OR (?4 AND queue_name IS NULL)) \
-               AND workflow_uuid NOT IN (SELECT value FROM json_each(?5))",
+               AND workflow_uuid NOT IN (SELECT value FROM json_each(?5)) \
+               AND COALESCE(updated_at, 0) <= ?6",
         )
         .bind(me.executor_id)
         .bind(me.app_version)
         .bind(queue)
         .bind(with_direct)
         .bind(json_list(running))
+        .bind(decided_ms)
         .fetch_all(&mut *tx)
         .await?;
         let mut keyed = Vec::with_capacity(ids.len());

@@ -265,9 +265,10 @@ async fn redispatch_takes_back_what_no_actor_runs(kind: Kind) {
     f.start(&with_priority("late", 2)).await;
     f.start(&with_priority("early", 1)).await;
     f.claim(&claim_of(Queue::new("q"), 10)).await;
+    let decided = now_ms() + 1;
     let taken = f
         .store
-        .redispatch(&me(), "q", false, &["late".to_owned()])
+        .redispatch(&me(), "q", false, &["late".to_owned()], decided)
         .await
         .unwrap();
     assert_eq!(
@@ -282,13 +283,20 @@ async fn redispatch_takes_back_what_no_actor_runs(kind: Kind) {
     // Direct starts belong to the internal queue's take-back only.
     assert!(f
         .store
-        .redispatch(&me(), INTERNAL_QUEUE, false, &[])
+        .redispatch(&me(), INTERNAL_QUEUE, false, &[], decided)
+        .await
+        .unwrap()
+        .is_empty());
+    // A row written after the take-back was decided is a run its snapshot could not know.
+    assert!(f
+        .store
+        .redispatch(&me(), INTERNAL_QUEUE, true, &[], decided - 60_000)
         .await
         .unwrap()
         .is_empty());
     let direct = f
         .store
-        .redispatch(&me(), INTERNAL_QUEUE, true, &[])
+        .redispatch(&me(), INTERNAL_QUEUE, true, &[], decided)
         .await
         .unwrap();
     assert_eq!(direct.len(), 1);

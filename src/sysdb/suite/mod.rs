@@ -36,13 +36,29 @@ use super::{
 use crate::base::clock::now_ms;
 use crate::base::queue::Queue;
 
-/// Instantiates each named test on both backends.
+thread_local! {
+    /// Set by the `on_postgres_inline` tests: the store's URL names a transaction pooler, so
+    /// every statement goes inline (the test runs on one thread, as `#[tokio::test]` does).
+    pub(crate) static INLINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Instantiates each named test on both backends, and on Postgres once more with every
+/// statement inline (as behind a transaction pooler).
 macro_rules! store_tests {
     ($($name:ident),* $(,)?) => {
         mod on_postgres {
             $(
                 #[tokio::test]
                 async fn $name() {
+                    super::$name($crate::sysdb::suite::Kind::Postgres).await;
+                }
+            )*
+        }
+        mod on_postgres_inline {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    $crate::sysdb::suite::INLINE.with(|inline| inline.set(true));
                     super::$name($crate::sysdb::suite::Kind::Postgres).await;
                 }
             )*
@@ -130,15 +146,15 @@ impl Fixture {
     }
 
     async fn connect(scratch: &TestDb) -> Arc<dyn Store> {
-        connect(
-            &scratch.url,
-            DEFAULT_SCHEMA,
-            4,
-            Duration::from_secs(10),
-            true,
-        )
-        .await
-        .expect("connect")
+        let url = match scratch.backend {
+            Kind::Postgres if INLINE.with(|inline| inline.get()) => {
+                format!("{}?pooler=transaction", scratch.url)
+            }
+            _ => scratch.url.clone(),
+        };
+        connect(&url, DEFAULT_SCHEMA, 4, Duration::from_secs(10), true)
+            .await
+            .expect("connect")
     }
 
     /// Another store on the same database (another process, as far as the database knows).

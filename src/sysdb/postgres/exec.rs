@@ -1,0 +1,470 @@
+//! How a statement travels: prepared (the default: named, cached per connection, parameters
+//! bound in binary), or inline, for a transaction pooler (`pooler=transaction`): sent with the
+//! simple query protocol, its parameters rendered as typed literals, in one round trip and with no
+//! prepared statement at all (as pgx's `QueryExecModeSimpleProtocol`). A transaction pooler
+//! gives each transaction whichever server connection is free, where a prepared statement of
+//! another may or may not exist.
+//!
+//! It owns the literal rendering and the placeholder substitution; it must never render a value
+//! whose type it does not know (each bindable type implements [`Lit`]), and never splice text
+//! that did not come from a statement template or a literal it rendered.
+
+use std::fmt::Write as _;
+
+use sqlx::postgres::{PgQueryResult, PgRow};
+use sqlx::{AssertSqlSafe, Executor, Postgres, Row, SqlStr};
+
+use super::sql::PgQuery;
+
+/// One statement with its parameters.
+pub(crate) enum Stmt<'q> {
+    Prepared(PgQuery<'q>),
+    Inline { sql: SqlStr, args: Vec<String> },
+}
+
+impl<'q> Stmt<'q> {
+    pub(super) fn new(sql: SqlStr, inline: bool) -> Stmt<'q> {
+        if inline {
+            Stmt::Inline {
+                sql,
+                args: Vec::new(),
+            }
+        } else {
+            Stmt::Prepared(sqlx::query(sql))
+        }
+    }
+
+    /// Binds the next parameter (`$1`, `$2`, … in order).
+    pub(crate) fn bind<T>(self, value: T) -> Stmt<'q>
+    where
+        T: 'q + sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + Send + Lit,
+    {
+        match self {
+            Stmt::Prepared(q) => Stmt::Prepared(q.bind(value)),
+            Stmt::Inline { sql, mut args } => {
+                let mut lit = String::new();
+                value.lit(&mut lit);
+                args.push(lit);
+                Stmt::Inline { sql, args }
+            }
+        }
+    }
+
+    pub(crate) async fn fetch_all<'e, E>(self, e: E) -> Result<Vec<PgRow>, sqlx::Error>
+    where
+        'q: 'e,
+        E: 'e + Executor<'e, Database = Postgres>,
+    {
+        match self {
+            Stmt::Prepared(q) => q.fetch_all(e).await,
+            Stmt::Inline { sql, args } => {
+                let text = inline(sql.as_str(), &args)?;
+                sqlx::raw_sql(AssertSqlSafe(text)).fetch_all(e).await
+            }
+        }
+    }
+
+    pub(crate) async fn fetch_one<'e, E>(self, e: E) -> Result<PgRow, sqlx::Error>
+    where
+        'q: 'e,
+        E: 'e + Executor<'e, Database = Postgres>,
+    {
+        self.fetch_optional(e)
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)
+    }
+
+    pub(crate) async fn fetch_optional<'e, E>(self, e: E) -> Result<Option<PgRow>, sqlx::Error>
+    where
+        'q: 'e,
+        E: 'e + Executor<'e, Database = Postgres>,
+    {
+        match self {
+            Stmt::Prepared(q) => q.fetch_optional(e).await,
+            Stmt::Inline { sql, args } => {
+                let text = inline(sql.as_str(), &args)?;
+                sqlx::raw_sql(AssertSqlSafe(text)).fetch_optional(e).await
+            }
+        }
+    }
+
+    pub(crate) async fn execute<'e, E>(self, e: E) -> Result<PgQueryResult, sqlx::Error>
+    where
+        'q: 'e,
+        E: 'e + Executor<'e, Database = Postgres>,
+    {
+        match self {
+            Stmt::Prepared(q) => q.execute(e).await,
+            Stmt::Inline { sql, args } => {
+                let text = inline(sql.as_str(), &args)?;
+                sqlx::raw_sql(AssertSqlSafe(text)).execute(e).await
+            }
+        }
+    }
+
+    /// The first column of every row.
+    pub(crate) async fn fetch_scalars<'e, E, T>(self, e: E) -> Result<Vec<T>, sqlx::Error>
+    where
+        'q: 'e,
+        E: 'e + Executor<'e, Database = Postgres>,
+        T: for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
+    {
+        self.fetch_all(e)
+            .await?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect()
+    }
+
+    /// The first column of the one row.
+    pub(crate) async fn fetch_scalar<'e, E, T>(self, e: E) -> Result<T, sqlx::Error>
+    where
+        'q: 'e,
+        E: 'e + Executor<'e, Database = Postgres>,
+        T: for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
+    {
+        self.fetch_one(e).await?.try_get(0)
+    }
+
+    /// The first column of the row, if there is one.
+    pub(crate) async fn fetch_optional_scalar<'e, E, T>(
+        self,
+        e: E,
+    ) -> Result<Option<T>, sqlx::Error>
+    where
+        'q: 'e,
+        E: 'e + Executor<'e, Database = Postgres>,
+        T: for<'r> sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
+    {
+        self.fetch_optional(e)
+            .await?
+            .map(|r| r.try_get(0))
+            .transpose()
+    }
+}
+
+impl<'q> crate::sysdb::rows::Bind<'q> for Stmt<'q> {
+    fn arg<T: crate::sysdb::rows::Param<'q>>(self, value: T) -> Self {
+        self.bind(value)
+    }
+}
+
+/// `sql` with each `$n` replaced by `args[n - 1]` in parentheses. Placeholders inside string
+/// literals, quoted identifiers, comments and dollar-quoted strings are text, not parameters.
+pub(crate) fn inline(sql: &str, args: &[String]) -> Result<String, sqlx::Error> {
+    let bytes = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len() + args.iter().map(String::len).sum::<usize>());
+    let mut i = 0;
+    let mut copied = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\'' => {
+                let escapes =
+                    i > 0 && matches!(bytes[i - 1], b'E' | b'e') && !ident_at(bytes, i - 1);
+                i = skip_quoted(bytes, i, b'\'', escapes);
+            }
+            b'"' => i = skip_quoted(bytes, i, b'"', false),
+            b'-' if bytes.get(i + 1) == Some(&b'-') => {
+                i = sql[i..].find('\n').map_or(bytes.len(), |n| i + n + 1);
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => i = skip_block_comment(bytes, i),
+            b'$' if i > 0 && is_ident_byte(bytes[i - 1]) => i += 1,
+            b'$' if bytes.get(i + 1).is_some_and(u8::is_ascii_digit) => {
+                let end = (i + 1..bytes.len())
+                    .find(|&j| !bytes[j].is_ascii_digit())
+                    .unwrap_or(bytes.len());
+                let n: usize = sql[i + 1..end].parse().map_err(|_| {
+                    protocol(format!("placeholder {} is out of range", &sql[i..end]))
+                })?;
+                let arg = n
+                    .checked_sub(1)
+                    .and_then(|k| args.get(k))
+                    .ok_or_else(|| protocol(format!("no value bound for ${n}")))?;
+                out.push_str(&sql[copied..i]);
+                out.push('(');
+                out.push_str(arg);
+                out.push(')');
+                copied = end;
+                i = end;
+            }
+            b'$' => i = skip_dollar_quoted(sql, i),
+            _ => i += 1,
+        }
+    }
+    out.push_str(&sql[copied..]);
+    Ok(out)
+}
+
+fn protocol(message: String) -> sqlx::Error {
+    sqlx::Error::InvalidArgument(message)
+}
+
+fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+/// Whether the byte at `i` continues an identifier begun before it (so an `E` there is not the
+/// escape-string prefix).
+fn ident_at(bytes: &[u8], i: usize) -> bool {
+    i > 0 && is_ident_byte(bytes[i - 1])
+}
+
+/// The index after the quoted text opening at `start` (`''`/`""` doubled quotes stay inside;
+/// with `escapes`, a backslash escapes the next byte).
+fn skip_quoted(bytes: &[u8], start: usize, quote: u8, escapes: bool) -> usize {
+    let mut i = start + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if escapes => i += 2,
+            b if b == quote => {
+                if bytes.get(i + 1) == Some(&quote) {
+                    i += 2;
+                } else {
+                    return i + 1;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    bytes.len()
+}
+
+/// The index after the (nestable) block comment opening at `start`.
+fn skip_block_comment(bytes: &[u8], start: usize) -> usize {
+    let (mut depth, mut i) = (0usize, start);
+    while i + 1 < bytes.len() {
+        match (bytes[i], bytes[i + 1]) {
+            (b'/', b'*') => {
+                depth += 1;
+                i += 2;
+            }
+            (b'*', b'/') => {
+                depth -= 1;
+                i += 2;
+                if depth == 0 {
+                    return i;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    bytes.len()
+}
+
+/// The index after the dollar-quoted string opening at `start` (`$$…$$`, `$tag$…$tag$`); a `$`
+/// that opens none is one byte of text.
+fn skip_dollar_quoted(sql: &str, start: usize) -> usize {
+    let rest = &sql[start + 1..];
+    let tag_len = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80)
+        .count();
+    if rest.as_bytes().get(tag_len) != Some(&b'$') {
+        return start + 1;
+    }
+    let delimiter = &sql[start..start + tag_len + 2];
+    let body = start + delimiter.len();
+    match sql[body..].find(delimiter) {
+        Some(n) => body + n + delimiter.len(),
+        None => sql.len(),
+    }
+}
+
+/// A value written as a SQL literal with an explicit cast to the type sqlx would have bound it
+/// as, so an inline statement means exactly what the prepared one does.
+pub(crate) trait Lit {
+    /// The Postgres type of the value (of its innermost element, for arrays).
+    const TYPE: &'static str;
+    /// Array dimensions: 0 for a scalar.
+    const DIMS: usize = 0;
+    /// Writes the literal, cast, to `out`.
+    fn lit(&self, out: &mut String);
+}
+
+/// A text literal: `E'…'` with backslashes and quotes escaped, whatever
+/// `standard_conforming_strings` says.
+fn text(s: &str, out: &mut String) {
+    out.push_str("E'");
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("''"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+}
+
+impl Lit for str {
+    const TYPE: &'static str = "text";
+    fn lit(&self, out: &mut String) {
+        text(self, out);
+        out.push_str("::text");
+    }
+}
+
+impl Lit for String {
+    const TYPE: &'static str = "text";
+    fn lit(&self, out: &mut String) {
+        self.as_str().lit(out);
+    }
+}
+
+macro_rules! int_lit {
+    ($($t:ty => $pg:literal),*) => {$(
+        impl Lit for $t {
+            const TYPE: &'static str = $pg;
+            fn lit(&self, out: &mut String) {
+                let _ = write!(out, "{}::{}", self, $pg);
+            }
+        }
+    )*};
+}
+int_lit!(i16 => "int2", i32 => "int4", i64 => "int8");
+
+impl Lit for bool {
+    const TYPE: &'static str = "bool";
+    fn lit(&self, out: &mut String) {
+        out.push_str(if *self { "true" } else { "false" });
+    }
+}
+
+impl Lit for f64 {
+    const TYPE: &'static str = "float8";
+    fn lit(&self, out: &mut String) {
+        if self.is_nan() {
+            out.push_str("'NaN'::float8");
+        } else if self.is_infinite() {
+            out.push_str(if *self > 0.0 {
+                "'Infinity'::float8"
+            } else {
+                "'-Infinity'::float8"
+            });
+        } else {
+            // `{:?}` is the shortest text that reads back as the same f64.
+            let _ = write!(out, "'{self:?}'::float8");
+        }
+    }
+}
+
+impl Lit for serde_json::Value {
+    const TYPE: &'static str = "jsonb";
+    fn lit(&self, out: &mut String) {
+        text(&self.to_string(), out);
+        out.push_str("::jsonb");
+    }
+}
+
+/// `::type`, with `[]` per array dimension.
+fn cast<T: Lit + ?Sized>(dims: usize, out: &mut String) {
+    out.push_str("::");
+    out.push_str(T::TYPE);
+    for _ in 0..dims {
+        out.push_str("[]");
+    }
+}
+
+impl<T: Lit> Lit for Option<T> {
+    const TYPE: &'static str = T::TYPE;
+    const DIMS: usize = T::DIMS;
+    fn lit(&self, out: &mut String) {
+        match self {
+            Some(v) => v.lit(out),
+            None => {
+                out.push_str("NULL");
+                cast::<T>(T::DIMS, out);
+            }
+        }
+    }
+}
+
+impl<T: Lit + ?Sized> Lit for &T {
+    const TYPE: &'static str = T::TYPE;
+    const DIMS: usize = T::DIMS;
+    fn lit(&self, out: &mut String) {
+        (**self).lit(out);
+    }
+}
+
+impl<T: Lit> Lit for [T] {
+    const TYPE: &'static str = T::TYPE;
+    const DIMS: usize = T::DIMS + 1;
+    fn lit(&self, out: &mut String) {
+        out.push_str("ARRAY[");
+        for (i, v) in self.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            v.lit(out);
+        }
+        out.push(']');
+        cast::<T>(T::DIMS + 1, out);
+    }
+}
+
+impl<T: Lit> Lit for Vec<T> {
+    const TYPE: &'static str = T::TYPE;
+    const DIMS: usize = T::DIMS + 1;
+    fn lit(&self, out: &mut String) {
+        self.as_slice().lit(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit<T: Lit>(v: T) -> String {
+        let mut out = String::new();
+        v.lit(&mut out);
+        out
+    }
+
+    #[test]
+    fn literals_are_typed_and_escaped() {
+        assert_eq!(lit("it's a \\ test"), r"E'it''s a \\ test'::text");
+        assert_eq!(lit(String::new()), "E''::text");
+        assert_eq!(lit(i64::MIN), "-9223372036854775808::int8");
+        assert_eq!(lit(7i32), "7::int4");
+        assert_eq!(lit(true), "true");
+        assert_eq!(lit(None::<&str>), "NULL::text");
+        assert_eq!(lit(Some(5i64)), "5::int8");
+        assert_eq!(lit(vec!["a", "b"]), "ARRAY[E'a'::text,E'b'::text]::text[]");
+        assert_eq!(lit(Vec::<i64>::new()), "ARRAY[]::int8[]");
+        assert_eq!(
+            lit(vec![Some("x"), None]),
+            "ARRAY[E'x'::text,NULL::text]::text[]"
+        );
+        assert_eq!(lit(None::<Vec<String>>), "NULL::text[]");
+        assert_eq!(lit(0.1f64), "'0.1'::float8");
+        assert_eq!(lit(f64::NAN), "'NaN'::float8");
+        assert_eq!(lit(f64::NEG_INFINITY), "'-Infinity'::float8");
+    }
+
+    #[test]
+    fn placeholders_are_replaced_outside_quotes_and_comments() {
+        let args: Vec<String> = (1..=10).map(|n| format!("v{n}")).collect();
+        assert_eq!(
+            inline("SELECT $1, $10, $2::text[]", &args).unwrap(),
+            "SELECT (v1), (v10), (v2)::text[]"
+        );
+        assert_eq!(
+            inline(
+                "SELECT '$1', E'\\'$1', \"$1\", $$ $1 $$, $t$ $1 $t$ -- $1\n, /* $1 /* $1 */ */ $3",
+                &args
+            )
+            .unwrap(),
+            "SELECT '$1', E'\\'$1', \"$1\", $$ $1 $$, $t$ $1 $t$ -- $1\n, /* $1 /* $1 */ */ (v3)"
+        );
+        assert_eq!(
+            inline("SELECT a$1 FROM t", &args).unwrap(),
+            "SELECT a$1 FROM t"
+        );
+        assert_eq!(
+            inline("SELECT 'it''s $1'", &args).unwrap(),
+            "SELECT 'it''s $1'"
+        );
+        assert!(inline("SELECT $11", &args).is_err());
+        assert!(inline("SELECT $0", &args).is_err());
+    }
+}

@@ -1,0 +1,175 @@
+//! Behind PgBouncer (Debian's, started by the test in front of a server of its own): launch,
+//! migrate and run steps, a queue, messages, events, durable sleeps, children and a fleet
+//! lease, in transaction mode (`pooler=transaction`) and in session mode (`pooler=session`).
+//! Without the setting, a transaction pooler's clash is a typed error that names it.
+
+use std::time::Duration;
+
+use stead::{Context, Queue, Runtime, WorkflowOptions};
+
+use crate::common::cluster::{Bouncer, Cluster, PoolMode};
+use crate::require_cluster;
+
+async fn leaf(ctx: Context, n: u64) -> stead::Result<u64> {
+    ctx.step("double", move || async move { Ok(n * 2) }).await
+}
+
+/// Every kind of durable call once.
+async fn tour(ctx: Context, n: u64) -> stead::Result<u64> {
+    let a: u64 = ctx.step("one", move || async move { Ok(n) }).await?;
+    let me = ctx.workflow_id().to_owned();
+    ctx.send(&me, &a, Some("t")).await?;
+    let got: Option<u64> = ctx.recv(Some("t"), Duration::from_secs(30)).await?;
+    ctx.set_event("seen", &got).await?;
+    let seen: Option<Option<u64>> = ctx.get_event(&me, "seen", Duration::from_secs(5)).await?;
+    ctx.sleep(Duration::from_millis(50)).await?;
+    let child: u64 = ctx
+        .run_child("leaf", n, WorkflowOptions::with_id(format!("{me}-leaf")))
+        .await?;
+    Ok(seen.flatten().unwrap_or(0) + child)
+}
+
+fn executor(url: &str, id: &str) -> stead::RuntimeBuilder {
+    Runtime::builder()
+        .database_url(url)
+        .app_version("pooled-1")
+        .executor_id(id)
+        .lease(Duration::from_secs(2))
+        .workflow("tour", tour)
+        .workflow("leaf", leaf)
+        .queue(Queue::new("pooled").worker_concurrency(5))
+}
+
+async fn run_through(mode: PoolMode, setting: &str) {
+    let cluster = Cluster::start();
+    cluster.create_db("t");
+    let bouncer = Bouncer::start(cluster.port, mode);
+    let url = format!("{}?pooler={setting}", bouncer.url("t"));
+    let rt = executor(&url, "pooled-a")
+        .launch()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "launch through pgbouncer ({mode:?}): {e}\n{}",
+                bouncer.log()
+            )
+        });
+    let mut handles = Vec::new();
+    for n in 0..40u64 {
+        let opts = WorkflowOptions::with_id(format!("p-{n}"));
+        let h = if n % 2 == 0 {
+            rt.start("tour", n, opts).await
+        } else {
+            rt.enqueue("pooled", "tour", n, opts).await
+        };
+        handles.push(h.unwrap());
+    }
+    for (n, h) in handles.iter().enumerate() {
+        let got = tokio::time::timeout(Duration::from_secs(60), h.result::<u64>())
+            .await
+            .unwrap_or_else(|_| panic!("p-{n} did not finish ({mode:?})"))
+            .unwrap_or_else(|e| panic!("p-{n} ({mode:?}): {e}"));
+        assert_eq!(got, 3 * n as u64);
+    }
+
+    // The lease is held (in an open transaction) and seen live; it pins no snapshot, so it
+    // holds back no vacuum.
+    let direct = sqlx::PgPool::connect(&cluster.url("t")).await.unwrap();
+    let (live, pinned): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+                 AND objsubid = 2), \
+                (SELECT count(*) FROM pg_stat_activity WHERE datname = 't' \
+                 AND state = 'idle in transaction' AND backend_xmin IS NOT NULL)",
+    )
+    .fetch_one(&direct)
+    .await
+    .unwrap();
+    assert_eq!(live, 1, "the liveness lock is held");
+    assert_eq!(pinned, 0, "the open lease transaction holds a snapshot");
+    let executors = rt.client().list_executors().await.unwrap();
+    assert!(
+        executors
+            .iter()
+            .any(|e| e.executor_id == "pooled-a" && e.live),
+        "{executors:?}"
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+    direct.close().await;
+    let log = bouncer.log();
+    assert!(!log.contains("ERROR"), "pgbouncer logged errors:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_feature_runs_behind_pgbouncer_in_transaction_mode() {
+    require_cluster!(bouncer);
+    run_through(PoolMode::Transaction, "transaction").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_feature_runs_behind_pgbouncer_in_session_mode() {
+    require_cluster!(bouncer);
+    run_through(PoolMode::Session, "session").await;
+}
+
+/// Two runtimes through one transaction pooler: they share no server connection state, and
+/// the fleet sees both live and then, once one is gone, only the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_sees_executors_behind_a_transaction_pooler() {
+    require_cluster!(bouncer);
+    let cluster = Cluster::start();
+    cluster.create_db("t");
+    let bouncer = Bouncer::start(cluster.port, PoolMode::Transaction);
+    let url = format!("{}?pooler=transaction", bouncer.url("t"));
+    let a = executor(&url, "pooled-a").launch().await.unwrap();
+    let b = executor(&url, "pooled-b").launch().await.unwrap();
+    let live = |rt: &Runtime| {
+        let client = rt.client().clone();
+        async move {
+            let mut ids: Vec<String> = client
+                .list_executors()
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|e| e.live)
+                .map(|e| e.executor_id)
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    assert_eq!(live(&a).await, ["pooled-a", "pooled-b"]);
+    a.shutdown(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(live(&b).await, ["pooled-b"]);
+    b.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// A transaction pooler without `pooler=transaction`: the clash of prepared statements is a
+/// typed error naming the setting, not a retry loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_pooler_without_the_setting_is_named_in_the_error() {
+    require_cluster!(bouncer);
+    let cluster = Cluster::start();
+    cluster.create_db("t");
+    let bouncer = Bouncer::start(cluster.port, PoolMode::Transaction);
+    // Session-mode settings (no extra_float_digits) so the connection itself is accepted.
+    let url = format!("{}?pooler=session", bouncer.url("t"));
+    let launched = tokio::time::timeout(Duration::from_secs(60), async {
+        let rt = executor(&url, "unpooled").launch().await?;
+        // Enough statements from enough connections that two meet on one server connection.
+        let mut handles = Vec::new();
+        for n in 0..40u64 {
+            handles.push(rt.start("tour", n, WorkflowOptions::default()).await?);
+        }
+        for h in &handles {
+            h.result::<u64>().await?;
+        }
+        rt.shutdown(Duration::from_secs(5)).await
+    })
+    .await
+    .expect("a misconfigured pooler must fail, not hang");
+    let err = launched.expect_err("prepared statements clash behind a transaction pooler");
+    assert!(
+        err.to_string().contains("pooler=transaction"),
+        "the error names the setting: {err}"
+    );
+}
