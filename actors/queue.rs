@@ -416,7 +416,7 @@ impl QueueState {
         running.extend(self.shared.signals.evicted.ids_in_queue(&self.def.name));
         // Runs started after this snapshot (the statement may wait out an outage meanwhile) are
         // not in it: the statement leaves rows written since alone.
-        let decided = now_ms();
+        let decided = crate::sysdb::stamped_until();
         self.tasks.spawn(async move {
             let result = db
                 .call_with(

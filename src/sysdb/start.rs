@@ -84,6 +84,12 @@ pub(crate) fn next_created_at() -> i64 {
     }
 }
 
+/// A time no row this process stamped so far is later than: the clock, or the last stamp
+/// when bursts ran it ahead. (Rows stamped or claimed from now on are later, or at most equal.)
+pub(crate) fn stamped_until() -> i64 {
+    now_ms().max(LAST_CREATED.load(Ordering::Relaxed))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
