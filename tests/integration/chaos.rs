@@ -4,10 +4,12 @@
 //! Every workflow ends with its result, no acknowledged step runs again, no transaction commits
 //! twice. Seeded: the seed is printed, and `STEAD_CHAOS_SEED=<seed>` replays the schedule.
 //!
-//! Short (CI, about a minute, stops every 3–10 s):
-//! `cargo test --test integration chaos:: -- --ignored --nocapture`
+//! Direct and through PgBouncer in transaction mode. Short (CI, about a minute each, stops every
+//! 3–10 s):
+//! `cargo test --test integration chaos:: -- --ignored --nocapture --test-threads 1`
 //! Full (10 minutes, stops every 5–40 s): `STEAD_SOAK=full cargo test --release --test
-//! integration chaos:: -- --ignored --nocapture`
+//! integration chaos:: -- --ignored --nocapture --test-threads 1` (one at a time: the soaks
+//! share what they record).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 use stead::durable::Datasource;
 use stead::{Context, Queue, Runtime, WorkflowOptions};
 
-use crate::common::cluster::Cluster;
+use crate::common::cluster::{Bouncer, Cluster, PoolMode};
 use crate::{common, require_cluster};
 
 /// A small seeded generator (splitmix64): the schedule must replay from a printed seed.
@@ -309,4 +311,15 @@ async fn chaos_direct() {
     let cluster = Arc::new(Cluster::start());
     cluster.create_db("t");
     soak("cd-", cluster.clone(), &cluster.url("t")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a soak: run by .ci/run (short) or STEAD_SOAK=full (10 minutes)"]
+async fn chaos_through_pgbouncer() {
+    require_cluster!(bouncer);
+    let cluster = Arc::new(Cluster::start());
+    cluster.create_db("t");
+    let bouncer = Bouncer::start(cluster.port, PoolMode::Transaction);
+    let url = format!("{}?pooler=transaction", bouncer.url("t"));
+    soak("cb-", cluster.clone(), &url).await;
 }
