@@ -18,6 +18,9 @@ pub(crate) struct Signals {
     /// Other processes' writes are heard (a LISTEN connection is up), so polling is only a
     /// fallback and may be slow.
     heard: std::sync::atomic::AtomicBool,
+    /// Other processes write to this database and none of it can be heard here (no `LISTEN`
+    /// behind a transaction pooler): only polling finds their messages and events.
+    deaf: std::sync::atomic::AtomicBool,
     /// Workflows evicted while waiting, by wake-up key and deadline.
     pub evicted: Evicted,
 }
@@ -27,6 +30,17 @@ impl Signals {
     pub(crate) fn set_heard(&self, heard: bool) {
         self.heard
             .store(heard, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Marks the database as shared but unheard (see `deaf`).
+    pub(crate) fn set_deaf(&self) {
+        self.deaf.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// True when other processes' writes can never be heard here: a wait for them must stay
+    /// resident and poll, since an evicted one is woken only by announcements.
+    pub(crate) fn deaf(&self) -> bool {
+        self.deaf.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// True while other processes' announcements reach this process.

@@ -179,6 +179,7 @@ impl Tree {
         if sys.can_listen() {
             children.push(listener_spec(shared, sys));
         } else if !sys.is_embedded() {
+            shared.signals.set_deaf();
             log_poll_only();
         }
         if !sys.is_embedded() {

@@ -93,6 +93,10 @@ impl Context {
         let Some(idle) = self.shared().config.evict_after.map(millis) else {
             return std::future::pending().await;
         };
+        // A wait for a message or event nobody could announce here keeps polling, resident.
+        if key.is_some() && self.shared().signals.deaf() {
+            return std::future::pending().await;
+        }
         let mut at = since.saturating_add(idle);
         loop {
             let nap = (at - now_ms()).max(0) as u64;
