@@ -172,22 +172,19 @@ fn lease_settings(timeout_ms: u64) -> String {
     .collect()
 }
 
-/// Ends the lease's transaction with `end` (`""` for none, or `"COMMIT;"`), begins the next and
-/// takes the lock in it; false when another session holds it. One simple-protocol string that
-/// ends inside the transaction, so a transaction pooler keeps this client on one server
-/// connection for the lease's whole life (its prepared statements stay valid).
+/// Begins the lease's transaction and takes the lock in it; false when another session holds
+/// it. One simple-protocol string that ends inside the transaction, so a transaction pooler
+/// keeps this client on one server connection for the lease's whole life.
 ///
 /// Read committed, whatever the server's default: between statements an idle transaction of
 /// that level holds no snapshot, so the open lease never holds back vacuum.
-async fn relock(
+async fn lock_in_transaction(
     conn: &mut PgConnection,
-    end: &'static str,
     key: (i32, i32),
     timeout_ms: u64,
 ) -> Result<bool, DbError> {
     let text = format!(
-        "{end} BEGIN ISOLATION LEVEL READ COMMITTED; {} \
-         SELECT pg_try_advisory_xact_lock({}, {})",
+        "BEGIN ISOLATION LEVEL READ COMMITTED; {} SELECT pg_try_advisory_xact_lock({}, {})",
         lease_settings(timeout_ms),
         key.0,
         key.1
@@ -206,29 +203,16 @@ async fn relock(
 }
 
 /// The liveness lock, held as a transaction-level advisory lock in a transaction that stays
-/// open between pings (idle in transaction). A session-level lock would be lost to a
-/// transaction pooler, which hands the server connection to other clients between
-/// transactions; an open transaction keeps it, and `pg_locks` shows both kinds alike. Each ping
-/// writes `last_seen`, commits, and begins again with the lock: the moment between is covered
-/// by the fresh `last_seen` (adoption needs it older than the lease and its margin).
+/// open (idle in transaction) for the lease's life and is never committed: a session-level lock
+/// would be lost to a transaction pooler, which hands the server connection to other clients
+/// between transactions, and a commit would let the lock go for a moment in which a twin could
+/// take it. `pg_locks` shows both kinds alike. The roster row is written on a second
+/// connection of the lease's own, in autocommit; a ping proves the lock's session on the first.
 struct PgLease {
     conn: PgConnection,
+    writer: PgConnection,
     sql: Arc<Sql>,
     key: (i32, i32),
-    timeout_ms: u64,
-}
-
-impl PgLease {
-    /// Commits what this transaction wrote and takes the lock again in the next one.
-    async fn commit_and_relock(&mut self) -> Result<(), DbError> {
-        if relock(&mut self.conn, "COMMIT;", self.key, self.timeout_ms).await? {
-            Ok(())
-        } else {
-            Err(DbError::Transient(
-                "another session took this executor's liveness lock".into(),
-            ))
-        }
-    }
 }
 
 #[async_trait]
@@ -244,18 +228,19 @@ impl Lease for PgLease {
             .bind(self.key.0)
             .bind(self.key.1)
             .bind(me.lease_ms)
-            .execute(&mut self.conn)
+            .execute(&mut self.writer)
             .await?;
-        self.commit_and_relock().await
+        Ok(())
     }
 
     async fn ping(&mut self, executor_id: &str) -> Result<(), DbError> {
+        sqlx::raw_sql("SELECT 1").execute(&mut self.conn).await?;
         self.sql
             .query(&PING_SQL)
             .bind(executor_id)
-            .execute(&mut self.conn)
+            .execute(&mut self.writer)
             .await?;
-        self.commit_and_relock().await
+        Ok(())
     }
 }
 
@@ -268,16 +253,16 @@ impl Fleet for Postgres {
     ) -> Result<Option<Box<dyn Lease>>, DbError> {
         let mut conn = self.connect.clone().connect().await?;
         let key = lock_key(&self.sql.schema, executor_id);
-        let got = relock(&mut conn, "", key, timeout_ms).await?;
-        if !got {
+        if !lock_in_transaction(&mut conn, key, timeout_ms).await? {
             let _ = conn.close().await;
             return Ok(None);
         }
+        let writer = self.connect.clone().connect().await?;
         Ok(Some(Box::new(PgLease {
             conn,
+            writer,
             sql: self.sql.clone(),
             key,
-            timeout_ms,
         })))
     }
 
