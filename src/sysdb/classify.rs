@@ -34,6 +34,11 @@ impl From<sqlx::Error> for DbError {
                 };
                 // `message()`, not `Display`: Postgres's adds the server's source line.
                 let reason = db.message().to_owned();
+                let hint = startup_hint(&reason);
+                if !hint.is_empty() {
+                    // The same startup is refused every time: not a retry.
+                    return DbError::Query(format!("{reason} ({code}){hint}"));
+                }
                 classify(kind, &code, reason, || db.constraint().map(str::to_owned))
             }
             sqlx::Error::Encode(cause) => DbError::Refused {
@@ -76,6 +81,17 @@ fn classify(
             reason,
         },
         Kind::Failed => DbError::Query(format!("{reason} ({code}){}", pooler_hint(code))),
+    }
+}
+
+/// A startup parameter a pooler refused (PgBouncer refuses those it does not know, such as
+/// `extra_float_digits`): the URL should say which pooler is in front.
+pub(crate) fn startup_hint(message: &str) -> &'static str {
+    if message.contains("unsupported startup parameter") {
+        ": a pooler is in front of the server; add pooler=session or pooler=transaction \
+         (for PgBouncer's pool_mode) to the database URL"
+    } else {
+        ""
     }
 }
 

@@ -184,7 +184,9 @@ pub(crate) type Cause = Arc<dyn std::error::Error + Send + Sync>;
 /// server's source line (Postgres appends "at line N" to its `Display`), else the error's.
 pub(crate) fn connect_reason(e: &sqlx::Error) -> String {
     match e {
-        sqlx::Error::Database(db) => db.message().to_owned(),
+        sqlx::Error::Database(db) => {
+            format!("{}{}", db.message(), classify::startup_hint(db.message()))
+        }
         other => other.to_string(),
     }
 }

@@ -181,3 +181,25 @@ async fn a_transaction_pooler_without_the_setting_is_named_in_the_error() {
         "the error names the setting: {err}"
     );
 }
+
+/// PgBouncer with Debian's defaults refuses the driver's `extra_float_digits` at startup: a
+/// URL without `pooler=` is refused at once, with the setting named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooler_refusing_startup_parameters_is_named_in_the_error() {
+    require_cluster!(bouncer);
+    let cluster = Cluster::start();
+    cluster.create_db("t");
+    let bouncer = Bouncer::start(cluster.port, PoolMode::Session);
+    let launched = tokio::time::timeout(
+        Duration::from_secs(60),
+        executor(&bouncer.url("t"), "unset").launch(),
+    )
+    .await
+    .expect("refused, not retried");
+    let err = launched.err().expect("the pooler refuses the startup");
+    assert!(
+        err.to_string()
+            .contains("add pooler=session or pooler=transaction"),
+        "{err}"
+    );
+}

@@ -92,7 +92,7 @@ WITH got AS MATERIALIZED (
     SELECT pg_notify('stead_queue_channel', queue_name) FROM queues
 )
 SELECT COALESCE((SELECT ok FROM got), false), (SELECT count(*) FROM moved),
-       (SELECT COALESCE(array_agg(queue_name), '{}') FROM queues), (SELECT count(*) FROM told)
+       (SELECT COALESCE(json_agg(queue_name), '[]')::text FROM queues), (SELECT count(*) FROM told)
 "#;
 
 /// Dead executors first, as in [`ADOPTABLE`]: with none, no workflow row is read.
@@ -329,7 +329,9 @@ impl Fleet for Postgres {
         }
         Ok(Some(Adopted {
             workflows: row.try_get::<i64, _>(1)? as u64,
-            queues: row.try_get(2)?,
+            // As JSON: an inline statement's text array reads an element `NULL` as NULL.
+            queues: serde_json::from_str(&row.try_get::<String, _>(2)?)
+                .map_err(|e| DbError::Query(format!("the adopted queues: {e}")))?,
         }))
     }
 
