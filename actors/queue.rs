@@ -414,6 +414,8 @@ impl QueueState {
         // Runs held here, resident or evicted, are not taken back (an evicted one would replay).
         let mut running: Vec<String> = self.running.keys().cloned().collect();
         running.extend(self.shared.signals.evicted.ids_in_queue(&self.def.name));
+        // Rows being written as this process's own whose run has not reached an actor yet.
+        running.extend(self.shared.starting.iter().map(|id| id.key().clone()));
         // Runs started after this snapshot (the statement may wait out an outage meanwhile) are
         // not in it: the statement leaves rows written since alone.
         let decided = crate::sysdb::stamped_until();
@@ -457,6 +459,7 @@ impl QueueState {
             self.running.remove(&d.id);
         }
         let id = d.id.clone();
+        self.shared.starting.remove(&id);
         let args = WorkflowArgs {
             shared: self.shared.clone(),
             dispatch: d.clone(),

@@ -46,6 +46,9 @@ pub(crate) struct DbStats {
     /// Lane connections that failed to open since one last opened: the first failure of a
     /// streak is logged, and the recovery, not every retry.
     pub connect_failures: AtomicU64,
+    /// Injected store faults (feature `test-hooks`): the same as the `Db` handle's.
+    #[cfg(feature = "test-hooks")]
+    pub faults: Arc<crate::engine::faults::StoreFaults>,
 }
 
 /// Where the actor answers a request.
@@ -86,6 +89,9 @@ pub(crate) struct Db {
     closed: Arc<AtomicBool>,
     retry: Backoff,
     give_up_after: Duration,
+    /// Injected store faults (feature `test-hooks`), shared with the database actor's lanes.
+    #[cfg(feature = "test-hooks")]
+    faults: Arc<crate::engine::faults::StoreFaults>,
 }
 
 impl Db {
@@ -96,6 +102,8 @@ impl Db {
             closed: Arc::new(AtomicBool::new(false)),
             retry: Backoff::exponential(Duration::from_millis(5), Duration::from_secs(1)),
             give_up_after,
+            #[cfg(feature = "test-hooks")]
+            faults: Arc::default(),
         }
     }
 
@@ -198,13 +206,34 @@ impl Db {
     {
         self.request(|reply: Reply<T>| {
             let f = f.clone();
+            #[cfg(feature = "test-hooks")]
+            let faults = self.faults.clone();
             Request::Call(Box::new(move |store| {
                 Box::pin(async move {
-                    let _ = reply.send(f(store).await);
+                    #[cfg(feature = "test-hooks")]
+                    let struck = faults.roll();
+                    #[cfg(feature = "test-hooks")]
+                    if struck == Some(crate::engine::faults::Injected::Before) {
+                        let _ = reply.send(Err(crate::engine::faults::Injected::Before.error()));
+                        return;
+                    }
+                    let result = f(store).await;
+                    #[cfg(feature = "test-hooks")]
+                    let result = match (struck, result) {
+                        (Some(at), Ok(_)) => Err(at.error()),
+                        (_, result) => result,
+                    };
+                    let _ = reply.send(result);
                 })
             }))
         })
         .await
+    }
+
+    /// The store faults this handle and the database actor's lanes inject.
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn faults(&self) -> Arc<crate::engine::faults::StoreFaults> {
+        self.faults.clone()
     }
 
     /// [`Db::call`] with `args` handed to each attempt, so callers need not clone their

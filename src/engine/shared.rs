@@ -40,6 +40,9 @@ pub(crate) struct Shared {
     pub signals: Signals,
     /// Where the core finds this process's actors.
     pub directory: Directory,
+    /// Workflows whose row this process is writing as its own (a direct start, a fast-path
+    /// enqueue) and whose run no queue actor holds yet: a take-back must leave them alone.
+    pub starting: dashmap::DashSet<String>,
     /// Whether this process may start durable calls (its lease), kept by the fleet actor.
     pub liveness: crate::engine::fleet::Liveness,
     /// Faults a test injected (feature `test-hooks` only).

@@ -76,6 +76,7 @@ pub(crate) async fn launch(
         state,
         signals: Default::default(),
         directory: Directory::default(),
+        starting: Default::default(),
         liveness: crate::engine::fleet::Liveness::unbounded(),
         #[cfg(feature = "test-hooks")]
         faults: Default::default(),
@@ -86,7 +87,11 @@ pub(crate) async fn launch(
             entry.metrics();
         }
     }
-    let stats = Arc::new(DbStats::default());
+    let stats = Arc::new(DbStats {
+        #[cfg(feature = "test-hooks")]
+        faults: shared.db.faults(),
+        ..DbStats::default()
+    });
     let restarts = Arc::new(AtomicU64::new(0));
     let queues = matches!(part, Part::Executor(_)).then(|| queue_set(&shared));
     let evictions = queues

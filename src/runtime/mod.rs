@@ -214,6 +214,14 @@ impl Runtime {
                 shared.faults.hold_after_commit();
                 true
             }
+            Fault::Store { seed, per_mille } => shared.db.faults().start(seed, per_mille),
         }
+    }
+
+    /// How many injected store faults struck so far: before the database, after it.
+    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
+    pub fn store_faults_struck(&self) -> (u64, u64) {
+        self.shared().db.faults().struck()
     }
 }

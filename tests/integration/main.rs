@@ -53,6 +53,7 @@ mod runtime;
 mod schedules;
 mod schema;
 mod steps;
+mod store_faults;
 mod streams;
 mod supervision;
 mod time;

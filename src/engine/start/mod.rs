@@ -156,6 +156,8 @@ impl Submission {
         let deadline = new.deadline;
         let trace = attributes::trace_context(new.attributes.as_deref());
         let tabled = matches!(reservation, Reservation::Tabled(_));
+        // Known as starting from before its row is written until a queue actor runs it.
+        let mut starting = owner.as_ref().map(|_| Starting::new(shared, &id));
         let outcome = shared.db.start(new).await;
         let created = matches!(outcome, Ok(StartOutcome::Created));
         let reserved = match reservation {
@@ -184,17 +186,26 @@ impl Submission {
                 match (target, owner) {
                     (Target::Direct, Some(owner)) => {
                         shared.completions.slot(&id);
-                        dispatch(
-                            shared,
-                            direct(&id, workflow, owner, inputs, deadline, trace),
-                        );
+                        let d = direct(&id, workflow, owner, inputs, deadline, trace);
+                        if dispatch(shared, d) {
+                            if let Some(s) = starting.as_mut() {
+                                s.handed();
+                            }
+                        }
                     }
                     (Target::Queue(_), Some(owner)) => {
                         shared.completions.slot(&id);
                         let d = direct(&id, workflow, owner, inputs, deadline, trace);
                         if let Some((queue, slot)) = reserved {
                             // If the actor died meanwhile, its successor's take-back runs it.
-                            let _ = queue.send_message(QueueRequest::RunReserved(d, slot));
+                            if queue
+                                .send_message(QueueRequest::RunReserved(d, slot))
+                                .is_ok()
+                            {
+                                if let Some(s) = starting.as_mut() {
+                                    s.handed();
+                                }
+                            }
                         }
                     }
                     (Target::Queue(queue), None) if tabled => tabled_landed(shared, queue),
@@ -416,16 +427,50 @@ fn direct(
     }
 }
 
-/// Hands a started workflow to the internal queue actor. If that actor is restarting, its
-/// successor takes the workflow back from the table, so a failed send loses nothing.
-fn dispatch(shared: &SharedRef, d: Dispatch) {
+/// Hands a started workflow to the internal queue actor; false when it could not. If that actor
+/// is restarting, its successor takes the workflow back from the table, so a failed send loses
+/// nothing.
+fn dispatch(shared: &SharedRef, d: Dispatch) -> bool {
     let queue = shared
         .directory
         .queues
         .get(INTERNAL_QUEUE)
         .map(|q| q.clone());
-    if queue.is_none_or(|q| q.send_message(QueueRequest::Run(d)).is_err()) {
+    let sent = queue.is_some_and(|q| q.send_message(QueueRequest::Run(d)).is_ok());
+    if !sent {
         tracing::debug!("internal queue restarting; its take-back will run the workflow");
+    }
+    sent
+}
+
+/// A workflow in `Shared::starting` until its run is handed to a queue actor (which forgets it
+/// when it spawns the run); dropped without that, it is forgotten here.
+struct Starting<'a> {
+    shared: &'a SharedRef,
+    id: String,
+    handed: bool,
+}
+
+impl<'a> Starting<'a> {
+    fn new(shared: &'a SharedRef, id: &str) -> Starting<'a> {
+        shared.starting.insert(id.to_owned());
+        Starting {
+            shared,
+            id: id.to_owned(),
+            handed: false,
+        }
+    }
+
+    fn handed(&mut self) {
+        self.handed = true;
+    }
+}
+
+impl Drop for Starting<'_> {
+    fn drop(&mut self) {
+        if !self.handed {
+            self.shared.starting.remove(&self.id);
+        }
     }
 }
 
