@@ -186,6 +186,12 @@ impl Liveness {
         Duration::from_millis(self.millis(Instant::now()).saturating_sub(since))
     }
 
+    /// Which gap in the lease ended last (changes with each renewal that ends one): a run that
+    /// saw another value may have had its row moved meanwhile.
+    pub(crate) fn gap_mark(&self) -> u64 {
+        self.since.load(Ordering::Acquire)
+    }
+
     /// Ends the lease now: no durable call starts until it is renewed.
     pub(crate) fn suspend(&self) {
         self.until.store(0, Ordering::Release);

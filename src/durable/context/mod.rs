@@ -7,7 +7,7 @@
 //! the abort reason after the body returns.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::BoxFuture;
@@ -61,6 +61,9 @@ struct Inner {
     replay: Option<Arc<crate::durable::replay::ReplayLog>>,
     /// Durable activity in flight other than waits (steps, records, ops, children): a run is
     /// evicted only while this is zero.
+    /// The lease's gap mark when this run last knew its row was its own
+    /// (`Liveness::gap_mark`).
+    gap_mark: AtomicU64,
     busy: AtomicU32,
     /// Waits in progress: a run is evicted only inside its one wait.
     waits: AtomicU32,
@@ -130,6 +133,7 @@ impl Context {
         recorded: Vec<StepRow>,
         replay: Option<Arc<crate::durable::replay::ReplayLog>>,
     ) -> Context {
+        let gap_mark = AtomicU64::new(shared.liveness.gap_mark());
         Context {
             inner: Arc::new(Inner {
                 run,
@@ -140,6 +144,7 @@ impl Context {
                 datasources: Mutex::new(Vec::new()),
                 shared,
                 replay,
+                gap_mark,
                 busy: AtomicU32::new(0),
                 waits: AtomicU32::new(0),
                 parked: AtomicBool::new(false),
@@ -297,13 +302,22 @@ impl Context {
         self.check_abort()?;
         let liveness = &self.inner.shared.liveness;
         if liveness.admits() {
-            return Ok(());
+            // The lease lapsed and came back since this run last looked (it was between calls
+            // then, so it never waited at the gate): its row may have moved meanwhile.
+            let mark = liveness.gap_mark();
+            if self.inner.gap_mark.swap(mark, Ordering::AcqRel) == mark {
+                return Ok(());
+            }
+            return self.recheck().await;
         }
         tokio::select! {
             () = liveness.admitted() => {}
             () = self.aborted() => {}
         }
         self.check_abort()?;
+        self.inner
+            .gap_mark
+            .store(liveness.gap_mark(), Ordering::Release);
         self.recheck().await
     }
 
