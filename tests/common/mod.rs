@@ -224,6 +224,30 @@ static BODY_RUNS: std::sync::OnceLock<
     std::sync::Mutex<std::collections::HashMap<(String, u32), u32>>,
 > = std::sync::OnceLock::new();
 
+/// Runs `steps` steps, each counting its body's run ([`count_body`]) and pausing `pause`;
+/// returns `0 + 1 + … + (steps - 1)`. The workload of the outage and exhaustion tests.
+pub async fn counted_steps(
+    ctx: &stead::Context,
+    steps: u32,
+    pause: std::time::Duration,
+) -> stead::Result<u32> {
+    let mut sum = 0;
+    for i in 0..steps {
+        let id = ctx.workflow_id().to_owned();
+        sum += ctx
+            .step("work", move || {
+                let id = id.clone();
+                async move {
+                    count_body(&id, i);
+                    tokio::time::sleep(pause).await;
+                    Ok(i)
+                }
+            })
+            .await?;
+    }
+    Ok(sum)
+}
+
 /// Counts one run of step `i`'s body in workflow `id` (in this process).
 pub fn count_body(id: &str, i: u32) {
     let runs = BODY_RUNS.get_or_init(Default::default);

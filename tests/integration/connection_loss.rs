@@ -9,21 +9,7 @@ use stead::{Context, WorkflowOptions};
 use crate::common;
 
 async fn counted(ctx: Context, steps: u32) -> stead::Result<u32> {
-    let mut sum = 0;
-    for i in 0..steps {
-        let id = ctx.workflow_id().to_owned();
-        sum += ctx
-            .step("work", || {
-                let id = id.clone();
-                async move {
-                    common::count_body(&id, i);
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                    Ok(i)
-                }
-            })
-            .await?;
-    }
-    Ok(sum)
+    common::counted_steps(&ctx, steps, Duration::from_millis(5)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,21 +11,47 @@ use crate::common::cluster::{Cluster, Setup};
 use crate::{common, require_cluster};
 
 async fn paced(ctx: Context, steps: u32) -> stead::Result<u32> {
-    let mut sum = 0;
-    for i in 0..steps {
-        let id = ctx.workflow_id().to_owned();
-        sum += ctx
-            .step("work", || {
-                let id = id.clone();
-                async move {
-                    common::count_body(&id, i);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    Ok(i)
-                }
-            })
-            .await?;
+    common::counted_steps(&ctx, steps, Duration::from_millis(100)).await
+}
+
+/// A runtime on `url` running `paced`, and `n` of them started with ids `<prefix><i>`.
+async fn start_paced(
+    url: &str,
+    executor: &str,
+    prefix: &str,
+    n: u32,
+) -> (Runtime, Vec<stead::WorkflowHandle>) {
+    let rt = Runtime::builder()
+        .database_url(url)
+        .app_version("exhaustion-1")
+        .executor_id(executor)
+        .pool_size(4)
+        .workflow("paced", paced)
+        .launch()
+        .await
+        .unwrap();
+    let mut handles = Vec::new();
+    for w in 0..n {
+        let opts = WorkflowOptions::with_id(format!("{prefix}{w}"));
+        handles.push(rt.start("paced", 10u32, opts).await.unwrap());
     }
-    Ok(sum)
+    (rt, handles)
+}
+
+/// Waits for every handle's result (`0 + … + 9`) after the resource came back, then checks each
+/// of the `n × 10` step bodies ran once.
+async fn all_finish_once(prefix: &str, handles: &[stead::WorkflowHandle]) {
+    for (w, h) in handles.iter().enumerate() {
+        let result = tokio::time::timeout(Duration::from_secs(120), h.result::<u32>())
+            .await
+            .unwrap_or_else(|_| panic!("{prefix}{w} did not finish after the resource came back"))
+            .unwrap_or_else(|e| panic!("{prefix}{w}: {e}"));
+        assert_eq!(result, 45);
+    }
+    let runs = common::body_runs_by_step(prefix);
+    assert_eq!(runs.len(), handles.len() * 10, "every step ran");
+    let again: Vec<_> = runs.iter().filter(|(_, n)| *n > 1).collect();
+    assert!(again.is_empty(), "step bodies ran twice: {again:?}");
 }
 
 /// Takes every free slot of the server, cutting stead's connections until it holds none (its
@@ -60,20 +86,7 @@ async fn with_every_connection_slot_taken_stead_waits_and_recovers() {
     });
     cluster.create_db("t");
     let url = cluster.url("t");
-    let rt = Runtime::builder()
-        .database_url(&url)
-        .app_version("exhaustion-1")
-        .executor_id("exhausted")
-        .pool_size(4)
-        .workflow("paced", paced)
-        .launch()
-        .await
-        .unwrap();
-    let mut handles = Vec::new();
-    for w in 0..40 {
-        let opts = WorkflowOptions::with_id(format!("mx-{w}"));
-        handles.push(rt.start("paced", 10u32, opts).await.unwrap());
-    }
+    let (rt, handles) = start_paced(&url, "exhausted", "mx-", 40).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // Starved for 3 s: stead has no connection at all and cannot open one.
@@ -81,16 +94,7 @@ async fn with_every_connection_slot_taken_stead_waits_and_recovers() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     drop(held);
 
-    for (w, h) in handles.iter().enumerate() {
-        let result = tokio::time::timeout(Duration::from_secs(60), h.result::<u32>())
-            .await
-            .unwrap_or_else(|_| panic!("mx-{w} did not finish after the slots came back"))
-            .unwrap_or_else(|e| panic!("mx-{w}: {e}"));
-        assert_eq!(result, 45);
-    }
-    let runs = common::body_runs("mx-");
-    assert_eq!(runs.len(), 400);
-    assert!(runs.iter().all(|&n| n == 1), "a step body ran twice");
+    all_finish_once("mx-", &handles).await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
@@ -124,19 +128,7 @@ async fn a_full_disk_stalls_work_which_finishes_once_space_is_freed() {
     });
     cluster.create_db("t");
     let url = cluster.url("t");
-    let rt = Runtime::builder()
-        .database_url(&url)
-        .app_version("disk-1")
-        .executor_id("full-disk")
-        .workflow("paced", paced)
-        .launch()
-        .await
-        .unwrap();
-    let mut handles = Vec::new();
-    for w in 0..30 {
-        let opts = WorkflowOptions::with_id(format!("fd-{w}"));
-        handles.push(rt.start("paced", 10u32, opts).await.unwrap());
-    }
+    let (rt, handles) = start_paced(&url, "full-disk", "fd-", 30).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let fill = fill_disk(cluster.mount().unwrap());
     let outputs = || async {

@@ -459,9 +459,26 @@ async fn the_admin_api_answers_bad_ids_400_and_never_shows_database_text(db) {
 }
 }
 
+/// A fork request declaring a body of `declared` bytes and sending one: the whole answer, read
+/// until the server closes the connection (within 5 s).
+async fn fork_with_body_of(addr: std::net::SocketAddr, declared: u64) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /api/workflows/x/fork HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         Content-Type: application/json\r\nContent-Length: {declared}\r\n\r\n{{"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+        .await
+        .expect("the connection was held open")
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 #[tokio::test]
 async fn an_admin_request_whose_body_never_arrives_is_timed_out_and_closed() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let db = common::TestDb::sqlite().await;
     let rt = common::builder(&db)
         .workflow("double", double)
@@ -470,18 +487,7 @@ async fn an_admin_request_whose_body_never_arrives_is_timed_out_and_closed() {
         .unwrap();
     let options = stead::admin::AdminOptions::new().body_timeout(Duration::from_millis(300));
     let server = stead::admin::serve(rt.client(), options).await.unwrap();
-    let mut stream = tokio::net::TcpStream::connect(server.local_addr())
-        .await
-        .unwrap();
-    let head = "POST /api/workflows/x/fork HTTP/1.1\r\nHost: 127.0.0.1\r\n\
-                Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{";
-    stream.write_all(head.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
-        .await
-        .expect("the connection was held open")
-        .unwrap();
-    let answer = String::from_utf8_lossy(&answer);
+    let answer = fork_with_body_of(server.local_addr(), 100).await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     server.shutdown().await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -489,7 +495,6 @@ async fn an_admin_request_whose_body_never_arrives_is_timed_out_and_closed() {
 
 #[tokio::test]
 async fn an_admin_request_declaring_an_oversized_body_is_refused_at_once() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let db = common::TestDb::sqlite().await;
     let rt = common::builder(&db)
         .workflow("double", double)
@@ -499,19 +504,8 @@ async fn an_admin_request_declaring_an_oversized_body_is_refused_at_once() {
     // A long body timeout: the answer must not wait for it.
     let options = stead::admin::AdminOptions::new().body_timeout(Duration::from_secs(30));
     let server = stead::admin::serve(rt.client(), options).await.unwrap();
-    let mut stream = tokio::net::TcpStream::connect(server.local_addr())
-        .await
-        .unwrap();
-    let head = "POST /api/workflows/x/fork HTTP/1.1\r\nHost: 127.0.0.1\r\n\
-                Content-Type: application/json\r\nContent-Length: 10000000\r\n\r\n{";
-    stream.write_all(head.as_bytes()).await.unwrap();
     let began = std::time::Instant::now();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
-        .await
-        .expect("the connection was held open")
-        .unwrap();
-    let answer = String::from_utf8_lossy(&answer);
+    let answer = fork_with_body_of(server.local_addr(), 10_000_000).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("10000000 bytes"), "{answer}");
     assert!(

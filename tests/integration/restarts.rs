@@ -14,21 +14,7 @@ const WORKFLOWS: u32 = 300;
 const STEPS: u32 = 10;
 
 async fn paced(ctx: Context, steps: u32) -> stead::Result<u32> {
-    let mut sum = 0;
-    for i in 0..steps {
-        let id = ctx.workflow_id().to_owned();
-        sum += ctx
-            .step("work", || {
-                let id = id.clone();
-                async move {
-                    common::count_body(&id, i);
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                    Ok(i)
-                }
-            })
-            .await?;
-    }
-    Ok(sum)
+    common::counted_steps(&ctx, steps, Duration::from_millis(300)).await
 }
 
 fn executor(url: &str, id: &str) -> stead::RuntimeBuilder {

@@ -304,10 +304,12 @@ impl Context {
         if liveness.admits() {
             // The lease lapsed and came back since this run last looked (it was between calls
             // then, so it never waited at the gate): its row may have moved meanwhile.
+            // One load on the usual path; a store only after a gap.
             let mark = liveness.gap_mark();
-            if self.inner.gap_mark.swap(mark, Ordering::AcqRel) == mark {
+            if self.inner.gap_mark.load(Ordering::Acquire) == mark {
                 return Ok(());
             }
+            self.inner.gap_mark.store(mark, Ordering::Release);
             return self.recheck().await;
         }
         tokio::select! {

@@ -57,10 +57,7 @@ impl<'q> Stmt<'q> {
     {
         match self {
             Stmt::Prepared(q) => q.fetch_all(e).await,
-            Stmt::Inline { sql, args } => {
-                let text = inline(sql.as_str(), &args)?;
-                sqlx::raw_sql(AssertSqlSafe(text)).fetch_all(e).await
-            }
+            Stmt::Inline { sql, args } => raw(&sql, &args)?.fetch_all(e).await,
         }
     }
 
@@ -81,10 +78,7 @@ impl<'q> Stmt<'q> {
     {
         match self {
             Stmt::Prepared(q) => q.fetch_optional(e).await,
-            Stmt::Inline { sql, args } => {
-                let text = inline(sql.as_str(), &args)?;
-                sqlx::raw_sql(AssertSqlSafe(text)).fetch_optional(e).await
-            }
+            Stmt::Inline { sql, args } => raw(&sql, &args)?.fetch_optional(e).await,
         }
     }
 
@@ -95,10 +89,7 @@ impl<'q> Stmt<'q> {
     {
         match self {
             Stmt::Prepared(q) => q.execute(e).await,
-            Stmt::Inline { sql, args } => {
-                let text = inline(sql.as_str(), &args)?;
-                sqlx::raw_sql(AssertSqlSafe(text)).execute(e).await
-            }
+            Stmt::Inline { sql, args } => raw(&sql, &args)?.execute(e).await,
         }
     }
 
@@ -147,6 +138,11 @@ impl<'q> crate::sysdb::rows::Bind<'q> for Stmt<'q> {
     fn arg<T: crate::sysdb::rows::Param<'q>>(self, value: T) -> Self {
         self.bind(value)
     }
+}
+
+/// The inline statement, ready to send with the simple protocol.
+fn raw(sql: &SqlStr, args: &[String]) -> Result<sqlx::RawSql, sqlx::Error> {
+    Ok(sqlx::raw_sql(AssertSqlSafe(inline(sql.as_str(), args)?)))
 }
 
 /// `sql` with each `$n` replaced by `args[n - 1]` in parentheses. Placeholders inside string
@@ -320,7 +316,7 @@ macro_rules! int_lit {
         }
     )*};
 }
-int_lit!(i16 => "int2", i32 => "int4", i64 => "int8");
+int_lit!(i32 => "int4", i64 => "int8");
 
 impl Lit for bool {
     const TYPE: &'static str = "bool";
@@ -344,14 +340,6 @@ impl Lit for f64 {
             // `{:?}` is the shortest text that reads back as the same f64.
             let _ = write!(out, "'{self:?}'::float8");
         }
-    }
-}
-
-impl Lit for serde_json::Value {
-    const TYPE: &'static str = "jsonb";
-    fn lit(&self, out: &mut String) {
-        text(&self.to_string(), out);
-        out.push_str("::jsonb");
     }
 }
 
