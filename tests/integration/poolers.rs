@@ -40,6 +40,27 @@ fn executor(url: &str, id: &str) -> stead::RuntimeBuilder {
         .queue(Queue::new("pooled").worker_concurrency(5))
 }
 
+/// Workflows `ns`, half started and half enqueued, each finishing with its expected result.
+async fn wave(rt: &Runtime, ns: std::ops::Range<u64>, mode: PoolMode) {
+    let mut handles = Vec::new();
+    for n in ns {
+        let opts = WorkflowOptions::with_id(format!("p-{n}"));
+        let h = if n % 2 == 0 {
+            rt.start("tour", n, opts).await
+        } else {
+            rt.enqueue("pooled", "tour", n, opts).await
+        };
+        handles.push((n, h.unwrap()));
+    }
+    for (n, h) in &handles {
+        let got = tokio::time::timeout(Duration::from_secs(60), h.result::<u64>())
+            .await
+            .unwrap_or_else(|_| panic!("p-{n} did not finish ({mode:?})"))
+            .unwrap_or_else(|e| panic!("p-{n} ({mode:?}): {e}"));
+        assert_eq!(got, 3 * n);
+    }
+}
+
 async fn run_through(mode: PoolMode, setting: &str) {
     let cluster = Cluster::start();
     cluster.create_db("t");
@@ -54,27 +75,33 @@ async fn run_through(mode: PoolMode, setting: &str) {
                 bouncer.log()
             )
         });
-    let mut handles = Vec::new();
-    for n in 0..40u64 {
-        let opts = WorkflowOptions::with_id(format!("p-{n}"));
-        let h = if n % 2 == 0 {
-            rt.start("tour", n, opts).await
-        } else {
-            rt.enqueue("pooled", "tour", n, opts).await
-        };
-        handles.push(h.unwrap());
+    // Two waves: the second runs on the stored routines the first left (transaction mode).
+    wave(&rt, 0..40, mode).await;
+    let direct = sqlx::PgPool::connect(&cluster.url("t")).await.unwrap();
+    let routines = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_proc WHERE proname LIKE 'stead_q_%' \
+             AND pronamespace = 'dbos'::regnamespace",
+        )
+        .fetch_one(&direct)
+        .await
+        .unwrap()
+    };
+    let made = routines().await;
+    if mode == PoolMode::Transaction {
+        assert!(made >= 3, "hot statements got routines: {made}");
+    } else {
+        assert_eq!(made, 0, "no routines where prepared statements last");
     }
-    for (n, h) in handles.iter().enumerate() {
-        let got = tokio::time::timeout(Duration::from_secs(60), h.result::<u64>())
-            .await
-            .unwrap_or_else(|_| panic!("p-{n} did not finish ({mode:?})"))
-            .unwrap_or_else(|e| panic!("p-{n} ({mode:?}): {e}"));
-        assert_eq!(got, 3 * n as u64);
-    }
+    wave(&rt, 40..80, mode).await;
+    assert_eq!(
+        routines().await,
+        made,
+        "the second wave reused the routines"
+    );
 
     // The lease is held (in an open transaction) and seen live; it pins no snapshot, so it
     // holds back no vacuum.
-    let direct = sqlx::PgPool::connect(&cluster.url("t")).await.unwrap();
     let (live, pinned): (i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
                  AND objsubid = 2), \

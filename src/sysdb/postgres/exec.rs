@@ -14,23 +14,37 @@ use std::fmt::Write as _;
 use sqlx::postgres::{PgQueryResult, PgRow};
 use sqlx::{AssertSqlSafe, Executor, Postgres, Row, SqlStr};
 
+use std::sync::Arc;
+
+use super::routines::{ParamType, Routines};
 use super::sql::PgQuery;
 
 /// One statement with its parameters.
 pub(crate) enum Stmt<'q> {
     Prepared(PgQuery<'q>),
-    Inline { sql: SqlStr, args: Vec<String> },
+    Inline(Inline),
+}
+
+/// An inline statement: its text, its literals (untyped) and their types, and the routines that
+/// may carry it instead (`routines.rs`).
+pub(crate) struct Inline {
+    sql: SqlStr,
+    args: Vec<String>,
+    params: Vec<ParamType>,
+    routines: Arc<Routines>,
 }
 
 impl<'q> Stmt<'q> {
-    pub(super) fn new(sql: SqlStr, inline: bool) -> Stmt<'q> {
-        if inline {
-            Stmt::Inline {
+    /// `sql`, prepared, or inline (carried by `routines` once they hold it).
+    pub(super) fn new(sql: SqlStr, inline: Option<&Arc<Routines>>) -> Stmt<'q> {
+        match inline {
+            Some(routines) => Stmt::Inline(Inline {
                 sql,
                 args: Vec::new(),
-            }
-        } else {
-            Stmt::Prepared(sqlx::query(sql))
+                params: Vec::new(),
+                routines: routines.clone(),
+            }),
+            None => Stmt::Prepared(sqlx::query(sql)),
         }
     }
 
@@ -41,11 +55,12 @@ impl<'q> Stmt<'q> {
     {
         match self {
             Stmt::Prepared(q) => Stmt::Prepared(q.bind(value)),
-            Stmt::Inline { sql, mut args } => {
+            Stmt::Inline(mut inline) => {
                 let mut lit = String::new();
-                value.lit(&mut lit);
-                args.push(lit);
-                Stmt::Inline { sql, args }
+                value.value(&mut lit);
+                inline.args.push(lit);
+                inline.params.push((T::TYPE, T::DIMS));
+                Stmt::Inline(inline)
             }
         }
     }
@@ -57,7 +72,7 @@ impl<'q> Stmt<'q> {
     {
         match self {
             Stmt::Prepared(q) => q.fetch_all(e).await,
-            Stmt::Inline { sql, args } => raw(&sql, &args)?.fetch_all(e).await,
+            Stmt::Inline(inline) => inline.fetch_all(e).await,
         }
     }
 
@@ -78,7 +93,8 @@ impl<'q> Stmt<'q> {
     {
         match self {
             Stmt::Prepared(q) => q.fetch_optional(e).await,
-            Stmt::Inline { sql, args } => raw(&sql, &args)?.fetch_optional(e).await,
+            // Inline statements run whole either way; the first row is the answer.
+            Stmt::Inline(inline) => Ok(inline.fetch_all(e).await?.into_iter().next()),
         }
     }
 
@@ -89,7 +105,7 @@ impl<'q> Stmt<'q> {
     {
         match self {
             Stmt::Prepared(q) => q.execute(e).await,
-            Stmt::Inline { sql, args } => raw(&sql, &args)?.execute(e).await,
+            Stmt::Inline(inline) => inline.raw()?.execute(e).await,
         }
     }
 
@@ -140,9 +156,41 @@ impl<'q> crate::sysdb::rows::Bind<'q> for Stmt<'q> {
     }
 }
 
-/// The inline statement, ready to send with the simple protocol.
-fn raw(sql: &SqlStr, args: &[String]) -> Result<sqlx::RawSql, sqlx::Error> {
-    Ok(sqlx::raw_sql(AssertSqlSafe(inline(sql.as_str(), args)?)))
+impl Inline {
+    /// Through the statement's routine once it has one (its literals untyped: the routine's
+    /// parameters type them), else inline, counting the run towards a routine.
+    async fn fetch_all<'e, E>(self, e: E) -> Result<Vec<PgRow>, sqlx::Error>
+    where
+        E: 'e + Executor<'e, Database = Postgres>,
+    {
+        if let Some(call) = self.routines.call(&self.sql, &self.params, &self.args) {
+            return sqlx::raw_sql(AssertSqlSafe(call))
+                .fetch_all(e)
+                .await
+                .map_err(|err| self.routines.failed(&self.sql, err));
+        }
+        let rows = self.raw()?.fetch_all(e).await?;
+        self.routines.ran(&self.sql, &self.params, rows.first());
+        Ok(rows)
+    }
+
+    /// The statement with its literals cast in place, ready to send with the simple protocol.
+    fn raw(&self) -> Result<sqlx::RawSql, sqlx::Error> {
+        let typed: Vec<String> = self
+            .args
+            .iter()
+            .zip(&self.params)
+            .map(|(value, (base, dims))| {
+                let mut lit = value.clone();
+                cast(base, *dims, &mut lit);
+                lit
+            })
+            .collect();
+        Ok(sqlx::raw_sql(AssertSqlSafe(inline(
+            self.sql.as_str(),
+            &typed,
+        )?)))
+    }
 }
 
 /// `sql` with each `$n` replaced by `args[n - 1]` in parentheses. Placeholders inside string
@@ -266,15 +314,33 @@ fn skip_dollar_quoted(sql: &str, start: usize) -> usize {
     }
 }
 
-/// A value written as a SQL literal with an explicit cast to the type sqlx would have bound it
-/// as, so an inline statement means exactly what the prepared one does.
+/// A value written as a SQL literal: untyped (`value`, where the context fixes the type, as a
+/// routine's parameter does) or with an explicit cast to the type sqlx would have bound it as
+/// (`lit`), so an inline statement means exactly what the prepared one does.
 pub(crate) trait Lit {
     /// The Postgres type of the value (of its innermost element, for arrays).
     const TYPE: &'static str;
     /// Array dimensions: 0 for a scalar.
     const DIMS: usize = 0;
+    /// Writes the literal, without a cast, to `out`.
+    fn value(&self, out: &mut String);
+    /// Writes the value as an element of an array literal (`{…}` syntax, before SQL quoting),
+    /// so an array travels as one constant however long it is.
+    fn elem(&self, out: &mut String);
     /// Writes the literal, cast, to `out`.
-    fn lit(&self, out: &mut String);
+    fn lit(&self, out: &mut String) {
+        self.value(out);
+        cast(Self::TYPE, Self::DIMS, out);
+    }
+}
+
+/// `::type`, with `[]` per array dimension.
+fn cast(base: &str, dims: usize, out: &mut String) {
+    out.push_str("::");
+    out.push_str(base);
+    for _ in 0..dims {
+        out.push_str("[]");
+    }
 }
 
 /// A text literal: `E'…'` with backslashes and quotes escaped, whatever
@@ -293,16 +359,28 @@ fn text(s: &str, out: &mut String) {
 
 impl Lit for str {
     const TYPE: &'static str = "text";
-    fn lit(&self, out: &mut String) {
+    fn value(&self, out: &mut String) {
         text(self, out);
-        out.push_str("::text");
+    }
+    fn elem(&self, out: &mut String) {
+        out.push('"');
+        for c in self.chars() {
+            if matches!(c, '"' | '\\') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push('"');
     }
 }
 
 impl Lit for String {
     const TYPE: &'static str = "text";
-    fn lit(&self, out: &mut String) {
-        self.as_str().lit(out);
+    fn value(&self, out: &mut String) {
+        self.as_str().value(out);
+    }
+    fn elem(&self, out: &mut String) {
+        self.as_str().elem(out);
     }
 }
 
@@ -310,8 +388,11 @@ macro_rules! int_lit {
     ($($t:ty => $pg:literal),*) => {$(
         impl Lit for $t {
             const TYPE: &'static str = $pg;
-            fn lit(&self, out: &mut String) {
-                let _ = write!(out, "{}::{}", self, $pg);
+            fn value(&self, out: &mut String) {
+                let _ = write!(out, "{self}");
+            }
+            fn elem(&self, out: &mut String) {
+                let _ = write!(out, "{self}");
             }
         }
     )*};
@@ -320,48 +401,46 @@ int_lit!(i32 => "int4", i64 => "int8");
 
 impl Lit for bool {
     const TYPE: &'static str = "bool";
-    fn lit(&self, out: &mut String) {
+    fn value(&self, out: &mut String) {
         out.push_str(if *self { "true" } else { "false" });
+    }
+    fn elem(&self, out: &mut String) {
+        out.push(if *self { 't' } else { 'f' });
     }
 }
 
 impl Lit for f64 {
     const TYPE: &'static str = "float8";
-    fn lit(&self, out: &mut String) {
+    fn value(&self, out: &mut String) {
+        out.push('\'');
+        self.elem(out);
+        out.push('\'');
+    }
+    fn elem(&self, out: &mut String) {
         if self.is_nan() {
-            out.push_str("'NaN'::float8");
+            out.push_str("NaN");
         } else if self.is_infinite() {
-            out.push_str(if *self > 0.0 {
-                "'Infinity'::float8"
-            } else {
-                "'-Infinity'::float8"
-            });
+            out.push_str(if *self > 0.0 { "Infinity" } else { "-Infinity" });
         } else {
             // `{:?}` is the shortest text that reads back as the same f64.
-            let _ = write!(out, "'{self:?}'::float8");
+            let _ = write!(out, "{self:?}");
         }
-    }
-}
-
-/// `::type`, with `[]` per array dimension.
-fn cast<T: Lit + ?Sized>(dims: usize, out: &mut String) {
-    out.push_str("::");
-    out.push_str(T::TYPE);
-    for _ in 0..dims {
-        out.push_str("[]");
     }
 }
 
 impl<T: Lit> Lit for Option<T> {
     const TYPE: &'static str = T::TYPE;
     const DIMS: usize = T::DIMS;
-    fn lit(&self, out: &mut String) {
+    fn value(&self, out: &mut String) {
         match self {
-            Some(v) => v.lit(out),
-            None => {
-                out.push_str("NULL");
-                cast::<T>(T::DIMS, out);
-            }
+            Some(v) => v.value(out),
+            None => out.push_str("NULL"),
+        }
+    }
+    fn elem(&self, out: &mut String) {
+        match self {
+            Some(v) => v.elem(out),
+            None => out.push_str("NULL"),
         }
     }
 }
@@ -369,32 +448,42 @@ impl<T: Lit> Lit for Option<T> {
 impl<T: Lit + ?Sized> Lit for &T {
     const TYPE: &'static str = T::TYPE;
     const DIMS: usize = T::DIMS;
-    fn lit(&self, out: &mut String) {
-        (**self).lit(out);
+    fn value(&self, out: &mut String) {
+        (**self).value(out);
+    }
+    fn elem(&self, out: &mut String) {
+        (**self).elem(out);
     }
 }
 
 impl<T: Lit> Lit for [T] {
     const TYPE: &'static str = T::TYPE;
     const DIMS: usize = T::DIMS + 1;
-    fn lit(&self, out: &mut String) {
-        out.push_str("ARRAY[");
+    fn value(&self, out: &mut String) {
+        let mut array = String::new();
+        self.elem(&mut array);
+        text(&array, out);
+    }
+    fn elem(&self, out: &mut String) {
+        out.push('{');
         for (i, v) in self.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            v.lit(out);
+            v.elem(out);
         }
-        out.push(']');
-        cast::<T>(T::DIMS + 1, out);
+        out.push('}');
     }
 }
 
 impl<T: Lit> Lit for Vec<T> {
     const TYPE: &'static str = T::TYPE;
     const DIMS: usize = T::DIMS + 1;
-    fn lit(&self, out: &mut String) {
-        self.as_slice().lit(out);
+    fn value(&self, out: &mut String) {
+        self.as_slice().value(out);
+    }
+    fn elem(&self, out: &mut String) {
+        self.as_slice().elem(out);
     }
 }
 
@@ -414,15 +503,18 @@ mod tests {
         assert_eq!(lit(String::new()), "E''::text");
         assert_eq!(lit(i64::MIN), "-9223372036854775808::int8");
         assert_eq!(lit(7i32), "7::int4");
-        assert_eq!(lit(true), "true");
+        assert_eq!(lit(true), "true::bool");
         assert_eq!(lit(None::<&str>), "NULL::text");
         assert_eq!(lit(Some(5i64)), "5::int8");
-        assert_eq!(lit(vec!["a", "b"]), "ARRAY[E'a'::text,E'b'::text]::text[]");
-        assert_eq!(lit(Vec::<i64>::new()), "ARRAY[]::int8[]");
+        assert_eq!(lit(vec!["a", "b"]), r#"E'{"a","b"}'::text[]"#);
+        assert_eq!(lit(Vec::<i64>::new()), "E'{}'::int8[]");
+        assert_eq!(lit(vec![Some("x"), None]), r#"E'{"x",NULL}'::text[]"#);
         assert_eq!(
-            lit(vec![Some("x"), None]),
-            "ARRAY[E'x'::text,NULL::text]::text[]"
+            lit(vec![r#"q"u\o't"#, "NULL", ""]),
+            r#"E'{"q\\"u\\\\o''t","NULL",""}'::text[]"#
         );
+        assert_eq!(lit(vec![Some(1i64), None]), "E'{1,NULL}'::int8[]");
+        assert_eq!(lit(vec![true, false]), "E'{t,f}'::bool[]");
         assert_eq!(lit(None::<Vec<String>>), "NULL::text[]");
         assert_eq!(lit(0.1f64), "'0.1'::float8");
         assert_eq!(lit(f64::NAN), "'NaN'::float8");

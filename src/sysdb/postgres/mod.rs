@@ -24,6 +24,7 @@ mod queues;
 mod reads;
 mod retention;
 mod rewind;
+mod routines;
 mod rowsource;
 mod schedules;
 mod session;
@@ -43,6 +44,7 @@ use sqlx::ConnectOptions;
 use super::urls;
 use crate::error::Error;
 pub(super) use exec::Lit;
+use routines::Routines;
 use sql::Sql;
 
 /// A Postgres system database.
@@ -51,6 +53,9 @@ pub(crate) struct Postgres {
     /// Opens the lanes' dedicated connections.
     connect: PgConnectOptions,
     sql: Arc<Sql>,
+    /// The lanes' statements: the same, but carried by routines with the lanes' settings
+    /// behind a transaction pooler.
+    lane_sql: Arc<Sql>,
     /// What sits between stead and the server, as the URL's `pooler` parameter said.
     pooler: Pooler,
     /// False for a pool the application handed over: stead's shutdown leaves it open.
@@ -91,10 +96,22 @@ impl Postgres {
                 });
             }
         };
+        let (sql, lane_sql) = if pooler == Pooler::Transaction {
+            let routines = |settings: &[(&str, &str)]| {
+                Some(Arc::new(Routines::new(schema, settings, pool.clone())))
+            };
+            (
+                Sql::new(schema, routines(&[])),
+                Sql::new(schema, routines(&session::SETTINGS)),
+            )
+        } else {
+            (Sql::new(schema, None), Sql::new(schema, None))
+        };
         Ok(Postgres {
             pool,
             connect,
-            sql: Arc::new(Sql::new(schema, pooler == Pooler::Transaction)),
+            sql: Arc::new(sql),
+            lane_sql: Arc::new(lane_sql),
             pooler,
             owns_pool: true,
             lane_pids: Arc::default(),
@@ -113,10 +130,12 @@ impl Postgres {
             )));
         }
         let connect = (*pool.connect_options()).clone();
+        let sql = Arc::new(Sql::new(schema, None));
         Ok(Postgres {
             pool,
             connect,
-            sql: Arc::new(Sql::new(schema, false)),
+            lane_sql: sql.clone(),
+            sql,
             pooler: Pooler::None,
             owns_pool: false,
             lane_pids: Arc::default(),

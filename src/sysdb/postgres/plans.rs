@@ -42,7 +42,7 @@ async fn migrated() -> (TestDb, PgConnection, Sql) {
         .execute(&mut conn)
         .await
         .unwrap();
-    (db, conn, Sql::new("dbos", false))
+    (db, conn, Sql::new("dbos", None))
 }
 
 /// The plan a lane would run `template` with: prepared with `types`, planned generically (as a

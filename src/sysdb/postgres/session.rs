@@ -26,6 +26,12 @@ use crate::sysdb::{
     StartOutcome, StepOutcome, StepRow, StepWrite,
 };
 
+/// The lanes' session settings (see the module's doc).
+pub(super) const SETTINGS: [(&str, &str); 2] = [
+    ("plan_cache_mode", "force_generic_plan"),
+    ("enable_seqscan", "off"),
+];
+
 #[async_trait]
 impl Store for Postgres {
     /// Lanes run only batched key lookups, thousands of times with one shape: plan each once,
@@ -33,14 +39,10 @@ impl Store for Postgres {
     /// them whole forever after).
     ///
     /// Behind a pooler the settings are set after connecting (PgBouncer refuses them as
-    /// startup parameters); behind a transaction pooler they are not set at all (no session
-    /// setting lasts there), nor is there a server process of its own to know: every inline
-    /// statement is planned for its literals, so no generic plan can go stale.
+    /// startup parameters); behind a transaction pooler no session setting lasts, so they are
+    /// the lanes' routines' own (`routines.rs`), and there is no server process of its own to
+    /// know.
     async fn open_session(&self) -> Result<Box<dyn Session>, DbError> {
-        const SETTINGS: [(&str, &str); 2] = [
-            ("plan_cache_mode", "force_generic_plan"),
-            ("enable_seqscan", "off"),
-        ];
         let mut pid = 0;
         let conn = match self.pooler {
             Pooler::None => {
@@ -67,7 +69,7 @@ impl Store for Postgres {
         }
         Ok(Box::new(PgSession {
             conn,
-            sql: self.sql.clone(),
+            sql: self.lane_sql.clone(),
             pid,
             lane_pids: self.lane_pids.clone(),
         }))

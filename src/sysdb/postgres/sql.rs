@@ -9,21 +9,23 @@ use sqlx::postgres::PgArguments;
 use sqlx::{AssertSqlSafe, SqlStr};
 
 use super::exec::Stmt;
+use super::routines::Routines;
 
 /// A statement with its parameters bound so far.
 pub(super) type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, PgArguments>;
 
 pub(super) struct Sql {
     pub(super) schema: String,
-    /// Statements go inline (simple protocol, literals): the URL names a transaction pooler.
-    pub(super) inline: bool,
+    /// Statements go inline (simple protocol, literals), carried by these routines once warm:
+    /// the URL names a transaction pooler.
+    pub(super) inline: Option<Arc<Routines>>,
     /// Spliced statements by their template's address and length (templates are `'static`).
     built: RwLock<HashMap<(usize, usize), SqlStr>>,
 }
 
 impl Sql {
     /// The statements of `schema`, a name `sysdb::validate_schema` accepted.
-    pub(super) fn new(schema: &str, inline: bool) -> Sql {
+    pub(super) fn new(schema: &str, inline: Option<Arc<Routines>>) -> Sql {
         Sql {
             schema: schema.to_owned(),
             inline,
@@ -33,7 +35,7 @@ impl Sql {
 
     /// The statement `template` for this schema, sent as this store sends statements.
     pub(super) fn query<'q>(&self, template: &'static str) -> Stmt<'q> {
-        Stmt::new(self.get(template), self.inline)
+        Stmt::new(self.get(template), self.inline.as_ref())
     }
 
     /// `template` (with `{s}` where the schema goes) for this schema.
@@ -61,7 +63,7 @@ mod tests {
     #[test]
     fn statements_are_schema_qualified_and_built_once() {
         static TEMPLATE: &str = "SELECT 1 FROM {s}.operation_outputs";
-        let sql = Sql::new("tenant_a", false);
+        let sql = Sql::new("tenant_a", None);
         let first = sql.get(TEMPLATE);
         assert_eq!(
             first.as_str(),
