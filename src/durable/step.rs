@@ -378,7 +378,9 @@ where
 
 /// Awaits the step's attempts, unless the workflow's deadline passes first: then, once the
 /// workflow actor has cancelled the run, the attempts (and the body in flight) are dropped. A
-/// cancel before the deadline does not interrupt a running body (it stops at the next call).
+/// body never begins past the deadline (a run recovered after it is cancelled before its next
+/// step). A cancel before the deadline does not interrupt a running body (it stops at the next
+/// call).
 async fn within_deadline<X>(ctx: &Context, attempts: impl Future<Output = Result<X>>) -> Result<X> {
     let Some(deadline) = ctx.deadline() else {
         return attempts.await;
@@ -388,12 +390,19 @@ async fn within_deadline<X>(ctx: &Context, attempts: impl Future<Output = Result
         tokio::time::sleep(Duration::from_millis(left)).await;
         ctx.aborted().await;
     };
+    let cancelled = || {
+        Err(ctx.check_abort().err().unwrap_or_else(|| Error::Cancelled {
+            id: ctx.workflow_id().to_owned(),
+        }))
+    };
+    if deadline <= now_ms() {
+        expired.await;
+        return cancelled();
+    }
     tokio::select! {
         biased;
         outcome = attempts => outcome,
-        () = expired => Err(ctx.check_abort().err().unwrap_or_else(|| Error::Cancelled {
-            id: ctx.workflow_id().to_owned(),
-        })),
+        () = expired => cancelled(),
     }
 }
 

@@ -259,6 +259,61 @@ fn stead_now_ms() -> i64 {
 }
 
 both_backends! {
+async fn a_partition_rate_limit_caps_each_key_and_leaves_the_others_alone(db) {
+    let rt = launch(
+        &db,
+        vec![Queue::new("prl").partition_rate_limit(3, Duration::from_secs(1))],
+    )
+    .await;
+    let began = Instant::now();
+    let mut handles = Vec::new();
+    // Partition a first (FIFO would start all of it first), then b.
+    for (key, n) in [("a", 9), ("b", 3)] {
+        for i in 0..n {
+            let options = WorkflowOptions::default().partition_key(key);
+            let input = tagged(&db, &format!("prl-{key}-{i}"), "", 0);
+            handles.push(rt.enqueue("prl", "job", input, options).await.unwrap());
+        }
+    }
+    for h in &handles {
+        common::within(h.result::<String>()).await.unwrap();
+    }
+    assert!(
+        began.elapsed() >= Duration::from_secs(2),
+        "9 starts of one key at 3/s take over 2 s"
+    );
+    let pool = db.checks().await;
+    let starts = |key: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let starts: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+                "SELECT started_at_epoch_ms FROM dbos.workflow_status \
+                 WHERE queue_name = 'prl' AND queue_partition_key = '{key}' ORDER BY 1"
+            )))
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+            starts
+        }
+    };
+    let (a, b) = (starts("a").await, starts("b").await);
+    assert_eq!((a.len(), b.len()), (9, 3));
+    for starts in [&a, &b] {
+        for (i, s) in starts.iter().enumerate() {
+            let in_window = starts[i..].iter().take_while(|t| **t < s + 1000).count();
+            assert!(in_window <= 3, "{in_window} starts of one key within a second of {s}: {starts:?}");
+        }
+    }
+    // b's budget is its own: it does not queue behind a's throttled backlog.
+    assert!(
+        b[2] < a[0] + 1000,
+        "partition b waited for partition a: a {a:?}, b {b:?}"
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
+both_backends! {
 async fn partition_concurrency_runs_one_per_key_and_keys_in_parallel(db) {
     let rt = launch(&db, vec![Queue::new("parts").partition_concurrency(1)]).await;
     let mut handles = Vec::new();

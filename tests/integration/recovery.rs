@@ -87,6 +87,106 @@ async fn crash_child() {
     std::future::pending::<()>().await;
 }
 
+/// Set in the deadline child process: the database URL it runs against.
+const DEADLINE_CHILD_DB: &str = "STEAD_TEST_DEADLINE_CHILD_DB";
+/// Bodies of the hung step begun in this process.
+static HUNG_BEGUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Records a first step, then hangs in its second until the deadline stops it.
+async fn hangs(ctx: Context, _: ()) -> stead::Result<()> {
+    ctx.step("first", || async { Ok(1u32) }).await?;
+    ctx.step("hung", || async {
+        HUNG_BEGUN.fetch_add(1, Ordering::SeqCst);
+        std::future::pending::<()>().await;
+        Ok(())
+    })
+    .await
+}
+
+/// Entry point of the deadline test's child process; does nothing as an ordinary test.
+#[tokio::test]
+#[ignore = "run by a_deadline_passed_during_a_crash_cancels_the_recovered_run"]
+async fn deadline_child() {
+    let Ok(url) = std::env::var(DEADLINE_CHILD_DB) else {
+        return;
+    };
+    let db = common::TestDb::existing(&url);
+    let rt = common::builder(&db)
+        .workflow("hangs", hangs)
+        .launch()
+        .await
+        .unwrap();
+    let options = WorkflowOptions::with_id("dl-1").timeout(Duration::from_secs(2));
+    rt.start("hangs", (), options).await.unwrap();
+    std::future::pending::<()>().await;
+}
+
+both_backends! {
+/// The deadline is the row's, not the process's: killed mid-step, the run is recovered after
+/// its deadline passed and is cancelled at once, without beginning the hung step again.
+async fn a_deadline_passed_during_a_crash_cancels_the_recovered_run(db) {
+    let _turn = one_backend_at_a_time!();
+    stead::migrate(&db.url, "dbos").await.unwrap();
+    let pool = db.checks().await;
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "recovery::deadline_child", "--ignored", "--nocapture"])
+        .env(DEADLINE_CHILD_DB, &db.url)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::wait_count(
+        &pool,
+        "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'dl-1'",
+        1,
+        60,
+    )
+    .await;
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let deadline: i64 = common::scalar(
+        &pool,
+        "SELECT CAST(workflow_deadline_epoch_ms AS TEXT) FROM dbos.workflow_status \
+         WHERE workflow_uuid = 'dl-1' AND status = 'PENDING'",
+    )
+    .await
+    .expect("a pending run with its deadline")
+    .parse()
+    .unwrap();
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let wait = (deadline - now_ms() + 500).max(0) as u64;
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+
+    HUNG_BEGUN.store(0, Ordering::SeqCst);
+    let relaunched = std::time::Instant::now();
+    let rt = common::builder(&db)
+        .workflow("hangs", hangs)
+        .launch()
+        .await
+        .unwrap();
+    let err = common::within(rt.client().handle("dl-1").result::<()>())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Cancelled { .. }), "{err}");
+    assert!(
+        relaunched.elapsed() < Duration::from_secs(5),
+        "cancelled at recovery, took {:?}",
+        relaunched.elapsed()
+    );
+    common::wait_status(&pool, "dl-1", "CANCELLED").await;
+    assert_eq!(
+        HUNG_BEGUN.load(Ordering::SeqCst),
+        0,
+        "the hung step began again after its deadline"
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
 both_backends! {
 async fn a_process_killed_after_step_two_is_finished_by_a_fresh_one(db) {
     let pool = effects_pool(&db).await;

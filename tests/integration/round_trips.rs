@@ -81,3 +81,57 @@ async fn a_fresh_step_costs_one_round_trip_and_one_statement() {
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+/// Steps that take 20 ms each, so those of workflows started together end together.
+async fn slow_steps(ctx: Context, n: u32) -> stead::Result<u32> {
+    let mut sum = 0;
+    for i in 0..n {
+        sum += ctx
+            .step("slow", || async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok(i)
+            })
+            .await?;
+    }
+    Ok(sum)
+}
+
+/// Group commit: steps of many workflows that finish together share one statement and one
+/// commit. Each row's `xmin` is the transaction that wrote it, so the rows per transaction
+/// are the checkpoints per flush, as the database itself saw them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_finishing_together_share_a_commit() {
+    let db = common::TestDb::new().await;
+    let rt = common::builder(&db)
+        .workflow("steps", slow_steps)
+        .launch()
+        .await
+        .unwrap();
+    let starts = (0..200).map(|_| rt.start("steps", 5, WorkflowOptions::default()));
+    let handles = futures::future::try_join_all(starts).await.unwrap();
+    for h in &handles {
+        assert_eq!(common::within(h.result::<u32>()).await.unwrap(), 10);
+    }
+    let stats = rt.stats();
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let (rows, commits, widest): (i64, i64, i64) = sqlx::query_as(
+        "SELECT sum(n)::int8, count(*), max(n) FROM \
+         (SELECT count(*) AS n FROM dbos.operation_outputs GROUP BY xmin::text) per_commit",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(rows, 200 * 5);
+    assert!(
+        commits * 4 <= rows && widest >= 20,
+        "{rows} checkpoints in {commits} commits, at most {widest} in one"
+    );
+    assert!(
+        stats.db_batched_requests >= 2 * stats.db_flushes,
+        "{} requests in {} flushes",
+        stats.db_batched_requests,
+        stats.db_flushes
+    );
+}

@@ -330,6 +330,56 @@ async fn a_backfill_enqueues_each_firing_of_its_range_once(db) {
 }
 }
 
+both_backends! {
+/// With automatic backfill, a launch enqueues the firings a downtime missed: every second from
+/// the first firing to the last has its run, once.
+async fn a_launch_backfills_what_the_downtime_missed(db) {
+    let (rt, pool) = runtime(&db).await;
+    let schedule = every_second(&db.url).automatic_backfill(true);
+    rt.client().create_schedule(schedule).await.unwrap();
+    common::wait_count(&pool, "SELECT CASE WHEN count(*) >= 2 THEN 1 ELSE 0 END FROM firings", 1, 30)
+        .await;
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+    let down = Utc::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (rt, pool) = runtime(&db).await;
+    let up = Utc::now();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    rt.client().delete_schedule("every-second").await.unwrap();
+    common::wait_count(
+        &pool,
+        "SELECT CASE WHEN count(*) = 0 THEN 1 ELSE 0 END FROM dbos.workflow_status \
+         WHERE schedule_name = 'every-second' AND status IN ('ENQUEUED', 'PENDING')",
+        1,
+        30,
+    )
+    .await;
+    let fired: Vec<String> = sqlx::query_scalar("SELECT scheduled FROM firings ORDER BY 1")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let times: Vec<DateTime<Utc>> = fired
+        .iter()
+        .map(|t| DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&Utc))
+        .collect();
+    for pair in times.windows(2) {
+        assert_eq!(
+            (pair[1] - pair[0]).num_seconds(),
+            1,
+            "a second without its firing: {fired:?}"
+        );
+    }
+    let missed = times.iter().filter(|t| **t > down && **t < up).count();
+    assert!(missed >= 2, "the downtime's firings ran ({missed}): {fired:?}");
+    assert_eq!(
+        runs_of(&pool, "every-second").await,
+        fired.len() as i64,
+        "one run per firing"
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
 async fn runs_of(pool: &AnyPool, schedule: &str) -> i64 {
     count(
         pool,
