@@ -583,3 +583,25 @@ async fn metrics_come_from_the_given_recorder_or_are_404(db) {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
+
+both_backends! {
+/// `/api/executors`: the fleet's roster, this executor live (an embedded database keeps none).
+async fn the_executors_route_lists_this_executor_live(db) {
+    let rt = launch(&db, vec![]).await;
+    let server = serve(&rt, AdminOptions::new()).await;
+    let listing = get(&server, "/api/executors").await;
+    assert_eq!(listing.status, 200, "{}", listing.body);
+    let body = listing.json();
+    let executors = body["executors"].as_array().expect("an executors array");
+    if db.is_sqlite() {
+        assert!(executors.is_empty(), "{body}");
+    } else {
+        let ours = rt.client().list_executors().await.unwrap();
+        assert_eq!(executors.len(), 1, "{body}");
+        assert_eq!(executors[0]["executor_id"], ours[0].executor_id.as_str());
+        assert_eq!(executors[0]["live"], true);
+        assert_eq!(executors[0]["pid"], std::process::id());
+    }
+    rt.shutdown(Duration::from_secs(1)).await.unwrap();
+}
+}

@@ -90,6 +90,19 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
     assert!(page["queues"].as_u64() >= Some(1), "{page}");
     assert!(page["chart"].as_u64() > Some(0), "{page}");
     assert_eq!(page["health"], "database ready");
+    // The fleet panel: this executor, live (an embedded database keeps no roster).
+    if !db.is_sqlite() {
+        let ours = rt.client().list_executors().await.unwrap();
+        let fleet = browser
+            .wait_for(
+                "const r = document.querySelector('#executors tbody tr'); \
+                 return r ? [r.dataset.executor, r.querySelector('.pill').textContent] : null;",
+                json!([]),
+                10,
+            )
+            .await;
+        assert_eq!(fleet, json!([ours[0].executor_id, "live"]));
+    }
 
     // A row opens the workflow's timeline with its step and output.
     browser

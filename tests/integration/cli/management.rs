@@ -126,3 +126,52 @@ async fn gc_deletes_old_or_surplus_finished_workflows_only(db) {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
+
+both_backends! {
+async fn executor_list_shows_the_live_executor_and_rewind_reruns_a_finished_workflow(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let client = Client::connect(&db.url).await.unwrap();
+    let url = db.url.as_str();
+
+    // An embedded database serves one process and keeps no roster.
+    let ours = rt.client().list_executors().await.unwrap();
+    let listed = json(url, &["executor", "list"]).await;
+    let listed = listed.as_array().expect("a JSON array");
+    if db.is_sqlite() {
+        assert!(ours.is_empty() && listed.is_empty(), "{listed:?}");
+    } else {
+        assert_eq!((ours.len(), listed.len()), (1, 1), "{listed:?}");
+        assert_eq!(listed[0]["executor_id"], ours[0].executor_id.as_str());
+        assert_eq!(listed[0]["live"], true);
+        let table = ok(url, &["executor", "list"]).await;
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&ours[0].executor_id))
+            .unwrap_or_else(|| panic!("no row for the executor: {table}"));
+        assert!(row.contains("live"), "{table}");
+    }
+
+    let d = rt.start("double", 5u64, WorkflowOptions::with_id("rw"));
+    assert_eq!(d.await.unwrap().result::<u64>().await.unwrap(), 10);
+    let first = client.steps("rw").await.unwrap();
+    let rewound = json(url, &["workflow", "rewind", "rw", "--step", "1"]).await;
+    assert_eq!((&rewound["action"], &rewound["id"]), (&serde_json::json!("rewind"), &serde_json::json!("rw")));
+    let again: u64 = common::within(client.handle("rw").result()).await.unwrap();
+    assert_eq!(again, 10);
+    let second = client.steps("rw").await.unwrap();
+    assert_eq!(second.len(), 1);
+    assert!(
+        second[0].started_at_ms > first[0].started_at_ms,
+        "the step ran again: {first:?} then {second:?}"
+    );
+
+    rt.start("waiter", (), WorkflowOptions::with_id("busy")).await.unwrap();
+    wait_for(&client, "busy", &[Status::Pending]).await;
+    let refused = stead(url, &["workflow", "rewind", "busy"]).await;
+    let message = failed(&refused, 1);
+    assert!(message.contains("busy"), "{message}");
+    let unknown = stead(url, &["workflow", "rewind", "nobody"]).await;
+    assert_eq!(failed(&unknown, 3), "error: workflow \"nobody\" not found");
+    rt.shutdown(Duration::from_secs(1)).await.unwrap();
+}
+}
