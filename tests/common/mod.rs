@@ -120,10 +120,13 @@ macro_rules! one_backend_at_a_time {
     }};
 }
 
-/// A builder on `db` with a test-friendly fixed identity.
+/// A builder on `db` with a test-friendly fixed identity, and a small pool: eight tests at a
+/// time must fit a default server's 100 connections (a runtime holds nine more for its lanes,
+/// listener and lease).
 pub fn builder(db: &TestDb) -> stead::RuntimeBuilder {
     stead::Runtime::builder()
         .database_url(&db.url)
+        .pool_size(4)
         .app_version("test-1")
         .executor_id("test-executor")
         .internal_queue_poll(std::time::Duration::from_millis(100))

@@ -4,10 +4,14 @@
 //! as a module, and the crate's own storage suite (`src/sysdb/suite`, `cfg(test)` only) through
 //! `#[path]`. So it uses nothing beyond what both build with: std, sqlx, tokio and uuid.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
 
 use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The server the tests use: `STEAD_TEST_PG` (a URL without a database name), else local trust.
 pub fn server_url() -> String {
@@ -29,6 +33,74 @@ pub struct TestDb {
     pub backend: Backend,
     owned: bool,
     dir: Option<PathBuf>,
+    /// The test's turn on the server (`Turn`), released after the database is dropped.
+    _turn: Option<Turn>,
+}
+
+/// One test's share of the server's connections. Tests run eight at a time and a runtime holds
+/// a dozen connections or more; a server with the default `max_connections` (100) refuses some
+/// when too many Postgres tests overlap. So Postgres tests take turns: as many at once as the
+/// server has room for, at about 18 connections each. A test's second database (on the same
+/// thread) rides on its first turn, so no test waits for itself.
+struct Turn {
+    thread: ThreadId,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+/// Turns held, by the thread that holds them.
+static HELD: Mutex<Option<HashMap<ThreadId, usize>>> = Mutex::new(None);
+
+impl Turn {
+    async fn take() -> Turn {
+        static TURNS: tokio::sync::OnceCell<Arc<Semaphore>> = tokio::sync::OnceCell::const_new();
+        let thread = std::thread::current().id();
+        let nested = {
+            let mut held = HELD.lock().unwrap();
+            let count = held
+                .get_or_insert_with(HashMap::new)
+                .entry(thread)
+                .or_default();
+            *count += 1;
+            *count > 1
+        };
+        if nested {
+            return Turn {
+                thread,
+                _permit: None,
+            };
+        }
+        let turns = TURNS
+            .get_or_init(|| async {
+                let mut admin = admin().await;
+                let max: String = sqlx::query_scalar("SHOW max_connections")
+                    .fetch_one(&mut admin)
+                    .await
+                    .unwrap_or_else(|_| "100".into());
+                let _ = admin.close().await;
+                let max: usize = max.parse().unwrap_or(100);
+                Arc::new(Semaphore::new((max.saturating_sub(10) / 18).clamp(1, 8)))
+            })
+            .await
+            .clone();
+        let permit = turns
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        Turn {
+            thread,
+            _permit: Some(permit),
+        }
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        if let Some(held) = HELD.lock().unwrap().as_mut() {
+            if let Some(count) = held.get_mut(&self.thread) {
+                *count = count.saturating_sub(1);
+            }
+        }
+    }
 }
 
 /// A name no other test database has, in this process or another: `stead_t_<pid>_<n>_<rand>`.
@@ -53,6 +125,7 @@ impl TestDb {
     /// Creates an empty Postgres database with a unique name.
     pub async fn new() -> TestDb {
         let name = unique_name();
+        let turn = Turn::take().await;
         let mut admin = admin().await;
         admin
             .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
@@ -66,6 +139,7 @@ impl TestDb {
             backend: Backend::Postgres,
             owned: true,
             dir: None,
+            _turn: Some(turn),
         }
     }
 
@@ -81,6 +155,7 @@ impl TestDb {
             backend: Backend::Sqlite,
             owned: true,
             dir: Some(dir),
+            _turn: None,
         }
     }
 
@@ -105,6 +180,7 @@ impl TestDb {
             backend,
             owned: false,
             dir: None,
+            _turn: None,
         }
     }
 
