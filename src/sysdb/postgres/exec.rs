@@ -3,18 +3,18 @@
 //! simple query protocol, its parameters rendered as typed literals, in one round trip and with no
 //! prepared statement at all (as pgx's `QueryExecModeSimpleProtocol`). A transaction pooler
 //! gives each transaction whichever server connection is free, where a prepared statement of
-//! another may or may not exist.
+//! another may or may not exist. Once warm, an inline statement is sent as a call of its stored
+//! routine instead (`routines.rs`), which the server plans once per connection.
 //!
 //! It owns the literal rendering and the placeholder substitution; it must never render a value
 //! whose type it does not know (each bindable type implements [`Lit`]), and never splice text
 //! that did not come from a statement template or a literal it rendered.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use sqlx::postgres::{PgQueryResult, PgRow};
 use sqlx::{AssertSqlSafe, Executor, Postgres, Row, SqlStr};
-
-use std::sync::Arc;
 
 use super::routines::{ParamType, Routines};
 use super::sql::PgQuery;
