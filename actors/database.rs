@@ -392,15 +392,7 @@ async fn flush<L: Lane>(
     let refs: Vec<&L> = items.iter().map(|item| &**item).collect();
     let began = Instant::now();
     #[cfg(feature = "test-hooks")]
-    let struck = stats.faults.roll();
-    #[cfg(feature = "test-hooks")]
-    let result = match struck {
-        Some(at @ crate::engine::faults::Injected::Before) => Err(at.error()),
-        _ => match (struck, L::run(&mut *session, &refs).await) {
-            (Some(at), Ok(_)) => Err(at.error()),
-            (_, result) => result,
-        },
-    };
+    let result = stats.faults.around(L::run(&mut *session, &refs)).await;
     #[cfg(not(feature = "test-hooks"))]
     let result = L::run(&mut *session, &refs).await;
     metrics::db_flushed(L::NAME, items.len(), began.elapsed());

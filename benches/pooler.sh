@@ -32,18 +32,13 @@ if [ "$(id -u)" = 0 ]; then runuser -u postgres -- pgbouncer -d "$dir/pgbouncer.
 trap 'kill "$(cat "$dir/pgbouncer.pid")" 2>/dev/null; rm -rf "$dir"' EXIT
 sleep 0.5
 
-fresh() { psql "$u/postgres" -qc "DROP DATABASE IF EXISTS h_pool" -c "CREATE DATABASE h_pool" >/dev/null 2>&1; }
-val() {
-  python3 -c "import json,sys
-lines = [l for l in sys.stdin.read().splitlines() if l.startswith('RESULT')]
-print(json.loads(lines[-1][7:]).get('$1') if lines else 'failed')"
-}
+. "$(dirname "$0")/lib.sh"
 for r in $(seq 1 "$rounds"); do
   for via in direct pgbouncer; do
     db="$u/h_pool"
     [ "$via" = pgbouncer ] && db="postgres://postgres@127.0.0.1:$bport/h_pool?pooler=transaction"
-    fresh; w2=$("$bin" w2 --db "$db" --n 1000 --steps 10 2>&1 | val wf_per_s)
-    fresh; w3f=$(BENCH_POLL_DB_URL="$u/h_pool" "$bin" w3 --db "$db" --n 5000 --steps 1 --conc 50 \
+    fresh "$u" h_pool; w2=$("$bin" w2 --db "$db" --n 1000 --steps 10 2>&1 | val wf_per_s)
+    fresh "$u" h_pool; w3f=$(BENCH_POLL_DB_URL="$u/h_pool" "$bin" w3 --db "$db" --n 5000 --steps 1 --conc 50 \
       --poll-ms 10 2>&1 | val wf_per_s)
     echo "$r $via w2=$w2 w3f=$w3f load=$(cut -d' ' -f1 /proc/loadavg)"
   done

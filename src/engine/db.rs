@@ -211,18 +211,9 @@ impl Db {
             Request::Call(Box::new(move |store| {
                 Box::pin(async move {
                     #[cfg(feature = "test-hooks")]
-                    let struck = faults.roll();
-                    #[cfg(feature = "test-hooks")]
-                    if struck == Some(crate::engine::faults::Injected::Before) {
-                        let _ = reply.send(Err(crate::engine::faults::Injected::Before.error()));
-                        return;
-                    }
+                    let result = faults.around(f(store)).await;
+                    #[cfg(not(feature = "test-hooks"))]
                     let result = f(store).await;
-                    #[cfg(feature = "test-hooks")]
-                    let result = match (struck, result) {
-                        (Some(at), Ok(_)) => Err(at.error()),
-                        (_, result) => result,
-                    };
                     let _ = reply.send(result);
                 })
             }))

@@ -28,7 +28,7 @@ pub enum Fault {
 
 /// Where an injected store fault strikes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Injected {
+enum Injected {
     /// The call fails without reaching the database.
     Before,
     /// The database applies the call; its reply is lost.
@@ -38,7 +38,7 @@ pub(crate) enum Injected {
 impl Injected {
     /// The error a call struck so reports (transient: the caller retries, as for a lost
     /// connection).
-    pub(crate) fn error(self) -> crate::error::DbError {
+    fn error(self) -> crate::error::DbError {
         crate::error::DbError::Transient(match self {
             Injected::Before => "injected fault: failed before reaching the database".into(),
             Injected::After => "injected fault: applied, then the reply was lost".into(),
@@ -61,7 +61,7 @@ impl StoreFaults {
     }
 
     /// Whether (and where) the next call fails.
-    pub(crate) fn roll(&self) -> Option<Injected> {
+    fn roll(&self) -> Option<Injected> {
         let (per_mille, state) = self.plan.get()?;
         let draw = {
             let mut s = state.lock().ok()?;
@@ -81,6 +81,21 @@ impl StoreFaults {
         };
         count.fetch_add(1, Ordering::Relaxed);
         Some(which)
+    }
+
+    /// Runs `call` under the next roll: struck before, it never runs; struck after, it runs
+    /// and its answer is replaced by the fault's error.
+    pub(crate) async fn around<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, crate::error::DbError>>,
+    ) -> Result<T, crate::error::DbError> {
+        match self.roll() {
+            Some(Injected::Before) => Err(Injected::Before.error()),
+            struck => match (struck, call.await) {
+                (Some(at), Ok(_)) => Err(at.error()),
+                (_, result) => result,
+            },
+        }
     }
 
     /// How many faults struck so far: before the database, after it.

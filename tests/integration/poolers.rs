@@ -61,10 +61,16 @@ async fn wave(rt: &Runtime, ns: std::ops::Range<u64>, mode: PoolMode) {
     }
 }
 
-async fn run_through(mode: PoolMode, setting: &str) {
+/// A cluster of the test's own with database `t`, and PgBouncer in `mode` in front of it.
+fn behind(mode: PoolMode) -> (Cluster, Bouncer) {
     let cluster = Cluster::start();
     cluster.create_db("t");
     let bouncer = Bouncer::start(cluster.port, mode);
+    (cluster, bouncer)
+}
+
+async fn run_through(mode: PoolMode, setting: &str) {
+    let (cluster, bouncer) = behind(mode);
     let url = format!("{}?pooler={setting}", bouncer.url("t"));
     let rt = executor(&url, "pooled-a")
         .launch()
@@ -143,9 +149,7 @@ async fn every_feature_runs_behind_pgbouncer_in_session_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleet_sees_executors_behind_a_transaction_pooler() {
     require_cluster!(bouncer);
-    let cluster = Cluster::start();
-    cluster.create_db("t");
-    let bouncer = Bouncer::start(cluster.port, PoolMode::Transaction);
+    let (_cluster, bouncer) = behind(PoolMode::Transaction);
     let url = format!("{}?pooler=transaction", bouncer.url("t"));
     let a = executor(&url, "pooled-a").launch().await.unwrap();
     let b = executor(&url, "pooled-b").launch().await.unwrap();
@@ -183,9 +187,7 @@ async fn the_fleet_sees_executors_behind_a_transaction_pooler() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_pooler_without_the_setting_is_named_in_the_error() {
     require_cluster!(bouncer);
-    let cluster = Cluster::start();
-    cluster.create_db("t");
-    let bouncer = Bouncer::start(cluster.port, PoolMode::Transaction);
+    let (_cluster, bouncer) = behind(PoolMode::Transaction);
     // Session-mode settings (no extra_float_digits) so the connection itself is accepted.
     let url = format!("{}?pooler=session", bouncer.url("t"));
     let launched = tokio::time::timeout(Duration::from_secs(60), async {
@@ -214,9 +216,7 @@ async fn a_transaction_pooler_without_the_setting_is_named_in_the_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pooler_refusing_startup_parameters_is_named_in_the_error() {
     require_cluster!(bouncer);
-    let cluster = Cluster::start();
-    cluster.create_db("t");
-    let bouncer = Bouncer::start(cluster.port, PoolMode::Session);
+    let (_cluster, bouncer) = behind(PoolMode::Session);
     let launched = tokio::time::timeout(
         Duration::from_secs(60),
         executor(&bouncer.url("t"), "unset").launch(),

@@ -51,6 +51,27 @@ async fn worker_concurrency_caps_the_workflows_running_here(db) {
 }
 }
 
+/// The start times of the workflows matching `filter`, in order.
+async fn starts_of(pool: &AnyPool, filter: &str) -> Vec<i64> {
+    sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT started_at_epoch_ms FROM dbos.workflow_status WHERE {filter} ORDER BY 1"
+    )))
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// No trailing second holds more than `limit` of `starts` (sorted, in ms).
+fn assert_at_most_per_second(starts: &[i64], limit: usize) {
+    for (i, s) in starts.iter().enumerate() {
+        let in_window = starts[i..].iter().take_while(|t| **t < s + 1000).count();
+        assert!(
+            in_window <= limit,
+            "{in_window} starts within a second of {s}: {starts:?}"
+        );
+    }
+}
+
 both_backends! {
 async fn a_rate_limit_caps_starts_in_every_trailing_window(db) {
     let rt = launch(
@@ -80,20 +101,9 @@ async fn a_rate_limit_caps_starts_in_every_trailing_window(db) {
         "20 starts at 5/s take over 3 s"
     );
     let pool = db.checks().await;
-    let starts: Vec<i64> = sqlx::query_scalar(
-        "SELECT started_at_epoch_ms FROM dbos.workflow_status WHERE queue_name = 'rated' ORDER BY 1",
-    )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
+    let starts = starts_of(&pool, "queue_name = 'rated'").await;
     assert_eq!(starts.len(), 20);
-    for (i, s) in starts.iter().enumerate() {
-        let in_window = starts[i..].iter().take_while(|t| **t < s + 1000).count();
-        assert!(
-            in_window <= 5,
-            "{in_window} starts within a second of {s}: {starts:?}"
-        );
-    }
+    assert_at_most_per_second(&starts, 5);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
@@ -283,27 +293,11 @@ async fn a_partition_rate_limit_caps_each_key_and_leaves_the_others_alone(db) {
         "9 starts of one key at 3/s take over 2 s"
     );
     let pool = db.checks().await;
-    let starts = |key: &'static str| {
-        let pool = pool.clone();
-        async move {
-            let starts: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
-                "SELECT started_at_epoch_ms FROM dbos.workflow_status \
-                 WHERE queue_name = 'prl' AND queue_partition_key = '{key}' ORDER BY 1"
-            )))
-            .fetch_all(&pool)
-            .await
-            .unwrap();
-            starts
-        }
-    };
-    let (a, b) = (starts("a").await, starts("b").await);
+    let a = starts_of(&pool, "queue_name = 'prl' AND queue_partition_key = 'a'").await;
+    let b = starts_of(&pool, "queue_name = 'prl' AND queue_partition_key = 'b'").await;
     assert_eq!((a.len(), b.len()), (9, 3));
-    for starts in [&a, &b] {
-        for (i, s) in starts.iter().enumerate() {
-            let in_window = starts[i..].iter().take_while(|t| **t < s + 1000).count();
-            assert!(in_window <= 3, "{in_window} starts of one key within a second of {s}: {starts:?}");
-        }
-    }
+    assert_at_most_per_second(&a, 3);
+    assert_at_most_per_second(&b, 3);
     // b's budget is its own: it does not queue behind a's throttled backlog.
     assert!(
         b[2] < a[0] + 1000,

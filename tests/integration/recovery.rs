@@ -13,7 +13,7 @@ use stead::{workflow::WorkflowConfig, Context, Error, Status, WorkflowOptions};
 
 use crate::common;
 
-/// Set in the child process: the database URL it runs against.
+/// Set in a child process: the database URL it runs against.
 const CHILD_DB: &str = "STEAD_TEST_CRASH_CHILD_DB";
 
 /// The `effects` pool of each test database (tests of both backends share this process).
@@ -67,6 +67,27 @@ async fn effects_pool(db: &common::TestDb) -> AnyPool {
     pool
 }
 
+/// Runs this binary's ignored test `recovery::<child>` as a process on `db`, and SIGKILLs it
+/// once workflow `id` has recorded `steps` calls.
+async fn kill_child_after(child: &str, db: &common::TestDb, pool: &AnyPool, id: &str, steps: i64) {
+    let mut process = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            &format!("recovery::{child}"),
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CHILD_DB, &db.url)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let recorded =
+        format!("SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = '{id}'");
+    common::wait_count(pool, &recorded, steps, 60).await;
+    process.kill().unwrap(); // SIGKILL
+    process.wait().unwrap();
+}
+
 /// Entry point of the child process; does nothing when run as an ordinary test.
 #[tokio::test]
 #[ignore = "run by a_process_killed_after_step_two_is_finished_by_a_fresh_one"]
@@ -87,8 +108,6 @@ async fn crash_child() {
     std::future::pending::<()>().await;
 }
 
-/// Set in the deadline child process: the database URL it runs against.
-const DEADLINE_CHILD_DB: &str = "STEAD_TEST_DEADLINE_CHILD_DB";
 /// Bodies of the hung step begun in this process.
 static HUNG_BEGUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
@@ -107,7 +126,7 @@ async fn hangs(ctx: Context, _: ()) -> stead::Result<()> {
 #[tokio::test]
 #[ignore = "run by a_deadline_passed_during_a_crash_cancels_the_recovered_run"]
 async fn deadline_child() {
-    let Ok(url) = std::env::var(DEADLINE_CHILD_DB) else {
+    let Ok(url) = std::env::var(CHILD_DB) else {
         return;
     };
     let db = common::TestDb::existing(&url);
@@ -128,21 +147,7 @@ async fn a_deadline_passed_during_a_crash_cancels_the_recovered_run(db) {
     let _turn = one_backend_at_a_time!();
     stead::migrate(&db.url, "dbos").await.unwrap();
     let pool = db.checks().await;
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "recovery::deadline_child", "--ignored", "--nocapture"])
-        .env(DEADLINE_CHILD_DB, &db.url)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    common::wait_count(
-        &pool,
-        "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'dl-1'",
-        1,
-        60,
-    )
-    .await;
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    kill_child_after("deadline_child", &db, &pool, "dl-1", 1).await;
     let deadline: i64 = common::scalar(
         &pool,
         "SELECT CAST(workflow_deadline_epoch_ms AS TEXT) FROM dbos.workflow_status \
@@ -190,21 +195,7 @@ async fn a_deadline_passed_during_a_crash_cancels_the_recovered_run(db) {
 both_backends! {
 async fn a_process_killed_after_step_two_is_finished_by_a_fresh_one(db) {
     let pool = effects_pool(&db).await;
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "recovery::crash_child", "--ignored", "--nocapture"])
-        .env(CHILD_DB, &db.url)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    common::wait_count(
-        &pool,
-        "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'crash-1'",
-        2,
-        60,
-    )
-    .await;
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    kill_child_after("crash_child", &db, &pool, "crash-1", 2).await;
     let pending = common::scalar(
         &pool,
         "SELECT status FROM dbos.workflow_status WHERE workflow_uuid = 'crash-1'",

@@ -124,6 +124,19 @@ async fn count(pool: &AnyPool, sql: &str) -> i64 {
         .unwrap()
 }
 
+/// Deletes the per-second schedule and waits until every run it enqueued has ended.
+async fn stop_every_second(rt: &Runtime, pool: &AnyPool) {
+    rt.client().delete_schedule("every-second").await.unwrap();
+    common::wait_count(
+        pool,
+        "SELECT CASE WHEN count(*) = 0 THEN 1 ELSE 0 END FROM dbos.workflow_status \
+         WHERE schedule_name = 'every-second' AND status IN ('ENQUEUED', 'PENDING')",
+        1,
+        30,
+    )
+    .await;
+}
+
 async fn sleep_until(at: DateTime<Utc>) {
     if let Ok(wait) = (at - Utc::now()).to_std() {
         tokio::time::sleep(wait).await;
@@ -230,15 +243,7 @@ async fn a_schedule_fires_each_second_exactly_once(db) {
     let t0 = Utc::now().trunc_subsecs(0) + chrono::Duration::seconds(2);
     let t3 = t0 + chrono::Duration::seconds(3);
     sleep_until(t3 + chrono::Duration::milliseconds(300)).await;
-    rt.client().delete_schedule("every-second").await.unwrap();
-    common::wait_count(
-        &pool,
-        "SELECT CASE WHEN count(*) = 0 THEN 1 ELSE 0 END FROM dbos.workflow_status \
-         WHERE schedule_name = 'every-second' AND status IN ('ENQUEUED', 'PENDING')",
-        1,
-        30,
-    )
-    .await;
+    stop_every_second(&rt, &pool).await;
     let in_window: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT scheduled FROM firings WHERE scheduled >= '{}' AND scheduled < '{}' ORDER BY 1",
         stamp(&t0),
@@ -345,15 +350,7 @@ async fn a_launch_backfills_what_the_downtime_missed(db) {
     let (rt, pool) = runtime(&db).await;
     let up = Utc::now();
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    rt.client().delete_schedule("every-second").await.unwrap();
-    common::wait_count(
-        &pool,
-        "SELECT CASE WHEN count(*) = 0 THEN 1 ELSE 0 END FROM dbos.workflow_status \
-         WHERE schedule_name = 'every-second' AND status IN ('ENQUEUED', 'PENDING')",
-        1,
-        30,
-    )
-    .await;
+    stop_every_second(&rt, &pool).await;
     let fired: Vec<String> = sqlx::query_scalar("SELECT scheduled FROM firings ORDER BY 1")
         .fetch_all(&pool)
         .await
