@@ -293,3 +293,12 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// This test binary as a child process running its ignored test `path` (as
+/// `recovery::crash_child`), stdout discarded; the caller adds the environment and spawns it.
+pub fn child_test(path: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", path, "--ignored", "--nocapture"])
+        .stdout(std::process::Stdio::null());
+    cmd
+}

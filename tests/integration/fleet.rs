@@ -2,7 +2,7 @@
 //! them, no workflow runs twice, a killed executor's claimed work is finished after its restart,
 //! and an enqueue in one process wakes the other without waiting for a poll.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -145,12 +145,10 @@ async fn fleet_child() {
 }
 
 fn spawn_child(url: &str, executor: &str, mode: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "fleet::fleet_child", "--ignored", "--nocapture"])
+    common::child_test("fleet::fleet_child")
         .env(CHILD_DB, url)
         .env(CHILD_ID, executor)
         .env(CHILD_MODE, mode)
-        .stdout(Stdio::null())
         .spawn()
         .unwrap()
 }

@@ -3,7 +3,6 @@
 //! `PENDING` for the next launch.
 
 use std::collections::{HashMap, HashSet};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -70,15 +69,8 @@ async fn effects_pool(db: &common::TestDb) -> AnyPool {
 /// Runs this binary's ignored test `recovery::<child>` as a process on `db`, and SIGKILLs it
 /// once workflow `id` has recorded `steps` calls.
 async fn kill_child_after(child: &str, db: &common::TestDb, pool: &AnyPool, id: &str, steps: i64) {
-    let mut process = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            &format!("recovery::{child}"),
-            "--ignored",
-            "--nocapture",
-        ])
+    let mut process = common::child_test(&format!("recovery::{child}"))
         .env(CHILD_DB, &db.url)
-        .stdout(Stdio::null())
         .spawn()
         .unwrap();
     let recorded =

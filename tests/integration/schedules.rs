@@ -3,7 +3,7 @@
 //! seconds are honoured, with DBOS's ids and input format.
 
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -156,15 +156,8 @@ async fn a_schedule_fires_each_second_exactly_once_with_two_executors() {
         .await
         .unwrap();
     let pool = prepare(&db.url).await;
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "schedules::schedule_child",
-            "--ignored",
-            "--nocapture",
-        ])
+    let child = common::child_test("schedules::schedule_child")
         .env(CHILD_DB, &db.url)
-        .stdout(Stdio::null())
         .spawn()
         .unwrap();
     let _child = Killed(child);

@@ -1,7 +1,6 @@
 //! Durable time: a sleep survives a killed process (the recovered workflow sleeps only what is
 //! left), and `now`, `random` and `uuid` replay the first run's values.
 
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -48,10 +47,8 @@ async fn a_sleep_interrupted_by_a_kill_resumes_with_what_is_left(db) {
     // The schema first, so the checks can open the database before the child does.
     stead::migrate(&db.url, "dbos").await.unwrap();
     let pool = db.checks().await;
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "time::sleep_child", "--ignored", "--nocapture"])
+    let mut child = common::child_test("time::sleep_child")
         .env(CHILD_DB, &db.url)
-        .stdout(Stdio::null())
         .spawn()
         .unwrap();
     common::wait_count(
