@@ -6,10 +6,11 @@
 //! workloads seed-history [--db URL] [--history H] [--steps S]
 //! workloads w5 [--db URL] [--history H] [--rounds R] [--settle S]
 //! workloads w6 [--db URL] [--n N] [--rounds SMALL_THOUSANDS] [--conc C] [--poll-ms P] [--steps S] [--vacuum-s V]
+//! workloads w9 [--db URL] [--rate R] [--conc C] [--clean-s S] [--hold-s S] [--after-s S]
 //! ```
 //!
 //! `seed-history` and `w5` (the cost of history) are in `workloads/history.rs`, `w6` (a deep
-//! backlog) in `workloads/backlog.rs`; `benches/README.md` has their commands and figures.
+//! backlog) in `workloads/backlog.rs`, `w9` (a held snapshot) in `workloads/held.rs`; `benches/README.md` has their commands and figures.
 //! `w-waiting` (waiting workflows evicted: RSS and wake latency) is in `workloads/waiting.rs`.
 //!
 //! Prints one `RESULT {json}` line. Build with `cargo bench --bench workloads --no-run`.
@@ -33,6 +34,8 @@ use stead::{Context, Queue, Runtime, WorkflowOptions};
 
 #[path = "workloads/backlog.rs"]
 mod backlog;
+#[path = "workloads/held.rs"]
+mod held;
 #[path = "workloads/history.rs"]
 mod history;
 #[path = "workloads/waiting.rs"]
@@ -62,6 +65,11 @@ struct Args {
     /// enqueue durable before the next) or `actor` (one message after another to the queue
     /// actor; the acknowledgements, each a committed row, are awaited at the end).
     producer: String,
+    /// W9: offered enqueues per second, and its phases' lengths (s).
+    rate: u64,
+    clean_s: u64,
+    hold_s: u64,
+    after_s: u64,
 }
 
 fn parse() -> Result<Args, String> {
@@ -82,6 +90,10 @@ fn parse() -> Result<Args, String> {
         settle: None,
         vacuum_s: 0,
         producer: std::env::var("STEAD_BENCH_PRODUCER").unwrap_or_else(|_| "await".into()),
+        rate: 1000,
+        clean_s: 20,
+        hold_s: 60,
+        after_s: 30,
     };
     while let Some(flag) = it.next() {
         let value = it.next().ok_or(format!("{flag} needs a value"))?;
@@ -100,6 +112,10 @@ fn parse() -> Result<Args, String> {
             "--history" => a.history = number()?,
             "--settle" => a.settle = Some(number()?),
             "--vacuum-s" => a.vacuum_s = number()?,
+            "--rate" => a.rate = number()?,
+            "--clean-s" => a.clean_s = number()?,
+            "--hold-s" => a.hold_s = number()?,
+            "--after-s" => a.after_s = number()?,
             "--producer" if value == "await" || value == "actor" => a.producer = value.clone(),
             other => return Err(format!("unknown flag {other}")),
         }
@@ -361,6 +377,7 @@ async fn run(a: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
         "w5" => history::run(&a).await?,
         "w6" => backlog::run(&a).await?,
         "w6-exec" => backlog::executor(&a).await?,
+        "w9" => held::run(&a).await?,
         "migrate" => {
             let rt = launch(&a).await?;
             rt.shutdown(Duration::from_secs(5)).await?;
