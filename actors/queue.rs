@@ -40,7 +40,7 @@ use crate::engine::evict::{Attach, EVICTED};
 use crate::engine::shared::SharedRef;
 use crate::engine::start::{self, EnqueueRequest, Target};
 use crate::error::DbError;
-use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
+use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed, QueueKey};
 
 pub(crate) enum QueueMsg {
     Request(QueueRequest),
@@ -306,6 +306,7 @@ impl QueueState {
             promoted: out.promoted,
             next_due: out.next_due,
             seen: out.seen,
+            head: out.head,
         };
         let rows = out.claimed.into_iter().map(Dispatch::from).collect();
         self.admission.claimed(&answer, rows)
@@ -354,7 +355,11 @@ impl QueueState {
                     }
                     self.spawn(myself, workflow, slot, taken_back).await;
                 }
-                Decision::Claim { limit, with_depth } => self.claim(myself, limit, with_depth),
+                Decision::Claim {
+                    limit,
+                    with_depth,
+                    floor,
+                } => self.claim(myself, limit, with_depth, floor),
                 Decision::TakeBack => self.take_back(myself),
                 Decision::Restart { workflow, slot } => self.restart(myself, workflow, slot),
                 Decision::Poll(base) => {
@@ -389,12 +394,19 @@ impl QueueState {
     }
 
     /// Sends a claim of up to `limit` workflows to the database.
-    fn claim(&mut self, myself: &ActorRef<QueueMsg>, limit: i64, with_depth: bool) {
+    fn claim(
+        &mut self,
+        myself: &ActorRef<QueueMsg>,
+        limit: i64,
+        with_depth: bool,
+        floor: Option<QueueKey>,
+    ) {
         let config = &self.shared.config;
         let request = ClaimRequest {
             queue: self.def.clone(),
             limit,
             with_depth,
+            floor,
             executor_id: config.executor_id.clone(),
             app_version: config.app_version.clone(),
             app_name: config.app_name.clone(),

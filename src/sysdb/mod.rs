@@ -49,7 +49,7 @@ use std::time::Duration;
 use crate::error::Error;
 
 pub(crate) use cancel::{CancelNote, HeldRun, CANCEL_CHANNEL};
-pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed};
+pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed, QueueKey};
 pub use datasource::Isolation;
 #[cfg(test)]
 pub(crate) use datasource::DATASOURCE_SCHEMA_VERSION;

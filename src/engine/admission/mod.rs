@@ -41,6 +41,13 @@
 //! tabled again (0 of 200 in 5 runs of 5; 137–150 after). The cost, when a silent enqueuer
 //! elsewhere keeps rows waiting while ours are unaccounted: an awaited enqueue that finds no slot
 //! waits for the claim in flight (at most 20 ms) before it goes to the table.
+//!
+//! **Claims start at a floor.** Each claim's answer reports the first waiting row it saw (its
+//! head); the next claim starts [`FLOOR_MARGIN_MS`] below it, so it does not pass the versions
+//! of every row claimed since the oldest open snapshot began (`sysdb::claim`, "Why a floor").
+//! Polling-timer claims start from the front (rows that appeared below the floor are found
+//! there), and so does the claim after a promotion (its rows keep their old `created_at`), a
+//! take-back or a change of definition. A partitioned queue's claims take no floor.
 
 mod slots;
 
@@ -55,6 +62,11 @@ use slots::Snapshot;
 pub(crate) use slots::{Permit, Slots, Tabled, Take};
 
 use crate::base::queue::Queue;
+use crate::sysdb::QueueKey;
+
+/// How far below the last head (ms of `created_at`) a claim starts: enqueues committed this much
+/// after rows enqueued later are still seen by the next claim.
+pub(crate) const FLOOR_MARGIN_MS: i64 = 250;
 
 /// Where a queue is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,8 +107,13 @@ pub(crate) enum Decision<W> {
         slot: Permit,
         path: Path,
     },
-    /// Claim up to `limit` workflows (the slots are held until the answer).
-    Claim { limit: i64, with_depth: bool },
+    /// Claim up to `limit` workflows (the slots are held until the answer), passing over rows
+    /// below `floor`.
+    Claim {
+        limit: i64,
+        with_depth: bool,
+        floor: Option<QueueKey>,
+    },
     /// Take back this executor's workflows of the queue that no local actor runs.
     TakeBack,
     /// Restart a crashed workflow after its backoff; it keeps `slot` meanwhile.
@@ -128,6 +145,8 @@ pub(crate) struct ClaimAnswer {
     pub next_due: Option<i64>,
     /// Rows seen waiting before the claim (more than it took: work still waits).
     pub seen: i64,
+    /// The first waiting row the claim saw at or above its floor.
+    pub head: Option<QueueKey>,
 }
 
 /// The limits the machine applies, from the queue's definition.
@@ -137,6 +156,8 @@ struct Limits {
     worker: Option<u32>,
     /// Only this executor's limit applies, so an enqueue from here may take a slot directly.
     local_only: bool,
+    /// Claims may start at a floor (not on a partitioned queue).
+    floored: bool,
     polling: Duration,
 }
 
@@ -145,6 +166,7 @@ impl Limits {
         Limits {
             worker: def.worker_concurrency,
             local_only: !def.shared_limits() && !def.partitioned,
+            floored: !def.partitioned,
             polling: def.polling_interval,
         }
     }
@@ -189,6 +211,8 @@ pub(crate) struct Admission<W> {
     /// Consecutive claims held back by limits other executors use up: polls back off.
     contended: u32,
     next_due: Option<i64>,
+    /// Where the next claim that is not a poll starts.
+    floor: Option<QueueKey>,
     out: Vec<Decision<W>>,
 }
 
@@ -210,6 +234,7 @@ impl<W> Admission<W> {
             poll_armed: false,
             contended: 0,
             next_due: None,
+            floor: None,
             out: Vec::new(),
         }
     }
@@ -334,6 +359,12 @@ impl<W> Admission<W> {
         if let Some(due) = answer.next_due {
             self.wake_at(due);
         }
+        self.floor = match answer.head {
+            // Promoted rows keep their `created_at`: they may sit below any floor.
+            _ if answer.promoted > 0 || !self.limits.floored => None,
+            Some((priority, created_at)) => Some((priority, created_at - FLOOR_MARGIN_MS)),
+            None => self.floor,
+        };
         // Tabled writes that landed during the claim announced themselves while it was in
         // flight: look for them now (one still being written announces itself when it lands).
         let landed_unseen = unseen && self.slots.tabled().all_landed();
@@ -349,6 +380,7 @@ impl<W> Admission<W> {
     /// The claim in flight failed; a transient failure may have committed it, so take back.
     pub(crate) fn claim_failed(&mut self, transient: bool) -> Vec<Decision<W>> {
         self.request = None;
+        self.floor = None;
         if transient || std::mem::take(&mut self.take_back_next) {
             self.take_back();
         }
@@ -359,6 +391,7 @@ impl<W> Admission<W> {
     /// The take-back answered with `rows` (none if it failed).
     pub(crate) fn took_back(&mut self, rows: Vec<W>) -> Vec<Decision<W>> {
         self.request = None;
+        self.floor = None;
         for workflow in rows {
             let slot = self.slots.acquire(1);
             self.admit(workflow, slot, Path::TakenBack);
@@ -401,6 +434,7 @@ impl<W> Admission<W> {
     /// The queue's definition changed.
     pub(crate) fn configure(&mut self, def: &Queue) -> Vec<Decision<W>> {
         self.limits = Limits::of(def);
+        self.floor = None;
         self.backlog = true;
         self.foreign = true;
         self.claim(false);
@@ -512,6 +546,7 @@ impl<W> Admission<W> {
         self.out.push(Decision::Claim {
             limit,
             with_depth: on_timer,
+            floor: if on_timer { None } else { self.floor },
         });
     }
 

@@ -194,8 +194,8 @@ async fn a_claim_planned_on_small_tables_probes_steps_by_key() {
         &mut conn,
         &sql,
         &super::claim::CLAIM,
-        "text, text, text, int8, text, int8, int8, int8, int8, bool, text, text, int8, int8",
-        "'q', 'v', 'app', 50, 'e', 0, NULL, NULL, NULL, true, NULL, NULL, NULL, NULL",
+        "text, text, text, int8, text, int8, int8, int8, int8, bool, text, text, int8, int8, int4, int8",
+        "'q', 'v', 'app', 50, 'e', 0, NULL, NULL, NULL, true, NULL, NULL, NULL, NULL, NULL, NULL",
     )
     .await;
     assert!(!p.contains("hashed SubPlan"), "{p}");

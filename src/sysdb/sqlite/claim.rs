@@ -1,7 +1,8 @@
 //! Claiming on SQLite, by the rules in `sysdb::claim`. The flush's write transaction already
 //! excludes every other writer, so the counts of shared limits are exact without a lock of
 //! their own, and the claim can be done step by step: promote due delayed rows, size the
-//! budget, pick, take, report, promote.
+//! budget, pick, take, report, promote. A claim's floor is ignored (no head is reported): one
+//! writer leaves no row versions for a scan to pass.
 
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::{AssertSqlSafe, Row};

@@ -16,6 +16,7 @@ store_tests!(
     claims_respect_versions_and_application_names,
     claims_respect_partition_limits,
     claims_set_a_deadline_from_the_timeout,
+    a_claim_from_a_floor_passes_over_what_lies_below_it,
     recover_requeues_this_executors_pending_workflows,
     redispatch_takes_back_what_no_actor_runs,
     bump_attempts_counts_only_for_the_owner,
@@ -56,6 +57,41 @@ async fn claims_take_priority_then_fifo_and_report_what_waits(kind: Kind) {
     let none = f.claim(&claim_of(Queue::new("q"), 3)).await;
     assert!(none.claimed.is_empty());
     assert_eq!((none.seen, none.next_due), (0, None));
+}
+
+async fn a_claim_from_a_floor_passes_over_what_lies_below_it(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    for (id, priority) in [("old", 5), ("mid", 5), ("new", 5), ("urgent", 1)] {
+        f.start(&with_priority(id, priority)).await;
+    }
+    let created = |id: &'static str| {
+        let f = &f;
+        async move {
+            let at = f.column(id, "created_at").await.unwrap_or_default();
+            at.parse::<i64>().unwrap()
+        }
+    };
+    let floored = crate::sysdb::ClaimRequest {
+        floor: Some((5, created("mid").await)),
+        with_depth: false,
+        ..claim_of(Queue::new("q"), 10)
+    };
+    let out = f.claim(&floored).await;
+    if f.is_sqlite() {
+        // One writer and no row versions to pass: SQLite reads the whole queue.
+        assert_eq!(ids(&out), vec!["urgent", "old", "mid", "new"]);
+        assert_eq!(out.head, None);
+        return;
+    }
+    // A more urgent row is taken below the floor; a row of the floor's priority is not.
+    assert_eq!(ids(&out), vec!["urgent", "mid", "new"]);
+    assert_eq!(out.seen, 3);
+    assert_eq!(out.head, Some((1, created("urgent").await)));
+    assert_eq!(f.column("old", "status").await.as_deref(), Some("ENQUEUED"));
+    // A claim without a floor takes what lay below it.
+    let rest = f.claim(&claim_of(Queue::new("q"), 10)).await;
+    assert_eq!(ids(&rest), vec!["old"]);
+    assert_eq!(rest.head, Some((5, created("old").await)));
 }
 
 async fn claims_stop_at_free_slots_and_global_concurrency(kind: Kind) {

@@ -86,3 +86,62 @@ fn a_wake_up_is_kept_for_the_earliest_due_time() {
     assert_eq!(a.step(|m| m.due()), ["claim 1000"]);
     assert_eq!(a.answer(due(60), &[]), ["wake at 60"]);
 }
+
+#[test]
+fn claims_start_below_the_last_head_and_polls_from_the_front() {
+    let (mut a, first) = Actor::new(limited(4));
+    assert_eq!(
+        first,
+        ["claim 4 with depth"],
+        "the first claim starts at the front"
+    );
+    let head = |created_at, seen| ClaimAnswer {
+        head: Some((0, created_at)),
+        ..waiting(seen, 4)
+    };
+    a.answer(head(10_000, 5), &["a", "b", "c", "d"]);
+    assert_eq!(
+        a.exit("a", false),
+        ["claim 1 from 0/9750"],
+        "the next claim starts a margin below the head it saw"
+    );
+    a.answer(head(11_000, 2), &["e"]);
+    assert_eq!(a.exit("b", false), ["claim 1 from 0/10750"]);
+    // No head (nothing waited above the floor): the floor stays.
+    a.answer(waiting(0, 1), &[]);
+    a.exit("c", false);
+    assert_eq!(a.step(|m| m.woken()), ["claim 2 from 0/10750"]);
+    a.answer(waiting(0, 2), &[]);
+    assert_eq!(
+        a.step(|m| m.tick()),
+        ["claim 1 with depth"],
+        "a poll starts at the front"
+    );
+    // Promoted rows keep their old `created_at`: the next claim starts at the front.
+    let promoted = ClaimAnswer {
+        promoted: 1,
+        ..head(12_000, 1)
+    };
+    assert_eq!(
+        a.answer(promoted, &["f"]),
+        ["run f Claimed", "claim 1", "poll 1s"]
+    );
+    a.answer(head(13_000, 2), &["g"]);
+    a.step(|m| m.claim_failed(false));
+    assert_eq!(
+        a.exit("d", false),
+        ["claim 1"],
+        "a failed claim drops the floor"
+    );
+}
+
+#[test]
+fn partitioned_claims_take_no_floor() {
+    let (mut a, _) = Actor::new(limited(2).partitioned(true));
+    let head = ClaimAnswer {
+        head: Some((0, 10_000)),
+        ..waiting(3, 2)
+    };
+    a.answer(head, &["a", "b"]);
+    assert_eq!(a.exit("a", false), ["claim 1"]);
+}

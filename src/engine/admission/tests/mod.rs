@@ -50,10 +50,15 @@ impl Actor {
                 self.children.push((workflow, slot));
                 format!("run {workflow} {path:?}")
             }
-            Decision::Claim { limit, with_depth } => {
+            Decision::Claim {
+                limit,
+                with_depth,
+                floor,
+            } => {
                 format!(
-                    "claim {limit}{}",
-                    if with_depth { " with depth" } else { "" }
+                    "claim {limit}{}{}",
+                    if with_depth { " with depth" } else { "" },
+                    floor.map_or(String::new(), |(p, t)| format!(" from {p}/{t}"))
                 )
             }
             Decision::TakeBack => "take back".into(),
