@@ -288,6 +288,10 @@ fn routes(state: Arc<AdminState>) -> Router {
         .route("/api/workflows", get(workflows::list))
         .route("/api/workflows/{id}", get(workflows::get))
         .route("/api/workflows/{id}/steps", get(workflows::steps))
+        .route(
+            "/api/workflows/{id}/steps/{function_id}",
+            get(workflows::step),
+        )
         .route("/api/workflows/{id}/cancel", post(workflows::cancel))
         .route("/api/workflows/{id}/resume", post(workflows::resume))
         .route("/api/workflows/{id}/fork", post(workflows::fork))

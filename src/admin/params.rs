@@ -11,11 +11,16 @@ use super::reply::ApiError;
 use crate::base::attributes::{parse_attribute, Attributes};
 use crate::base::status::Status;
 use crate::client::manage::{ForkOptions, ListWorkflows};
+use crate::client::ListSteps;
 
 /// The most workflows one listing returns.
 pub(super) const MAX_LIMIT: u32 = 1000;
 /// A listing without `limit` returns this many.
 const DEFAULT_LIMIT: u32 = 100;
+/// The most steps one page returns.
+const MAX_STEPS: u32 = 10_000;
+/// A page of steps without `limit` holds this many.
+const DEFAULT_STEPS: u32 = 1000;
 
 /// A query string as its pairs, in order (a parameter may repeat).
 pub(super) type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
@@ -78,6 +83,36 @@ pub(super) fn count_filter(pairs: &[(String, String)]) -> Result<ListWorkflows, 
         return Err(unknown(key, "status, name, queue, app, attribute"));
     }
     list_filter(pairs)
+}
+
+/// Parses a step listing's `outputs` (`true`, the default, or `false`), `after` (the function
+/// id the page starts after: the previous page's `next_after`) and `limit`; and whether it
+/// loads outputs.
+pub(super) fn step_listing(pairs: &[(String, String)]) -> Result<(ListSteps, bool), ApiError> {
+    let (mut listing, mut outputs) = (ListSteps::new(), true);
+    let mut limit = DEFAULT_STEPS;
+    for (key, value) in pairs {
+        match key.as_str() {
+            "outputs" => {
+                outputs = value.parse().map_err(|_| {
+                    ApiError::bad_param("outputs", format!("{value:?} is neither true nor false"))
+                })?
+            }
+            "after" => listing = listing.after(function_id("after", value)?),
+            "limit" => limit = positive("limit", value, MAX_STEPS)?,
+            other => return Err(unknown(other, "outputs, after, limit")),
+        }
+    }
+    if !outputs {
+        listing = listing.without_outputs();
+    }
+    Ok((listing.limit(limit), outputs))
+}
+
+/// A step's function id, as a path segment or parameter named `name`.
+pub(super) fn function_id(name: &str, text: &str) -> Result<i32, ApiError> {
+    text.parse()
+        .map_err(|_| ApiError::bad_param(name, format!("{text:?} is not a function id")))
 }
 
 /// Parses `app`, the only parameter of the queue listing.
@@ -239,6 +274,24 @@ mod tests {
             ("colour", "red"),
         ] {
             let err = list_filter(&pairs(&[bad])).unwrap_err();
+            assert!(format!("{err:?}").contains(bad.0), "{bad:?}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn step_pages_are_checked() {
+        let (_, outputs) = step_listing(&[]).unwrap();
+        assert!(outputs, "outputs by default, as before pages");
+        let page = pairs(&[("outputs", "false"), ("after", "40"), ("limit", "10")]);
+        assert!(!step_listing(&page).unwrap().1);
+        for bad in [
+            ("outputs", "no"),
+            ("after", "x"),
+            ("limit", "0"),
+            ("limit", "10001"),
+            ("offset", "1"),
+        ] {
+            let err = step_listing(&pairs(&[bad])).unwrap_err();
             assert!(format!("{err:?}").contains(bad.0), "{bad:?}: {err:?}");
         }
     }

@@ -7,8 +7,9 @@ use serde_json::Value;
 use crate::base::queue::QueueLimits;
 use crate::base::queue::INTERNAL_QUEUE;
 use crate::base::status::WorkflowStatus;
-use crate::client::manage::{StepInfo, WorkflowInfo};
+use crate::client::manage::WorkflowInfo;
 use crate::client::observe::{AppQueueLoad, ThroughputBucket};
+use crate::client::StepInfo;
 use crate::error::PortableError;
 
 /// A workflow's status record; with payloads when it is shown on its own.
@@ -103,25 +104,40 @@ impl WorkflowView {
     }
 }
 
-/// One recorded durable call.
+/// One recorded durable call; its output and error only when they were loaded (their sizes
+/// always: `null` when it has none).
 #[derive(Debug, Serialize)]
 pub(super) struct StepView {
     function_id: i32,
     name: String,
-    output: Option<Value>,
-    error: Option<PortableError>,
+    output_bytes: Option<u64>,
+    error_bytes: Option<u64>,
     child_workflow_id: Option<String>,
     started_at_ms: Option<i64>,
     completed_at_ms: Option<i64>,
+    #[serde(flatten)]
+    payloads: Option<StepPayloads>,
 }
 
-impl From<StepInfo> for StepView {
-    fn from(s: StepInfo) -> StepView {
+/// A call's output and error (`null` when absent or not in portable JSON).
+#[derive(Debug, Serialize)]
+struct StepPayloads {
+    output: Option<Value>,
+    error: Option<PortableError>,
+}
+
+impl StepView {
+    /// The call, with its payloads when `outputs` says the listing loaded them.
+    pub(super) fn new(s: StepInfo, outputs: bool) -> StepView {
         StepView {
+            payloads: outputs.then_some(StepPayloads {
+                output: s.output,
+                error: s.error,
+            }),
             function_id: s.function_id,
             name: s.name,
-            output: s.output,
-            error: s.error,
+            output_bytes: s.output_bytes,
+            error_bytes: s.error_bytes,
             child_workflow_id: s.child_workflow_id,
             started_at_ms: s.started_at_ms,
             completed_at_ms: s.completed_at_ms,

@@ -1,5 +1,7 @@
-//! Workflow endpoints: list (filtered), one workflow with its payloads, its steps, and the
-//! operator's actions (cancel, resume, fork, change attributes). Each answers JSON; an unknown id is a 404.
+//! Workflow endpoints: list (filtered), one workflow with its payloads, its steps (in pages,
+//! with or without outputs; one step's output on demand: see `client::steps`), and the
+//! operator's actions (cancel, resume, fork, change attributes). Each answers JSON; an unknown
+//! id is a 404.
 
 use std::sync::Arc;
 
@@ -47,15 +49,39 @@ pub(super) async fn get(
     Ok(Json(WorkflowView::detail(info)))
 }
 
-/// `GET /api/workflows/{id}/steps`: its recorded calls, in order.
+/// `GET /api/workflows/{id}/steps?outputs=&after=&limit=`: a page of its recorded calls, in
+/// order (1000 by default), and `next_after`, the `after` of the next page (`null` on the last).
 pub(super) async fn steps(
     State(state): State<Arc<AdminState>>,
     Path(id): Path<String>,
+    query: QueryPairs,
 ) -> Result<Json<Value>, ApiError> {
+    let (listing, outputs) = params::step_listing(&pairs(query)?)?;
     find(&state, &id, false).await?;
-    let steps = state.client.steps(&id).await?;
-    let views: Vec<StepView> = steps.into_iter().map(StepView::from).collect();
-    Ok(Json(json!({ "workflow_id": id, "steps": views })))
+    let page = state.client.list_steps(&id, listing).await?;
+    let views: Vec<StepView> = page
+        .steps
+        .into_iter()
+        .map(|s| StepView::new(s, outputs))
+        .collect();
+    Ok(Json(
+        json!({ "workflow_id": id, "steps": views, "next_after": page.next }),
+    ))
+}
+
+/// `GET /api/workflows/{id}/steps/{function_id}`: one recorded call with its output and error.
+pub(super) async fn step(
+    State(state): State<Arc<AdminState>>,
+    Path((id, function_id)): Path<(String, String)>,
+) -> Result<Json<StepView>, ApiError> {
+    let function_id = params::function_id("function_id", &function_id)?;
+    find(&state, &id, false).await?;
+    match state.client.step(&id, function_id).await? {
+        Some(step) => Ok(Json(StepView::new(step, true))),
+        None => Err(ApiError::not_found(format!(
+            "workflow {id:?} has no step {function_id}"
+        ))),
+    }
 }
 
 /// `POST /api/workflows/{id}/cancel`: answers the status after the cancel.

@@ -1,6 +1,7 @@
-//! Workflow management, on a [`Client`] (a runtime's too, through `Runtime::client`): list workflows and their steps,
-//! resume, fork, delete, move a delay, and choose the latest application version. The same
-//! operations DBOS's client and CLI offer, over the same rows.
+//! Workflow management, on a [`Client`] (a runtime's too, through `Runtime::client`): list
+//! workflows (their steps: `client::steps`), resume, fork, delete, move a delay, and choose the
+//! latest application version. The same operations DBOS's client and CLI offer, over the same
+//! rows.
 //!
 //! It runs no workflow code and builds no SQL: it calls the store (`sysdb::manage`).
 
@@ -21,7 +22,7 @@ use crate::durable::context::{Begun, Call, Context};
 use crate::engine::handle::WorkflowHandle;
 use crate::engine::start;
 use crate::error::{Error, PortableError, Result};
-use crate::sysdb::{AppVersion, Fork, ListQuery, ListedRow, StepListing};
+use crate::sysdb::{AppVersion, Fork, ListQuery, ListedRow};
 
 /// Which workflows [`Client::list_workflows`] returns. Every filter is optional; results come in
 /// creation order (oldest first unless [`ListWorkflows::newest_first`]).
@@ -182,39 +183,6 @@ impl WorkflowInfo {
     }
 }
 
-/// One recorded durable call of a workflow: a step, a sleep, a send, a child start...
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[non_exhaustive]
-pub struct StepInfo {
-    /// Its position in the workflow (from 1).
-    pub function_id: i32,
-    pub name: String,
-    pub output: Option<Value>,
-    pub error: Option<PortableError>,
-    /// The child workflow it started, if any.
-    pub child_workflow_id: Option<String>,
-    pub started_at_ms: Option<i64>,
-    pub completed_at_ms: Option<i64>,
-}
-
-impl From<StepListing> for StepInfo {
-    fn from(s: StepListing) -> StepInfo {
-        let portable = s.serialization.as_deref() == Some(PORTABLE_JSON);
-        StepInfo {
-            function_id: s.function_id,
-            name: s.name,
-            output: s
-                .output
-                .filter(|_| portable)
-                .and_then(|t| serde_json::from_str(&t).ok()),
-            error: s.error.as_deref().map(codec::decode_error),
-            child_workflow_id: s.child_workflow_id,
-            started_at_ms: s.started_at,
-            completed_at_ms: s.completed_at,
-        }
-    }
-}
-
 /// How [`Client::fork`] copies a workflow.
 #[derive(Debug, Clone, Default)]
 pub struct ForkOptions {
@@ -276,20 +244,6 @@ impl Client {
         let mut filter = filter;
         filter.query.queued_only = true;
         self.list_workflows(filter).await
-    }
-
-    /// The recorded durable calls of workflow `id`, in order.
-    pub async fn steps(&self, id: &str) -> Result<Vec<StepInfo>> {
-        crate::names::validate_name(id, "workflow id")?;
-        let target = id.to_owned();
-        let steps = self
-            .shared()
-            .db
-            .call_with(target, move |db, target| async move {
-                db.list_steps(&target).await
-            })
-            .await?;
-        Ok(steps.into_iter().map(StepInfo::from).collect())
     }
 
     /// Resumes workflow `id` from its last checkpoint: a cancelled, parked or stuck workflow is

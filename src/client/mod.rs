@@ -6,9 +6,10 @@
 //! A [`Runtime`](crate::Runtime) has one too ([`Runtime::client`](crate::Runtime::client)), sharing
 //! the runtime's actors.
 //!
-//! This file is the client's core; its feature extensions (`manage`, `observe`, `outbox`,
-//! `schedule`, `debounce`, `retention`, `rewind`, `attributes`, `fleet`) are `impl Client` blocks
-//! in the submodules, built on the core and the feature modules; nothing in the core names them.
+//! This file is the client's core; its feature extensions (`manage`, `steps`, `observe`,
+//! `outbox`, `schedule`, `debounce`, `retention`, `rewind`, `attributes`, `fleet`) are `impl
+//! Client` blocks in the submodules, built on the core and the feature modules; nothing in the
+//! core names them.
 //!
 //! **What a client checks.** It refuses a schema whose `dbos_migrations` is below 125
 //! (`SchemaTooOld`) rather than migrate it. It enqueues workflows by name without knowing them. It
@@ -48,12 +49,14 @@ pub(crate) mod outbox;
 mod retention;
 mod rewind;
 mod schedule;
+pub(crate) mod steps;
 
 pub use crate::engine::retention::Retention;
 pub use crate::sysdb::{AppVersion, ExecutorInfo, MigrationReport};
 pub use debounce::DebounceOptions;
-pub use manage::{ForkOptions, ListWorkflows, StepInfo, WorkflowInfo};
+pub use manage::{ForkOptions, ListWorkflows, WorkflowInfo};
 pub use outbox::Message;
+pub use steps::{ListSteps, StepInfo, StepPage};
 
 /// Counters of database traffic and supervision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

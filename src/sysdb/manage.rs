@@ -2,6 +2,13 @@
 //! delay. Used by the client and the CLI; none of it runs workflow code. Wake-ups are the
 //! caller's on SQLite (Postgres also announces requeued work).
 //!
+//! **Steps in pages.** A step listing ([`StepQuery`]) is keyset-paged on the primary key
+//! `(workflow_uuid, function_id)`: a page starts above a function id, so page 1,000 costs what
+//! page 1 does. Without outputs the statement names neither `output` nor `error`, only their
+//! `octet_length`, which neither backend computes by reading the value (Postgres reads a TOASTed
+//! value's size from its pointer; SQLite's `octet_length` skips overflow pages): a 10 MB output
+//! costs the listing nothing.
+//!
 //! **Resume is a takeover.** One statement sets the row `ENQUEUED` on the internal queue with no
 //! owner (unless it finished: then nothing changes, as DBOS), and announces `stead_cancel_channel`
 //! `["<id>", "<old owner>"]`: the process running the old execution stops that run only. Whoever
@@ -61,17 +68,43 @@ pub(crate) struct StatusCount {
     pub count: i64,
 }
 
+/// Which recorded calls of a workflow a step listing returns, in function id order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StepQuery {
+    /// Whether to load outputs and errors (their sizes come either way).
+    pub outputs: bool,
+    /// Only calls with a function id above this (`i32::MIN`: from the first).
+    pub after: i32,
+    /// At most this many calls; `None`: all.
+    pub limit: Option<i64>,
+}
+
+impl StepQuery {
+    /// Every call, with its output.
+    pub(crate) const ALL: StepQuery = StepQuery {
+        outputs: true,
+        after: i32::MIN,
+        limit: None,
+    };
+}
+
 /// One recorded durable call, for display.
 #[derive(Debug, Clone)]
 pub(crate) struct StepListing {
     pub function_id: i32,
     pub name: String,
+    /// `None` also when the listing left outputs out.
     pub output: Option<String>,
+    /// `None` also when the listing left outputs out.
     pub error: Option<String>,
     pub child_workflow_id: Option<String>,
     pub started_at: Option<i64>,
     pub completed_at: Option<i64>,
     pub serialization: Option<String>,
+    /// The stored output's size in bytes; `None` when it has none.
+    pub output_bytes: Option<i64>,
+    /// The stored error's size in bytes; `None` when it has none.
+    pub error_bytes: Option<i64>,
 }
 
 /// What a resume found.
@@ -133,8 +166,8 @@ pub(crate) trait Manage: Send + Sync {
     /// status; statuses with none are absent.
     async fn count_workflows(&self, q: &ListQuery) -> Result<Vec<StatusCount>, DbError>;
 
-    /// The recorded calls of workflow `id`, in order.
-    async fn list_steps(&self, id: &str) -> Result<Vec<StepListing>, DbError>;
+    /// The recorded calls of workflow `id` that `q` selects, in order.
+    async fn list_steps(&self, id: &str, q: &StepQuery) -> Result<Vec<StepListing>, DbError>;
 
     /// Puts workflow `id` back on `queue` from its last checkpoint, whatever its state unless
     /// it finished (`SUCCESS`, `ERROR`): no owner, no deadline, no deduplication id, attempts

@@ -61,6 +61,7 @@ pub use fleet::ExecutorInfo;
 pub(crate) use fleet::{Adoption, Lease, Member};
 pub(crate) use manage::{
     AttributesUpdate, Delayed, Fork, ListQuery, ListedRow, Resumed, StatusCount, StepListing,
+    StepQuery,
 };
 pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;

@@ -200,7 +200,8 @@ impl StepRow {
 }
 
 impl StepListing {
-    /// Function id, name, output, error, child id, started, completed, serialization.
+    /// Function id, name, output, error, child id, started, completed, serialization, output
+    /// size, error size.
     pub(super) fn from_row(row: &impl AnyRow) -> Result<StepListing, sqlx::Error> {
         Ok(StepListing {
             function_id: row.at(0)?,
@@ -211,6 +212,8 @@ impl StepListing {
             started_at: row.at(5)?,
             completed_at: row.at(6)?,
             serialization: row.at(7)?,
+            output_bytes: row.at(8)?,
+            error_bytes: row.at(9)?,
         })
     }
 }

@@ -117,6 +117,30 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
         )
         .await;
     assert!(step.as_str().unwrap().contains("prepare"), "{step}");
+    // Its output is loaded when it is opened, and stays shown across refreshes.
+    browser.click_css("#timeline .step summary").await;
+    let output = browser
+        .wait_for(
+            "const o = document.querySelector('#timeline .step .step-output pre'); \
+             return o ? o.textContent : null;",
+            json!([]),
+            10,
+        )
+        .await;
+    assert_eq!(output, "7");
+    let updated = browser
+        .script("return document.querySelector('#updated').textContent;", json!([]))
+        .await;
+    let kept = browser
+        .wait_for(
+            "if (document.querySelector('#updated').textContent === arguments[0]) return null; \
+             const o = document.querySelector('#timeline .step .step-output pre'); \
+             return o ? o.textContent : 'closed';",
+            json!([updated]),
+            10,
+        )
+        .await;
+    assert_eq!(kept, "7", "still open after a refresh");
     // The minute's sleep is shown as waiting, not as done with a future completion time.
     let sleeping = browser
         .wait_for(

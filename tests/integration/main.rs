@@ -52,6 +52,8 @@ mod round_trips;
 mod runtime;
 mod schedules;
 mod schema;
+#[cfg(all(feature = "admin", feature = "cli"))]
+mod step_history;
 mod steps;
 mod store_faults;
 mod streams;

@@ -9,6 +9,8 @@
   const RESUMABLE = new Set(["CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"]);
   const THROUGHPUT_MINUTES = 15;
   const BUCKET_SECONDS = 10;
+  // The timeline shows this many steps more per "more steps"; their outputs load when opened.
+  const STEP_PAGE = 200;
 
   // A token given as ?token= is sent as a bearer header with every API call.
   const token = new URLSearchParams(location.search).get("token") || "";
@@ -17,7 +19,8 @@
   const BASE = location.pathname.replace(/\/+$/, "");
   // A workflow's own URL: the page with `#workflow/<id>`.
   const LINK = "#workflow/";
-  const state = { selected: null, timer: null, busy: false, again: false, offset: 0, reveal: false };
+  const state = { selected: null, timer: null, busy: false, again: false, offset: 0, reveal: false,
+    steps: { id: null, shown: STEP_PAGE, opened: new Map() } };
   const $ = (sel) => document.querySelector(sel);
 
   function el(tag, attrs, ...children) {
@@ -214,8 +217,9 @@
   async function loadDetail() {
     const id = state.selected;
     if (!id) return;
+    if (state.steps.id !== id) state.steps = { id, shown: STEP_PAGE, opened: new Map() };
     const path = "/api/workflows/" + encodeURIComponent(id);
-    const [w, steps] = await Promise.all([api(path), api(path + "/steps")]);
+    const [w, steps] = await Promise.all([api(path), loadSteps(path)]);
     if (state.selected !== id) return;
     $("#detail").hidden = false;
     $("#detail-id").textContent = id;
@@ -238,12 +242,61 @@
     if (w.output !== null) add("output", json(w.output));
     if (w.error) add("error", errorBlock(w.error));
     $("#detail-meta").replaceChildren(meta);
-    $("#timeline").replaceChildren(timeline(w, steps.steps));
+    $("#timeline").replaceChildren(timeline(w, steps.list), steps.more ? el("button", {
+      type: "button", id: "more-steps",
+      onclick: () => { state.steps.shown += STEP_PAGE; refresh(); },
+    }, "more steps") : null);
     // Opened by the user: bring it into view (it sits below the list).
     if (state.reveal) {
       state.reveal = false;
       $("#detail").scrollIntoView({ block: "start" });
     }
+  }
+
+  // The steps shown, in pages without outputs (each starts after the last one's end).
+  async function loadSteps(path) {
+    const list = [];
+    let after = null;
+    do {
+      const limit = Math.min(STEP_PAGE, state.steps.shown - list.length);
+      const query = new URLSearchParams({ outputs: "false", limit });
+      if (after !== null) query.set("after", after);
+      const page = await api(path + "/steps?" + query);
+      list.push(...page.steps);
+      after = page.next_after;
+    } while (after !== null && list.length < state.steps.shown);
+    return { list, more: after !== null };
+  }
+
+  // A step's output or error, loaded when its details are opened and kept while they stay open.
+  function stepDetails(s) {
+    const opened = state.steps.opened;
+    const size = (n) => (n >= 1024 ? (n / 1024).toFixed(n >= 10240 ? 0 : 1) + " KiB" : n + " B");
+    const label = s.error_bytes !== null ? "error (" + size(s.error_bytes) + ")"
+      : s.output_bytes !== null ? "output (" + size(s.output_bytes) + ")" : "no output";
+    const body = el("div", { class: "step-output" });
+    const fill = (full) => body.replaceChildren(full.error ? errorBlock(full.error) : json(full.output));
+    const details = el("details", { open: opened.has(s.function_id) }, el("summary", {}, label), body);
+    if (opened.get(s.function_id)) fill(opened.get(s.function_id));
+    details.addEventListener("toggle", async () => {
+      if (!details.open) {
+        opened.delete(s.function_id);
+        return;
+      }
+      if (opened.get(s.function_id)) return;
+      opened.set(s.function_id, null);
+      body.replaceChildren(el("span", { class: "muted" }, "loading…"));
+      try {
+        const full = await api("/api/workflows/" + encodeURIComponent(state.steps.id) + "/steps/"
+          + s.function_id);
+        if (opened.has(s.function_id)) opened.set(s.function_id, full);
+        fill(full);
+      } catch (e) {
+        opened.delete(s.function_id);
+        body.replaceChildren(errorBlock(e.message));
+      }
+    });
+    return details;
   }
 
   function timeline(w, steps) {
@@ -253,10 +306,10 @@
     }
     const now = Date.now();
     const live = CANCELLABLE.has(w.status);
-    // A sleep records its wake-up time (epoch seconds) when it starts: while the workflow runs
+    // A sleep records its wake-up time as its completion when it starts: while the workflow runs
     // and that time is ahead, the step is waiting, not done.
-    const wakes = (s) => (s.name === "DBOS.sleep" && typeof s.output === "number"
-      && live && s.output * 1000 > now ? s.output * 1000 : null);
+    const wakes = (s) => (s.name === "DBOS.sleep" && live && s.completed_at_ms > now
+      ? s.completed_at_ms : null);
     const endOf = (s) => (wakes(s) ? now : Math.min(s.completed_at_ms || now, now));
     const starts = steps.map((s) => s.started_at_ms).filter(Boolean);
     const begin = Math.min(w.started_at_ms || w.created_at_ms, ...starts);
@@ -272,14 +325,13 @@
       bar.style.width = (100 * Math.max(to - from, 0) / span).toFixed(2) + "%";
       const took = until ? "waiting, wakes " + when(until)
         : s.started_at_ms && s.completed_at_ms ? duration(s.completed_at_ms - s.started_at_ms) : "";
-      const cls = "step" + (s.error ? " failed" : "") + (until ? " waiting" : "");
+      const cls = "step" + (s.error_bytes !== null ? " failed" : "") + (until ? " waiting" : "");
       box.append(el("div", { class: cls, dataset: { step: s.function_id } },
         el("span", { class: "muted" }, "#" + s.function_id),
         el("span", { title: s.name }, s.name, s.child_workflow_id ? " → " + s.child_workflow_id : ""),
         el("div", { class: "track", title: "+" + duration(from) }, bar),
         el("span", { class: "muted" }, took),
-        el("details", {}, el("summary", {}, s.error ? "error" : "output"),
-          s.error ? errorBlock(s.error) : json(s.output))));
+        stepDetails(s)));
     }
     return box;
   }

@@ -74,8 +74,8 @@ pub enum WorkflowCommand {
     List(Box<ListArgs>),
     /// Show one workflow with its input, output and error
     Get { id: String },
-    /// List a workflow's recorded steps and other durable calls
-    Steps { id: String },
+    /// List a workflow's recorded steps and other durable calls, in pages
+    Steps(StepsArgs),
     /// Cancel a workflow; it stops before its next durable call
     Cancel {
         id: String,
@@ -177,6 +177,21 @@ pub struct ListArgs {
     /// Include inputs, outputs and errors (in --json output)
     #[arg(long)]
     pub payloads: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StepsArgs {
+    pub id: String,
+    /// Show each output's and error's size instead of its value (the database does not read
+    /// them)
+    #[arg(long)]
+    pub no_outputs: bool,
+    /// At most this many steps (0: no limit)
+    #[arg(short = 'l', long, default_value_t = 1000)]
+    pub limit: u32,
+    /// Only steps after this function id (a page's last; --after N-1 --limit 1 shows step N)
+    #[arg(long, value_name = "FUNCTION_ID", allow_negative_numbers = true)]
+    pub after: Option<i32>,
 }
 
 #[derive(Debug, Args)]

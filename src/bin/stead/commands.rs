@@ -11,16 +11,19 @@
 //! `queue list`, `GET /api/queues` and the dashboard's queue table read every application's
 //! definitions (`list_all_queues`), each with its app; `--app` / `?app=` narrow them to one
 //! application's and shared ones.
+//!
+//! `workflow steps` pages the same way, by function id (`client::steps`): at most `--limit`
+//! steps after `--after`, and when more follow, a note naming the `--after` of the next page.
 
 use serde_json::json;
 use stead::{
-    client::ClientOptions, client::ForkOptions, client::ListWorkflows, client::Retention,
-    client::WorkflowInfo, workflow::Attributes, Client, Error,
+    client::ClientOptions, client::ForkOptions, client::ListSteps, client::ListWorkflows,
+    client::Retention, client::WorkflowInfo, workflow::Attributes, Client, Error,
 };
 
 use crate::args::{
     ClientCommand, ExecutorCommand, ForkArgs, GcArgs, ListArgs, QueueCommand, ScheduleCommand,
-    WorkflowCommand,
+    StepsArgs, WorkflowCommand,
 };
 use crate::output::{self, QueueView, Rendered};
 
@@ -85,13 +88,7 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
             let found = get(client, &id).await?;
             Ok(Rendered::new(&found, output::workflow(&found)))
         }
-        WorkflowCommand::Steps { id } => {
-            let steps = client.steps(&id).await?;
-            if steps.is_empty() {
-                get(client, &id).await?;
-            }
-            Ok(Rendered::new(&steps, output::steps(&steps)))
-        }
+        WorkflowCommand::Steps(args) => steps(client, args).await,
         WorkflowCommand::Cancel { id, children } => {
             if children {
                 client.cancel_with_children(&id).await?;
@@ -228,6 +225,32 @@ async fn list(client: &Client, mut args: ListArgs) -> stead::Result<Rendered> {
              use --offset {next} for the next page"
         ));
     }
+    Ok(rendered)
+}
+
+/// One page of a workflow's steps, and a note naming the next page when more follow.
+async fn steps(client: &Client, args: StepsArgs) -> stead::Result<Rendered> {
+    let mut listing = ListSteps::new();
+    if args.no_outputs {
+        listing = listing.without_outputs();
+    }
+    if let Some(after) = args.after {
+        listing = listing.after(after);
+    }
+    if args.limit > 0 {
+        listing = listing.limit(args.limit);
+    }
+    let page = client.list_steps(&args.id, listing).await?;
+    if page.steps.is_empty() {
+        get(client, &args.id).await?;
+    }
+    let mut rendered = Rendered::new(&page.steps, output::steps(&page.steps));
+    rendered.note = page.next.map(|last| {
+        format!(
+            "showing {} steps up to {last}; use --after {last} for the next page",
+            page.steps.len()
+        )
+    });
     Ok(rendered)
 }
 

@@ -210,13 +210,16 @@ pub fn workflow(w: &WorkflowInfo) -> String {
         .collect()
 }
 
+/// Steps; a result that was not loaded (or is in another format) shows as its size.
 pub fn steps(list: &[StepInfo]) -> String {
     let mut table = Table::new(&["STEP", "NAME", "RESULT", "CHILD", "STARTED", "COMPLETED"]);
     for s in list {
-        let result = match (&s.error, &s.output) {
-            (Some(e), _) => format!("error: {e}"),
-            (None, Some(v)) => v.to_string(),
-            (None, None) => String::new(),
+        let result = match (&s.error, &s.output, s.error_bytes, s.output_bytes) {
+            (Some(e), ..) => format!("error: {e}"),
+            (None, _, Some(n), _) => format!("error ({n} bytes)"),
+            (None, Some(v), None, _) => v.to_string(),
+            (None, None, None, Some(n)) => format!("({n} bytes)"),
+            (None, None, None, None) => String::new(),
         };
         table.row(vec![
             s.function_id.to_string(),

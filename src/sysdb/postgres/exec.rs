@@ -389,7 +389,9 @@ macro_rules! int_lit {
         impl Lit for $t {
             const TYPE: &'static str = $pg;
             fn value(&self, out: &mut String) {
-                let _ = write!(out, "{self}");
+                // Negative ones quoted: `-N::int4` casts `N` before negating it (the minimum
+                // overflows), and `-N` is typed by `N`, not by a routine's parameter.
+                let _ = if *self < 0 { write!(out, "'{self}'") } else { write!(out, "{self}") };
             }
             fn elem(&self, out: &mut String) {
                 let _ = write!(out, "{self}");
@@ -501,7 +503,8 @@ mod tests {
     fn literals_are_typed_and_escaped() {
         assert_eq!(lit("it's a \\ test"), r"E'it''s a \\ test'::text");
         assert_eq!(lit(String::new()), "E''::text");
-        assert_eq!(lit(i64::MIN), "-9223372036854775808::int8");
+        assert_eq!(lit(i64::MIN), "'-9223372036854775808'::int8");
+        assert_eq!(lit(i32::MIN), "'-2147483648'::int4");
         assert_eq!(lit(7i32), "7::int4");
         assert_eq!(lit(true), "true::bool");
         assert_eq!(lit(None::<&str>), "NULL::text");

@@ -13,7 +13,7 @@ use crate::error::DbError;
 use crate::sysdb::manage::{Fork, Forked, Manage};
 use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};
 use crate::sysdb::{
-    AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StatusCount, StepListing,
+    AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StatusCount, StepListing, StepQuery,
 };
 
 /// Built once per process; `Sql::get` splices the schema in.
@@ -65,9 +65,23 @@ const LIST_WHERE: &str = "($1::text[] IS NULL OR w.workflow_uuid = ANY($1)) \
     AND (NOT $13 OR (w.queue_name IS NOT NULL \
          AND (w.status IN ('ENQUEUED', 'PENDING') OR w.status = 'DELAYED')))";
 
-const STEPS: &str = "SELECT function_id, function_name, output, error, \
-    child_workflow_id, started_at_epoch_ms, completed_at_epoch_ms, serialization \
-    FROM {s}.operation_outputs WHERE workflow_uuid = $1 ORDER BY function_id";
+/// Built once per process; `Sql::get` splices the schema in.
+static STEPS: LazyLock<String> = LazyLock::new(|| steps_sql("output, error"));
+
+/// Built once per process; `Sql::get` splices the schema in.
+static STEPS_BARE: LazyLock<String> = LazyLock::new(|| steps_sql("NULL::text, NULL::text"));
+
+/// A page of `$1`'s calls above function id `$2` (at most `$3`, all when NULL), with `payloads`
+/// as the output and error columns: without them, only their sizes are read.
+fn steps_sql(payloads: &str) -> String {
+    format!(
+        "SELECT function_id, function_name, {payloads}, child_workflow_id, \
+           started_at_epoch_ms, completed_at_epoch_ms, serialization, \
+           octet_length(output)::int8, octet_length(error)::int8 \
+         FROM {{s}}.operation_outputs WHERE workflow_uuid = $1 AND function_id > $2 \
+         ORDER BY function_id LIMIT $3"
+    )
+}
 
 /// Puts workflow `id` back on `queue` from its last checkpoint, whatever its state (unless it
 /// finished), and announces the takeover so the execution that owned it stops.
@@ -208,8 +222,16 @@ impl Manage for Postgres {
         all(&rows, StatusCount::from_row)
     }
 
-    async fn list_steps(&self, id: &str) -> Result<Vec<StepListing>, DbError> {
-        let rows = self.sql.query(STEPS).bind(id).fetch_all(&self.pool).await?;
+    async fn list_steps(&self, id: &str, q: &StepQuery) -> Result<Vec<StepListing>, DbError> {
+        let statement: &'static str = if q.outputs { &STEPS } else { &STEPS_BARE };
+        let rows = self
+            .sql
+            .query(statement)
+            .bind(id)
+            .bind(q.after)
+            .bind(q.limit)
+            .fetch_all(&self.pool)
+            .await?;
         all(&rows, StepListing::from_row)
     }
 

@@ -12,7 +12,7 @@ use crate::error::DbError;
 use crate::sysdb::manage::{Fork, Forked, Manage};
 use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};
 use crate::sysdb::{
-    AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StatusCount, StepListing,
+    AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StatusCount, StepListing, StepQuery,
 };
 
 #[async_trait]
@@ -39,15 +39,26 @@ impl Manage for Sqlite {
         all(&rows, StatusCount::from_row)
     }
 
-    async fn list_steps(&self, id: &str) -> Result<Vec<StepListing>, DbError> {
-        let rows = sqlx::query(
-            "SELECT function_id, function_name, output, error, child_workflow_id, \
-                 started_at_epoch_ms, completed_at_epoch_ms, serialization \
-             FROM operation_outputs WHERE workflow_uuid = ?1 ORDER BY function_id",
-        )
-        .bind(id)
-        .fetch_all(self.reader())
-        .await?;
+    async fn list_steps(&self, id: &str, q: &StepQuery) -> Result<Vec<StepListing>, DbError> {
+        // Without outputs only their sizes are read (`octet_length` skips overflow pages).
+        let payloads = if q.outputs {
+            "output, error"
+        } else {
+            "NULL, NULL"
+        };
+        let sql = format!(
+            "SELECT function_id, function_name, {payloads}, child_workflow_id, \
+                 started_at_epoch_ms, completed_at_epoch_ms, serialization, \
+                 octet_length(output), octet_length(error) \
+             FROM operation_outputs WHERE workflow_uuid = ?1 AND function_id > ?2 \
+             ORDER BY function_id LIMIT COALESCE(?3, -1)"
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(id)
+            .bind(q.after)
+            .bind(q.limit)
+            .fetch_all(self.reader())
+            .await?;
         all(&rows, StepListing::from_row)
     }
 

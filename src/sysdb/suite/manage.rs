@@ -1,9 +1,12 @@
 //! Cancellation and management: list, steps, resume, fork, delete, set_delay.
 
-use super::{enqueued, owner_of, store_tests, workflow, Fixture, Kind};
+use super::{enqueued, owner_of, step_write, store_tests, workflow, Fixture, Kind};
 use crate::base::clock::now_ms;
 use crate::base::queue::INTERNAL_QUEUE;
-use crate::sysdb::{Fork, HeldRun, ListQuery, NewWorkflow, Op, OpStep, StatusCount, StepOutcome};
+use crate::sysdb::{
+    Fork, HeldRun, ListQuery, NewWorkflow, Op, OpStep, StatusCount, StepOutcome, StepQuery,
+    StepWrite,
+};
 
 store_tests!(
     cancel_stops_a_workflow_and_when_asked_its_descendants,
@@ -11,6 +14,7 @@ store_tests!(
     list_filters_orders_and_pages,
     count_groups_the_listed_workflows_by_status,
     list_steps_shows_every_recorded_call,
+    list_steps_pages_with_or_without_outputs,
     resume_requeues_unless_finished,
     fork_copies_the_history_before_the_step,
     delete_removes_every_row_of_the_tree,
@@ -234,7 +238,7 @@ async fn list_steps_shows_every_recorded_call(kind: Kind) {
     f.running("a").await;
     assert_eq!(f.step("a", 2, "\"two\"").await, StepOutcome::Recorded);
     assert_eq!(f.step("a", 1, "\"one\"").await, StepOutcome::Recorded);
-    let steps = f.store.list_steps("a").await.unwrap();
+    let steps = f.store.list_steps("a", &StepQuery::ALL).await.unwrap();
     let got: Vec<(i32, &str)> = steps
         .iter()
         .map(|s| (s.function_id, s.output.as_deref().unwrap_or_default()))
@@ -242,7 +246,83 @@ async fn list_steps_shows_every_recorded_call(kind: Kind) {
     assert_eq!(got, vec![(1, "\"one\""), (2, "\"two\"")]);
     assert_eq!(steps[0].name, "step");
     assert!(steps[0].started_at.is_some() && steps[0].completed_at.is_some());
-    assert!(f.store.list_steps("nobody").await.unwrap().is_empty());
+    assert_eq!(steps[0].output_bytes, Some(5));
+    let nobody = f.store.list_steps("nobody", &StepQuery::ALL).await;
+    assert!(nobody.unwrap().is_empty());
+}
+
+async fn list_steps_pages_with_or_without_outputs(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("a").await;
+    // A large output, a failed call and small ones (multi-byte text is counted in bytes).
+    let large = format!("\"{}\"", "x".repeat(300_000));
+    let failed = StepWrite {
+        output: None,
+        error: Some("{\"message\":\"no\"}".into()),
+        ..step_write("a", 3, "")
+    };
+    let mut session = f.session().await;
+    let writes = [
+        step_write("a", 1, "\"é\""),
+        step_write("a", 2, &large),
+        failed,
+        step_write("a", 4, "4"),
+        step_write("a", 5, "5"),
+    ];
+    let outcomes = session.checkpoint(&writes.iter().collect::<Vec<_>>()).await;
+    assert!(outcomes
+        .unwrap()
+        .iter()
+        .all(|o| *o == StepOutcome::Recorded));
+
+    // Pages of two, each above the last one's final id, cover every call once, in order.
+    let mut seen = Vec::new();
+    let mut after = i32::MIN;
+    loop {
+        let q = StepQuery {
+            outputs: false,
+            after,
+            limit: Some(2),
+        };
+        let page = f.store.list_steps("a", &q).await.unwrap();
+        assert!(page.len() <= 2);
+        let Some(last) = page.last() else { break };
+        after = last.function_id;
+        seen.extend(page);
+    }
+    let ids: Vec<i32> = seen.iter().map(|s| s.function_id).collect();
+    assert_eq!(ids, [1, 2, 3, 4, 5]);
+    assert!(seen.iter().all(|s| s.output.is_none() && s.error.is_none()));
+    let sizes: Vec<_> = seen
+        .iter()
+        .map(|s| (s.output_bytes, s.error_bytes))
+        .collect();
+    assert_eq!(
+        sizes,
+        [
+            (Some(4), None),
+            (Some(300_002), None),
+            (None, Some(16)),
+            (Some(1), None),
+            (Some(1), None),
+        ]
+    );
+
+    // One call with its output: the page of one above the id before it.
+    let one = StepQuery {
+        outputs: true,
+        after: 1,
+        limit: Some(1),
+    };
+    let got = f.store.list_steps("a", &one).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].function_id, got[0].output.as_deref()),
+        (2, Some(large.as_str()))
+    );
+    let one = StepQuery { after: 2, ..one };
+    let got = f.store.list_steps("a", &one).await.unwrap();
+    assert_eq!(got[0].error.as_deref(), Some("{\"message\":\"no\"}"));
 }
 
 async fn resume_requeues_unless_finished(kind: Kind) {

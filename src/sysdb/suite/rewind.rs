@@ -3,7 +3,7 @@
 
 use super::{owner_of, store_tests, Fixture, Kind};
 use crate::base::status::Status;
-use crate::sysdb::{FinishWrite, Rewind, Rewound};
+use crate::sysdb::{FinishWrite, Rewind, Rewound, StepQuery};
 
 store_tests!(rewind_drops_calls_from_the_step_and_requeues_a_finished_workflow);
 
@@ -45,7 +45,7 @@ async fn rewind_drops_calls_from_the_step_and_requeues_a_finished_workflow(kind:
         f.store.rewind(&rewind("w", 2)).await.unwrap(),
         Rewound::Requeued
     );
-    let steps = f.store.list_steps("w").await.unwrap();
+    let steps = f.store.list_steps("w", &StepQuery::ALL).await.unwrap();
     assert_eq!(steps.iter().map(|s| s.function_id).collect::<Vec<_>>(), [1]);
     let row = f.store.status("w").await.unwrap().unwrap();
     assert_eq!(row.status.status, Status::Enqueued);

@@ -130,6 +130,11 @@ async fn list_get_and_steps_show_every_status_as_tables_and_json(db) {
         (&steps[0]["function_id"], &steps[0]["output"]),
         (&Value::from(1), &Value::from(2))
     );
+    // Without outputs: the size of each, not its value.
+    let bare = ok(url, &["workflow", "steps", "ok-1", "--no-outputs"]).await;
+    assert!(bare.lines().nth(1).unwrap().contains("(1 bytes)"), "{bare}");
+    let bare = json(url, &["workflow", "steps", "ok-1", "--no-outputs"]).await;
+    assert_eq!((&bare[0]["output"], &bare[0]["output_bytes"]), (&Value::Null, &Value::from(1)));
 
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }

@@ -52,10 +52,10 @@ fn builder(db: &common::TestDb) -> stead::RuntimeBuilder {
 }
 
 /// What one run of the binary did.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
     took: Duration,
 }
 
@@ -80,7 +80,7 @@ async fn exec(mut cmd: tokio::process::Command) -> Run {
 }
 
 /// `stead --database-url <url> <args>`.
-async fn stead(url: &str, args: &[&str]) -> Run {
+pub(crate) async fn stead(url: &str, args: &[&str]) -> Run {
     let mut all = vec!["--database-url", url];
     all.extend_from_slice(args);
     exec(command(&all)).await

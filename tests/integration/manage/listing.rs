@@ -2,6 +2,7 @@
 //! and the steps of a workflow, each recorded call in order.
 
 use super::*;
+use stead::client::ListSteps;
 
 /// Workflows in every shape the filters tell apart, and the moment between d2 and d3. Shuts
 /// `rt` down and returns another executor (an embedded database serves one at a time).
@@ -200,6 +201,29 @@ async fn steps_list_each_recorded_call_in_order(db) {
     assert_eq!(parent[0].child_workflow_id.as_deref(), Some("sp-1"));
     assert_eq!(parent[1].name, "DBOS.getResult");
     assert!(client.steps("missing").await.unwrap().is_empty());
+
+    // Pages of two without outputs: each call once, in order, with its output's size only.
+    let pages = ListSteps::new().without_outputs().limit(2);
+    let mut page = client.list_steps("st", pages).await.unwrap();
+    let mut seen = Vec::new();
+    loop {
+        seen.extend(page.steps.iter().map(|s| (s.function_id, s.output.clone(), s.output_bytes)));
+        let Some(last) = page.next else { break };
+        page = client.list_steps("st", pages.after(last)).await.unwrap();
+    }
+    assert_eq!(
+        seen,
+        (1..=5).map(|i| (i, None, Some(2))).collect::<Vec<_>>(),
+        "outputs 11 to 15, two bytes each"
+    );
+    // A full last page says so: no cursor to an empty one.
+    let last = client.list_steps("st", ListSteps::new().after(3).limit(2)).await.unwrap();
+    assert_eq!((last.steps.len(), last.next), (2, None));
+    // One step's output on demand.
+    let third = client.step("st", 3).await.unwrap().expect("step 3");
+    assert_eq!((third.name.as_str(), third.output), ("s3", Some(serde_json::json!(13))));
+    assert_eq!(client.step("st", 6).await.unwrap(), None);
+    assert_eq!(client.step("st", i32::MIN).await.unwrap(), None);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
