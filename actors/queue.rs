@@ -7,6 +7,9 @@
 //! queue's actor also runs this process's direct starts.
 //!
 //! It decides nothing about slots, ordering or its lifecycle itself, and never runs workflow code.
+//! It samples the queue's depth and lag gauges: from the claim a tick sends, or, when a tick sends
+//! none (every slot busy, or a claim in flight), by a read of the queue's counts, so the gauges
+//! keep moving while the queue is saturated (`base::metrics`, "Queue lag").
 //!
 //! **Crashes and budgets.** A panic (or an exhausted database retry) fails the workflow actor; its
 //! queue actor bumps `recovery_attempts` and restarts it after a backoff. Past
@@ -50,6 +53,8 @@ pub(crate) enum QueueMsg {
     Due,
     /// A claim finished.
     Claimed(Result<ClaimOutcome, DbError>, Instant),
+    /// The queue's `ENQUEUED` rows, read for the gauges: how many, and the oldest's `created_at`.
+    Waiting(i64, Option<i64>),
     /// A take-back finished (after this actor restarted, or a claim's answer was lost).
     TookBack(Result<Vec<Claimed>, DbError>),
     /// A crashed workflow's backoff passed and its restart was counted; it kept its slot.
@@ -200,9 +205,22 @@ impl Actor for QueueActor {
                 state.enqueue(request, reply);
                 Vec::new()
             }
-            QueueMsg::Tick => admission.tick(),
+            QueueMsg::Tick => {
+                let decisions = admission.tick();
+                if !decisions
+                    .iter()
+                    .any(|d| matches!(d, Decision::Claim { .. }))
+                {
+                    state.sample(&myself);
+                }
+                decisions
+            }
             QueueMsg::Due => admission.due(),
             QueueMsg::Claimed(result, began) => state.claimed(result, began),
+            QueueMsg::Waiting(depth, oldest) => {
+                state.metrics.waiting(depth, oldest, now_ms());
+                Vec::new()
+            }
             QueueMsg::TookBack(result) => state.took_back(result),
             QueueMsg::Respawn(d, slot) => admission.respawn(d, slot),
             QueueMsg::RespawnAbandoned(slot) => admission.respawn_abandoned(slot),
@@ -293,12 +311,12 @@ impl QueueState {
                 return self.admission.claim_failed(e.is_transient());
             }
         };
-        self.metrics.claimed(
-            out.claimed.len(),
-            began.elapsed(),
-            out.rate_limited,
-            out.depth,
-        );
+        let (now, ready) = (now_ms(), out.claimed.iter().map(|c| c.ready_at));
+        self.metrics
+            .claimed(began.elapsed(), out.rate_limited, ready, now);
+        if let Some(depth) = out.depth {
+            self.metrics.waiting(depth, out.oldest, now);
+        }
         let answer = ClaimAnswer {
             allowed: out.allowed,
             rate_limited: out.rate_limited,
@@ -417,6 +435,32 @@ impl QueueState {
             let began = Instant::now();
             let result = db.claim(request).await;
             let _ = myself.send_message(QueueMsg::Claimed(result, began));
+        });
+    }
+
+    /// Reads the queue's `ENQUEUED` rows for the gauges (a tick that sent no claim).
+    fn sample(&mut self, myself: &ActorRef<QueueMsg>) {
+        let (db, myself, queue) = (
+            self.shared.db.clone(),
+            myself.clone(),
+            self.def.name.clone(),
+        );
+        self.tasks.spawn(async move {
+            let counts = db
+                .call_with(queue, |sys, queue| async move {
+                    sys.queue_counts(std::slice::from_ref(&queue)).await
+                })
+                .await;
+            match counts {
+                // No row: nothing waits or runs.
+                Ok(c) => {
+                    let (depth, oldest) = c
+                        .first()
+                        .map_or((0, None), |c| (c.enqueued, c.oldest_enqueued));
+                    let _ = myself.send_message(QueueMsg::Waiting(depth, oldest));
+                }
+                Err(e) => tracing::debug!(error = %e, "cannot sample the queue's depth"),
+            }
         });
     }
 

@@ -1,6 +1,7 @@
-//! Metrics and tracing from day one: counters, histograms and the running gauge through the
-//! `metrics` facade, one span per workflow with one child span per step, and one log line per
-//! failure (a workflow's error, a retried step attempt, a parked workflow, a cancel).
+//! Metrics and tracing from day one: counters, histograms, the running gauge and a saturated
+//! queue's lag through the `metrics` facade, one span per workflow with one child span per step,
+//! and one log line per failure (a workflow's error, a retried step attempt, a parked workflow, a
+//! cancel).
 //!
 //! A binary of its own (the other integration tests are `tests/integration`): it installs the
 //! process's metrics recorder and tracing subscriber, which would record every other test's
@@ -341,6 +342,90 @@ async fn workflows_and_steps_emit_metrics_and_spans(db) {
     ] {
         assert_eq!(step.1.get(field).map(String::as_str), Some(want), "{field}");
     }
+}
+}
+
+/// The start delays `snapshot` took of queue `labels`.
+fn start_delays(snapshot: &Snapshot, labels: &[(&str, &str)]) -> Vec<f64> {
+    let delay = stead::metrics::QUEUE_START_DELAY;
+    match value(snapshot, MetricKind::Histogram, delay, labels) {
+        Some(V::Histogram(samples)) => samples,
+        _ => Vec::new(),
+    }
+}
+
+both_backends! {
+async fn a_queue_behind_shows_its_lag_until_drained_and_each_starts_wait(db) {
+    let _serial = SERIAL.lock().await;
+    let (snapshotter, _, _) = instruments();
+    snapshotter.snapshot();
+    // One slot: the first workflow waits for a message in it, the others wait in the queue.
+    let rt = common::builder(&db)
+        .workflow("waits", waits)
+        .queue(
+            stead::Queue::new("behind")
+                .worker_concurrency(1)
+                .polling_interval(Duration::from_millis(100)),
+        )
+        .launch()
+        .await
+        .unwrap();
+    let tag = format!("{:?}", db.backend);
+    let mut handles = Vec::new();
+    for i in 0..3 {
+        let options = WorkflowOptions::with_id(format!("behind-{tag}-{i}"));
+        handles.push(rt.enqueue("behind", "waits", (), options).await.unwrap());
+    }
+    let queue = [("queue", "behind")];
+    // A snapshot takes the values (gauges read 0 after it until set again): the histogram's
+    // samples are gathered across snapshots.
+    let mut delays = Vec::new();
+    let mut sample = || {
+        let snap = snapshotter.snapshot().into_vec();
+        delays.extend(start_delays(&snap, &queue));
+        let gauge = |name| match value(&snap, MetricKind::Gauge, name, &queue) {
+            Some(V::Gauge(g)) => g,
+            other => panic!("{name}: {other:?}"),
+        };
+        (gauge(stead::metrics::QUEUE_LAG), gauge(stead::metrics::QUEUE_ENQUEUED))
+    };
+    // The slot stays busy, so no tick claims: the gauges move by the queue's reads.
+    let mut seen = (0.0, 0.0);
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        seen = sample();
+        if seen.0 >= 1.5 {
+            break;
+        }
+    }
+    assert!(seen.0 >= 1.5 && seen.0 < 30.0, "the oldest waiting one's age: {seen:?}");
+    assert_eq!(seen.1, 2.0, "two wait behind the running one");
+
+    for i in 0..3 {
+        let to = format!("behind-{tag}-{i}");
+        rt.client().send(&to, &"go", Some("go")).await.unwrap();
+    }
+    for h in &handles {
+        let got = common::within(h.result::<Option<String>>()).await.unwrap();
+        assert_eq!(got.as_deref(), Some("go"));
+    }
+    // Drained: a poll's claim samples nothing waiting (several polls pass between snapshots).
+    let mut drained = (f64::NAN, f64::NAN);
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        drained = sample();
+        if drained == (0.0, 0.0) {
+            break;
+        }
+    }
+    assert_eq!(drained, (0.0, 0.0), "lag and depth once drained");
+    rt.shutdown(Duration::from_secs(1)).await.unwrap();
+    delays.extend(start_delays(&snapshotter.snapshot().into_vec(), &queue));
+    // One start each: the first ran at once, the others waited at least as long as the lag.
+    assert_eq!(delays.len(), 3, "{delays:?}");
+    let waited = delays.iter().filter(|d| **d >= 1.5).count();
+    assert_eq!(waited, 2, "{delays:?}");
+    assert!(delays.iter().all(|d| *d < 60.0), "{delays:?}");
 }
 }
 

@@ -110,6 +110,8 @@ fn every_documented_series_exists_at_zero(text: &str) {
         r#"stead_queue_claimed_total{queue="orders"}"#,
         r#"stead_queue_deduplicated_total{queue="orders"}"#,
         r#"stead_queue_rate_limited_total{queue="orders"}"#,
+        r#"stead_queue_lag_seconds{queue="orders"}"#,
+        r#"stead_queue_start_delay_seconds_count{queue="orders"}"#,
         r#"stead_db_errors_total{lane="checkpoint",kind="transient"}"#,
         r#"stead_db_errors_total{lane="claim",kind="query"}"#,
         r#"stead_actor_restarts_total{actor="database"}"#,
@@ -219,6 +221,13 @@ async fn a_scrape_after_a_queue_workload_reports_its_counts_and_histograms() {
         ));
     }
     value(r#"stead_queue_claim_seconds_bucket{queue="orders",le="0.01"}"#);
+    // Each workflow's wait to start, in buckets up to an hour.
+    assert_eq!(
+        value(r#"stead_queue_start_delay_seconds_count{queue="orders"}"#),
+        20.0
+    );
+    value(r#"stead_queue_start_delay_seconds_bucket{queue="orders",le="3600"}"#);
+    assert_eq!(value(r#"stead_queue_lag_seconds{queue="orders"}"#), 0.0);
     assert!(
         text.contains("# HELP stead_workflows_started_total"),
         "descriptions are registered"

@@ -4,6 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::base::clock::now_ms;
 use crate::base::queue::QueueLimits;
 use crate::base::queue::INTERNAL_QUEUE;
 use crate::base::status::WorkflowStatus;
@@ -157,6 +158,8 @@ pub(super) struct QueueView {
     limits: QueueLimits,
     /// Workflows waiting (`ENQUEUED`).
     depth: u64,
+    /// How long the oldest waiting workflow has waited, in ms (0 when none waits).
+    lag_ms: u64,
     /// Workflows running (`PENDING`).
     running: u64,
 }
@@ -169,6 +172,9 @@ impl From<AppQueueLoad> for QueueView {
             name: load.queue.name().to_owned(),
             limits: load.queue.limits(),
             depth: load.enqueued,
+            lag_ms: load
+                .oldest_enqueued_ms
+                .map_or(0, |t| (now_ms() - t).max(0) as u64),
             running: load.pending,
         }
     }

@@ -18,7 +18,8 @@ use crate::sysdb::CompletedBucket;
 /// At most this many buckets per throughput query.
 const MAX_BUCKETS: i64 = 10_000;
 
-/// A queue's definition with how many of its workflows wait and run right now.
+/// A queue's definition with how many of its workflows wait and run right now, and since when
+/// the oldest waiting one waits.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct QueueLoad {
@@ -28,6 +29,10 @@ pub struct QueueLoad {
     pub enqueued: u64,
     /// Workflows claimed and running (`PENDING`).
     pub pending: u64,
+    /// When the oldest waiting workflow was enqueued (its `created_at`, epoch ms), whatever its
+    /// priority; `None` when none waits. Now minus this is the queue's lag, as the
+    /// `stead_queue_lag_seconds` gauge reports it.
+    pub oldest_enqueued_ms: Option<i64>,
 }
 
 /// A queue definition of some application, with its load.
@@ -138,6 +143,7 @@ impl Client {
                 QueueLoad {
                     enqueued: count(found.map(|c| c.enqueued)),
                     pending: count(found.map(|c| c.pending)),
+                    oldest_enqueued_ms: found.and_then(|c| c.oldest_enqueued),
                     queue,
                 }
             })

@@ -22,8 +22,17 @@
 //! 5. **Report.** What was taken (priority, then FIFO order); the earliest future due time of
 //!    the queue's `DELAYED` rows (`next_due`); the `ENQUEUED` rows there were before the claim,
 //!    counted up to `limit + 1` (`seen`); when asked (`with_depth`), the `ENQUEUED` rows left
-//!    after it (`depth`); and, when rate-limited, when the oldest start in the window leaves it
-//!    (`rate_free_at`).
+//!    after it (`depth`) and the `created_at` of the oldest of them by age, whatever its
+//!    priority, rows this claim promoted not counted (`oldest`); and, when rate-limited, when
+//!    the oldest start in the window leaves it (`rate_free_at`). Each taken row reports when it
+//!    became ready to start (`ready_at`): its `created_at`, or its due time if it was delayed.
+//!
+//! **Queue lag.** `oldest` feeds the lag gauge (`base::metrics`). It is read from the index the
+//! depth is counted from (queue, status, priority, `created_at`), in the same scan on Postgres, so
+//! sampling it costs nothing more; a due time is not in that index, so a promoted delayed row
+//! that still waits after the claim that promoted it counts from its `created_at` (reading due
+//! times reads each waiting row's heap: on Postgres 15, 100,000 waiting rows, 15 ms → 55 ms).
+//! Rows the claim promoted are not counted: the caller claims them next.
 //!
 //! 6. **Floor.** A claim may carry a floor, a (priority, `created_at`) key: Postgres then picks
 //!    and counts only rows at or above it, and reports the key of the first `ENQUEUED` row it saw
@@ -86,6 +95,9 @@ pub(crate) struct Claimed {
     pub deadline: Option<i64>,
     /// The trace context its starter recorded (the JSON of its `dbos.otelContext` attribute).
     pub trace_context: Option<String>,
+    /// When it became ready to start (epoch ms): its `created_at`, or its due time if it was
+    /// delayed (a debounced workflow's `created_at` is its first call's).
+    pub ready_at: i64,
 }
 
 /// What a claim found besides the workflows it took.
@@ -104,6 +116,9 @@ pub(crate) struct ClaimOutcome {
     pub next_due: Option<i64>,
     /// `ENQUEUED` rows left, when asked for.
     pub depth: Option<i64>,
+    /// When asked for depth: the `created_at` of the oldest `ENQUEUED` row left (by age, across
+    /// priorities; rows this claim promoted not counted); `None` when none is left.
+    pub oldest: Option<i64>,
     /// `ENQUEUED` rows seen before the claim, counted up to one more than the claim could take:
     /// more than it took means work is still waiting.
     pub seen: i64,

@@ -6,12 +6,15 @@ use async_trait::async_trait;
 
 use crate::error::DbError;
 
-/// How many workflows of a queue wait and run.
+/// How many workflows of a queue wait and run, and since when the oldest waiting one waits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct QueueCounts {
     pub queue: String,
     pub enqueued: i64,
     pub pending: i64,
+    /// The `created_at` of the oldest `ENQUEUED` row, across priorities (as a claim reports it:
+    /// `sysdb::claim`, "Queue lag").
+    pub oldest_enqueued: Option<i64>,
 }
 
 /// One bucket of completions, by its index from the start of the window.
@@ -27,8 +30,8 @@ pub(crate) trait Observe: Send + Sync {
     /// `Ok` when the database answers.
     async fn ping(&self) -> Result<(), DbError>;
 
-    /// The `ENQUEUED` and `PENDING` counts of the queues named; queues with nothing waiting or
-    /// running are absent.
+    /// The `ENQUEUED` and `PENDING` counts of the queues named, with their oldest `ENQUEUED`
+    /// row; queues with nothing waiting or running are absent.
     async fn queue_counts(&self, queues: &[String]) -> Result<Vec<QueueCounts>, DbError>;
 
     /// Completions (by `completed_at`; successes, and the rest as failures) in `buckets`

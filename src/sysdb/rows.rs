@@ -232,11 +232,13 @@ impl StreamRow {
 impl Claimed {
     /// A taken row with its dispatch key (priority, `created_at`), from column `at` on: id,
     /// name, owner, attempts, inputs, serialization, has steps, priority, created, deadline,
-    /// trace context.
+    /// trace context, due time.
     pub(super) fn keyed_from_row(
         row: &impl AnyRow,
         at: usize,
     ) -> Result<((i32, i64), Claimed), sqlx::Error> {
+        let created: i64 = row.at(at + 8)?;
+        let due: Option<i64> = row.at(at + 11)?;
         let claimed = Claimed {
             id: row.at(at)?,
             name: row.at::<Option<String>>(at + 1)?.unwrap_or_default(),
@@ -247,8 +249,9 @@ impl Claimed {
             has_steps: row.at(at + 6)?,
             deadline: row.at(at + 9)?,
             trace_context: row.at(at + 10)?,
+            ready_at: due.map_or(created, |due| due.max(created)),
         };
-        Ok(((row.at(at + 7)?, row.at(at + 8)?), claimed))
+        Ok(((row.at(at + 7)?, created), claimed))
     }
 }
 
@@ -379,12 +382,13 @@ impl ScheduleRow {
 }
 
 impl QueueCounts {
-    /// Queue, enqueued, pending.
+    /// Queue, enqueued, pending, oldest enqueued.
     pub(super) fn from_row(row: &impl AnyRow) -> Result<QueueCounts, sqlx::Error> {
         Ok(QueueCounts {
             queue: row.at(0)?,
             enqueued: row.at(1)?,
             pending: row.at(2)?,
+            oldest_enqueued: row.at(3)?,
         })
     }
 }

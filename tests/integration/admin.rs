@@ -412,7 +412,7 @@ async fn pages_of_other_sites_can_neither_post_forms_nor_rebind_dns(db) {
     rt.shutdown(Duration::from_secs(1)).await.unwrap();
 }
 
-async fn queues_show_their_limits_depth_and_running_count(db) {
+async fn queues_show_their_limits_depth_lag_and_running_count(db) {
     let one_at_a_time = Queue::new("narrow")
         .concurrency(1)
         .worker_concurrency(1)
@@ -444,6 +444,8 @@ async fn queues_show_their_limits_depth_and_running_count(db) {
         .unwrap();
     }
     wait_status(&rt, "n-0", Status::Pending).await;
+    // The two behind it have waited at least this long.
+    tokio::time::sleep(Duration::from_millis(300)).await;
 
     let queues = get(&server, "/api/queues").await;
     assert_eq!(queues.status, 200, "{}", queues.body);
@@ -463,6 +465,8 @@ async fn queues_show_their_limits_depth_and_running_count(db) {
         (narrow["depth"].clone(), narrow["running"].clone()),
         (2.into(), 1.into())
     );
+    let lag = narrow["lag_ms"].as_u64().unwrap();
+    assert!((300..60_000).contains(&lag), "{narrow}");
     assert_eq!(
         (
             narrow["concurrency"].clone(),
@@ -482,6 +486,7 @@ async fn queues_show_their_limits_depth_and_running_count(db) {
         (idle["depth"].clone(), idle["running"].clone()),
         (0.into(), 0.into())
     );
+    assert_eq!(idle["lag_ms"], 0);
     assert_eq!(idle["concurrency"], Value::Null);
     server.shutdown().await;
     rt.shutdown(Duration::from_secs(1)).await.unwrap();

@@ -394,6 +394,8 @@
         el("td", { class: "app" }, q.app || el("span", { class: "muted" }, "all")),
         el("td", {}, limitsText(q)),
         el("td", { class: "num" }, q.depth),
+        el("td", { class: "num lag", title: "how long the oldest waiting workflow has waited" },
+          q.depth ? duration(q.lag_ms) : el("span", { class: "muted" }, "—")),
         el("td", { class: "num" }, q.running),
         el("td", { title: cap ? q.running + " of " + cap : q.running + " running" },
           el("div", { class: "bar" }, fill)));

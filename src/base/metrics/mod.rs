@@ -17,9 +17,11 @@
 //! | `stead_step_duration_seconds` | histogram | `workflow` | seconds | one step's body, all attempts and backoffs included |
 //! | `stead_step_retries_total` | counter | `workflow` | attempts | failed step attempts that were retried |
 //! | `stead_queue_enqueued` | gauge | `queue` | workflows | `ENQUEUED` rows of the queue (sampled on its polling timer) |
+//! | `stead_queue_lag_seconds` | gauge | `queue` | seconds | age of the queue's oldest `ENQUEUED` workflow by its `created_at`, whatever its priority; 0 when none waits (sampled with `stead_queue_enqueued`) |
 //! | `stead_queue_running` | gauge | `queue` | workflows | the queue's workflows running here |
 //! | `stead_queue_claimed_total` | counter | `queue` | workflows | taken from the queue by this process (claims, and local enqueues run at once) |
 //! | `stead_queue_claim_seconds` | histogram | `queue` | seconds | one claim statement, round trip included |
+//! | `stead_queue_start_delay_seconds` | histogram | `queue` | seconds | each workflow this process took from the queue: from ready (enqueued, or due if delayed) to taken; a local enqueue run at once waits 0 |
 //! | `stead_queue_rate_limited_total` | counter | `queue` | claims | claims the queue's rate limit cut short |
 //! | `stead_queue_deduplicated_total` | counter | `queue` | enqueues | enqueues answered by deduplication (rejected, or given the holder) |
 //! | `stead_db_flush_size` | histogram | `lane` | requests | requests one database flush carried |
@@ -35,7 +37,18 @@
 //!
 //! Lanes are the database actor's connections: `start`, `checkpoint`, `finish`, `load_steps`,
 //! `claim`, `ops`. With `install_prometheus` (feature `prometheus`), histograms of seconds use
-//! `SECONDS_BUCKETS` and flush sizes `SIZE_BUCKETS`.
+//! `SECONDS_BUCKETS`, start delays `WAIT_BUCKETS` (up to an hour) and flush sizes `SIZE_BUCKETS`.
+//!
+//! **Queue lag.** Two series show a queue falling behind before it fails: the lag gauge (how
+//! long the oldest waiting workflow has waited, whichever executor will run it) and the start
+//! delay histogram (how long the workflows this process started had waited). The lag is sampled
+//! where the depth is: by the claim on the polling timer (`sysdb::claim`, "Queue lag", for what
+//! it reads and why it is free), or, when a tick sends no claim (every slot busy), by a read of
+//! the queue's counts, so it keeps moving while the queue is saturated. The gauge counts from
+//! `created_at` (a promoted delayed workflow still waiting counts from its enqueue), the
+//! histogram from a delayed workflow's due time: the histogram reads each taken row anyway, the
+//! gauge would have to read every waiting one. Both use this process's clock against the
+//! enqueuer's `created_at`; a negative difference (clock skew) counts as 0.
 //!
 //! **Series from launch.** Every series is registered zero-valued where its label value becomes
 //! known: the process's own and each lane's at launch, each registered workflow's at launch, a
@@ -44,15 +57,15 @@
 //! tests scrape right after launch against the README's table.
 //!
 //! **Observation cost.** Metric handles of the hot path (per workflow name: started, outcomes,
-//! steps, step duration, retries; per queue: claims, running, depth) are registered once (a
-//! workflow's at its first run, a queue's when its actor starts) and kept in the registry entry and
-//! the queue actor: a labelled `metrics` macro allocates and hashes its key on every call. Handles
-//! keep the recorder installed when they were made, so install a recorder before launch. The
-//! workflow span is INFO; step spans are DEBUG and cover the attempts, not the checkpoint write.
-//! Measured (W2, Prometheus recorder and an INFO `fmt` subscriber to a sink): INFO step spans cost
-//! ~22 µs CPU per workflow (+22%), per-event labelled macros ~14 µs (+15%). After both changes:
-//! metrics alone +2 µs, tracing alone +6 µs, of which ractor's own INFO `Actor` spans (two per
-//! workflow actor) are ~4 µs (`ractor=warn` removes them).
+//! steps, step duration, retries; per queue: claims, running, depth, lag, start delays) are
+//! registered once (a workflow's at its first run, a queue's when its actor starts) and kept in the
+//! registry entry and the queue actor: a labelled `metrics` macro allocates and hashes its key on
+//! every call. Handles keep the recorder installed when they were made, so install a recorder
+//! before launch. The workflow span is INFO; step spans are DEBUG and cover the attempts, not the
+//! checkpoint write. Measured (W2, Prometheus recorder and an INFO `fmt` subscriber to a sink):
+//! INFO step spans cost ~22 µs CPU per workflow (+22%), per-event labelled macros ~14 µs (+15%).
+//! After both changes: metrics alone +2 µs, tracing alone +6 µs, of which ractor's own INFO `Actor`
+//! spans (two per workflow actor) are ~4 µs (`ractor=warn` removes them).
 
 #[cfg(feature = "prometheus")]
 mod prometheus;
@@ -60,7 +73,7 @@ mod prometheus;
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub use prometheus::{
     install_prometheus, install_prometheus_recorder, PrometheusError, PrometheusHandle,
-    SECONDS_BUCKETS, SIZE_BUCKETS,
+    SECONDS_BUCKETS, SIZE_BUCKETS, WAIT_BUCKETS,
 };
 
 use std::sync::Arc;
@@ -102,6 +115,12 @@ pub const DB_FLUSH_SECONDS: &str = "stead_db_flush_seconds";
 pub const DB_ERRORS: &str = "stead_db_errors_total";
 /// Gauge: `ENQUEUED` workflows of a queue (sampled on its polling timer), by `queue`.
 pub const QUEUE_ENQUEUED: &str = "stead_queue_enqueued";
+/// Gauge: seconds the oldest `ENQUEUED` workflow of a queue has waited (sampled with
+/// [`QUEUE_ENQUEUED`]), by `queue`.
+pub const QUEUE_LAG: &str = "stead_queue_lag_seconds";
+/// Histogram: seconds from ready (enqueued, or due) to taken by this process, per workflow, by
+/// `queue`.
+pub const QUEUE_START_DELAY: &str = "stead_queue_start_delay_seconds";
 /// Gauge: workflows of a queue running in this process, by `queue`.
 pub const QUEUE_RUNNING: &str = "stead_queue_running";
 /// Counter: workflows claimed from a queue by this process, by `queue`.
@@ -186,6 +205,8 @@ pub(crate) struct QueueMetrics {
     claimed: Counter,
     claim_seconds: Histogram,
     enqueued: Gauge,
+    lag: Gauge,
+    start_delay: Histogram,
     rate_limited: Counter,
     workflows_running: Gauge,
 }
@@ -198,6 +219,8 @@ impl QueueMetrics {
             claimed: metrics::counter!(QUEUE_CLAIMED, "queue" => name()),
             claim_seconds: metrics::histogram!(QUEUE_CLAIM_SECONDS, "queue" => name()),
             enqueued: metrics::gauge!(QUEUE_ENQUEUED, "queue" => name()),
+            lag: metrics::gauge!(QUEUE_LAG, "queue" => name()),
+            start_delay: metrics::histogram!(QUEUE_START_DELAY, "queue" => name()),
             rate_limited: metrics::counter!(QUEUE_RATE_LIMITED, "queue" => name()),
             workflows_running: {
                 // Emitted through the macro; registered now so it exists at zero.
@@ -207,21 +230,36 @@ impl QueueMetrics {
         }
     }
 
-    /// A claim statement's answer; `depth` when it sampled the queue's `ENQUEUED` rows.
-    pub(crate) fn claimed(&self, n: usize, took: Duration, rate_limited: bool, depth: Option<i64>) {
-        self.claimed.increment(n as u64);
+    /// A claim statement's answer, at `now` (epoch ms): `ready_at`, when each workflow it took
+    /// became ready to start.
+    pub(crate) fn claimed(
+        &self,
+        took: Duration,
+        rate_limited: bool,
+        ready_at: impl Iterator<Item = i64>,
+        now: i64,
+    ) {
+        for ready in ready_at {
+            self.claimed.increment(1);
+            self.start_delay.record(age(ready, now));
+        }
         self.claim_seconds.record(took);
         if rate_limited {
             self.rate_limited.increment(1);
         }
-        if let Some(depth) = depth {
-            self.enqueued.set(depth as f64);
-        }
     }
 
-    /// A local enqueue took a slot this queue offered: claimed without a statement.
+    /// A sample of the queue's `ENQUEUED` rows at `now` (epoch ms): how many, and the oldest's
+    /// `created_at` (`None`: none waits).
+    pub(crate) fn waiting(&self, depth: i64, oldest: Option<i64>, now: i64) {
+        self.enqueued.set(depth as f64);
+        self.lag.set(oldest.map_or(0.0, |t| age(t, now)));
+    }
+
+    /// A local enqueue took a slot this queue offered: claimed without a statement or a wait.
     pub(crate) fn claimed_locally(&self) {
         self.claimed.increment(1);
+        self.start_delay.record(0.0);
     }
 
     pub(crate) fn running(&self, running: usize) {
@@ -232,6 +270,11 @@ impl QueueMetrics {
     pub(crate) fn workflows_running(&self, delta: f64) {
         self.workflows_running.increment(delta);
     }
+}
+
+/// Seconds from `since` to `now` (epoch ms); 0 when this process's clock is behind the writer's.
+fn age(since: i64, now: i64) -> f64 {
+    (now - since).max(0) as f64 / 1000.0
 }
 
 /// Registers the process's series that have no per-name label, and each lane's, zero-valued:
@@ -370,12 +413,21 @@ pub fn describe() {
     for (name, help) in gauges {
         metrics::describe_gauge!(name, Unit::Count, help);
     }
+    metrics::describe_gauge!(
+        QUEUE_LAG,
+        Unit::Seconds,
+        "Time the oldest ENQUEUED workflow of a queue has waited"
+    );
     let seconds = [
         (
             STEP_DURATION,
             "Time one step's body took, attempts included",
         ),
         (QUEUE_CLAIM_SECONDS, "Time one claim took"),
+        (
+            QUEUE_START_DELAY,
+            "Time a workflow taken from a queue here had waited to start",
+        ),
         (DB_FLUSH_SECONDS, "Time one database flush took"),
     ];
     for (name, help) in seconds {

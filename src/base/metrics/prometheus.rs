@@ -7,12 +7,17 @@ use std::time::Duration;
 pub use metrics_exporter_prometheus::PrometheusHandle;
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
 
-use super::DB_FLUSH_SIZE;
+use super::{DB_FLUSH_SIZE, QUEUE_START_DELAY};
 
 /// Buckets of every histogram whose name ends in `_seconds`: 100 µs to 60 s.
 pub const SECONDS_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0, 30.0, 60.0,
+];
+
+/// Buckets of `stead_queue_start_delay_seconds`: 1 ms to an hour (a backlog waits minutes).
+pub const WAIT_BUCKETS: &[f64] = &[
+    0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0,
 ];
 
 /// Buckets of `stead_db_flush_size`: powers of two up to 4096 requests.
@@ -46,7 +51,7 @@ pub enum PrometheusError {
 /// Installs the Prometheus recorder as the process's `metrics` recorder and serves the text
 /// format over HTTP on `addr` (any path). Returns the handle, which renders the same text (for a
 /// `/metrics` route of your own). Call it within a tokio runtime, before the metrics you want
-/// are first emitted. Histogram buckets: [`SECONDS_BUCKETS`], [`SIZE_BUCKETS`].
+/// are first emitted. Histogram buckets: [`SECONDS_BUCKETS`], [`WAIT_BUCKETS`], [`SIZE_BUCKETS`].
 pub fn install_prometheus(addr: SocketAddr) -> Result<PrometheusHandle, PrometheusError> {
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| PrometheusError::NoRuntime)?;
     let (recorder, exporter) = {
@@ -87,6 +92,9 @@ fn builder() -> Result<PrometheusBuilder, PrometheusError> {
     PrometheusBuilder::new()
         .upkeep_timeout(UPKEEP)
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+        .map_err(build)?
+        // A full name is matched before a suffix.
+        .set_buckets_for_metric(Matcher::Full(QUEUE_START_DELAY.into()), WAIT_BUCKETS)
         .map_err(build)?
         .set_buckets_for_metric(Matcher::Full(DB_FLUSH_SIZE.into()), SIZE_BUCKETS)
         .map_err(build)

@@ -130,7 +130,7 @@ const TAKE: &str = r#", claimed AS (
         (SELECT true FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid
          LIMIT 1) IS NOT NULL,
         w.priority, w.created_at, w.workflow_deadline_epoch_ms,
-        (w.attributes -> 'dbos.otelContext')::text
+        (w.attributes -> 'dbos.otelContext')::text, w.delay_until_epoch_ms
 ), promoted AS (
     -- A debounced row releases its debounce key as it leaves DELAYED: later calls start anew.
     UPDATE {s}.workflow_status SET status = 'ENQUEUED', updated_at = $6,
@@ -151,13 +151,21 @@ const TAKE: &str = r#", claimed AS (
     ) x
     ORDER BY priority, created_at
     LIMIT $4::int8 + 1
+), backlog AS (
+    -- Only when asked ($10): the depth and the oldest row in one scan of the in-flight index.
+    -- The statement's snapshot predates its own updates: the rows it took are left out of the
+    -- oldest by their `created_at` (an index column; unique within a process, so at worst a
+    -- row of another process enqueued in the same millisecond is left out too).
+    SELECT count(*) AS n,
+           min(created_at) FILTER (
+               WHERE created_at <> ALL(ARRAY(SELECT created_at FROM claimed))) AS oldest
+    FROM {s}.workflow_status WHERE $10 AND queue_name = $1 AND status = 'ENQUEUED'
 )
 SELECT a.n, a.rate_limited, (SELECT count(*) FROM promoted),
        (SELECT min(delay_until_epoch_ms) FROM {s}.workflow_status
         WHERE status = 'DELAYED' AND queue_name = $1 AND delay_until_epoch_ms > $6),
-       -- The statement's snapshot predates its own updates: count what they leave.
-       CASE WHEN $10 THEN (SELECT count(*) FROM {s}.workflow_status
-                           WHERE queue_name = $1 AND status = 'ENQUEUED')
+       -- Counted from the snapshot: count what the statement's updates leave.
+       CASE WHEN $10 THEN (SELECT n FROM backlog)
                           - (SELECT count(*) FROM claimed)
                           + (SELECT count(*) FROM promoted) END,
        (SELECT count(*) FROM seen),
@@ -167,6 +175,7 @@ SELECT a.n, a.rate_limited, (SELECT count(*) FROM promoted),
                        AND started_at_epoch_ms > $6 - $9::int8), $6) + $9::int8 END,
        (SELECT priority FROM seen ORDER BY priority, created_at LIMIT 1),
        (SELECT created_at FROM seen ORDER BY priority, created_at LIMIT 1),
+       (SELECT oldest FROM backlog),
        claimed.*
 FROM allowed a LEFT JOIN claimed ON true
 "#;
@@ -259,8 +268,9 @@ async fn run_claim(
         out.rate_free_at = row.try_get(6)?;
         let head: (Option<i32>, Option<i64>) = (row.try_get(7)?, row.try_get(8)?);
         out.head = head.0.zip(head.1);
-        if row.try_get::<Option<String>, _>(9)?.is_some() {
-            keyed.push(Claimed::keyed_from_row(row, 9)?);
+        out.oldest = row.try_get(9)?;
+        if row.try_get::<Option<String>, _>(10)?.is_some() {
+            keyed.push(Claimed::keyed_from_row(row, 10)?);
         }
     }
     out.claimed = in_dispatch_order(keyed);

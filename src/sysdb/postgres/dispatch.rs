@@ -36,7 +36,7 @@ RETURNING w.workflow_uuid, w.name, w.owner_xid, w.recovery_attempts,
     (SELECT true FROM {s}.operation_outputs o WHERE o.workflow_uuid = w.workflow_uuid
      LIMIT 1) IS NOT NULL,
     w.priority, w.created_at, w.workflow_deadline_epoch_ms,
-    (w.attributes -> 'dbos.otelContext')::text
+    (w.attributes -> 'dbos.otelContext')::text, w.delay_until_epoch_ms
 "#;
 
 const BUMP_ATTEMPTS: &str = r#"

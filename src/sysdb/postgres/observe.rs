@@ -8,12 +8,14 @@ use crate::sysdb::observe::Observe;
 use crate::sysdb::rows::all;
 use crate::sysdb::{CompletedBucket, QueueCounts};
 
-/// Waiting (`ENQUEUED`) and running (`PENDING`) workflows of each queue in `$1`; served by the
-/// in-flight index on (queue, status).
+/// Waiting (`ENQUEUED`) and running (`PENDING`) workflows of each queue in `$1`, and the oldest
+/// waiting one's `created_at`; served by the in-flight index on (queue, status, priority,
+/// `created_at`).
 const QUEUE_COUNTS: &str = r#"
 SELECT queue_name,
        count(*) FILTER (WHERE status = 'ENQUEUED'),
-       count(*) FILTER (WHERE status = 'PENDING')
+       count(*) FILTER (WHERE status = 'PENDING'),
+       min(created_at) FILTER (WHERE status = 'ENQUEUED')
 FROM {s}.workflow_status
 WHERE queue_name = ANY($1::text[]) AND status IN ('ENQUEUED', 'PENDING')
 GROUP BY queue_name

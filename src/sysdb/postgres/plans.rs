@@ -184,11 +184,8 @@ async fn a_fleet_round_with_no_dead_executor_reads_no_workflow_row() {
     }
 }
 
-/// A claim's generic plan is made once per lane, usually on small tables; its check for
-/// recorded steps must stay a key probe per claimed row, not a hashed read of every step row
-/// (W6: 10 ms per claim at 15,000 step rows, growing with the history).
-#[tokio::test]
-async fn a_claim_planned_on_small_tables_probes_steps_by_key() {
+/// The generic plan of an unpartitioned claim of 50 with the depth asked for.
+async fn claim_plan() -> String {
     let (_db, mut conn, sql) = migrated().await;
     let p = generic_plan(
         &mut conn,
@@ -198,6 +195,32 @@ async fn a_claim_planned_on_small_tables_probes_steps_by_key() {
         "'q', 'v', 'app', 50, 'e', 0, NULL, NULL, NULL, true, NULL, NULL, NULL, NULL, NULL, NULL",
     )
     .await;
+    p
+}
+
+/// A claim's depth and oldest waiting row (the lag gauge) are one scan of the in-flight index,
+/// skipped unless asked: a due time, not in the index, would read every waiting row's heap.
+#[tokio::test]
+async fn a_claim_samples_its_depth_and_oldest_row_from_the_index_only_when_asked() {
+    let p = claim_plan().await;
+    // The CTE's node: its line and the lines indented below it.
+    let mut lines = p.lines().skip_while(|l| !l.starts_with("  CTE backlog"));
+    let head = lines.next().unwrap_or_default();
+    let below: Vec<&str> = lines.take_while(|l| l.starts_with("   ")).collect();
+    let text = format!("{head}\n{}", below.join("\n"));
+    assert!(text.contains("One-Time Filter: $10"), "{p}");
+    assert!(
+        text.contains("Index Only Scan using idx_workflow_status_in_flight_v2"),
+        "{p}"
+    );
+}
+
+/// A claim's generic plan is made once per lane, usually on small tables; its check for
+/// recorded steps must stay a key probe per claimed row, not a hashed read of every step row
+/// (W6: 10 ms per claim at 15,000 step rows, growing with the history).
+#[tokio::test]
+async fn a_claim_planned_on_small_tables_probes_steps_by_key() {
+    let p = claim_plan().await;
     assert!(!p.contains("hashed SubPlan"), "{p}");
     let steps: Vec<&str> = p
         .lines()

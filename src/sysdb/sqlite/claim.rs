@@ -27,7 +27,8 @@ const CLAIMED_COLUMNS: &str = "w.workflow_uuid, w.name, w.owner_xid, \
     w.serialization, EXISTS (SELECT 1 FROM operation_outputs o \
         WHERE o.workflow_uuid = w.workflow_uuid), \
     w.priority, w.created_at, w.workflow_deadline_epoch_ms, \
-    CASE WHEN json_valid(w.attributes) THEN w.attributes -> '$.\"dbos.otelContext\"' END";
+    CASE WHEN json_valid(w.attributes) THEN w.attributes -> '$.\"dbos.otelContext\"' END, \
+    w.delay_until_epoch_ms";
 
 /// Claims by `r` inside the flush's write transaction.
 pub(super) async fn run(
@@ -201,8 +202,8 @@ pub(super) async fn claimed_row(tx: &mut SqliteConnection, id: &str) -> Result<S
         .await?)
 }
 
-/// What remains after the claim: the next due delayed row, the depth, whether work waits, and
-/// when a rate-limited queue frees its next start.
+/// What remains after the claim (before its promotion): the next due delayed row, the depth and
+/// the oldest waiting row, whether work waits, and when a rate-limited queue frees its next start.
 async fn report(
     tx: &mut SqliteConnection,
     r: &ClaimRequest,
@@ -218,7 +219,9 @@ async fn report(
                 CASE WHEN ?4 THEN (SELECT count(*) FROM workflow_status \
                                    WHERE queue_name = ?1 AND status = 'ENQUEUED') END, \
                 (SELECT min(started_at_epoch_ms) FROM workflow_status \
-                 WHERE queue_name = ?1 AND rate_limited AND started_at_epoch_ms > ?5)",
+                 WHERE queue_name = ?1 AND rate_limited AND started_at_epoch_ms > ?5), \
+                CASE WHEN ?4 THEN (SELECT min(created_at) FROM workflow_status \
+                                   WHERE queue_name = ?1 AND status = 'ENQUEUED') END",
     )
     .bind(&q.name)
     .bind(r.now)
@@ -232,6 +235,7 @@ async fn report(
     let left: i64 = row.try_get(1)?;
     out.seen = (left + out.claimed.len() as i64).min(r.limit + 1);
     out.depth = row.try_get(2)?;
+    out.oldest = row.try_get(4)?;
     if out.rate_limited {
         let period = q.rate_limit.map(|l| millis(l.period)).unwrap_or(0);
         let oldest: Option<i64> = row.try_get(3)?;

@@ -18,7 +18,8 @@ impl Observe for Sqlite {
     async fn queue_counts(&self, queues: &[String]) -> Result<Vec<QueueCounts>, DbError> {
         let rows = sqlx::query(
             "SELECT queue_name, count(*) FILTER (WHERE status = 'ENQUEUED'), \
-                    count(*) FILTER (WHERE status = 'PENDING') \
+                    count(*) FILTER (WHERE status = 'PENDING'), \
+                    min(created_at) FILTER (WHERE status = 'ENQUEUED') \
              FROM workflow_status \
              WHERE queue_name IN (SELECT value FROM json_each(?1)) \
                AND status IN ('ENQUEUED', 'PENDING') \

@@ -13,6 +13,7 @@ store_tests!(
     claims_stop_at_free_slots_and_global_concurrency,
     claims_stop_at_the_rate_limit_and_say_when_it_frees,
     claims_promote_due_delayed_rows_and_report_the_next,
+    claims_report_the_oldest_waiting_row_and_when_taken_rows_were_ready,
     claims_respect_versions_and_application_names,
     claims_respect_partition_limits,
     claims_set_a_deadline_from_the_timeout,
@@ -163,6 +164,55 @@ async fn claims_promote_due_delayed_rows_and_report_the_next(kind: Kind) {
     );
     let next = f.claim(&claim_of(Queue::new("q"), 10)).await;
     assert_eq!((ids(&next), next.promoted), (vec!["due"], 0));
+}
+
+/// What the lag gauge and the start delay histogram read (`sysdb::claim`, "Queue lag").
+async fn claims_report_the_oldest_waiting_row_and_when_taken_rows_were_ready(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let t = now_ms() - 60_000;
+    let row = |id: &str, priority, created_at| NewWorkflow {
+        priority,
+        created_at,
+        ..enqueued(id, "q")
+    };
+    // The oldest row is the last by priority: the oldest is by age, not by claim order.
+    f.start(&row("old", 5, t)).await;
+    f.start(&row("urgent", 1, t + 10_000)).await;
+    f.start(&row("next", 1, t + 20_000)).await;
+    let out = f.claim(&claim_of(Queue::new("q"), 1)).await;
+    assert_eq!(ids(&out), vec!["urgent"]);
+    assert_eq!(out.claimed[0].ready_at, t + 10_000);
+    assert_eq!((out.depth, out.oldest), (Some(2), Some(t)));
+    // The rows a claim takes are not the oldest left; without the depth, no oldest either.
+    let out = f.claim(&claim_of(Queue::new("q"), 2)).await;
+    assert_eq!((ids(&out), out.oldest), (vec!["next", "old"], None));
+    let without_depth = crate::sysdb::ClaimRequest {
+        with_depth: false,
+        ..claim_of(Queue::new("q"), 1)
+    };
+    f.start(&row("late", 0, t + 30_000)).await;
+    f.start(&row("later", 0, t + 40_000)).await;
+    let out = f.claim(&without_depth).await;
+    assert_eq!(
+        (ids(&out), out.depth, out.oldest),
+        (vec!["late"], None, None)
+    );
+    let out = f.claim(&claim_of(Queue::new("q"), 0)).await;
+    assert_eq!((out.depth, out.oldest), (Some(1), Some(t + 40_000)));
+    f.claim(&claim_of(Queue::new("q"), 1)).await;
+
+    // A delayed row is ready when due, not when enqueued (a debounced one's `created_at` is
+    // its first call's); the claim that promotes it does not count it as waiting.
+    let due = NewWorkflow {
+        delay_until: Some(t + 50_000),
+        ..row("due", 0, t)
+    };
+    f.start(&due).await;
+    let out = f.claim(&claim_of(Queue::new("q"), 10)).await;
+    assert_eq!((out.promoted, out.oldest), (1, None));
+    let out = f.claim(&claim_of(Queue::new("q"), 10)).await;
+    assert_eq!(ids(&out), vec!["due"]);
+    assert_eq!(out.claimed[0].ready_at, t + 50_000);
 }
 
 async fn claims_respect_versions_and_application_names(kind: Kind) {

@@ -91,8 +91,15 @@ async fn get_event_reads_the_latest_value(kind: Kind) {
 async fn observation_counts_queues_and_completions(kind: Kind) {
     let f = Fixture::new(kind).await;
     f.store.ping().await.unwrap();
-    for id in ["a", "b", "c"] {
-        f.start(&enqueued(id, "q")).await;
+    // "c" is the oldest waiting row though the last by priority.
+    let t = now_ms() - 60_000;
+    for (id, priority, created_at) in [("a", 0, t + 1), ("b", 0, t + 2), ("c", 9, t)] {
+        let w = NewWorkflow {
+            priority,
+            created_at,
+            ..enqueued(id, "q")
+        };
+        f.start(&w).await;
     }
     f.start(&enqueued("x", "other")).await;
     f.claim(&super::claim_of(crate::base::queue::Queue::new("q"), 1))
@@ -100,13 +107,10 @@ async fn observation_counts_queues_and_completions(kind: Kind) {
     let names = ["q".to_owned(), "idle".to_owned()];
     let counts = f.store.queue_counts(&names).await.unwrap();
     assert_eq!(counts.len(), 1);
+    let q = &counts[0];
     assert_eq!(
-        (
-            counts[0].queue.as_str(),
-            counts[0].enqueued,
-            counts[0].pending
-        ),
-        ("q", 2, 1)
+        (q.queue.as_str(), q.enqueued, q.pending, q.oldest_enqueued),
+        ("q", 2, 1, Some(t))
     );
 
     let since = now_ms() - 1000;
