@@ -234,3 +234,23 @@ async fn a_claim_planned_on_small_tables_probes_steps_by_key() {
         "{p}"
     );
 }
+
+/// A floored claim's pick and `seen` start their index scans at the floor (an index condition,
+/// not a filter), so the versions below it are never visited (W9, `sysdb::claim`).
+#[tokio::test]
+async fn a_claim_starts_its_index_scans_at_the_floor() {
+    let p = claim_plan().await;
+    let floored = p
+        .lines()
+        .filter(|l| l.contains("Index Cond") && l.contains("ROW(priority, created_at) >="))
+        .count();
+    assert!(
+        floored >= 2,
+        "the pick and seen each scan from the floor: {p}"
+    );
+    assert!(
+        !p.lines()
+            .any(|l| l.contains("Filter") && l.contains("ROW(priority, created_at)")),
+        "{p}"
+    );
+}
