@@ -26,6 +26,11 @@
 //!    priority, rows this claim promoted not counted (`oldest`); and, when rate-limited, when
 //!    the oldest start in the window leaves it (`rate_free_at`). Each taken row reports when it
 //!    became ready to start (`ready_at`): its `created_at`, or its due time if it was delayed.
+//! 6. **Floor.** A claim may carry a floor, a (priority, `created_at`) key: Postgres then passes
+//!    over the rows of the floor's priority older than it (rows of every other priority are read
+//!    as before) when it picks and counts `seen`, and reports the key of the first `ENQUEUED` row
+//!    it saw (`head`). SQLite ignores the floor and reports no head: its scans never pass the
+//!    row versions the floor exists to skip (see "Why a floor" below).
 //!
 //! **Queue lag.** `oldest` feeds the lag gauge (`base::metrics`). It is read from the index the
 //! depth is counted from (queue, status, priority, `created_at`), in the same scan on Postgres, so
@@ -33,11 +38,6 @@
 //! that still waits after the claim that promoted it counts from its `created_at` (reading due
 //! times reads each waiting row's heap: on Postgres 15, 100,000 waiting rows, 15 ms → 55 ms).
 //! Rows the claim promoted are not counted: the caller claims them next.
-//!
-//! 6. **Floor.** A claim may carry a floor, a (priority, `created_at`) key: Postgres then picks
-//!    and counts only rows at or above it, and reports the key of the first `ENQUEUED` row it saw
-//!    there (`head`). SQLite ignores the floor and reports no head: its scans never pass the
-//!    row versions the floor exists to skip (see "Why a floor" below).
 //!
 //! **Why a floor.** A claim scans the in-flight index from the front of the queue, and every row
 //! claimed since the oldest open snapshot began leaves a version there that vacuum may not remove
@@ -49,12 +49,11 @@
 //! claimer keeps the floor (`engine::admission`), so the database keeps nothing more: no table of
 //! stead's own, and no row a fleet would contend on.
 //!
-//! What the floor costs: a row that becomes `ENQUEUED` below it (enqueued by a clock behind the
-//! others by more than the margin, resumed, re-enqueued by a fleet, or of a more urgent priority
-//! than the head) is passed over by floored claims until the next unfloored one, which is every
-//! polling-timer claim (the queue's polling interval; the same bound DBOS's polling gives) and
-//! every claim after a promotion or a take-back. Rows promoted from `DELAYED` unfloor the next claim
-//! themselves.
+//! What the floor costs: a row of the floor's priority that becomes `ENQUEUED` below it (enqueued
+//! by a clock behind the others by more than the margin, resumed, or re-enqueued by a fleet) is
+//! passed over by floored claims until the next unfloored one: every polling-timer claim (within
+//! the queue's polling interval, the bound DBOS's own polling gives) and the claim after a
+//! promotion, a take-back or a failed claim. Rows of a more urgent priority are always read.
 //!
 //! Counts of shared limits must be exact when several executors claim at once: Postgres takes
 //! a per-queue advisory lock for claims of queues with a shared limit; SQLite's one writer
