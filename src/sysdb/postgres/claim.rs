@@ -173,11 +173,13 @@ SELECT a.n, a.rate_limited, (SELECT count(*) FROM promoted),
            COALESCE((SELECT min(started_at_epoch_ms) FROM {s}.workflow_status
                      WHERE queue_name = $1 AND rate_limited
                        AND started_at_epoch_ms > $6 - $9::int8), $6) + $9::int8 END,
-       (SELECT priority FROM seen ORDER BY priority, created_at LIMIT 1),
-       (SELECT created_at FROM seen ORDER BY priority, created_at LIMIT 1),
+       head.priority, head.created_at,
        (SELECT oldest FROM backlog),
        claimed.*
-FROM allowed a LEFT JOIN claimed ON true
+FROM allowed a
+LEFT JOIN (SELECT priority, created_at FROM seen ORDER BY priority, created_at LIMIT 1) head
+    ON true
+LEFT JOIN claimed ON true
 "#;
 
 /// A version of my application newer than mine ($2): then workflows enqueued without a version
