@@ -53,8 +53,9 @@ pub(crate) enum QueueMsg {
     Due,
     /// A claim finished.
     Claimed(Result<ClaimOutcome, DbError>, Instant),
-    /// The queue's `ENQUEUED` rows, read for the gauges: how many, and the oldest's `created_at`.
-    Waiting(i64, Option<i64>),
+    /// The queue's `ENQUEUED` rows, read for the gauges: how many, the oldest's `created_at`, and
+    /// when the read was sent.
+    Waiting(i64, Option<i64>, Instant),
     /// A take-back finished (after this actor restarted, or a claim's answer was lost).
     TookBack(Result<Vec<Claimed>, DbError>),
     /// A crashed workflow's backoff passed and its restart was counted; it kept its slot.
@@ -98,6 +99,8 @@ pub(crate) struct QueueState {
     shared: SharedRef,
     def: Queue,
     metrics: QueueMetrics,
+    /// When the view the waiting gauges show was read: an older answer arriving late is dropped.
+    gauges_read: Instant,
     admission: Admission<Dispatch>,
     children: HashMap<ActorId, Child>,
     running: HashMap<String, ActorId>,
@@ -151,6 +154,7 @@ impl Actor for QueueActor {
         let first = admission.start(args.restarts > 0);
         let mut state = QueueState {
             metrics: QueueMetrics::new(&args.def.name),
+            gauges_read: Instant::now(),
             shared: args.shared,
             def: args.def,
             admission,
@@ -217,8 +221,8 @@ impl Actor for QueueActor {
             }
             QueueMsg::Due => admission.due(),
             QueueMsg::Claimed(result, began) => state.claimed(result, began),
-            QueueMsg::Waiting(depth, oldest) => {
-                state.metrics.waiting(depth, oldest, now_ms());
+            QueueMsg::Waiting(depth, oldest, read) => {
+                state.waiting(read, depth, oldest);
                 Vec::new()
             }
             QueueMsg::TookBack(result) => state.took_back(result),
@@ -314,8 +318,11 @@ impl QueueState {
         let (now, ready) = (now_ms(), out.claimed.iter().map(|c| c.ready_at));
         self.metrics
             .claimed(began.elapsed(), out.rate_limited, ready, now);
-        if let Some(depth) = out.depth {
-            self.metrics.waiting(depth, out.oldest, now);
+        match out.depth {
+            Some(depth) => self.waiting(began, depth, out.oldest),
+            // It took every waiting row it saw: the gauges must not keep an older sample.
+            None if out.seen <= out.claimed.len() as i64 => self.waiting(began, 0, None),
+            None => {}
         }
         let answer = ClaimAnswer {
             allowed: out.allowed,
@@ -438,8 +445,17 @@ impl QueueState {
         });
     }
 
+    /// Shows a view of the waiting rows read at `read`, unless a newer one is shown already.
+    fn waiting(&mut self, read: Instant, depth: i64, oldest: Option<i64>) {
+        if read >= self.gauges_read {
+            self.gauges_read = read;
+            self.metrics.waiting(depth, oldest, now_ms());
+        }
+    }
+
     /// Reads the queue's `ENQUEUED` rows for the gauges (a tick that sent no claim).
     fn sample(&mut self, myself: &ActorRef<QueueMsg>) {
+        let read = Instant::now();
         let (db, myself, queue) = (
             self.shared.db.clone(),
             myself.clone(),
@@ -457,7 +473,7 @@ impl QueueState {
                     let (depth, oldest) = c
                         .first()
                         .map_or((0, None), |c| (c.enqueued, c.oldest_enqueued));
-                    let _ = myself.send_message(QueueMsg::Waiting(depth, oldest));
+                    let _ = myself.send_message(QueueMsg::Waiting(depth, oldest, read));
                 }
                 Err(e) => tracing::debug!(error = %e, "cannot sample the queue's depth"),
             }
