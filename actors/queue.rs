@@ -7,9 +7,9 @@
 //! queue's actor also runs this process's direct starts.
 //!
 //! It decides nothing about slots, ordering or its lifecycle itself, and never runs workflow code.
-//! It samples the queue's depth and lag gauges: from the claim a tick sends, or, when a tick sends
-//! none (every slot busy, or a claim in flight), by a read of the queue's counts, so the gauges
-//! keep moving while the queue is saturated (`base::metrics`, "Queue lag").
+//! On ticks, at most every [`SURVEY_GAP`], it surveys the queue on the pool, off the claim lane:
+//! the depth and lag gauges, and whether a row waits below the claims' floor, which the machine
+//! is told of (`sysdb::claim`, "Surveys"). A claim that took every row it saw zeroes the gauges.
 //!
 //! **Crashes and budgets.** A panic (or an exhausted database retry) fails the workflow actor; its
 //! queue actor bumps `recovery_attempts` and restarts it after a backoff. Past
@@ -43,7 +43,11 @@ use crate::engine::evict::{Attach, EVICTED};
 use crate::engine::shared::SharedRef;
 use crate::engine::start::{self, EnqueueRequest, Target};
 use crate::error::DbError;
-use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed, QueueKey};
+use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed, QueueKey, Waiting};
+
+/// The least time between two surveys of a queue: a poll every 10 ms must not count a deep
+/// backlog 100 times a second.
+const SURVEY_GAP: Duration = Duration::from_millis(500);
 
 pub(crate) enum QueueMsg {
     Request(QueueRequest),
@@ -53,9 +57,8 @@ pub(crate) enum QueueMsg {
     Due,
     /// A claim finished.
     Claimed(Result<ClaimOutcome, DbError>, Instant),
-    /// The queue's `ENQUEUED` rows, read for the gauges: how many, the oldest's `created_at`, and
-    /// when the read was sent.
-    Waiting(i64, Option<i64>, Instant),
+    /// A survey of the queue's waiting rows answered: sent at the instant, below the floor.
+    Surveyed(Result<Waiting, DbError>, Instant, Option<QueueKey>),
     /// A take-back finished (after this actor restarted, or a claim's answer was lost).
     TookBack(Result<Vec<Claimed>, DbError>),
     /// A crashed workflow's backoff passed and its restart was counted; it kept its slot.
@@ -101,6 +104,9 @@ pub(crate) struct QueueState {
     metrics: QueueMetrics,
     /// When the view the waiting gauges show was read: an older answer arriving late is dropped.
     gauges_read: Instant,
+    /// When the last survey was sent, and whether it is still in flight.
+    surveyed: Option<Instant>,
+    surveying: bool,
     admission: Admission<Dispatch>,
     children: HashMap<ActorId, Child>,
     running: HashMap<String, ActorId>,
@@ -155,6 +161,8 @@ impl Actor for QueueActor {
         let mut state = QueueState {
             metrics: QueueMetrics::new(&args.def.name),
             gauges_read: Instant::now(),
+            surveyed: None,
+            surveying: false,
             shared: args.shared,
             def: args.def,
             admission,
@@ -210,21 +218,13 @@ impl Actor for QueueActor {
                 Vec::new()
             }
             QueueMsg::Tick => {
-                let decisions = admission.tick();
-                if !decisions
-                    .iter()
-                    .any(|d| matches!(d, Decision::Claim { .. }))
-                {
-                    state.sample(&myself);
-                }
+                let (decisions, floor) = (admission.tick(), admission.floor());
+                state.survey(&myself, floor);
                 decisions
             }
             QueueMsg::Due => admission.due(),
             QueueMsg::Claimed(result, began) => state.claimed(result, began),
-            QueueMsg::Waiting(depth, oldest, read) => {
-                state.waiting(read, depth, oldest);
-                Vec::new()
-            }
+            QueueMsg::Surveyed(result, read, floor) => state.surveyed(result, read, floor),
             QueueMsg::TookBack(result) => state.took_back(result),
             QueueMsg::Respawn(d, slot) => admission.respawn(d, slot),
             QueueMsg::RespawnAbandoned(slot) => admission.respawn_abandoned(slot),
@@ -318,11 +318,9 @@ impl QueueState {
         let (now, ready) = (now_ms(), out.claimed.iter().map(|c| c.ready_at));
         self.metrics
             .claimed(began.elapsed(), out.rate_limited, ready, now);
-        match out.depth {
-            Some(depth) => self.waiting(began, depth, out.oldest),
-            // It took every waiting row it saw: the gauges must not keep an older sample.
-            None if out.seen <= out.claimed.len() as i64 => self.waiting(began, 0, None),
-            None => {}
+        // It took every waiting row it saw: the gauges must not keep an older survey.
+        if out.seen <= out.claimed.len() as i64 {
+            self.waiting(began, 0, None);
         }
         let answer = ClaimAnswer {
             allowed: out.allowed,
@@ -380,11 +378,7 @@ impl QueueState {
                     }
                     self.spawn(myself, workflow, slot, taken_back).await;
                 }
-                Decision::Claim {
-                    limit,
-                    with_depth,
-                    floor,
-                } => self.claim(myself, limit, with_depth, floor),
+                Decision::Claim { limit, floor } => self.claim(myself, limit, floor),
                 Decision::TakeBack => self.take_back(myself),
                 Decision::Restart { workflow, slot } => self.restart(myself, workflow, slot),
                 Decision::Poll(base) => {
@@ -419,18 +413,11 @@ impl QueueState {
     }
 
     /// Sends a claim of up to `limit` workflows to the database.
-    fn claim(
-        &mut self,
-        myself: &ActorRef<QueueMsg>,
-        limit: i64,
-        with_depth: bool,
-        floor: Option<QueueKey>,
-    ) {
+    fn claim(&mut self, myself: &ActorRef<QueueMsg>, limit: i64, floor: Option<QueueKey>) {
         let config = &self.shared.config;
         let request = ClaimRequest {
             queue: self.def.clone(),
             limit,
-            with_depth,
             floor,
             executor_id: config.executor_id.clone(),
             app_version: config.app_version.clone(),
@@ -453,31 +440,50 @@ impl QueueState {
         }
     }
 
-    /// Reads the queue's `ENQUEUED` rows for the gauges (a tick that sent no claim).
-    fn sample(&mut self, myself: &ActorRef<QueueMsg>) {
+    /// Surveys the queue's waiting rows, unless a survey is in flight or was sent less than
+    /// [`SURVEY_GAP`] ago.
+    fn survey(&mut self, myself: &ActorRef<QueueMsg>, floor: Option<QueueKey>) {
         let read = Instant::now();
+        if self.surveying || self.surveyed.is_some_and(|at| read - at < SURVEY_GAP) {
+            return;
+        }
+        (self.surveying, self.surveyed) = (true, Some(read));
         let (db, myself, queue) = (
             self.shared.db.clone(),
             myself.clone(),
             self.def.name.clone(),
         );
         self.tasks.spawn(async move {
-            let counts = db
-                .call_with(queue, |sys, queue| async move {
-                    sys.queue_counts(std::slice::from_ref(&queue)).await
+            let result = db
+                .call_with(queue, move |sys, queue| async move {
+                    sys.waiting(&queue, floor).await
                 })
                 .await;
-            match counts {
-                // No row: nothing waits or runs.
-                Ok(c) => {
-                    let (depth, oldest) = c
-                        .first()
-                        .map_or((0, None), |c| (c.enqueued, c.oldest_enqueued));
-                    let _ = myself.send_message(QueueMsg::Waiting(depth, oldest, read));
-                }
-                Err(e) => tracing::debug!(error = %e, "cannot sample the queue's depth"),
-            }
+            let _ = myself.send_message(QueueMsg::Surveyed(result, read, floor));
         });
+    }
+
+    /// A survey answered: the gauges show it, and a row below the floor sends the next claim to
+    /// the front.
+    fn surveyed(
+        &mut self,
+        result: Result<Waiting, DbError>,
+        read: Instant,
+        floor: Option<QueueKey>,
+    ) -> Vec<Decision<Dispatch>> {
+        self.surveying = false;
+        let waiting = match result {
+            Ok(waiting) => waiting,
+            Err(e) => {
+                tracing::debug!(queue = %self.def.name, error = %e, "cannot survey the queue");
+                return Vec::new();
+            }
+        };
+        self.waiting(read, waiting.enqueued, waiting.oldest);
+        match floor {
+            Some(floor) if waiting.below_floor => self.admission.below_floor(floor),
+            _ => Vec::new(),
+        }
     }
 
     fn take_back(&mut self, myself: &ActorRef<QueueMsg>) {

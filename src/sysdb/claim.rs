@@ -21,10 +21,8 @@
 //!    again at once when `promoted > 0`.
 //! 5. **Report.** What was taken (priority, then FIFO order); the earliest future due time of
 //!    the queue's `DELAYED` rows (`next_due`); the `ENQUEUED` rows there were before the claim,
-//!    counted up to `limit + 1` (`seen`); when asked (`with_depth`), the `ENQUEUED` rows left
-//!    after it (`depth`) and the `created_at` of the oldest of them by age, whatever its
-//!    priority, rows this claim promoted not counted (`oldest`); and, when rate-limited, when
-//!    the oldest start in the window leaves it (`rate_free_at`). Each taken row reports when it
+//!    counted up to `limit + 1` (`seen`); and, when rate-limited, when the oldest start in the
+//!    window leaves it (`rate_free_at`). Each taken row reports when it
 //!    became ready to start (`ready_at`): its `created_at`, or its due time if it was delayed.
 //! 6. **Floor.** A claim may carry a floor, a (priority, `created_at`) key: Postgres then passes
 //!    over the rows of the floor's priority older than it (rows of every other priority are read
@@ -32,12 +30,13 @@
 //!    it saw (`head`). SQLite ignores the floor and reports no head: its scans never pass the
 //!    row versions the floor exists to skip (see "Why a floor" below).
 //!
-//! **Queue lag.** `oldest` feeds the lag gauge (`base::metrics`). It is read from the index the
-//! depth is counted from (queue, status, priority, `created_at`), in the same scan on Postgres, so
-//! sampling it costs nothing more; a due time is not in that index, so a promoted delayed row
-//! that still waits after the claim that promoted it counts from its `created_at` (reading due
-//! times reads each waiting row's heap: on Postgres 15, 100,000 waiting rows, 15 ms → 55 ms).
-//! Rows the claim promoted are not counted: the caller claims them next.
+//! **Surveys.** A claim counts no depth: the queue's depth, its oldest waiting row (the lag
+//! gauge) and whether any row waits below a floor are one read of their own
+//! (`Observe::waiting`), sent by the queue actor at most once a second on the pool, so a scan of
+//! the whole backlog never holds up the claim lane. The oldest row is by `created_at`, an index
+//! column; a due time is not in that index, so a promoted delayed row counts from its
+//! `created_at` (reading due times reads each waiting row's heap: on Postgres 15, 100,000
+//! waiting rows, 15 ms → 55 ms).
 //!
 //! **Why a floor.** A claim scans the in-flight index from the front of the queue, and every row
 //! claimed since the oldest open snapshot began leaves a version there that vacuum may not remove
@@ -50,10 +49,13 @@
 //! stead's own, and no row a fleet would contend on.
 //!
 //! What the floor costs: a row of the floor's priority that becomes `ENQUEUED` below it (enqueued
-//! by a clock behind the others by more than the margin, resumed, or re-enqueued by a fleet) is
-//! passed over by floored claims until the next unfloored one: every polling-timer claim (within
-//! the queue's polling interval, the bound DBOS's own polling gives) and the claim after a
-//! promotion, a take-back or a failed claim. Rows of a more urgent priority are always read.
+//! by a clock behind the others by more than the margin, committed long after it was stamped,
+//! resumed, or re-enqueued by a fleet) is passed over by floored claims until the next unfloored
+//! one: the claim after a survey found it (within a second, or the polling interval if longer:
+//! the bound DBOS's default polling gives), or after a promotion, a take-back or a failed claim.
+//! Rows of a more urgent priority are always read. Polls are floored too: a poll from the front
+//! passes every dead entry, and under a held snapshot those grow without bound (W9's 10-minute
+//! hold at 300/s: polls from the front took claim p99 from 3 to 140 ms).
 //!
 //! Counts of shared limits must be exact when several executors claim at once: Postgres takes
 //! a per-queue advisory lock for claims of queues with a shared limit; SQLite's one writer
@@ -69,8 +71,6 @@ pub(crate) type QueueKey = (i32, i64);
 pub(crate) struct ClaimRequest {
     pub queue: Queue,
     pub limit: i64,
-    /// Also count the queue's depth (done on the polling timer only: it scans the backlog).
-    pub with_depth: bool,
     /// Rows below this key may be passed over (rule 6).
     pub floor: Option<QueueKey>,
     pub executor_id: String,
@@ -113,11 +113,6 @@ pub(crate) struct ClaimOutcome {
     pub promoted: i64,
     /// The earliest future due time of this queue's `DELAYED` rows.
     pub next_due: Option<i64>,
-    /// `ENQUEUED` rows left, when asked for.
-    pub depth: Option<i64>,
-    /// When asked for depth: the `created_at` of the oldest `ENQUEUED` row left (by age, across
-    /// priorities; rows this claim promoted not counted); `None` when none is left.
-    pub oldest: Option<i64>,
     /// `ENQUEUED` rows seen before the claim, counted up to one more than the claim could take:
     /// more than it took means work is still waiting.
     pub seen: i64,

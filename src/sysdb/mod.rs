@@ -65,7 +65,7 @@ pub(crate) use manage::{
 };
 pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;
-pub(crate) use observe::{CompletedBucket, QueueCounts};
+pub(crate) use observe::{CompletedBucket, QueueCounts, Waiting};
 pub(crate) use ops::{Op, OpOutcome, OpStep, OutgoingMessage};
 pub(crate) use queues::QueueDeletion;
 pub(crate) use reads::{StatusRow, StepRow, StreamRow};

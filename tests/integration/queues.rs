@@ -151,6 +151,42 @@ async fn lower_priority_values_run_first_and_fifo_within_a_value(db) {
 }
 
 both_backends! {
+/// A row that appears below the claims' floor (here, from a writer whose clock runs 10 s behind)
+/// is passed over by floored claims, polls included, until the queue's survey finds it: then it
+/// runs (`sysdb::claim`, rule 6 and "Surveys").
+async fn a_row_that_appears_below_the_floor_still_runs(db) {
+    let rt = launch(&db, vec![Queue::new("fl").worker_concurrency(1)]).await;
+    let pool = db.checks().await;
+    let pending = |id: String| format!("SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = '{id}' AND status = 'PENDING'");
+    let enqueue = |tag: &str, gate: &str| {
+        rt.enqueue("fl", "job", tagged(&db, tag, gate, 0), WorkflowOptions::with_id(tag))
+    };
+    let first = enqueue("fl-first", "fl-gate-1").await.unwrap();
+    common::wait_count(&pool, &pending(first.id().to_owned()), 1, 10).await;
+    let mut handles = vec![enqueue("fl-second", "fl-gate-2").await.unwrap()];
+    for tag in ["fl-a", "fl-b", "fl-late"] {
+        handles.push(enqueue(tag, "").await.unwrap());
+    }
+    // The claim that takes the second sees the rest: its floor sits just below the second.
+    open(&db, "fl-gate-1");
+    common::wait_count(&pool, &pending("fl-second".into()), 1, 10).await;
+    sqlx::query(AssertSqlSafe(
+        "UPDATE dbos.workflow_status SET created_at = created_at - 10000 \
+         WHERE workflow_uuid = 'fl-late'",
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    open(&db, "fl-gate-2");
+    for h in &handles {
+        common::within(h.result::<String>()).await.unwrap();
+    }
+    assert_eq!(status_of(&pool, "fl-late").await, "SUCCESS");
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
+both_backends! {
 async fn deduplication_rejects_or_returns_the_holder_until_it_finishes(db) {
     let rt = launch(&db, vec![Queue::new("dedup").worker_concurrency(1)]).await;
     let pool = db.checks().await;

@@ -45,8 +45,9 @@
 //! **Claims start at a floor.** Each claim's answer reports the first waiting row it saw (its
 //! head); the next claim starts [`FLOOR_MARGIN_MS`] below it, so it does not pass the versions
 //! of every row claimed since the oldest open snapshot began (`sysdb::claim`, "Why a floor").
-//! Polling-timer claims start from the front (rows that appeared below the floor are found
-//! there), and so does the claim after a promotion (its rows keep their old `created_at`), a
+//! Polls start at the floor too: the queue actor's survey, off the claim path, looks below it
+//! and reports a row there ([`Admission::below_floor`]); the next claim then starts from the
+//! front, as does the claim after a promotion (its rows keep their old `created_at`), a
 //! take-back or a change of definition. A partitioned queue's claims take no floor.
 
 mod slots;
@@ -109,11 +110,7 @@ pub(crate) enum Decision<W> {
     },
     /// Claim up to `limit` workflows (the slots are held until the answer), passing over rows
     /// below `floor`.
-    Claim {
-        limit: i64,
-        with_depth: bool,
-        floor: Option<QueueKey>,
-    },
+    Claim { limit: i64, floor: Option<QueueKey> },
     /// Take back this executor's workflows of the queue that no local actor runs.
     TakeBack,
     /// Restart a crashed workflow after its backoff; it keeps `slot` meanwhile.
@@ -211,8 +208,10 @@ pub(crate) struct Admission<W> {
     /// Consecutive claims held back by limits other executors use up: polls back off.
     contended: u32,
     next_due: Option<i64>,
-    /// Where the next claim that is not a poll starts.
+    /// Where the next claim starts.
     floor: Option<QueueKey>,
+    /// A survey found a row below the floor: the next claim starts at the front.
+    unfloor_next: bool,
     out: Vec<Decision<W>>,
 }
 
@@ -235,6 +234,7 @@ impl<W> Admission<W> {
             contended: 0,
             next_due: None,
             floor: None,
+            unfloor_next: false,
             out: Vec::new(),
         }
     }
@@ -250,7 +250,7 @@ impl<W> Admission<W> {
         if restarted {
             self.take_back();
         } else {
-            self.claim(true);
+            self.claim();
         }
         self.decided()
     }
@@ -260,7 +260,7 @@ impl<W> Admission<W> {
     /// request.
     pub(crate) fn retake(&mut self) -> Vec<Decision<W>> {
         self.take_back_next = true;
-        self.claim(false);
+        self.claim();
         self.decided()
     }
 
@@ -280,7 +280,7 @@ impl<W> Admission<W> {
     /// An enqueue that took an offered slot wrote no row (a duplicate, or a failure).
     pub(crate) fn released(&mut self, slot: Permit) -> Vec<Decision<W>> {
         drop(slot);
-        self.claim(false);
+        self.claim();
         self.decided()
     }
 
@@ -289,7 +289,7 @@ impl<W> Admission<W> {
         self.wakes += 1;
         self.foreign = true;
         self.backlog = true;
-        self.claim(false);
+        self.claim();
         self.decided()
     }
 
@@ -297,7 +297,7 @@ impl<W> Admission<W> {
     /// have heard: the tabled count tells whether a claim saw its row.
     pub(crate) fn tabled_landed(&mut self) -> Vec<Decision<W>> {
         self.backlog = true;
-        self.claim(false);
+        self.claim();
         self.decided()
     }
 
@@ -310,7 +310,23 @@ impl<W> Admission<W> {
     /// The polling timer fired.
     pub(crate) fn tick(&mut self) -> Vec<Decision<W>> {
         self.poll_armed = false;
-        self.claim(true);
+        self.claim();
+        self.decided()
+    }
+
+    /// The floor claims start at now, for a survey of what waits below it.
+    pub(crate) fn floor(&self) -> Option<QueueKey> {
+        self.floor
+    }
+
+    /// A survey found a waiting row below `floor`: the next claim starts at the front.
+    pub(crate) fn below_floor(&mut self, floor: QueueKey) -> Vec<Decision<W>> {
+        // A floor dropped since the survey was sent has had its unfloored claim already.
+        if self.floor.is_some_and(|f| f >= floor) {
+            self.unfloor_next = true;
+            self.backlog = true;
+            self.claim();
+        }
         self.decided()
     }
 
@@ -371,7 +387,7 @@ impl<W> Admission<W> {
         let more =
             answer.promoted > 0 || woken_since || landed_unseen || (took > 0 && took >= asked);
         if more || self.take_back_next {
-            self.claim(false);
+            self.claim();
         }
         self.arm_poll();
         self.decided()
@@ -398,7 +414,7 @@ impl<W> Admission<W> {
         }
         self.backlog = true;
         self.foreign = true;
-        self.claim(false);
+        self.claim();
         self.decided()
     }
 
@@ -411,7 +427,7 @@ impl<W> Admission<W> {
             drop(slot);
             if self.backlog {
                 // A slot freed and work may be waiting: take it now, not at the next poll.
-                self.claim(false);
+                self.claim();
             }
         }
         self.decided()
@@ -437,7 +453,7 @@ impl<W> Admission<W> {
         self.floor = None;
         self.backlog = true;
         self.foreign = true;
-        self.claim(false);
+        self.claim();
         self.decided()
     }
 
@@ -518,7 +534,7 @@ impl<W> Admission<W> {
     }
 
     /// Claims as many workflows as there are free slots, unless a request is in flight.
-    fn claim(&mut self, on_timer: bool) {
+    fn claim(&mut self) {
         if self.request.is_some() || self.phase != Phase::Running {
             return;
         }
@@ -545,8 +561,11 @@ impl<W> Admission<W> {
         });
         self.out.push(Decision::Claim {
             limit,
-            with_depth: on_timer,
-            floor: if on_timer { None } else { self.floor },
+            floor: if std::mem::take(&mut self.unfloor_next) {
+                None
+            } else {
+                self.floor
+            },
         });
     }
 

@@ -75,15 +75,15 @@ const PICK: &str = r#", c_urgent AS (
 )"#;
 
 /// Candidates of a partitioned queue: per partition key, as many as its limits allow
-/// ($11 concurrency, $12 worker concurrency, $13/$14 rate limit), oldest first.
+/// ($10 concurrency, $11 worker concurrency, $12/$13 rate limit), oldest first.
 const PICK_PARTITIONED: &str = r#", part_pending AS (
     SELECT queue_partition_key AS k, count(*) AS n,
            count(*) FILTER (WHERE executor_id = $5) AS mine
     FROM {s}.workflow_status WHERE queue_name = $1 AND status = 'PENDING' GROUP BY 1
 ), part_recent AS (
     SELECT queue_partition_key AS k, count(*) AS n FROM {s}.workflow_status
-    WHERE queue_name = $1 AND rate_limited AND started_at_epoch_ms > $6 - $14::int8
-        AND $13::int8 IS NOT NULL
+    WHERE queue_name = $1 AND rate_limited AND started_at_epoch_ms > $6 - $13::int8
+        AND $12::int8 IS NOT NULL
     GROUP BY 1
 ), ranked AS (
     SELECT workflow_uuid, queue_partition_key AS k, priority, created_at,
@@ -94,9 +94,9 @@ const PICK_PARTITIONED: &str = r#", part_pending AS (
     SELECT r.workflow_uuid FROM ranked r
     LEFT JOIN part_pending p ON p.k = r.k
     LEFT JOIN part_recent x ON x.k = r.k
-    WHERE r.rn <= COALESCE($11::int8 - COALESCE(p.n, 0), r.rn)
-      AND r.rn <= COALESCE($12::int8 - COALESCE(p.mine, 0), r.rn)
-      AND r.rn <= COALESCE($13::int8 - COALESCE(x.n, 0), r.rn)
+    WHERE r.rn <= COALESCE($10::int8 - COALESCE(p.n, 0), r.rn)
+      AND r.rn <= COALESCE($11::int8 - COALESCE(p.mine, 0), r.rn)
+      AND r.rn <= COALESCE($12::int8 - COALESCE(x.n, 0), r.rn)
     ORDER BY r.priority, r.created_at
     LIMIT (SELECT n FROM allowed)
 ), c AS (
@@ -114,7 +114,7 @@ const TAKE: &str = r#", claimed AS (
         recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1,
         -- An unowned row becomes this application's once it runs here.
         application_name = COALESCE(w.application_name, $3),
-        rate_limited = ($8::int8 IS NOT NULL OR $13::int8 IS NOT NULL),
+        rate_limited = ($8::int8 IS NOT NULL OR $12::int8 IS NOT NULL),
         workflow_deadline_epoch_ms = CASE
             WHEN w.workflow_timeout_ms IS NOT NULL AND w.workflow_deadline_epoch_ms IS NULL
             THEN $6 + w.workflow_timeout_ms ELSE w.workflow_deadline_epoch_ms END
@@ -151,30 +151,16 @@ const TAKE: &str = r#", claimed AS (
     ) x
     ORDER BY priority, created_at
     LIMIT $4::int8 + 1
-), backlog AS (
-    -- Only when asked ($10): the depth and the oldest row in one scan of the in-flight index.
-    -- The statement's snapshot predates its own updates: the rows it took are left out of the
-    -- oldest by their `created_at` (an index column; unique within a process, so at worst a
-    -- row of another process enqueued in the same millisecond is left out too).
-    SELECT count(*) AS n,
-           min(created_at) FILTER (
-               WHERE created_at <> ALL(ARRAY(SELECT created_at FROM claimed))) AS oldest
-    FROM {s}.workflow_status WHERE $10 AND queue_name = $1 AND status = 'ENQUEUED'
 )
 SELECT a.n, a.rate_limited, (SELECT count(*) FROM promoted),
        (SELECT min(delay_until_epoch_ms) FROM {s}.workflow_status
         WHERE status = 'DELAYED' AND queue_name = $1 AND delay_until_epoch_ms > $6),
-       -- Counted from the snapshot: count what the statement's updates leave.
-       CASE WHEN $10 THEN (SELECT n FROM backlog)
-                          - (SELECT count(*) FROM claimed)
-                          + (SELECT count(*) FROM promoted) END,
        (SELECT count(*) FROM seen),
        CASE WHEN a.rate_limited THEN
            COALESCE((SELECT min(started_at_epoch_ms) FROM {s}.workflow_status
                      WHERE queue_name = $1 AND rate_limited
                        AND started_at_epoch_ms > $6 - $9::int8), $6) + $9::int8 END,
        head.priority, head.created_at,
-       (SELECT oldest FROM backlog),
        claimed.*
 FROM allowed a
 LEFT JOIN (SELECT priority, created_at FROM seen ORDER BY priority, created_at LIMIT 1) head
@@ -194,9 +180,9 @@ const NEWER: &str = "(SELECT 1 FROM {s}.application_versions me \
 const RUNNABLE: &str = "(application_version = $2 OR (application_version IS NULL \
     AND NOT EXISTS {NEWER})) AND (application_name = $3 OR application_name IS NULL)";
 
-/// The claim's floor: $15 priority, $16 `created_at` (none: below every row).
-const FLOOR_P: &str = "COALESCE($15::int4, (-2147483648)::int4)";
-const FLOOR_T: &str = "COALESCE($16::int8, (-9223372036854775808)::int8)";
+/// The claim's floor: $14 priority, $15 `created_at` (none: below every row).
+const FLOOR_P: &str = "COALESCE($14::int4, (-2147483648)::int4)";
+const FLOOR_T: &str = "COALESCE($15::int8, (-9223372036854775808)::int8)";
 
 /// At or above the floor, as a row comparison: the index scan starts there instead of passing
 /// what lies below.
@@ -249,7 +235,6 @@ async fn run_claim(
         .bind(opt(q.concurrency))
         .bind(q.rate_limit.map(|l| i64::from(l.limit)))
         .bind(q.rate_limit.map(|l| millis(l.period)))
-        .bind(r.with_depth)
         .bind(opt(q.partition_concurrency))
         .bind(opt(q.partition_worker_concurrency))
         .bind(q.partition_rate_limit.map(|l| i64::from(l.limit)))
@@ -265,14 +250,12 @@ async fn run_claim(
         out.rate_limited = row.try_get(1)?;
         out.promoted = row.try_get(2)?;
         out.next_due = row.try_get(3)?;
-        out.depth = row.try_get(4)?;
-        out.seen = row.try_get(5)?;
-        out.rate_free_at = row.try_get(6)?;
-        let head: (Option<i32>, Option<i64>) = (row.try_get(7)?, row.try_get(8)?);
+        out.seen = row.try_get(4)?;
+        out.rate_free_at = row.try_get(5)?;
+        let head: (Option<i32>, Option<i64>) = (row.try_get(6)?, row.try_get(7)?);
         out.head = head.0.zip(head.1);
-        out.oldest = row.try_get(9)?;
-        if row.try_get::<Option<String>, _>(10)?.is_some() {
-            keyed.push(Claimed::keyed_from_row(row, 10)?);
+        if row.try_get::<Option<String>, _>(8)?.is_some() {
+            keyed.push(Claimed::keyed_from_row(row, 8)?);
         }
     }
     out.claimed = in_dispatch_order(keyed);

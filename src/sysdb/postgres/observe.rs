@@ -1,11 +1,14 @@
 //! Observation reads on Postgres, each driven by a partial index.
 
 use async_trait::async_trait;
+use sqlx::Row;
 
 use super::Postgres;
 use crate::error::DbError;
+use crate::sysdb::claim::QueueKey;
 use crate::sysdb::observe::Observe;
 use crate::sysdb::rows::all;
+use crate::sysdb::Waiting;
 use crate::sysdb::{CompletedBucket, QueueCounts};
 
 /// Waiting (`ENQUEUED`) and running (`PENDING`) workflows of each queue in `$1`, and the oldest
@@ -19,6 +22,17 @@ SELECT queue_name,
 FROM {s}.workflow_status
 WHERE queue_name = ANY($1::text[]) AND status IN ('ENQUEUED', 'PENDING')
 GROUP BY queue_name
+"#;
+
+/// One queue's `ENQUEUED` rows ($1): how many, the oldest, and whether one of the floor's
+/// priority ($2) lies below it ($3), each from the in-flight index.
+pub(super) const WAITING: &str = r#"
+SELECT count(*), min(created_at),
+       EXISTS (SELECT 1 FROM {s}.workflow_status
+               WHERE queue_name = $1 AND status = 'ENQUEUED'
+                 AND priority = $2::int4 AND created_at < $3::int8)
+FROM {s}.workflow_status
+WHERE queue_name = $1 AND status = 'ENQUEUED'
 "#;
 
 /// Workflows that completed in `[$1, $1 + $2 * $3)`, per bucket of `$2` ms (bucket index,
@@ -48,6 +62,22 @@ impl Observe for Postgres {
             .fetch_all(&self.pool)
             .await?;
         all(&rows, QueueCounts::from_row)
+    }
+
+    async fn waiting(&self, queue: &str, floor: Option<QueueKey>) -> Result<Waiting, DbError> {
+        let row = self
+            .sql
+            .query(WAITING)
+            .bind(queue)
+            .bind(floor.map(|f| f.0))
+            .bind(floor.map(|f| f.1))
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(Waiting {
+            enqueued: row.try_get(0)?,
+            oldest: row.try_get(1)?,
+            below_floor: row.try_get(2)?,
+        })
     }
 
     async fn completed(

@@ -184,35 +184,43 @@ async fn a_fleet_round_with_no_dead_executor_reads_no_workflow_row() {
     }
 }
 
-/// The generic plan of an unpartitioned claim of 50 with the depth asked for.
+/// The generic plan of an unpartitioned claim of 50.
 async fn claim_plan() -> String {
     let (_db, mut conn, sql) = migrated().await;
     let p = generic_plan(
         &mut conn,
         &sql,
         &super::claim::CLAIM,
-        "text, text, text, int8, text, int8, int8, int8, int8, bool, text, text, int8, int8, int4, int8",
-        "'q', 'v', 'app', 50, 'e', 0, NULL, NULL, NULL, true, NULL, NULL, NULL, NULL, NULL, NULL",
+        "text, text, text, int8, text, int8, int8, int8, int8, text, text, int8, int8, int4, int8",
+        "'q', 'v', 'app', 50, 'e', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL",
     )
     .await;
     p
 }
 
-/// A claim's depth and oldest waiting row (the lag gauge) are one scan of the in-flight index,
-/// skipped unless asked: a due time, not in the index, would read every waiting row's heap.
+/// A survey reads the in-flight index only, and its look below a floor is an index condition:
+/// a due time, not in the index, would read every waiting row's heap (`sysdb::claim`,
+/// "Surveys").
 #[tokio::test]
-async fn a_claim_samples_its_depth_and_oldest_row_from_the_index_only_when_asked() {
-    let p = claim_plan().await;
-    // The CTE's node: its line and the lines indented below it.
-    let mut lines = p.lines().skip_while(|l| !l.starts_with("  CTE backlog"));
-    let head = lines.next().unwrap_or_default();
-    let below: Vec<&str> = lines.take_while(|l| l.starts_with("   ")).collect();
-    let text = format!("{head}\n{}", below.join("\n"));
-    assert!(text.contains("One-Time Filter: $10"), "{p}");
+async fn a_survey_reads_the_in_flight_index_only() {
+    let (_db, mut conn, sql) = migrated().await;
+    let p = generic_plan(
+        &mut conn,
+        &sql,
+        super::observe::WAITING,
+        "text, int4, int8",
+        "'q', 0, 0",
+    )
+    .await;
+    let scans: Vec<&str> = p.lines().filter(|l| l.contains("Scan")).collect();
+    assert_eq!(scans.len(), 2, "{p}");
     assert!(
-        text.contains("Index Only Scan using idx_workflow_status_in_flight_v2"),
+        scans
+            .iter()
+            .all(|l| l.contains("Index Only Scan using idx_workflow_status_in_flight_v2")),
         "{p}"
     );
+    assert!(p.contains("(priority = $2) AND (created_at < $3))"), "{p}");
 }
 
 /// A claim's generic plan is made once per lane, usually on small tables; its check for

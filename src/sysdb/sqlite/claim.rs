@@ -74,7 +74,6 @@ pub(super) async fn run(
     report(tx, r, window_start, &mut out).await?;
     // Last, as Postgres's one statement does: rows promoted now are taken by the next claim.
     out.promoted = promote(tx, r).await?;
-    out.depth = out.depth.map(|left| left + out.promoted);
     Ok(out)
 }
 
@@ -202,8 +201,8 @@ pub(super) async fn claimed_row(tx: &mut SqliteConnection, id: &str) -> Result<S
         .await?)
 }
 
-/// What remains after the claim (before its promotion): the next due delayed row, the depth and
-/// the oldest waiting row, whether work waits, and when a rate-limited queue frees its next start.
+/// What remains after the claim (before its promotion): the next due delayed row, whether work
+/// waits, and when a rate-limited queue frees its next start.
 async fn report(
     tx: &mut SqliteConnection,
     r: &ClaimRequest,
@@ -216,17 +215,12 @@ async fn report(
                  WHERE status = 'DELAYED' AND queue_name = ?1 AND delay_until_epoch_ms > ?2), \
                 (SELECT count(*) FROM (SELECT 1 FROM workflow_status \
                  WHERE queue_name = ?1 AND status = 'ENQUEUED' LIMIT ?3 + 1)), \
-                CASE WHEN ?4 THEN (SELECT count(*) FROM workflow_status \
-                                   WHERE queue_name = ?1 AND status = 'ENQUEUED') END, \
                 (SELECT min(started_at_epoch_ms) FROM workflow_status \
-                 WHERE queue_name = ?1 AND rate_limited AND started_at_epoch_ms > ?5), \
-                CASE WHEN ?4 THEN (SELECT min(created_at) FROM workflow_status \
-                                   WHERE queue_name = ?1 AND status = 'ENQUEUED') END",
+                 WHERE queue_name = ?1 AND rate_limited AND started_at_epoch_ms > ?4)",
     )
     .bind(&q.name)
     .bind(r.now)
     .bind(r.limit)
-    .bind(r.with_depth)
     .bind(window_start)
     .fetch_one(&mut *tx)
     .await?;
@@ -234,11 +228,9 @@ async fn report(
     // As seen before the claim: what is left plus what was taken, capped as Postgres counts it.
     let left: i64 = row.try_get(1)?;
     out.seen = (left + out.claimed.len() as i64).min(r.limit + 1);
-    out.depth = row.try_get(2)?;
-    out.oldest = row.try_get(4)?;
     if out.rate_limited {
         let period = q.rate_limit.map(|l| millis(l.period)).unwrap_or(0);
-        let oldest: Option<i64> = row.try_get(3)?;
+        let oldest: Option<i64> = row.try_get(2)?;
         out.rate_free_at = Some(oldest.unwrap_or(r.now) + period);
     }
     Ok(())

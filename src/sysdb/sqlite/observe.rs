@@ -1,11 +1,14 @@
 //! Observation reads on SQLite: the load of each queue and completions per time bucket.
 
 use async_trait::async_trait;
+use sqlx::Row;
 
 use super::{json_list, Sqlite};
 use crate::error::DbError;
+use crate::sysdb::claim::QueueKey;
 use crate::sysdb::observe::Observe;
 use crate::sysdb::rows::all;
+use crate::sysdb::Waiting;
 use crate::sysdb::{CompletedBucket, QueueCounts};
 
 #[async_trait]
@@ -29,6 +32,26 @@ impl Observe for Sqlite {
         .fetch_all(self.reader())
         .await?;
         all(&rows, QueueCounts::from_row)
+    }
+
+    async fn waiting(&self, queue: &str, floor: Option<QueueKey>) -> Result<Waiting, DbError> {
+        let row = sqlx::query(
+            "SELECT count(*), min(created_at), \
+                    EXISTS (SELECT 1 FROM workflow_status \
+                            WHERE queue_name = ?1 AND status = 'ENQUEUED' \
+                              AND priority = ?2 AND created_at < ?3) \
+             FROM workflow_status WHERE queue_name = ?1 AND status = 'ENQUEUED'",
+        )
+        .bind(queue)
+        .bind(floor.map(|f| f.0))
+        .bind(floor.map(|f| f.1))
+        .fetch_one(self.reader())
+        .await?;
+        Ok(Waiting {
+            enqueued: row.try_get(0)?,
+            oldest: row.try_get(1)?,
+            below_floor: row.try_get(2)?,
+        })
     }
 
     async fn completed(

@@ -13,7 +13,8 @@ store_tests!(
     claims_stop_at_free_slots_and_global_concurrency,
     claims_stop_at_the_rate_limit_and_say_when_it_frees,
     claims_promote_due_delayed_rows_and_report_the_next,
-    claims_report_the_oldest_waiting_row_and_when_taken_rows_were_ready,
+    claims_report_when_taken_rows_were_ready,
+    a_survey_counts_what_waits_and_finds_rows_below_a_floor,
     claims_respect_versions_and_application_names,
     claims_respect_partition_limits,
     claims_set_a_deadline_from_the_timeout,
@@ -37,7 +38,7 @@ async fn claims_take_priority_then_fifo_and_report_what_waits(kind: Kind) {
     }
     let out = f.claim(&claim_of(Queue::new("q"), 3)).await;
     assert_eq!(ids(&out), vec!["b", "d", "a"]);
-    assert_eq!((out.allowed, out.seen, out.depth), (3, 4, Some(1)));
+    assert_eq!((out.allowed, out.seen), (3, 4));
     assert!(!out.rate_limited);
     let b = &out.claimed[0];
     assert_eq!(b.name, "wf");
@@ -54,7 +55,7 @@ async fn claims_take_priority_then_fifo_and_report_what_waits(kind: Kind) {
     // A row is taken once: the next claim gets the rest.
     let rest = f.claim(&claim_of(Queue::new("q"), 3)).await;
     assert_eq!(ids(&rest), vec!["c"]);
-    assert_eq!((rest.seen, rest.depth), (1, Some(0)));
+    assert_eq!(rest.seen, 1);
     let none = f.claim(&claim_of(Queue::new("q"), 3)).await;
     assert!(none.claimed.is_empty());
     assert_eq!((none.seen, none.next_due), (0, None));
@@ -74,7 +75,6 @@ async fn a_claim_from_a_floor_passes_over_what_lies_below_it(kind: Kind) {
     };
     let floored = crate::sysdb::ClaimRequest {
         floor: Some((5, created("mid").await)),
-        with_depth: false,
         ..claim_of(Queue::new("q"), 10)
     };
     let out = f.claim(&floored).await;
@@ -154,7 +154,7 @@ async fn claims_promote_due_delayed_rows_and_report_the_next(kind: Kind) {
     f.start(&due).await;
     f.start(&waiting).await;
     let out = f.claim(&claim_of(Queue::new("q"), 10)).await;
-    assert_eq!((out.promoted, out.depth), (1, Some(1)));
+    assert_eq!(out.promoted, 1);
     assert!(out.claimed.is_empty(), "promoted rows go to the next claim");
     assert_eq!(out.next_due, Some(later));
     assert_eq!(f.column("due", "status").await.as_deref(), Some("ENQUEUED"));
@@ -166,53 +166,61 @@ async fn claims_promote_due_delayed_rows_and_report_the_next(kind: Kind) {
     assert_eq!((ids(&next), next.promoted), (vec!["due"], 0));
 }
 
-/// What the lag gauge and the start delay histogram read (`sysdb::claim`, "Queue lag").
-async fn claims_report_the_oldest_waiting_row_and_when_taken_rows_were_ready(kind: Kind) {
+/// What the start delay histogram reads: a row is ready when enqueued, or when due if delayed.
+async fn claims_report_when_taken_rows_were_ready(kind: Kind) {
     let f = Fixture::new(kind).await;
+    let t = now_ms() - 60_000;
+    f.start(&NewWorkflow {
+        created_at: t,
+        ..enqueued("now", "q")
+    })
+    .await;
+    let out = f.claim(&claim_of(Queue::new("q"), 1)).await;
+    assert_eq!(out.claimed[0].ready_at, t);
+    // A debounced row's `created_at` is its first call's; it was ready when it came due.
+    let due = NewWorkflow {
+        created_at: t,
+        delay_until: Some(t + 50_000),
+        ..enqueued("due", "q")
+    };
+    f.start(&due).await;
+    assert_eq!(f.claim(&claim_of(Queue::new("q"), 10)).await.promoted, 1);
+    let out = f.claim(&claim_of(Queue::new("q"), 10)).await;
+    assert_eq!(ids(&out), vec!["due"]);
+    assert_eq!(out.claimed[0].ready_at, t + 50_000);
+}
+
+/// What a queue actor's survey reads (`sysdb::claim`, "Surveys"): the depth, the oldest row by
+/// age whatever its priority (the lag gauge), and whether a row of the floor's priority waits
+/// below the floor.
+async fn a_survey_counts_what_waits_and_finds_rows_below_a_floor(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let none = f.store.waiting("q", None).await.unwrap();
+    assert_eq!(none, crate::sysdb::Waiting::default());
     let t = now_ms() - 60_000;
     let row = |id: &str, priority, created_at| NewWorkflow {
         priority,
         created_at,
         ..enqueued(id, "q")
     };
-    // The oldest row is the last by priority: the oldest is by age, not by claim order.
     f.start(&row("old", 5, t)).await;
     f.start(&row("urgent", 1, t + 10_000)).await;
     f.start(&row("next", 1, t + 20_000)).await;
-    let out = f.claim(&claim_of(Queue::new("q"), 1)).await;
-    assert_eq!(ids(&out), vec!["urgent"]);
-    assert_eq!(out.claimed[0].ready_at, t + 10_000);
-    assert_eq!((out.depth, out.oldest), (Some(2), Some(t)));
-    // The rows a claim takes are not the oldest left; without the depth, no oldest either.
-    let out = f.claim(&claim_of(Queue::new("q"), 2)).await;
-    assert_eq!((ids(&out), out.oldest), (vec!["next", "old"], None));
-    let without_depth = crate::sysdb::ClaimRequest {
-        with_depth: false,
-        ..claim_of(Queue::new("q"), 1)
-    };
-    f.start(&row("late", 0, t + 30_000)).await;
-    f.start(&row("later", 0, t + 40_000)).await;
-    let out = f.claim(&without_depth).await;
+    f.start(&enqueued("elsewhere", "other")).await;
+    let w = f.store.waiting("q", None).await.unwrap();
+    assert_eq!((w.enqueued, w.oldest, w.below_floor), (3, Some(t), false));
+    // Below a floor only at the floor's own priority: more urgent rows are always claimed.
+    let store = &f.store;
+    let below = |floor| async move { store.waiting("q", Some(floor)).await.unwrap().below_floor };
+    assert!(below((5, t + 1)).await);
+    assert!(!below((5, t)).await, "a row at the floor is above it");
+    assert!(!below((9, t + 30_000)).await);
+    assert!(below((1, t + 15_000)).await);
+    f.claim(&claim_of(Queue::new("q"), 10)).await;
     assert_eq!(
-        (ids(&out), out.depth, out.oldest),
-        (vec!["late"], None, None)
+        f.store.waiting("q", None).await.unwrap(),
+        crate::sysdb::Waiting::default()
     );
-    let out = f.claim(&claim_of(Queue::new("q"), 0)).await;
-    assert_eq!((out.depth, out.oldest), (Some(1), Some(t + 40_000)));
-    f.claim(&claim_of(Queue::new("q"), 1)).await;
-
-    // A delayed row is ready when due, not when enqueued (a debounced one's `created_at` is
-    // its first call's); the claim that promotes it does not count it as waiting.
-    let due = NewWorkflow {
-        delay_until: Some(t + 50_000),
-        ..row("due", 0, t)
-    };
-    f.start(&due).await;
-    let out = f.claim(&claim_of(Queue::new("q"), 10)).await;
-    assert_eq!((out.promoted, out.oldest), (1, None));
-    let out = f.claim(&claim_of(Queue::new("q"), 10)).await;
-    assert_eq!(ids(&out), vec!["due"]);
-    assert_eq!(out.claimed[0].ready_at, t + 50_000);
 }
 
 async fn claims_respect_versions_and_application_names(kind: Kind) {

@@ -312,7 +312,6 @@ pub(crate) fn claim_of(queue: Queue, limit: i64) -> ClaimRequest {
     ClaimRequest {
         queue,
         limit,
-        with_depth: true,
         floor: None,
         executor_id: "e1".into(),
         app_version: "v1".into(),

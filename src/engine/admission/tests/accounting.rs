@@ -6,7 +6,7 @@ use super::*;
 #[test]
 fn a_fresh_queue_claims_and_offers_nothing_until_a_claim_found_nothing_waiting() {
     let (mut a, first) = Actor::new(limited(3));
-    assert_eq!(first, ["claim 3 with depth"]);
+    assert_eq!(first, ["claim 3"]);
     assert_eq!((a.offered(), a.used()), (0, 3), "the claim holds all three");
     assert_eq!(a.answer(clear(3), &[]), ["poll 1s"]);
     assert_eq!((a.offered(), a.used()), (3, 3), "free slots are offered");
@@ -39,7 +39,7 @@ fn slots_are_permits_freed_when_their_holders_go() {
 #[test]
 fn an_unlimited_queue_offers_one_claims_batch_at_a_time() {
     let (mut a, first) = Actor::new(Queue::new("q"));
-    assert_eq!(first, ["claim 1000 with depth"]);
+    assert_eq!(first, ["claim 1000"]);
     a.answer(clear(1000), &[]);
     assert_eq!(a.offered(), 1000);
 }
@@ -49,7 +49,7 @@ fn a_claim_in_flight_holds_the_slots_it_asked_for() {
     let (mut a, _) = Actor::new(limited(5));
     a.answer(clear(5), &["a"]);
     assert_eq!(a.offered(), 4);
-    assert_eq!(a.step(|m| m.tick()), ["claim 2 with depth"]);
+    assert_eq!(a.step(|m| m.tick()), ["claim 2"]);
     assert_eq!(
         (a.offered(), a.used()),
         (2, 5),

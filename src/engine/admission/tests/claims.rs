@@ -7,7 +7,7 @@ use super::*;
 fn a_claims_answer_keeps_a_backlog_announced_after_it_looked() {
     let (mut a, _) = Actor::new(limited(2));
     a.answer(clear(2), &[]);
-    assert_eq!(a.step(|m| m.tick()), ["claim 1 with depth"]);
+    assert_eq!(a.step(|m| m.tick()), ["claim 1"]);
     assert!(a.step(|m| m.woken()).is_empty(), "one claim at a time");
     assert_eq!(
         a.answer(clear(1), &[]),
@@ -44,7 +44,7 @@ fn a_lost_claim_answer_takes_back_what_it_may_have_claimed() {
     assert_eq!(a.used(), 0, "the claim's slots are free");
     assert_eq!(a.step(|m| m.took_back(vec![])), ["claim 2"]);
     assert_eq!(a.step(|m| m.claim_failed(false)), Vec::<String>::new());
-    assert_eq!(a.step(|m| m.tick()), ["claim 2 with depth"]);
+    assert_eq!(a.step(|m| m.tick()), ["claim 2"]);
 }
 
 #[test]
@@ -88,13 +88,9 @@ fn a_wake_up_is_kept_for_the_earliest_due_time() {
 }
 
 #[test]
-fn claims_start_below_the_last_head_and_polls_from_the_front() {
+fn claims_start_below_the_last_head() {
     let (mut a, first) = Actor::new(limited(4));
-    assert_eq!(
-        first,
-        ["claim 4 with depth"],
-        "the first claim starts at the front"
-    );
+    assert_eq!(first, ["claim 4"], "the first claim starts at the front");
     let head = |created_at, seen| ClaimAnswer {
         head: Some((0, created_at)),
         ..waiting(seen, 4)
@@ -114,8 +110,8 @@ fn claims_start_below_the_last_head_and_polls_from_the_front() {
     a.answer(waiting(0, 2), &[]);
     assert_eq!(
         a.step(|m| m.tick()),
-        ["claim 1 with depth"],
-        "a poll starts at the front"
+        ["claim 1 from 0/10750"],
+        "a poll starts at the floor too"
     );
     // Promoted rows keep their old `created_at`: the next claim starts at the front.
     let promoted = ClaimAnswer {
@@ -133,6 +129,29 @@ fn claims_start_below_the_last_head_and_polls_from_the_front() {
         ["claim 1"],
         "a failed claim drops the floor"
     );
+}
+
+#[test]
+fn a_row_found_below_the_floor_sends_the_next_claim_to_the_front() {
+    let (mut a, _) = Actor::new(limited(4));
+    let head = |created_at, seen| ClaimAnswer {
+        head: Some((0, created_at)),
+        ..waiting(seen, 4)
+    };
+    a.answer(head(10_000, 5), &["a", "b", "c", "d"]);
+    assert_eq!(a.exit("a", false), ["claim 1 from 0/9750"]);
+    // The survey's answer arrives while a claim is in flight: the claim after it goes unfloored.
+    assert!(a.step(|m| m.below_floor((0, 9_750))).is_empty());
+    a.answer(waiting(0, 1), &[]);
+    assert_eq!(a.step(|m| m.woken()), ["claim 1"]);
+    a.answer(head(12_000, 2), &["e"]);
+    assert_eq!(a.exit("b", false), ["claim 1 from 0/11750"]);
+    a.step(|m| m.claim_failed(false));
+    assert_eq!(a.exit("c", false), ["claim 2"]);
+    a.answer(head(10_000, 2), &[]);
+    // A survey of a floor above today's: the claim from the front since read what it saw.
+    assert!(a.step(|m| m.below_floor((0, 11_750))).is_empty());
+    assert_eq!(a.step(|m| m.below_floor((0, 9_750))), ["claim 2"]);
 }
 
 #[test]

@@ -57,11 +57,7 @@ fn a_local_producer_stays_on_the_fast_path_while_polls_look_elsewhere() {
     let (mut a, _) = Actor::new(limited(4));
     a.answer(clear(4), &[]);
     for round in 0..3 {
-        assert_eq!(
-            a.step(|m| m.tick()),
-            ["claim 2 with depth"],
-            "round {round}"
-        );
+        assert_eq!(a.step(|m| m.tick()), ["claim 2"], "round {round}");
         let e = slot(a.m.slots().take());
         assert_eq!(a.step(|m| m.reserved("e", e)), ["run e Reserved"]);
         assert_eq!(a.answer(clear(2), &[]), ["poll 1s"], "round {round}");
@@ -72,7 +68,7 @@ fn a_local_producer_stays_on_the_fast_path_while_polls_look_elsewhere() {
         );
         a.exit("e", false);
     }
-    assert_eq!(a.step(|m| m.tick()), ["claim 2 with depth"]);
+    assert_eq!(a.step(|m| m.tick()), ["claim 2"]);
     assert_eq!(
         a.answer(waiting(3, 2), &["x", "y"]),
         ["run x Claimed", "run y Claimed", "claim 2", "poll 1s"],
@@ -94,7 +90,7 @@ fn an_enqueue_gone_to_the_table_is_never_overtaken() {
         "e1 waits in the table: a later enqueue must not take a's slot"
     );
     let e2 = tabled(a.m.slots().take());
-    assert_eq!(a.step(|m| m.tick()), ["claim 1 with depth"]);
+    assert_eq!(a.step(|m| m.tick()), ["claim 1"]);
     // The claim began before e1's row landed: its answer cannot vouch for it.
     assert_eq!(a.answer(clear(1), &[]), ["poll 1s"]);
     assert_eq!(a.offered(), 0);
@@ -199,7 +195,7 @@ fn a_tabled_write_landing_during_a_claim_is_looked_for_at_once() {
         a.exit("a", false).is_empty(),
         "e1 has not announced itself yet"
     );
-    assert_eq!(a.step(|m| m.tick()), ["claim 1 with depth"]);
+    assert_eq!(a.step(|m| m.tick()), ["claim 1"]);
     drop(e1);
     assert!(
         a.step(|m| m.tabled_landed()).is_empty(),

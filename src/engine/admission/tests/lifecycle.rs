@@ -9,7 +9,7 @@ fn drain_runs_nothing_new_and_answers_once_idle() {
     let (mut a, _) = Actor::new(limited(3));
     a.answer(clear(3), &["a"]);
     let p = slot(a.m.slots().take());
-    assert_eq!(a.step(|m| m.tick()), ["claim 1 with depth"]);
+    assert_eq!(a.step(|m| m.tick()), ["claim 1"]);
     assert!(
         a.step(|m| m.drain()).is_empty(),
         "a child and a claim are in flight"

@@ -50,17 +50,10 @@ impl Actor {
                 self.children.push((workflow, slot));
                 format!("run {workflow} {path:?}")
             }
-            Decision::Claim {
-                limit,
-                with_depth,
-                floor,
-            } => {
-                format!(
-                    "claim {limit}{}{}",
-                    if with_depth { " with depth" } else { "" },
-                    floor.map_or(String::new(), |(p, t)| format!(" from {p}/{t}"))
-                )
-            }
+            Decision::Claim { limit, floor } => format!(
+                "claim {limit}{}",
+                floor.map_or(String::new(), |(p, t)| format!(" from {p}/{t}"))
+            ),
             Decision::TakeBack => "take back".into(),
             Decision::Restart { workflow, slot } => {
                 self.restarting.push((workflow, slot));
