@@ -56,6 +56,32 @@ pub(crate) type SharedRef = Arc<Shared>;
 const SWEEP_EVICTED: usize = 1000;
 
 impl Shared {
+    /// A fresh state around `db`, running.
+    pub(crate) fn new(config: Config, registry: Registry, db: Db) -> Shared {
+        Shared {
+            config,
+            registry,
+            db,
+            completions: Completions::default(),
+            state: watch::channel(RunState::Running).0,
+            signals: Default::default(),
+            directory: Directory::default(),
+            starting: Default::default(),
+            liveness: crate::engine::fleet::Liveness::unbounded(),
+            #[cfg(feature = "test-hooks")]
+            faults: Default::default(),
+        }
+    }
+
+    /// The state of a replay from a file (feature `testing`): no store behind it. Its handle
+    /// is closed, so a call that reached the database would be refused, never faked.
+    #[cfg(feature = "testing")]
+    pub(crate) fn offline(config: Config, registry: Registry) -> SharedRef {
+        let db = Db::new(std::time::Duration::ZERO);
+        db.close();
+        Arc::new(Shared::new(config, registry, db))
+    }
+
     /// Stops the runs of `id` in this process: its actors (all, or only the one running as
     /// `owner`), and its evicted entry, whose slot is then freed.
     pub(crate) fn cancel_local(&self, id: &str, owner: Option<&str>) {

@@ -36,6 +36,8 @@ mod eviction;
 mod exhaustion;
 mod failover;
 mod fleet;
+#[cfg(all(feature = "testing", feature = "cli"))]
+mod history;
 mod hostile;
 mod manage;
 mod memory;

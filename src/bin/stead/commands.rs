@@ -89,6 +89,20 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
             Ok(Rendered::new(&found, output::workflow(&found)))
         }
         WorkflowCommand::Steps(args) => steps(client, args).await,
+        #[cfg(feature = "testing")]
+        WorkflowCommand::Export { id, output } => {
+            let history = client.export_history(&id).await?;
+            let mut rendered = Rendered::new(&history, history.to_json() + "\n");
+            if let Some(file) = output {
+                rendered.note = Some(format!(
+                    "exported workflow '{id}' ({} calls) to {}",
+                    history.steps.len(),
+                    file.display()
+                ));
+                rendered.file = Some(file);
+            }
+            Ok(rendered)
+        }
         WorkflowCommand::Cancel { id, children } => {
             if children {
                 client.cancel_with_children(&id).await?;

@@ -91,7 +91,14 @@ fn main() -> ExitCode {
             format!("cannot start the async runtime: {e}"),
         )),
     };
+    let outcome = outcome.and_then(|rendered| save(&rendered).map(|()| rendered));
     match outcome {
+        Ok(rendered) if rendered.file.is_some() => {
+            if let Some(note) = &rendered.note {
+                eprintln!("{note}");
+            }
+            ExitCode::SUCCESS
+        }
         Ok(rendered) => {
             print(&rendered, json);
             // Tables are read by people; a script reading JSON chose its page itself.
@@ -138,6 +145,15 @@ fn database_url(flag: Option<String>) -> Result<String, Failure> {
                 "no database URL: pass --database-url or set STEAD_DATABASE_URL or DATABASE_URL",
             )
         })
+}
+
+/// Writes the result's text to the file it names, if it names one.
+fn save(rendered: &Rendered) -> Result<(), Failure> {
+    let Some(file) = &rendered.file else {
+        return Ok(());
+    };
+    std::fs::write(file, &rendered.text)
+        .map_err(|e| Failure::new(FAILED, format!("cannot write {}: {e}", file.display())))
 }
 
 /// Prints the result; a closed stdout (`stead ... | head`) is not an error worth a panic.

@@ -14,6 +14,8 @@ pub struct Rendered {
     pub text: String,
     /// A line for the person at the terminal (on stderr, so stdout stays the result).
     pub note: Option<String>,
+    /// Where the text goes instead of stdout (`workflow export -o FILE`).
+    pub file: Option<std::path::PathBuf>,
 }
 
 impl Rendered {
@@ -23,6 +25,7 @@ impl Rendered {
             json: serde_json::to_value(value).unwrap_or(Value::Null),
             text,
             note: None,
+            file: None,
         }
     }
 }
