@@ -10,6 +10,8 @@
 pub(crate) mod admission;
 pub(crate) mod completion;
 pub(crate) mod config;
+#[cfg(feature = "testing")]
+pub(crate) mod crash;
 pub(crate) mod db;
 pub(crate) mod directory;
 pub(crate) mod dispatch;

@@ -48,6 +48,9 @@ pub(crate) struct Shared {
     /// Faults a test injected (feature `test-hooks` only).
     #[cfg(feature = "test-hooks")]
     pub faults: crate::engine::faults::Faults,
+    /// Where the crash matrix stops a run (feature `testing` only; set once, after launch).
+    #[cfg(feature = "testing")]
+    pub crash: std::sync::OnceLock<Arc<crate::engine::crash::CrashPlan>>,
 }
 
 pub(crate) type SharedRef = Arc<Shared>;
@@ -70,6 +73,8 @@ impl Shared {
             liveness: crate::engine::fleet::Liveness::unbounded(),
             #[cfg(feature = "test-hooks")]
             faults: Default::default(),
+            #[cfg(feature = "testing")]
+            crash: Default::default(),
         }
     }
 

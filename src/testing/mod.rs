@@ -1,8 +1,11 @@
 //! Checks for a deploy and a test kit: [`verify`] replays recorded histories from a system
 //! database against the code registered in a builder, without running a step or writing
 //! anything. With the feature `testing`: histories exported to files ([`History`]) and replayed
-//! with no database ([`replay_file`], [`replay_dir`], [`check_dir`]). The replay core both sources share is `replay`.
+//! with no database ([`replay_file`], [`replay_dir`], [`check_dir`]), and the crash matrix
+//! ([`CrashMatrix`]). The replay core both sources share is `replay`.
 
+#[cfg(feature = "testing")]
+mod crash;
 #[cfg(feature = "testing")]
 mod error;
 #[cfg(feature = "testing")]
@@ -15,6 +18,8 @@ mod verify;
 pub use replay::{Divergence, Verdict};
 pub use verify::verify;
 
+#[cfg(feature = "testing")]
+pub use crash::{Boundary, CrashMatrix, Effects, Problem, Report};
 #[cfg(feature = "testing")]
 pub use error::KitError;
 #[cfg(feature = "testing")]

@@ -24,6 +24,8 @@ mod children;
 mod cli;
 mod client;
 mod connection_loss;
+#[cfg(feature = "testing")]
+mod crash_matrix;
 #[cfg(feature = "admin")]
 mod dashboard;
 mod dbos_interop;
