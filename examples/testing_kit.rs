@@ -66,11 +66,17 @@ async fn main() -> Result<(), KitError> {
         .database_url(format!("sqlite://{}", db.display()))
         .launch()
         .await?;
-    let run = rt.start("pay", 12, WorkflowOptions::with_id("pay-1")).await?;
+    let run = rt
+        .start("pay", 12, WorkflowOptions::with_id("pay-1"))
+        .await?;
     println!("recorded run: {}", run.result::<String>().await?);
     let history = rt.client().export_history("pay-1").await?;
     history.write(histories.join(history.file_name()))?;
-    println!("exported {} calls to {}", history.steps.len(), histories.display());
+    println!(
+        "exported {} calls to {}",
+        history.steps.len(),
+        histories.display()
+    );
     rt.shutdown(Duration::from_secs(5)).await?;
 
     // 2. Replayed from the folder, no database: the same code passes, the rename is reported.
@@ -83,7 +89,10 @@ async fn main() -> Result<(), KitError> {
     }
 
     // 3. The crash matrix: crashed before each call and before the outcome, then recovered.
-    let report = CrashMatrix::new(|| app(&fx)).effects(&fx).run("pay", 12).await?;
+    let report = CrashMatrix::new(|| app(&fx))
+        .effects(&fx)
+        .run("pay", 12)
+        .await?;
     println!("calls: {:?}", report.calls);
     print!("{report}");
 

@@ -46,6 +46,26 @@ async fn pay_emailing(ctx: Context, amount: u32, fx: Effects) -> stead::Result<S
     Ok(charge)
 }
 
+/// The charge behind a patch: its marker is a boundary too.
+async fn pay_patched(ctx: Context, amount: u32, fx: Effects) -> stead::Result<String> {
+    let fx = &fx;
+    ctx.step("reserve", || async {
+        fx.hit("reserve");
+        Ok(())
+    })
+    .await?;
+    let step = if ctx.patch("card").await? {
+        "charge-card"
+    } else {
+        "charge"
+    };
+    ctx.step(step, || async {
+        fx.hit("charge");
+        Ok(format!("ch-{amount}"))
+    })
+    .await
+}
+
 /// Declines after reserving: the outcome is an error.
 async fn pay_declined(ctx: Context, _amount: u32, fx: Effects) -> stead::Result<String> {
     let fx = &fx;
@@ -151,5 +171,18 @@ async fn a_failed_workflow_fails_the_same_way_after_recovery() {
         "{}",
         report.outcome
     );
+    assert!(report.is_ok(), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_marker_is_a_boundary_and_recovers_on_the_new_branch() {
+    let fx = Effects::new();
+    let report = CrashMatrix::new(build(|c, a, f| Box::pin(pay_patched(c, a, f)), &fx))
+        .effects(&fx)
+        .run("pay", 3)
+        .await
+        .unwrap();
+    assert_eq!(report.calls, ["reserve", "DBOS.patch-card", "charge-card"]);
+    assert_eq!(report.boundaries.len(), 4);
     assert!(report.is_ok(), "{report}");
 }
