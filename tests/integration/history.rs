@@ -113,6 +113,12 @@ async fn exported_runs_replay_without_a_database_and_changes_are_reported_at_the
     assert_eq!(all[0], one);
     assert_eq!(History::read(&target).unwrap(), all[1]);
     assert!(matches!(client.export_history("nobody").await, Err(stead::Error::NotFound(_))));
+    // Without -o the history is the output; an unknown id is exit code 3.
+    let printed = crate::cli::stead(&db.url, &["workflow", "export", "o-1"]).await;
+    assert_eq!(printed.code, 0, "{}", printed.stderr);
+    assert_eq!(History::from_json(&printed.stdout, "stdout").unwrap(), one);
+    let missing = crate::cli::stead(&db.url, &["workflow", "export", "nobody"]).await;
+    assert_eq!(missing.code, 3, "{}", missing.stderr);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 
     // A run of the patched code, kept in another folder.
