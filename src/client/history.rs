@@ -13,6 +13,7 @@ impl Client {
     /// Exports one workflow's history (its status row and every recorded call), to keep as a
     /// file ([`History::write`]) and replay against later code with
     /// [`stead::testing::replay_file`](crate::testing::replay_file).
+    #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
     pub async fn export_history(&self, id: &str) -> Result<History> {
         let mut found = self
             .export_histories(ListWorkflows::new().ids([id]))
@@ -22,6 +23,7 @@ impl Client {
 
     /// Exports the history of every workflow `which` selects (by id, name, status, the newest
     /// N, ...), one read of its calls per workflow.
+    #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
     pub async fn export_histories(&self, which: ListWorkflows) -> Result<Vec<History>> {
         let runs = self.recorded_runs(which).await?;
         let histories = runs.into_iter().map(|(info, steps)| {

@@ -114,7 +114,8 @@ pub struct Boundary {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Problem {
-    /// The crashed run ended before this boundary: its calls differ from the first run's.
+    /// The crashed run never reached this boundary (it ended first, or waited past the
+    /// timeout): its calls differ from the first run's.
     NotReached,
     /// The recovered run's outcome differs.
     Outcome { expected: String, found: String },
