@@ -1,5 +1,5 @@
 //! History files (feature `testing`): runs exported by the client and by `stead workflow
-//! export` replay with no database on the same code, report a renamed step (or a missing patch)
+//! export` / `export-all` replay with no database on the same code, report a renamed step (or a missing patch)
 //! at its call number on changed code, pass a change guarded by `ctx.patch`, and report an
 //! output that no longer decodes with its step and call.
 
@@ -119,6 +119,19 @@ async fn exported_runs_replay_without_a_database_and_changes_are_reported_at_the
     assert_eq!(History::from_json(&printed.stdout, "stdout").unwrap(), one);
     let missing = crate::cli::stead(&db.url, &["workflow", "export", "nobody"]).await;
     assert_eq!(missing.code, 3, "{}", missing.stderr);
+    // Many by the CLI's filters, one file each.
+    let all_dir = folder("all");
+    let args = ["workflow", "export-all", "-n", "order", "--dir", all_dir.to_str().unwrap()];
+    let many = crate::cli::stead(&db.url, &args).await;
+    assert_eq!(many.code, 0, "{}", many.stderr);
+    assert!(many.stderr.contains("exported 2 workflow(s)"), "{}", many.stderr);
+    let mut written: Vec<_> = std::fs::read_dir(&all_dir).unwrap().map(|e| name_of(&e.unwrap().path())).collect();
+    written.sort();
+    assert_eq!(written, ["o-1.json", "o-2.json"]);
+    assert_eq!(History::read(all_dir.join("o-1.json")).unwrap(), one);
+    std::fs::remove_dir_all(&all_dir).unwrap();
+    let queued = crate::cli::stead(&db.url, &["workflow", "export-all", "--queued", "--dir", "x"]).await;
+    assert_eq!(queued.code, 2, "{}", queued.stderr);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 
     // A run of the patched code, kept in another folder.

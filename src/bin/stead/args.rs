@@ -85,6 +85,16 @@ pub enum WorkflowCommand {
         #[arg(short = 'o', long, value_name = "FILE")]
         output: Option<std::path::PathBuf>,
     },
+    /// Export the histories of the workflows the filters select (as `list` selects them:
+    /// newest first, at most --limit), one `<id>.json` file each, into a folder
+    #[cfg(feature = "testing")]
+    ExportAll {
+        /// The folder the files go to (created if missing)
+        #[arg(long, value_name = "DIR")]
+        dir: std::path::PathBuf,
+        #[command(flatten)]
+        filters: Box<ListArgs>,
+    },
     /// Cancel a workflow; it stops before its next durable call
     Cancel {
         id: String,

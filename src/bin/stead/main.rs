@@ -93,7 +93,8 @@ fn main() -> ExitCode {
     };
     let outcome = outcome.and_then(|rendered| save(&rendered).map(|()| rendered));
     match outcome {
-        Ok(rendered) if rendered.file.is_some() => {
+        // Written to files: only the note says so.
+        Ok(rendered) if !rendered.files.is_empty() => {
             if let Some(note) = &rendered.note {
                 eprintln!("{note}");
             }
@@ -147,13 +148,18 @@ fn database_url(flag: Option<String>) -> Result<String, Failure> {
         })
 }
 
-/// Writes the result's text to the file it names, if it names one.
+/// Writes the files the result names, creating their folders.
 fn save(rendered: &Rendered) -> Result<(), Failure> {
-    let Some(file) = &rendered.file else {
-        return Ok(());
-    };
-    std::fs::write(file, &rendered.text)
-        .map_err(|e| Failure::new(FAILED, format!("cannot write {}: {e}", file.display())))
+    for (file, text) in &rendered.files {
+        let failed = |e: std::io::Error| {
+            Failure::new(FAILED, format!("cannot write {}: {e}", file.display()))
+        };
+        if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(failed)?;
+        }
+        std::fs::write(file, text).map_err(failed)?;
+    }
+    Ok(())
 }
 
 /// Prints the result; a closed stdout (`stead ... | head`) is not an error worth a panic.
