@@ -229,6 +229,8 @@ impl Actor for WorkflowActor {
                         return Err(panic.into());
                     }
                 };
+                #[cfg(feature = "testing")]
+                ctx.crash_at_end().await;
                 // The last step's record, if held back, is written with the outcome.
                 let (outcome, last) = match ctx.abort() {
                     Some(_) => (outcome, None),

@@ -30,7 +30,7 @@ use crate::base::codec;
 use crate::base::queue::{Queue, WaitingWork};
 use crate::base::workflow::WorkflowRef;
 use crate::durable::calls::{self, StreamValue};
-use crate::engine::config::{Config, RestartPolicy, DEFAULT_CANCEL_SWEEP};
+use crate::engine::config::{Config, RestartPolicy};
 use crate::engine::handle::WorkflowHandle;
 use crate::engine::registry::Registry;
 use crate::engine::shared::{RunState, SharedRef};
@@ -43,6 +43,8 @@ use crate::sysdb::{self, QueueDeletion};
 mod attributes;
 pub(crate) mod debounce;
 mod fleet;
+#[cfg(feature = "testing")]
+mod history;
 pub(crate) mod manage;
 pub(crate) mod observe;
 pub(crate) mod outbox;
@@ -147,21 +149,7 @@ impl Client {
     }
 
     async fn launch(sys: Arc<dyn sysdb::Store>, options: ClientOptions) -> Result<Client> {
-        let config = Config {
-            schema: options.schema,
-            app_name: Some(crate::engine::config::app_name_or_default(options.app_name)),
-            app_version: String::new(),
-            executor_id: "client".into(),
-            internal_poll: Duration::from_secs(1),
-            claim_batch: 0,
-            listen_queues: Some(Vec::new()),
-            reconcile_every: Duration::from_secs(60),
-            executes: false,
-            schedule_refresh: Duration::from_secs(10),
-            cancel_sweep: DEFAULT_CANCEL_SWEEP,
-            evict_after: None,
-            fleet: Default::default(),
-        };
+        let config = Config::passive(options.schema, options.app_name);
         let tree = launch::launch(
             config,
             Registry::default(),

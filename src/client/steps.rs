@@ -19,9 +19,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::base::codec::{self, PORTABLE_JSON};
+use crate::client::manage::{ListWorkflows, WorkflowInfo};
 use crate::client::Client;
 use crate::error::{PortableError, Result};
-use crate::sysdb::{StepListing, StepQuery};
+use crate::sysdb::{StepListing, StepQuery, StepRow};
 
 /// Which of a workflow's recorded calls [`Client::list_steps`] returns, in function id order:
 /// every one with its output unless told otherwise.
@@ -169,6 +170,21 @@ impl Client {
         let rows = self.query_steps(id, one).await?;
         let found = rows.into_iter().find(|s| s.function_id == function_id);
         Ok(found.map(StepInfo::from))
+    }
+
+    /// The workflows `which` selects, each with its payloads and its recorded calls as stored:
+    /// the histories verification replays and `export_histories` writes.
+    pub(crate) async fn recorded_runs(
+        &self,
+        which: ListWorkflows,
+    ) -> Result<Vec<(WorkflowInfo, Vec<StepRow>)>> {
+        let listed = self.list_workflows(which.with_payloads()).await?;
+        let mut runs = Vec::with_capacity(listed.len());
+        for info in listed {
+            let steps = self.shared().db.load_steps(&info.status.id).await?;
+            runs.push((info, steps));
+        }
+        Ok(runs)
     }
 
     async fn query_steps(&self, id: &str, query: StepQuery) -> Result<Vec<StepListing>> {

@@ -232,6 +232,8 @@ where
     }
     // An earlier step's record lands before this transaction commits anything.
     let _busy = ctx.fresh().await?;
+    #[cfg(feature = "testing")]
+    ctx.crash_point(name)?;
     let mut wait = Wait::new();
     loop {
         ctx.live().await?;

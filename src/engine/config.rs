@@ -62,6 +62,25 @@ pub(crate) const DEFAULT_EVICT_AFTER: Duration = Duration::from_secs(60);
 pub(crate) const DEFAULT_CANCEL_SWEEP: Duration = Duration::from_secs(1);
 
 impl Config {
+    /// A process that manages workflows and runs none (a client, or a replay from a file).
+    pub(crate) fn passive(schema: String, app_name: Option<String>) -> Config {
+        Config {
+            schema,
+            app_name: Some(app_name_or_default(app_name)),
+            app_version: String::new(),
+            executor_id: "client".into(),
+            internal_poll: Duration::from_secs(1),
+            claim_batch: 0,
+            listen_queues: Some(Vec::new()),
+            reconcile_every: Duration::from_secs(60),
+            executes: false,
+            schedule_refresh: Duration::from_secs(10),
+            cancel_sweep: DEFAULT_CANCEL_SWEEP,
+            evict_after: None,
+            fleet: Default::default(),
+        }
+    }
+
     /// The version new workflows are written with: a runtime's own; none from a client, so any
     /// executor of the latest version may run them.
     pub(crate) fn own_version(&self) -> Option<String> {

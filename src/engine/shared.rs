@@ -48,6 +48,9 @@ pub(crate) struct Shared {
     /// Faults a test injected (feature `test-hooks` only).
     #[cfg(feature = "test-hooks")]
     pub faults: crate::engine::faults::Faults,
+    /// Where the crash matrix stops a run (feature `testing` only; set once, after launch).
+    #[cfg(feature = "testing")]
+    pub crash: std::sync::OnceLock<Arc<crate::engine::crash::CrashPlan>>,
 }
 
 pub(crate) type SharedRef = Arc<Shared>;
@@ -56,6 +59,34 @@ pub(crate) type SharedRef = Arc<Shared>;
 const SWEEP_EVICTED: usize = 1000;
 
 impl Shared {
+    /// A fresh state around `db`, running.
+    pub(crate) fn new(config: Config, registry: Registry, db: Db) -> Shared {
+        Shared {
+            config,
+            registry,
+            db,
+            completions: Completions::default(),
+            state: watch::channel(RunState::Running).0,
+            signals: Default::default(),
+            directory: Directory::default(),
+            starting: Default::default(),
+            liveness: crate::engine::fleet::Liveness::unbounded(),
+            #[cfg(feature = "test-hooks")]
+            faults: Default::default(),
+            #[cfg(feature = "testing")]
+            crash: Default::default(),
+        }
+    }
+
+    /// The state of a replay from a file (feature `testing`): no store behind it. Its handle
+    /// is closed, so a call that reached the database would be refused, never faked.
+    #[cfg(feature = "testing")]
+    pub(crate) fn offline(config: Config, registry: Registry) -> SharedRef {
+        let db = Db::new(std::time::Duration::ZERO);
+        db.close();
+        Arc::new(Shared::new(config, registry, db))
+    }
+
     /// Stops the runs of `id` in this process: its actors (all, or only the one running as
     /// `owner`), and its evicted entry, whose slot is then freed.
     pub(crate) fn cancel_local(&self, id: &str, owner: Option<&str>) {

@@ -353,6 +353,16 @@ impl RuntimeBuilder {
         Ok((url, options, self.registry))
     }
 
+    /// What a replay from files needs (feature `testing`): a passive configuration and the
+    /// registered workflows; no database.
+    #[cfg(feature = "testing")]
+    pub(crate) fn into_offline(self) -> Result<(Config, Registry)> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        Ok((Config::passive(self.schema, self.app_name), self.registry))
+    }
+
     /// Connects, migrates, recovers this executor's unfinished workflows and starts running.
     pub async fn launch(self) -> Result<Runtime> {
         if let Some(e) = self.error {

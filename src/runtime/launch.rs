@@ -10,13 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
-use tokio::sync::watch;
 
 use crate::base::queue::Queue;
-use crate::engine::completion::Completions;
 use crate::engine::config::{Config, RestartPolicy};
 use crate::engine::db::{Db, DbStats};
-use crate::engine::directory::Directory;
 use crate::engine::dispatch::QueueRequest;
 use crate::engine::evict::Parked;
 use crate::engine::registry::Registry;
@@ -67,20 +64,7 @@ pub(crate) async fn launch(
     db_retry_timeout: Duration,
     policy: RestartPolicy,
 ) -> Result<Tree> {
-    let (state, _) = watch::channel(RunState::Running);
-    let shared: SharedRef = Arc::new(Shared {
-        config,
-        registry,
-        db: Db::new(db_retry_timeout),
-        completions: Completions::default(),
-        state,
-        signals: Default::default(),
-        directory: Directory::default(),
-        starting: Default::default(),
-        liveness: crate::engine::fleet::Liveness::unbounded(),
-        #[cfg(feature = "test-hooks")]
-        faults: Default::default(),
-    });
+    let shared: SharedRef = Arc::new(Shared::new(config, registry, Db::new(db_retry_timeout)));
     crate::base::metrics::register_process(&LANE_NAMES);
     for name in shared.registry.names() {
         if let Some(entry) = shared.registry.get(name) {

@@ -24,6 +24,8 @@ mod children;
 mod cli;
 mod client;
 mod connection_loss;
+#[cfg(feature = "testing")]
+mod crash_matrix;
 #[cfg(feature = "admin")]
 mod dashboard;
 mod dbos_interop;
@@ -36,6 +38,8 @@ mod eviction;
 mod exhaustion;
 mod failover;
 mod fleet;
+#[cfg(all(feature = "testing", feature = "cli"))]
+mod history;
 mod hostile;
 mod manage;
 mod memory;

@@ -76,6 +76,25 @@ pub enum WorkflowCommand {
     Get { id: String },
     /// List a workflow's recorded steps and other durable calls, in pages
     Steps(StepsArgs),
+    /// Export a workflow's history (its status row and recorded calls) in the portable
+    /// `stead.history` format, to replay against later code with `stead::testing`
+    #[cfg(feature = "testing")]
+    Export {
+        id: String,
+        /// Write the history to this file instead of standard output
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
+    },
+    /// Export the histories of the workflows the filters select (as `list` selects them:
+    /// newest first, at most --limit), one `<id>.json` file each, into a folder
+    #[cfg(feature = "testing")]
+    ExportAll {
+        /// The folder the files go to (created if missing)
+        #[arg(long, value_name = "DIR")]
+        dir: std::path::PathBuf,
+        #[command(flatten)]
+        filters: Box<ListArgs>,
+    },
     /// Cancel a workflow; it stops before its next durable call
     Cancel {
         id: String,

@@ -89,6 +89,22 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
             Ok(Rendered::new(&found, output::workflow(&found)))
         }
         WorkflowCommand::Steps(args) => steps(client, args).await,
+        #[cfg(feature = "testing")]
+        WorkflowCommand::Export { id, output } => {
+            let history = client.export_history(&id).await?;
+            let mut rendered = Rendered::new(&history, history.to_json() + "\n");
+            if let Some(file) = output {
+                rendered.note = Some(format!(
+                    "exported workflow '{id}' ({} calls) to {}",
+                    history.steps.len(),
+                    file.display()
+                ));
+                rendered.files = vec![(file, rendered.text.clone())];
+            }
+            Ok(rendered)
+        }
+        #[cfg(feature = "testing")]
+        WorkflowCommand::ExportAll { dir, filters } => export_all(client, dir, *filters).await,
         WorkflowCommand::Cancel { id, children } => {
             if children {
                 client.cancel_with_children(&id).await?;
@@ -134,6 +150,34 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
             Ok(Rendered::new(&value, format!("deleted workflow '{id}'\n")))
         }
     }
+}
+
+/// `workflow export-all`: one file per selected workflow, named by its id.
+#[cfg(feature = "testing")]
+async fn export_all(
+    client: &Client,
+    dir: std::path::PathBuf,
+    filters: ListArgs,
+) -> stead::Result<Rendered> {
+    if filters.queued {
+        return Err(Error::InvalidArgument(
+            "--queued does not apply to export-all; select by --status instead".into(),
+        ));
+    }
+    let histories = client.export_histories(filter(filters)).await?;
+    let files: Vec<_> = histories
+        .iter()
+        .map(|h| (dir.join(h.file_name()), h.to_json() + "\n"))
+        .collect();
+    let ids: Vec<&str> = histories.iter().map(|h| h.workflow.id.as_str()).collect();
+    let mut rendered = Rendered::new(&ids, String::new());
+    rendered.note = Some(format!(
+        "exported {} workflow(s) to {}",
+        ids.len(),
+        dir.display()
+    ));
+    rendered.files = files;
+    Ok(rendered)
 }
 
 /// The filters and order of `workflow list`: newest first unless asked otherwise.

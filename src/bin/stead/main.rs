@@ -91,7 +91,15 @@ fn main() -> ExitCode {
             format!("cannot start the async runtime: {e}"),
         )),
     };
+    let outcome = outcome.and_then(|rendered| save(&rendered).map(|()| rendered));
     match outcome {
+        // Written to files: only the note says so.
+        Ok(rendered) if !rendered.files.is_empty() => {
+            if let Some(note) = &rendered.note {
+                eprintln!("{note}");
+            }
+            ExitCode::SUCCESS
+        }
         Ok(rendered) => {
             print(&rendered, json);
             // Tables are read by people; a script reading JSON chose its page itself.
@@ -138,6 +146,20 @@ fn database_url(flag: Option<String>) -> Result<String, Failure> {
                 "no database URL: pass --database-url or set STEAD_DATABASE_URL or DATABASE_URL",
             )
         })
+}
+
+/// Writes the files the result names, creating their folders.
+fn save(rendered: &Rendered) -> Result<(), Failure> {
+    for (file, text) in &rendered.files {
+        let failed = |e: std::io::Error| {
+            Failure::new(FAILED, format!("cannot write {}: {e}", file.display()))
+        };
+        if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(failed)?;
+        }
+        std::fs::write(file, text).map_err(failed)?;
+    }
+    Ok(())
 }
 
 /// Prints the result; a closed stdout (`stead ... | head`) is not an error worth a panic.

@@ -14,6 +14,9 @@ pub struct Rendered {
     pub text: String,
     /// A line for the person at the terminal (on stderr, so stdout stays the result).
     pub note: Option<String>,
+    /// Files to write instead of printing the text (`workflow export -o FILE`, `export-all`),
+    /// each with its contents.
+    pub files: Vec<(std::path::PathBuf, String)>,
 }
 
 impl Rendered {
@@ -23,6 +26,7 @@ impl Rendered {
             json: serde_json::to_value(value).unwrap_or(Value::Null),
             text,
             note: None,
+            files: Vec::new(),
         }
     }
 }

@@ -48,6 +48,12 @@ impl Context {
         }
         self.reserve(function_id, name)?;
         if recorded.is_none() {
+            // The marker is a call boundary of the crash matrix too (feature `testing`).
+            #[cfg(feature = "testing")]
+            {
+                self.settle().await?;
+                self.crash_point(&marker)?;
+            }
             let call = Call::new(function_id, &marker, now_ms());
             // A competing execution's row at this number is its marker (it ran this code).
             self.record(call).await?;

@@ -244,7 +244,36 @@ impl Context {
         if let Some(row) = self.recorded(function_id, name)? {
             return Ok(Begun::Recorded(row));
         }
-        Ok(Begun::Fresh(self.fresh().await?))
+        let busy = self.fresh().await?;
+        #[cfg(feature = "testing")]
+        self.crash_point(name)?;
+        Ok(Begun::Fresh(busy))
+    }
+
+    /// The crash matrix's stop before call `name` (feature `testing`), once the records before
+    /// it are written: the run stops as a fenced one does, writing nothing more.
+    #[cfg(feature = "testing")]
+    pub(crate) fn crash_point(&self, name: &str) -> Result<()> {
+        match self.inner.shared.crash.get() {
+            Some(plan) if plan.at_call(&self.inner.run.workflow_id, name) => {
+                Err(self.stop(Abort::NotOwner))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The crash matrix's stop at the run's end (feature `testing`): the records held back are
+    /// written, the outcome is not.
+    #[cfg(feature = "testing")]
+    pub(crate) async fn crash_at_end(&self) {
+        let Some(plan) = self.inner.shared.crash.get() else {
+            return;
+        };
+        if self.abort().is_none() && plan.at_end(&self.inner.run.workflow_id) {
+            // A failed write leaves the run stopped all the same, as a crash would.
+            let _ = self.settle().await;
+            self.stop(Abort::NotOwner);
+        }
     }
 
     /// The fresh half of [`Context::begin`], for a call whose replay is looked up elsewhere (a
