@@ -63,5 +63,6 @@ mod timeouts;
 mod transactions;
 mod typed;
 mod typed_errors;
+mod updates;
 mod verify;
 mod workflows;
