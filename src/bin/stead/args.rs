@@ -123,7 +123,8 @@ pub enum WorkflowCommand {
         id: String,
         name: String,
         /// The update's input, as JSON
-        #[arg(long, value_name = "JSON", default_value = "null", value_parser = parse_json)]
+        #[arg(long, value_name = "JSON", default_value = "null", value_parser = parse_json,
+              allow_hyphen_values = true)]
         input: Value,
         /// The update id (default: a new UUID, printed); retry with it after a failure
         #[arg(long = "id", value_name = "UPDATE_ID")]
@@ -139,10 +140,11 @@ pub enum WorkflowCommand {
         /// The workflow's registered name
         workflow: String,
         /// The workflow's input, as JSON
-        #[arg(long, value_name = "JSON", default_value = "null", value_parser = parse_json)]
+        #[arg(long, value_name = "JSON", default_value = "null", value_parser = parse_json,
+              allow_hyphen_values = true)]
         input: Value,
         /// The message, as JSON
-        #[arg(long, value_name = "JSON", value_parser = parse_json)]
+        #[arg(long, value_name = "JSON", value_parser = parse_json, allow_hyphen_values = true)]
         message: Value,
         /// The topic it is received on (default: none)
         #[arg(long)]
