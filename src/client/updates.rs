@@ -191,25 +191,34 @@ impl Client {
         I: Serialize,
         T: Serialize + ?Sized,
     {
-        let name = workflow.name();
-        let json = codec::encode_input(name, &input)?;
-        let target = Target::Queue(queue);
-        let handle = self
-            .signal_with_start_in(target, name, &json, options, message, topic)
-            .await?;
-        Ok(handle.typed())
+        self.signal_with_start_in(
+            Target::Queue(queue),
+            workflow,
+            input,
+            options,
+            message,
+            topic,
+        )
+        .await
     }
 
     /// Signal-with-start to `target` (a runtime starts directly).
-    pub(crate) async fn signal_with_start_in<T: Serialize + ?Sized>(
+    pub(crate) async fn signal_with_start_in<W, I, T>(
         &self,
         target: Target<'_>,
-        workflow: &str,
-        input_json: &str,
+        workflow: W,
+        input: I,
         options: WorkflowOptions,
         message: &T,
         topic: Option<&str>,
-    ) -> Result<WorkflowHandle> {
+    ) -> Result<WorkflowHandle<W::Output>>
+    where
+        W: WorkflowRef<I>,
+        I: Serialize,
+        T: Serialize + ?Sized,
+    {
+        let name = workflow.name();
+        let input_json = codec::encode_input(name, &input)?;
         let Some(id) = options.id.clone() else {
             return Err(Error::InvalidArgument(
                 "signal-with-start needs a workflow id (WorkflowOptions::with_id)".into(),
@@ -221,9 +230,9 @@ impl Client {
         }
         // Refused before anything is written, so a bad topic starts nothing.
         message.validate()?;
-        let handle = start::submit(self.shared(), target, workflow, input_json, options).await?;
+        let handle = start::submit(self.shared(), target, name, &input_json, options).await?;
         self.send_bulk([message]).await?;
-        Ok(handle)
+        Ok(handle.typed())
     }
 }
 

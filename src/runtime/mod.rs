@@ -113,13 +113,9 @@ impl Runtime {
         I: Serialize,
         T: Serialize + ?Sized,
     {
-        let name = workflow.name();
-        let json = codec::encode_input(name, &input)?;
-        let handle = self
-            .client
-            .signal_with_start_in(Target::Direct, name, &json, options, message, topic)
-            .await?;
-        Ok(handle.typed())
+        self.client
+            .signal_with_start_in(Target::Direct, workflow, input, options, message, topic)
+            .await
     }
 
     /// Enqueues a registered workflow on `queue` (see [`Client::enqueue`]); this runtime refuses

@@ -292,13 +292,6 @@ impl Messages for Postgres {
             .bind(topic)
             .fetch_optional(&self.pool)
             .await?;
-        row.map(|r| {
-            Ok(PeekedMessage {
-                id: r.try_get(0)?,
-                message: r.try_get(1)?,
-                serialization: r.try_get(2)?,
-            })
-        })
-        .transpose()
+        Ok(row.map(|r| PeekedMessage::from_row(&r)).transpose()?)
     }
 }

@@ -56,14 +56,7 @@ impl Messages for Sqlite {
         .bind(topic)
         .fetch_optional(self.reader())
         .await?;
-        row.map(|r| {
-            Ok(PeekedMessage {
-                id: r.try_get(0)?,
-                message: r.try_get(1)?,
-                serialization: r.try_get(2)?,
-            })
-        })
-        .transpose()
+        Ok(row.map(|r| PeekedMessage::from_row(&r)).transpose()?)
     }
 }
 
