@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use serde_json::Value;
 use stead::client::UpdateOptions;
 use stead::{Context, Error, Queue, WorkflowOptions};
 
@@ -269,4 +270,77 @@ async fn an_answer_survives_a_crash_after_acceptance(db) {
     client.shutdown(Duration::from_secs(5)).await.unwrap();
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
+
+/// DBOS's own client and CLI see only ordinary rows: the Python client sends an update as a
+/// message on the reserved topic and reads its answer as an event; `dbos workflow list | get |
+/// steps` show the updated workflow, its updates as steps named `stead.update`.
+#[tokio::test]
+async fn dbos_reads_an_updated_workflow_and_can_send_an_update() {
+    use common::dbos_py::{dbos_workflow_cli, ok_answer, py_client};
+    use serde_json::json;
+    require_dbos!();
+    let db = common::TestDb::new().await;
+    let rt = common::builder(&db)
+        .workflow("cart", cart)
+        .launch()
+        .await
+        .unwrap();
+    let handle = rt
+        .start("cart", (), WorkflowOptions::with_id("py-cart"))
+        .await
+        .unwrap();
+    let app = stead::runtime::DEFAULT_APP_NAME;
+    let request = json!({"to": "py-cart", "topic": "stead.update::add",
+                         "message": {"id": "py1", "input": 60}, "key": "stead.update::py1"});
+    assert_eq!(
+        ok_answer(py_client(&db.url, app, "send", request).await),
+        json!(null)
+    );
+    let event = json!({"id": "py-cart", "key": "stead.update::py1", "timeout": 20});
+    let answer = ok_answer(py_client(&db.url, app, "get_event", event).await);
+    assert_eq!(answer, json!({"output": 60}));
+    // stead's caller with the same update id gets the same answer.
+    let again =
+        rt.client()
+            .update::<u64, u64>("py-cart", "add", &60, UpdateOptions::with_id("py1"));
+    assert_eq!(common::within(again).await.unwrap(), 60);
+    let refused = rt
+        .client()
+        .update::<u64, u64>("py-cart", "add", &0, UpdateOptions::default());
+    assert!(matches!(
+        common::within(refused).await,
+        Err(Error::UpdateRejected { .. })
+    ));
+    let last = rt
+        .client()
+        .update::<u64, u64>("py-cart", "add", &40, UpdateOptions::default());
+    assert_eq!(common::within(last).await.unwrap(), 100);
+    assert_eq!(common::within(handle.result::<u64>()).await.unwrap(), 100);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+
+    let list = dbos_workflow_cli(&db.url, &["list"]).await;
+    let listed = list
+        .as_array()
+        .and_then(|l| l.iter().find(|w| w["workflow_id"] == "py-cart"))
+        .unwrap_or_else(|| panic!("py-cart not in {list}"));
+    assert_eq!(
+        (&listed["status"], &listed["output"]),
+        (&json!("SUCCESS"), &json!(100))
+    );
+    let got = dbos_workflow_cli(&db.url, &["get", "py-cart"]).await;
+    assert_eq!(got["workflow_id"], json!("py-cart"), "{got}");
+    let steps = dbos_workflow_cli(&db.url, &["steps", "py-cart"]).await;
+    let updates: Vec<&Value> = steps
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {steps}"))
+        .iter()
+        .filter(|s| s["function_name"] == "stead.update")
+        .collect();
+    assert_eq!(updates.len(), 2, "{steps}");
+    assert_eq!(
+        updates[0]["output"]["answer"],
+        json!({"output": 60}),
+        "{steps}"
+    );
 }
