@@ -153,6 +153,33 @@ pub enum Error {
         "executor id {executor_id:?} is live in another process; give each executor its own id"
     )]
     ExecutorInUse { executor_id: String },
+    /// An update went to a workflow that has finished (it accepts no more updates); `status`
+    /// is its final status.
+    #[error("workflow {id} has finished ({status}) and accepts no updates")]
+    WorkflowFinished { id: String, status: String },
+    /// The workflow's validator refused the update; nothing was recorded in its history.
+    /// Retrying with the same update id returns this again: send a new id to try again.
+    #[error("update {update_id} of workflow {workflow_id} was rejected: {reason}")]
+    UpdateRejected {
+        workflow_id: String,
+        update_id: String,
+        reason: String,
+    },
+    /// The workflow accepted the update and its handler failed; the failure is the update's
+    /// recorded answer.
+    #[error("update {update_id} of workflow {workflow_id} failed: {error}")]
+    UpdateFailed {
+        workflow_id: String,
+        update_id: String,
+        error: String,
+    },
+    /// No answer came within the caller's timeout. The request stays delivered: calling again
+    /// with the same update id waits for the same answer.
+    #[error("update {update_id} of workflow {workflow_id} got no answer in time")]
+    UpdateTimeout {
+        workflow_id: String,
+        update_id: String,
+    },
     /// An argument was malformed (an empty id, a name with a NUL byte, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -202,6 +229,10 @@ impl Error {
             Error::UnknownSchedule(_) => "UnknownSchedule",
             Error::ScheduleExists(_) => "ScheduleExists",
             Error::ExecutorInUse { .. } => "ExecutorInUse",
+            Error::WorkflowFinished { .. } => "WorkflowFinished",
+            Error::UpdateRejected { .. } => "UpdateRejected",
+            Error::UpdateFailed { .. } => "UpdateFailed",
+            Error::UpdateTimeout { .. } => "UpdateTimeout",
             Error::InvalidArgument(_) => "InvalidArgument",
             Error::Database(_) => "DatabaseError",
             Error::Shutdown => "Shutdown",

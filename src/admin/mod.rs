@@ -1,7 +1,7 @@
 //! Admin HTTP endpoints and the live dashboard (feature `admin`): health, readiness, Prometheus
 //! metrics, workflows and their steps, queues with their load, throughput, the fleet's
-//! executors and stranded work, and cancel, resume, fork and moving stranded work, as JSON;
-//! the dashboard page at `/`.
+//! executors and stranded work, and cancel, resume, fork, updates, signal-with-start and moving
+//! stranded work, as JSON; the dashboard page at `/`.
 //!
 //! [`serve`] runs it as a server of its own, bound to loopback unless told otherwise;
 //! [`router`] gives the same routes as an [`axum::Router`] to nest in your own app under any
@@ -65,6 +65,7 @@ mod body;
 mod dashboard;
 mod fleet;
 mod health;
+mod interact;
 mod origin;
 mod params;
 mod queues;
@@ -295,6 +296,11 @@ fn routes(state: Arc<AdminState>) -> Router {
         .route("/api/workflows/{id}/cancel", post(workflows::cancel))
         .route("/api/workflows/{id}/resume", post(workflows::resume))
         .route("/api/workflows/{id}/fork", post(workflows::fork))
+        .route("/api/workflows/{id}/update", post(interact::update))
+        .route(
+            "/api/workflows/{id}/signal-with-start",
+            post(interact::signal_with_start),
+        )
         .route(
             "/api/workflows/{id}/attributes",
             post(workflows::attributes),

@@ -49,7 +49,12 @@ impl From<Error> for ApiError {
                 StatusCode::NOT_FOUND
             }
             Error::InvalidArgument(_) | Error::UnknownQueue(_) => StatusCode::BAD_REQUEST,
-            Error::QueueNotEmpty { .. } => StatusCode::CONFLICT,
+            Error::QueueNotEmpty { .. }
+            | Error::WorkflowFinished { .. }
+            | Error::WorkflowConflict { .. }
+            | Error::UpdateRejected { .. } => StatusCode::CONFLICT,
+            Error::UpdateFailed { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Error::UpdateTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Error::Shutdown | Error::Fatal(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Database(DbError::Transient(_) | DbError::Closed) => {
                 StatusCode::SERVICE_UNAVAILABLE

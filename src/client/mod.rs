@@ -7,8 +7,8 @@
 //! the runtime's actors.
 //!
 //! This file is the client's core; its feature extensions (`manage`, `steps`, `observe`,
-//! `outbox`, `schedule`, `debounce`, `retention`, `rewind`, `attributes`, `fleet`) are `impl
-//! Client` blocks in the submodules, built on the core and the feature modules; nothing in the
+//! `outbox`, `schedule`, `debounce`, `retention`, `rewind`, `attributes`, `fleet`, `updates`) are
+//! `impl Client` blocks in the submodules, built on the core and the feature modules; nothing in the
 //! core names them.
 //!
 //! **What a client checks.** It refuses a schema whose `dbos_migrations` is below 125
@@ -52,6 +52,7 @@ mod retention;
 mod rewind;
 mod schedule;
 pub(crate) mod steps;
+mod updates;
 
 pub use crate::engine::retention::Retention;
 pub use crate::sysdb::{AppVersion, ExecutorInfo, MigrationReport};
@@ -59,6 +60,7 @@ pub use debounce::DebounceOptions;
 pub use manage::{ForkOptions, ListWorkflows, WorkflowInfo};
 pub use outbox::Message;
 pub use steps::{ListSteps, StepInfo, StepPage};
+pub use updates::UpdateOptions;
 
 /// Counters of database traffic and supervision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

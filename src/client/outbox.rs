@@ -69,7 +69,7 @@ impl Message {
     }
 
     /// Refuses, before any write, what the database would always refuse.
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         crate::names::validate_name(&self.destination, "workflow id")?;
         if let Some(topic) = &self.topic {
             crate::names::validate_text(topic, "topic")?;

@@ -16,7 +16,7 @@ pub(crate) mod replay;
 pub(crate) mod step;
 
 pub use crate::sysdb::Isolation;
-pub use calls::{ChildHandle, Selected, StreamValue};
+pub use calls::{ChildHandle, Selected, StreamValue, Update};
 pub use context::Context;
 pub use datasource::{AppDatabase, Datasource};
 pub use step::{BoxError, RetryPolicy, Step, StepFn};

@@ -96,6 +96,28 @@ impl Runtime {
         Ok(handle.typed())
     }
 
+    /// Sends `message` (on `topic`) to workflow `options.id`, first starting `workflow` with
+    /// `input` here under that id unless a workflow with it exists (see
+    /// [`Client::signal_with_start`], which enqueues instead). Two concurrent calls start it
+    /// once, and both messages arrive.
+    pub async fn signal_with_start<W, I, T>(
+        &self,
+        workflow: W,
+        input: I,
+        options: WorkflowOptions,
+        message: &T,
+        topic: Option<&str>,
+    ) -> Result<WorkflowHandle<W::Output>>
+    where
+        W: WorkflowRef<I>,
+        I: Serialize,
+        T: Serialize + ?Sized,
+    {
+        self.client
+            .signal_with_start_in(Target::Direct, workflow, input, options, message, topic)
+            .await
+    }
+
     /// Enqueues a registered workflow on `queue` (see [`Client::enqueue`]); this runtime refuses
     /// a name it has not registered, and a queue no definition names
     /// ([`Error::UnknownQueue`](crate::Error::UnknownQueue)).

@@ -3,6 +3,10 @@
 //! when the call's row in `operation_outputs` is (and only while the workflow is `PENDING` under
 //! the caller's owner token), so a retry or a replay never repeats it. They run on the database
 //! actor's "ops" lane; a message sent from outside any workflow goes through [`Messages`].
+//!
+//! Updates (`durable::calls::updates`) add two: answering a request message (consume it, record
+//! `stead.update`, set the answer event) and rejecting one (consume it, set the answer event,
+//! record nothing), each in one statement.
 
 use async_trait::async_trait;
 
@@ -49,7 +53,36 @@ pub(crate) enum Op {
         value: String,
         close: bool,
     },
+    /// `stead.update`, accepted: consumes request message `message_id`, records `output` at
+    /// the call's number and sets event `key` to `value` (with a history row), together.
+    AcceptUpdate {
+        step: OpStep,
+        message_id: String,
+        output: String,
+        key: String,
+        value: String,
+    },
+    /// A validator's rejection: consumes request message `message_id` and sets event `key` to
+    /// `value`, recording no call (the step's number stays free for the next request).
+    RejectUpdate {
+        step: OpStep,
+        message_id: String,
+        key: String,
+        value: String,
+    },
 }
+
+/// The oldest unconsumed message of a topic, read without consuming it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PeekedMessage {
+    /// Its `message_uuid`.
+    pub id: String,
+    pub message: String,
+    pub serialization: Option<String>,
+}
+
+/// The name an accepted update is recorded under.
+pub(crate) const UPDATE_CALL: &str = "stead.update";
 
 /// What an op found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +109,9 @@ impl Op {
             Op::Send { step, .. }
             | Op::Recv { step, .. }
             | Op::SetEvent { step, .. }
-            | Op::WriteStream { step, .. } => step,
+            | Op::WriteStream { step, .. }
+            | Op::AcceptUpdate { step, .. }
+            | Op::RejectUpdate { step, .. } => step,
         }
     }
 
@@ -88,6 +123,7 @@ impl Op {
             Op::SetEvent { .. } => "DBOS.setEvent",
             Op::WriteStream { close: false, .. } => "DBOS.writeStream",
             Op::WriteStream { close: true, .. } => "DBOS.closeStream",
+            Op::AcceptUpdate { .. } | Op::RejectUpdate { .. } => UPDATE_CALL,
         }
     }
 
@@ -130,4 +166,11 @@ pub(crate) trait Messages: Send + Sync {
     /// exists is skipped. A missing destination fails them all with
     /// `DbError::MissingReference`.
     async fn send_bulk(&self, messages: &[OutgoingMessage]) -> Result<(), DbError>;
+
+    /// The oldest unconsumed message of `topic` for workflow `destination`, left unconsumed.
+    async fn peek_message(
+        &self,
+        destination: &str,
+        topic: &str,
+    ) -> Result<Option<PeekedMessage>, DbError>;
 }

@@ -11,6 +11,7 @@ use sqlx::{Decode, Encode, Postgres, Row, Sqlite, Type};
 use super::claim::Claimed;
 use super::manage::{Delayed, ListQuery, ListedRow, StatusCount, StepListing};
 use super::observe::{CompletedBucket, QueueCounts};
+use super::ops::PeekedMessage;
 use super::postgres::Lit;
 use super::reads::{StatusRow, StepRow, StreamRow};
 use super::schedules::ScheduleRow;
@@ -224,6 +225,17 @@ impl StreamRow {
         Ok(StreamRow {
             offset: row.at(0)?,
             value: row.at(1)?,
+            serialization: row.at(2)?,
+        })
+    }
+}
+
+impl PeekedMessage {
+    /// Message id, message, serialization.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<PeekedMessage, sqlx::Error> {
+        Ok(PeekedMessage {
+            id: row.at(0)?,
+            message: row.at(1)?,
             serialization: row.at(2)?,
         })
     }

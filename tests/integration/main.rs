@@ -67,5 +67,8 @@ mod timeouts;
 mod transactions;
 mod typed;
 mod typed_errors;
+#[cfg(all(feature = "admin", feature = "cli"))]
+mod update_faces;
+mod updates;
 mod verify;
 mod workflows;

@@ -136,6 +136,42 @@ pub enum WorkflowCommand {
         #[arg(long, default_value_t = 1)]
         step: u32,
     },
+    /// Send update NAME to a running workflow and print its answer (the workflow accepts it
+    /// with `Context::accept_update`); the same --id again returns the same answer
+    Update {
+        id: String,
+        name: String,
+        /// The update's input, as JSON
+        #[arg(long, value_name = "JSON", default_value = "null", value_parser = parse_json,
+              allow_hyphen_values = true)]
+        input: Value,
+        /// The update id (default: a new UUID, printed); retry with it after a failure
+        #[arg(long = "id", value_name = "UPDATE_ID")]
+        update_id: Option<String>,
+        /// How long to wait for the answer
+        #[arg(long, default_value = "60s", value_parser = parse_duration)]
+        timeout: Duration,
+    },
+    /// Send a message to workflow ID, first enqueueing WORKFLOW under that id with --input if
+    /// no workflow has it
+    SignalWithStart {
+        id: String,
+        /// The workflow's registered name
+        workflow: String,
+        /// The workflow's input, as JSON
+        #[arg(long, value_name = "JSON", default_value = "null", value_parser = parse_json,
+              allow_hyphen_values = true)]
+        input: Value,
+        /// The message, as JSON
+        #[arg(long, value_name = "JSON", value_parser = parse_json, allow_hyphen_values = true)]
+        message: Value,
+        /// The topic it is received on (default: none)
+        #[arg(long)]
+        topic: Option<String>,
+        /// The queue the workflow is enqueued on
+        #[arg(long, default_value = "_dbos_internal_queue")]
+        queue: String,
+    },
     /// Delete a workflow and everything recorded for it
     Delete {
         id: String,
@@ -260,6 +296,11 @@ pub struct GcArgs {
 
 /// A duration as one or more `<number><unit>` parts (`ms`, `s`, `m`, `h`, `d`, `w`), e.g.
 /// `1h30m`; a bare number is seconds.
+/// A JSON value (`--input`, `--message`).
+pub fn parse_json(text: &str) -> Result<Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
+}
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let bad = || format!("{text:?} is not a duration (e.g. 500ms, 30s, 5m, 2h, 7d, 1w)");
     if let Ok(secs) = text.parse::<u64>() {

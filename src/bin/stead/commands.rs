@@ -18,7 +18,8 @@
 use serde_json::json;
 use stead::{
     client::ClientOptions, client::ForkOptions, client::ListSteps, client::ListWorkflows,
-    client::Retention, client::WorkflowInfo, workflow::Attributes, Client, Error,
+    client::Retention, client::UpdateOptions, client::WorkflowInfo, workflow::Attributes, Client,
+    Error, WorkflowOptions,
 };
 
 use crate::args::{
@@ -139,6 +140,36 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
         WorkflowCommand::Rewind { id, step } => {
             client.rewind(&id, step).await?;
             changed(client, "rewind", &id).await
+        }
+        WorkflowCommand::Update {
+            id,
+            name,
+            input,
+            update_id,
+            timeout,
+        } => {
+            let update_id = update_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+            let options = UpdateOptions::with_id(&update_id).timeout(timeout);
+            let answer = client.update_json(&id, &name, &input, options).await?;
+            let value = json!({ "action": "update", "id": id, "update_id": update_id,
+                                "output": answer });
+            let text = format!("update '{update_id}' of workflow '{id}' answered: {answer}\n");
+            Ok(Rendered::new(&value, text))
+        }
+        WorkflowCommand::SignalWithStart {
+            id,
+            workflow,
+            input,
+            message,
+            topic,
+            queue,
+        } => {
+            let options = WorkflowOptions::with_id(&id);
+            let topic = topic.as_deref();
+            client
+                .signal_with_start(&queue, workflow.as_str(), input, options, &message, topic)
+                .await?;
+            changed(client, "signal-with-start", &id).await
         }
         WorkflowCommand::Delete { id, children } => {
             if children {

@@ -1,5 +1,5 @@
 //! Durable calls beyond steps: time, messages, events, streams, child workflows, `select`, patches,
-//! and waiting (`wait`).
+//! updates, and waiting (`wait`).
 //!
 //! Each call takes its number when it is created, records what it did (as DBOS names it:
 //! `DBOS.sleep`, `DBOS.send`, `DBOS.recv`, ...) and, on a replay, returns the recorded value
@@ -18,7 +18,8 @@
 //! **DBOS's names.** Calls record as `DBOS.sleep` (the wake-up time in epoch seconds), `DBOS.send`,
 //! `DBOS.recv`, `DBOS.setEvent`, `DBOS.getEvent`, `DBOS.writeStream`, `DBOS.closeStream`,
 //! `DBOS.getResult`, a child start under the child's workflow name with `child_workflow_id`;
-//! stead's own calls are `stead.now`, `stead.random`, `stead.uuid`, `stead.select`, `stead.fork`.
+//! stead's own calls are `stead.now`, `stead.random`, `stead.uuid`, `stead.select`, `stead.fork`,
+//! `stead.update`.
 //! `recv` and `get_event` take a second number for their timeout's `DBOS.sleep`, as DBOS does.
 //! Effects that must not repeat (send, receive, event, stream write) commit in the same statement
 //! as their record, on the "ops" lane; a send from a workflow has the message id
@@ -31,6 +32,7 @@ mod patch;
 mod select;
 mod streams;
 mod time;
+pub(crate) mod updates;
 mod wait;
 
 pub use children::ChildHandle;
@@ -38,6 +40,7 @@ pub(crate) use events::read_event;
 pub use select::Selected;
 pub(crate) use streams::read_stream;
 pub use streams::StreamValue;
+pub use updates::Update;
 pub(crate) use wait::until_found;
 
 use serde::de::DeserializeOwned;

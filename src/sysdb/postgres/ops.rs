@@ -14,7 +14,7 @@ use super::steps::classify_one;
 use super::Postgres;
 use crate::base::clock::now_ms;
 use crate::error::DbError;
-use crate::sysdb::ops::{Messages, OutgoingMessage};
+use crate::sysdb::ops::{Messages, OutgoingMessage, PeekedMessage};
 use crate::sysdb::{Op, OpOutcome};
 
 /// Built once per process; `Sql::get` splices the schema in.
@@ -28,6 +28,12 @@ pub(super) static OP_RECV: LazyLock<String> = LazyLock::new(recv_sql);
 
 /// Built once per process; `Sql::get` splices the schema in.
 static OP_SEND: LazyLock<String> = LazyLock::new(send_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static OP_ACCEPT_UPDATE: LazyLock<String> = LazyLock::new(accept_update_sql);
+
+/// Built once per process; `Sql::get` splices the schema in.
+static OP_REJECT_UPDATE: LazyLock<String> = LazyLock::new(reject_update_sql);
 
 /// Not `status = 'PENDING'`: a lane plans once, often on an empty table, and that form lets the
 /// partial index of PENDING rows win, a scan of every running workflow per op once they are
@@ -82,23 +88,69 @@ fn recv_sql() -> String {
     )
 }
 
-fn set_event_sql() -> String {
+/// Sets event $7 of workflow $1 to $8 once CTE `gate` wrote a row (`ev`), announcing it
+/// (`note`); with `history`, also the history row of call $3 (`hist`).
+fn event(gate: &str, history: bool) -> String {
+    let hist = if history {
+        format!(
+            ", hist AS (INSERT INTO {{s}}.workflow_events_history \
+               (workflow_uuid, function_id, key, value, serialization) \
+               SELECT $1, $3, $7, $8, 'portable_json' WHERE EXISTS (SELECT 1 FROM {gate}) \
+               ON CONFLICT (workflow_uuid, function_id, key) DO NOTHING RETURNING 1)"
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "WITH {OWN}, {}, \
-         ev AS (INSERT INTO {{s}}.workflow_events (workflow_uuid, key, value, serialization) \
-           SELECT $1, $7, $8, 'portable_json' WHERE EXISTS (SELECT 1 FROM step) \
+        "ev AS (INSERT INTO {{s}}.workflow_events (workflow_uuid, key, value, serialization) \
+           SELECT $1, $7, $8, 'portable_json' WHERE EXISTS (SELECT 1 FROM {gate}) \
            ON CONFLICT (workflow_uuid, key) \
            DO UPDATE SET value = EXCLUDED.value, serialization = EXCLUDED.serialization \
-           RETURNING 1), \
-         hist AS (INSERT INTO {{s}}.workflow_events_history \
-           (workflow_uuid, function_id, key, value, serialization) \
-           SELECT $1, $3, $7, $8, 'portable_json' WHERE EXISTS (SELECT 1 FROM step) \
-           ON CONFLICT (workflow_uuid, function_id, key) DO NOTHING RETURNING 1), \
+           RETURNING 1){hist}, \
          note AS (SELECT pg_notify('dbos_workflow_events_channel', $1 || '::' || $7) \
-           WHERE EXISTS (SELECT 1 FROM ev)) \
-         SELECT (SELECT count(*) FROM step), NULL::text, NULL::text, \
-                EXISTS (SELECT 1 FROM own), (SELECT count(*) FROM note)",
-        record("'DBOS.setEvent'", "'null'", "'portable_json'", "")
+           WHERE EXISTS (SELECT 1 FROM ev))"
+    )
+}
+
+/// The answer row: whether `gate` wrote, no output, ownership, announcements.
+fn answer(gate: &str) -> String {
+    format!(
+        "SELECT (SELECT count(*) FROM {gate}), NULL::text, NULL::text, \
+                EXISTS (SELECT 1 FROM own), (SELECT count(*) FROM note)"
+    )
+}
+
+fn set_event_sql() -> String {
+    format!(
+        "WITH {OWN}, {}, {} {}",
+        record("'DBOS.setEvent'", "'null'", "'portable_json'", ""),
+        event("step", true),
+        answer("step")
+    )
+}
+
+/// $7 answer key, $8 answer, $9 recorded output, $10 the request's message id.
+fn accept_update_sql() -> String {
+    format!(
+        "WITH {OWN}, {}, \
+         taken AS (UPDATE {{s}}.notifications SET consumed = true, consumed_by_function_id = $3 \
+           WHERE message_uuid = $10 AND destination_uuid = $1 AND EXISTS (SELECT 1 FROM step) \
+           RETURNING 1), {} {}",
+        record("'stead.update'", "$9", "'portable_json'", ""),
+        event("step", true),
+        answer("step")
+    )
+}
+
+/// $7 answer key, $8 answer, $9 the request's message id; no call is recorded.
+fn reject_update_sql() -> String {
+    format!(
+        "WITH {OWN}, \
+         taken AS (UPDATE {{s}}.notifications SET consumed = true \
+           WHERE message_uuid = $9 AND destination_uuid = $1 AND NOT consumed \
+             AND EXISTS (SELECT 1 FROM own) RETURNING 1), {} {}",
+        event("taken", false),
+        answer("taken")
     )
 }
 
@@ -126,6 +178,8 @@ pub(super) async fn run(sql: &Sql, conn: &mut PgConnection, op: &Op) -> Result<O
         Op::Recv { .. } => &OP_RECV,
         Op::SetEvent { .. } => &OP_SET_EVENT,
         Op::WriteStream { .. } => &OP_WRITE_STREAM,
+        Op::AcceptUpdate { .. } => &OP_ACCEPT_UPDATE,
+        Op::RejectUpdate { .. } => &OP_REJECT_UPDATE,
     };
     let q = sql
         .query(statement)
@@ -149,6 +203,19 @@ pub(super) async fn run(sql: &Sql, conn: &mut PgConnection, op: &Op) -> Result<O
         Op::Recv { topic, give_up, .. } => q.bind(topic).bind(*give_up),
         Op::SetEvent { key, value, .. } => q.bind(key).bind(value),
         Op::WriteStream { key, value, .. } => q.bind(key).bind(value).bind(op.name()),
+        Op::AcceptUpdate {
+            message_id,
+            output,
+            key,
+            value,
+            ..
+        } => q.bind(key).bind(value).bind(output).bind(message_id),
+        Op::RejectUpdate {
+            message_id,
+            key,
+            value,
+            ..
+        } => q.bind(key).bind(value).bind(message_id),
     };
     let row = q.fetch_one(&mut *conn).await?;
     let written: i64 = row.try_get(0)?;
@@ -157,6 +224,13 @@ pub(super) async fn run(sql: &Sql, conn: &mut PgConnection, op: &Op) -> Result<O
         return Ok(OpOutcome::Done {
             output: row.try_get(1)?,
             serialization: row.try_get(2)?,
+        });
+    }
+    // A rejection found its message consumed already: an earlier attempt of this flush.
+    if let (Op::RejectUpdate { .. }, true) = (op, own) {
+        return Ok(OpOutcome::Done {
+            output: None,
+            serialization: None,
         });
     }
     if let Op::Recv { .. } = op {
@@ -185,6 +259,11 @@ const SEND_BULK: &str = "INSERT INTO {s}.notifications \
         AS m(id, destination, topic, message, created_at) \
     ON CONFLICT (message_uuid) DO NOTHING";
 
+/// $1 destination, $2 topic: the message a receive would take next.
+const PEEK: &str = "SELECT message_uuid, message, serialization FROM {s}.notifications \
+    WHERE destination_uuid = $1 AND topic = $2 AND NOT consumed \
+    ORDER BY created_at_epoch_ms, message_uuid LIMIT 1";
+
 #[async_trait]
 impl Messages for Postgres {
     async fn send_bulk(&self, messages: &[OutgoingMessage]) -> Result<(), DbError> {
@@ -199,5 +278,20 @@ impl Messages for Postgres {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    async fn peek_message(
+        &self,
+        destination: &str,
+        topic: &str,
+    ) -> Result<Option<PeekedMessage>, DbError> {
+        let row = self
+            .sql
+            .query(PEEK)
+            .bind(destination)
+            .bind(topic)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| PeekedMessage::from_row(&r)).transpose()?)
     }
 }

@@ -14,8 +14,8 @@ use super::Sqlite;
 use crate::base::clock::now_ms;
 use crate::base::codec::PORTABLE_JSON;
 use crate::error::DbError;
-use crate::sysdb::ops::{Messages, OutgoingMessage};
-use crate::sysdb::{next_created_at, Op, OpOutcome, OpStep};
+use crate::sysdb::ops::{Messages, OutgoingMessage, PeekedMessage};
+use crate::sysdb::{next_created_at, Op, OpOutcome, OpStep, UPDATE_CALL};
 
 /// Records call `function_id` with `output`, when the workflow is ours and the call has no row.
 const RECORD: &str = "INSERT INTO operation_outputs (workflow_uuid, function_id, function_name, \
@@ -40,6 +40,23 @@ impl Messages for Sqlite {
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn peek_message(
+        &self,
+        destination: &str,
+        topic: &str,
+    ) -> Result<Option<PeekedMessage>, DbError> {
+        let row = sqlx::query(
+            "SELECT message_uuid, message, serialization FROM notifications \
+             WHERE destination_uuid = ?1 AND topic = ?2 AND NOT consumed \
+             ORDER BY created_at_epoch_ms, message_uuid LIMIT 1",
+        )
+        .bind(destination)
+        .bind(topic)
+        .fetch_optional(self.reader())
+        .await?;
+        Ok(row.map(|r| PeekedMessage::from_row(&r)).transpose()?)
     }
 }
 
@@ -81,16 +98,26 @@ pub(super) async fn run_all(
 }
 
 async fn run(tx: &mut SqliteConnection, op: &Op) -> Result<OpOutcome, DbError> {
-    if let Op::Recv {
-        step,
-        topic,
-        give_up,
-    } = op
-    {
-        return recv(tx, step, topic, *give_up).await;
+    match op {
+        Op::Recv {
+            step,
+            topic,
+            give_up,
+        } => return recv(tx, step, topic, *give_up).await,
+        Op::RejectUpdate {
+            step,
+            message_id,
+            key,
+            value,
+        } => return reject_update(tx, step, message_id, key, value).await,
+        _ => {}
     }
     let step = op.step();
-    if !record(tx, step, op.name(), "null", PORTABLE_JSON).await? {
+    let output = match op {
+        Op::AcceptUpdate { output, .. } => output.as_str(),
+        _ => "null",
+    };
+    if !record(tx, step, op.name(), output, PORTABLE_JSON).await? {
         return unwritten(tx, step, op.name()).await;
     }
     match op {
@@ -111,9 +138,18 @@ async fn run(tx: &mut SqliteConnection, op: &Op) -> Result<OpOutcome, DbError> {
             };
             insert_message(tx, &m).await?;
         }
-        Op::SetEvent { key, value, .. } => set_event(tx, step, key, value).await?,
+        Op::SetEvent { key, value, .. } => set_event(tx, step, key, value, true).await?,
         Op::WriteStream { key, value, .. } => write_stream(tx, step, key, value).await?,
-        Op::Recv { .. } => {}
+        Op::AcceptUpdate {
+            message_id,
+            key,
+            value,
+            ..
+        } => {
+            consume(tx, step, message_id, Some(step.function_id)).await?;
+            set_event(tx, step, key, value, true).await?
+        }
+        Op::Recv { .. } | Op::RejectUpdate { .. } => {}
     }
     Ok(OpOutcome::Done {
         output: None,
@@ -207,12 +243,64 @@ async fn recv(
     })
 }
 
-/// The event's latest value and its history row.
+/// Consumes request message `message_id` (if still unconsumed), by call `function_id` if any;
+/// false when it was consumed already.
+async fn consume(
+    tx: &mut SqliteConnection,
+    step: &OpStep,
+    message_id: &str,
+    function_id: Option<u32>,
+) -> Result<bool, DbError> {
+    Ok(sqlx::query(
+        "UPDATE notifications SET consumed = 1, consumed_by_function_id = ?3 \
+         WHERE message_uuid = ?1 AND destination_uuid = ?2 AND NOT consumed",
+    )
+    .bind(message_id)
+    .bind(&step.workflow_id)
+    .bind(function_id.map(i64::from))
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1)
+}
+
+/// A validator's rejection: the request consumed and the answer set, no call recorded. A
+/// request consumed already was rejected by an earlier attempt of this flush.
+async fn reject_update(
+    tx: &mut SqliteConnection,
+    step: &OpStep,
+    message_id: &str,
+    key: &str,
+    value: &str,
+) -> Result<OpOutcome, DbError> {
+    let own = sqlx::query(
+        "SELECT 1 FROM workflow_status \
+         WHERE workflow_uuid = ?1 AND status = 'PENDING' AND owner_xid = ?2",
+    )
+    .bind(&step.workflow_id)
+    .bind(&step.owner)
+    .fetch_optional(&mut *tx)
+    .await?
+    .is_some();
+    if !own {
+        return unwritten(tx, step, UPDATE_CALL).await;
+    }
+    if consume(tx, step, message_id, None).await? {
+        set_event(tx, step, key, value, false).await?;
+    }
+    Ok(OpOutcome::Done {
+        output: None,
+        serialization: None,
+    })
+}
+
+/// The event's latest value and, with `history`, its history row.
 async fn set_event(
     tx: &mut SqliteConnection,
     step: &OpStep,
     key: &str,
     value: &str,
+    history: bool,
 ) -> Result<(), DbError> {
     sqlx::query(
         "INSERT INTO workflow_events (workflow_uuid, key, value, serialization) \
@@ -225,6 +313,9 @@ async fn set_event(
     .bind(PORTABLE_JSON)
     .execute(&mut *tx)
     .await?;
+    if !history {
+        return Ok(());
+    }
     sqlx::query(
         "INSERT INTO workflow_events_history (workflow_uuid, function_id, key, value, \
              serialization) \

@@ -14,6 +14,7 @@ mod fleet;
 mod manage;
 mod reads;
 mod rewind;
+mod updates;
 mod writes;
 
 // The scratch databases (a fresh Postgres database or SQLite file per test): one copy for every

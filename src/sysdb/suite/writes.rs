@@ -330,7 +330,7 @@ async fn finish_records_the_outcome_once_and_only_for_the_owner(kind: Kind) {
     );
 }
 
-fn op_step(id: &str, function_id: u32) -> OpStep {
+pub(super) fn op_step(id: &str, function_id: u32) -> OpStep {
     OpStep {
         workflow_id: id.into(),
         owner: owner_of(id),
@@ -481,7 +481,7 @@ async fn recv_takes_the_oldest_message_or_gives_up(kind: Kind) {
     );
 }
 
-fn outgoing(id: &str, destination: &str, message: &str) -> OutgoingMessage {
+pub(super) fn outgoing(id: &str, destination: &str, message: &str) -> OutgoingMessage {
     OutgoingMessage {
         id: id.into(),
         destination: destination.into(),
