@@ -1,6 +1,14 @@
-//! Workflow outcomes: the final status in `workflow_status` and the payload in
-//! `workflow_output`, applied only while the workflow is `PENDING` under the writer's owner token;
-//! with them, the workflow's last step when its record was held back for this write.
+//! Workflow outcomes: the final status and the payload in `workflow_status`, applied only while
+//! the workflow is `PENDING` under the writer's owner token; with them, the workflow's last step
+//! when its record was held back for this write.
+//!
+//! **Where the outcome goes.** DBOS 3.4 upserts a `workflow_output` row; every reader of its
+//! (`_sys_db.py`: results, status, listings, exports) and of stead's reads
+//! `COALESCE(workflow_output.x, workflow_status.x)`. stead writes `output`/`error` in the status
+//! row its finish updates anyway, so a finished workflow costs no payload row: one heap tuple and
+//! two index entries (primary key, retention) fewer per workflow (W9, "Churn"). A payload row an
+//! earlier run left (DBOS finished it, then it was resumed) is updated too, so it never shadows
+//! the new outcome.
 //!
 //! **Terminal rows, as DBOS 3.4 writes them** (`_sys_db.py`). Success and error
 //! (`update_workflow_outcome`) set `status`, clear `owner_xid` and `deduplication_id`, set

@@ -76,7 +76,7 @@ async fn a_workflows_own_error_comes_back_typed_and_stored_portably(db) {
     let pool = db.checks().await;
     let stored = common::scalar(
         &pool,
-        "SELECT error FROM dbos.workflow_output WHERE workflow_uuid = 'p'",
+        "SELECT error FROM dbos.workflow_status WHERE workflow_uuid = 'p'",
     )
     .await
     .expect("an error is stored");

@@ -78,11 +78,16 @@ async fn a_workflow_runs_its_steps_and_stores_what_dbos_reads(db) {
             .unwrap(),
         r#"{"positionalArgs":[{"id":7,"amount":250}],"namedArgs":{}}"#
     );
+    // The outcome lives in the status row, which DBOS reads when no payload row exists.
     assert_eq!(
-        q("SELECT output FROM dbos.workflow_output WHERE workflow_uuid = 'order-7'")
+        q("SELECT output FROM dbos.workflow_status WHERE workflow_uuid = 'order-7'")
             .await
             .unwrap(),
         r#"{"order":7,"charged":250}"#
+    );
+    assert_eq!(
+        q("SELECT CAST(count(*) AS TEXT) FROM dbos.workflow_output WHERE workflow_uuid = 'order-7'").await,
+        Some("0".into())
     );
     assert_eq!(
         q("SELECT serialization FROM dbos.workflow_status WHERE workflow_uuid = 'order-7'")
@@ -204,7 +209,7 @@ async fn a_returned_error_is_stored_and_reported_as_the_outcome(db) {
     let pool = db.checks().await;
     let stored = common::scalar(
         &pool,
-        "SELECT error FROM dbos.workflow_output WHERE workflow_uuid = 'r-5'",
+        "SELECT error FROM dbos.workflow_status WHERE workflow_uuid = 'r-5'",
     )
     .await
     .unwrap();

@@ -19,7 +19,7 @@ use crate::sysdb::{FinishOutcome, FinishWrite, StepWrite};
 static STATEMENT: LazyLock<String> = LazyLock::new(statement);
 static WITH_STEPS: LazyLock<String> = LazyLock::new(with_steps);
 
-/// The finish statement: the update and payload insert, and the workflows it changed.
+/// The finish statement: the update (with the payload), and the workflows it changed.
 fn statement() -> String {
     format!("WITH {}\nSELECT workflow_uuid FROM f_upd", cte(1, ""))
 }
@@ -36,7 +36,7 @@ fn with_steps() -> String {
     )
 }
 
-/// The update and payload insert as CTEs `f_upd`/`f_out`; parameters start at `${p}` (five
+/// The update and the payload row's update as CTEs `f_upd`/`f_out`; parameters start at `${p}` (five
 /// arrays, then the time); `guard` is one more condition on the update.
 fn cte(p: usize, guard: &str) -> String {
     let a = |i: usize| format!("${}", p + i);
@@ -48,6 +48,11 @@ fn cte(p: usize, guard: &str) -> String {
     UPDATE {{s}}.workflow_status w
     SET status = r.status, owner_xid = NULL, deduplication_id = NULL,
         completed_at = {now}, updated_at = {now},
+        -- The outcome goes in the row itself (`sysdb::finish`, "Where the outcome goes").
+        output = CASE WHEN r.status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED'
+            THEN w.output ELSE r.output END,
+        error = CASE WHEN r.status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED'
+            THEN w.error ELSE r.error END,
         -- Parked as DBOS dead-letters: off its queue, out of rate-limit windows.
         started_at_epoch_ms = CASE WHEN r.status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED'
             THEN NULL ELSE w.started_at_epoch_ms END,
@@ -60,10 +65,10 @@ fn cte(p: usize, guard: &str) -> String {
       AND w.owner_xid = r.owner {guard}
     RETURNING w.workflow_uuid
 ), f_out AS (
-    INSERT INTO {{s}}.workflow_output (workflow_uuid, output, error, retention_timestamp)
-    SELECT r.id, r.output, r.error, {now} FROM fr r JOIN f_upd ON f_upd.workflow_uuid = r.id
-    WHERE r.status <> 'MAX_RECOVERY_ATTEMPTS_EXCEEDED'
-    ON CONFLICT (workflow_uuid) DO UPDATE SET output = EXCLUDED.output, error = EXCLUDED.error
+    -- A payload row an earlier run left (DBOS writes one) would shadow the new outcome.
+    UPDATE {{s}}.workflow_output o SET output = r.output, error = r.error
+    FROM fr r JOIN f_upd ON f_upd.workflow_uuid = r.id
+    WHERE o.workflow_uuid = r.id AND r.status <> 'MAX_RECOVERY_ATTEMPTS_EXCEEDED'
 )"#,
         a(0),
         a(1),

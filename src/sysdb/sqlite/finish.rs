@@ -1,4 +1,4 @@
-//! Workflow outcomes on SQLite: the final status and the payload (after the held-back last step
+//! Workflow outcomes on SQLite: the final status with the payload (after the held-back last step
 //! some carry), applied only while the workflow is `PENDING` under the writer's owner token.
 
 use sqlx::sqlite::SqliteConnection;
@@ -31,6 +31,8 @@ async fn finish_one(tx: &mut SqliteConnection, f: &FinishWrite) -> Result<Finish
     let updated = sqlx::query(
         "UPDATE workflow_status SET status = ?3, owner_xid = NULL, deduplication_id = NULL, \
              completed_at = ?4, updated_at = ?4, \
+             output = CASE WHEN ?5 THEN ?6 ELSE output END, \
+             error = CASE WHEN ?5 THEN ?7 ELSE error END, \
              started_at_epoch_ms = CASE WHEN ?3 = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED' \
                  THEN NULL ELSE started_at_epoch_ms END, \
              queue_name = CASE WHEN ?3 = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED' \
@@ -41,21 +43,22 @@ async fn finish_one(tx: &mut SqliteConnection, f: &FinishWrite) -> Result<Finish
     .bind(&f.owner)
     .bind(f.status)
     .bind(now)
+    .bind(f.has_output())
+    .bind(&f.output)
+    .bind(&f.error)
     .execute(&mut *tx)
     .await?
     .rows_affected()
         == 1;
     if updated {
         if f.has_output() {
+            // A payload row an earlier run left (DBOS writes one) would shadow the new outcome.
             sqlx::query(
-                "INSERT INTO workflow_output (workflow_uuid, output, error, retention_timestamp) \
-                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (workflow_uuid) \
-                 DO UPDATE SET output = excluded.output, error = excluded.error",
+                "UPDATE workflow_output SET output = ?2, error = ?3 WHERE workflow_uuid = ?1",
             )
             .bind(&f.workflow_id)
             .bind(&f.output)
             .bind(&f.error)
-            .bind(now)
             .execute(&mut *tx)
             .await?;
         }

@@ -16,6 +16,7 @@ store_tests!(
     checkpoint_records_once_and_only_for_the_owner,
     load_steps_reads_each_workflow_in_call_order,
     finish_records_the_outcome_once_and_only_for_the_owner,
+    finish_replaces_the_outcome_a_payload_row_holds,
     finish_writes_a_held_back_step_with_the_outcome_or_neither,
     ops_commit_their_effect_with_their_record,
     recv_takes_the_oldest_message_or_gives_up,
@@ -273,6 +274,30 @@ async fn finish_writes_a_held_back_step_with_the_outcome_or_neither(kind: Kind) 
     );
 }
 
+/// A payload row an earlier run left (DBOS finished it, then it was resumed) is where DBOS looks
+/// first: the new outcome replaces it there too.
+async fn finish_replaces_the_outcome_a_payload_row_holds(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("e").await;
+    let stale = "INSERT INTO dbos.workflow_output (workflow_uuid, error) \
+                 VALUES ('e', '{\"name\":\"E\",\"message\":\"old\"}') RETURNING workflow_uuid";
+    assert_eq!(f.text(stale).await.as_deref(), Some("e"));
+    let mut session = f.session().await;
+    let done = finish_of("e", "SUCCESS");
+    assert_eq!(
+        session.finish(&[&done]).await.unwrap(),
+        vec![FinishOutcome::Finished]
+    );
+    let payload = "SELECT COALESCE(output, 'none') || '/' || COALESCE(error, 'none') \
+                   FROM dbos.workflow_output WHERE workflow_uuid = 'e'";
+    assert_eq!(f.text(payload).await.as_deref(), Some("\"done\"/none"));
+    let status = f.store.status("e").await.unwrap().unwrap();
+    assert_eq!(
+        (status.output.as_deref(), status.error),
+        (Some("\"done\""), None)
+    );
+}
+
 async fn finish_records_the_outcome_once_and_only_for_the_owner(kind: Kind) {
     let f = Fixture::new(kind).await;
     for id in ["b", "c"] {
@@ -305,12 +330,9 @@ async fn finish_records_the_outcome_once_and_only_for_the_owner(kind: Kind) {
     assert_eq!(f.column("a", "status").await.as_deref(), Some("SUCCESS"));
     assert_eq!(f.column("a", "owner_xid").await, None);
     assert!(f.column("a", "completed_at").await.is_some());
-    assert_eq!(
-        f.text("SELECT output FROM dbos.workflow_output WHERE workflow_uuid = 'a'")
-            .await
-            .as_deref(),
-        Some("\"done\"")
-    );
+    // The outcome is in the status row (`sysdb::finish`, "Where the outcome goes").
+    assert_eq!(f.column("a", "output").await.as_deref(), Some("\"done\""));
+    assert_eq!(f.rows_of("workflow_output", "a").await, 0);
     assert_eq!(f.column("b", "status").await.as_deref(), Some("PENDING"));
     assert_eq!(f.column("c", "status").await.as_deref(), Some("CANCELLED"));
     assert_eq!(
