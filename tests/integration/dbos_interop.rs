@@ -536,7 +536,7 @@ async fn args_from_stead_read_like_a_python_callers() {
     assert!(matches!(wrong.await, Err(Error::Input { .. })));
     let inputs = common::scalar(
         &db.pool().await,
-        "SELECT inputs FROM dbos.workflow_input WHERE workflow_uuid = 'rust-args'",
+        "SELECT inputs FROM dbos.workflow_status WHERE workflow_uuid = 'rust-args'",
     )
     .await;
     let inputs: Value = serde_json::from_str(&inputs.unwrap_or_default()).unwrap();

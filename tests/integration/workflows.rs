@@ -73,7 +73,7 @@ async fn a_workflow_runs_its_steps_and_stores_what_dbos_reads(db) {
     let pool = db.checks().await;
     let q = |sql: &'static str| common::scalar(&pool, sql);
     assert_eq!(
-        q("SELECT inputs FROM dbos.workflow_input WHERE workflow_uuid = 'order-7'")
+        q("SELECT inputs FROM dbos.workflow_status WHERE workflow_uuid = 'order-7'")
             .await
             .unwrap(),
         r#"{"positionalArgs":[{"id":7,"amount":250}],"namedArgs":{}}"#

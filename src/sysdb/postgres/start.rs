@@ -46,8 +46,7 @@ fn statement(rows: &str) -> String {
     format!("WITH {}\n{RESULT}", cte(rows))
 }
 
-/// The inserts as CTEs `sr` (the requests, as `rows` gives them), `s_ins`/`s_inp`/
-/// `s_announce`; the executor id and app name are parameters 17 and 18.
+/// The inserts as CTEs `sr` (the requests, as `rows` gives them), `s_ins`, `s_announce`; the executor id and app name are parameters 17 and 18.
 fn cte(rows: &str) -> String {
     format!(
         r#"sr AS (
@@ -58,20 +57,16 @@ fn cte(rows: &str) -> String {
         application_name, queue_name, priority, deduplication_id, queue_partition_key,
         delay_until_epoch_ms, recovery_attempts, serialization, created_at, updated_at,
         started_at_epoch_ms, workflow_timeout_ms, workflow_deadline_epoch_ms,
-        parent_workflow_id, attributes)
+        parent_workflow_id, attributes, inputs)
     SELECT r.id, r.status, r.name, r.owner, CASE WHEN r.owner IS NOT NULL THEN $17 END,
         r.version, $18, r.queue, r.priority, r.dedup, r.part, r.delay_until,
         CASE WHEN r.owner IS NOT NULL THEN 1 ELSE 0 END, 'portable_json', r.created, r.created,
         CASE WHEN r.owner IS NOT NULL THEN r.created END, r.timeout, r.deadline, r.parent,
-        r.attrs::jsonb
+        r.attrs::jsonb, r.inputs
     FROM sr r ORDER BY r.n
     -- Either key: the workflow id, or the queue's deduplication id.
     ON CONFLICT DO NOTHING
     RETURNING w.workflow_uuid
-), s_inp AS (
-    INSERT INTO {{s}}.workflow_input (workflow_uuid, inputs, retention_timestamp)
-    SELECT r.id, r.inputs, r.created FROM sr r JOIN s_ins ON s_ins.workflow_uuid = r.id
-    ON CONFLICT (workflow_uuid) DO NOTHING
 ), s_announce AS (
     SELECT pg_notify('stead_queue_channel', q.queue)
     FROM (SELECT DISTINCT r.queue FROM sr r JOIN s_ins ON s_ins.workflow_uuid = r.id
@@ -153,6 +148,32 @@ pub(super) async fn run(
     conn: &mut PgConnection,
     batch: &[&NewWorkflow],
 ) -> Result<Vec<StartOutcome>, DbError> {
+    let mut found = outcomes(batch, answer(sql, conn, batch).await?)?;
+    // A start whose key another transaction inserted meanwhile waited for that commit and did
+    // nothing, but its statement's snapshot predates the row: asked again, the row is there.
+    let again: Vec<usize> = (0..batch.len()).filter(|&i| found[i].is_none()).collect();
+    if !again.is_empty() {
+        let retried: Vec<&NewWorkflow> = again.iter().map(|&i| batch[i]).collect();
+        let answers = outcomes(&retried, answer(sql, conn, &retried).await?)?;
+        for (i, outcome) in again.into_iter().zip(answers) {
+            found[i] = outcome;
+        }
+    }
+    batch
+        .iter()
+        .zip(found)
+        .map(|(w, outcome)| {
+            outcome.ok_or_else(|| DbError::Query(format!("start of {} found nothing", w.id)))
+        })
+        .collect()
+}
+
+/// Runs the start statement for `batch`: its result rows, in request order.
+async fn answer(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    batch: &[&NewWorkflow],
+) -> Result<Vec<StartRow>, DbError> {
     let query = match batch {
         [lone] => bind_single(sql.query(&SINGLE), lone),
         _ => bind(sql.query(&STATEMENT), batch),
@@ -172,11 +193,15 @@ pub(super) async fn run(
         ));
     }
     rows.sort_by_key(|(n, _)| *n);
-    outcomes(batch, rows.into_iter().map(|(_, r)| r).collect())
+    Ok(rows.into_iter().map(|(_, r)| r).collect())
 }
 
-/// Outcomes of `batch` from its result rows (in request order).
-fn outcomes(batch: &[&NewWorkflow], rows: Vec<StartRow>) -> Result<Vec<StartOutcome>, DbError> {
+/// Outcomes of `batch` from its result rows (in request order); `None` where the statement
+/// found neither its row nor the one holding its key.
+fn outcomes(
+    batch: &[&NewWorkflow],
+    rows: Vec<StartRow>,
+) -> Result<Vec<Option<StartOutcome>>, DbError> {
     if rows.len() != batch.len() {
         return Err(DbError::Query("a start was not answered".into()));
     }
@@ -210,7 +235,8 @@ fn outcomes(batch: &[&NewWorkflow], rows: Vec<StartRow>) -> Result<Vec<StartOutc
                 holder: batch[f].id.clone(),
             }
         } else {
-            return Err(DbError::Query(format!("start of {} found nothing", w.id)));
+            outcomes.push(None);
+            continue;
         };
         if outcome == StartOutcome::Created {
             by_id.entry(&w.id).or_insert(i);
@@ -218,7 +244,7 @@ fn outcomes(batch: &[&NewWorkflow], rows: Vec<StartRow>) -> Result<Vec<StartOutc
                 by_dedup.entry(k).or_insert(i);
             }
         }
-        outcomes.push(outcome);
+        outcomes.push(Some(outcome));
     }
     Ok(outcomes)
 }

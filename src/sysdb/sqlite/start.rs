@@ -13,10 +13,10 @@ INSERT INTO workflow_status (
     workflow_uuid, status, name, owner_xid, executor_id, application_version, application_name,
     queue_name, priority, deduplication_id, queue_partition_key, delay_until_epoch_ms,
     recovery_attempts, serialization, created_at, updated_at, started_at_epoch_ms,
-    workflow_timeout_ms, workflow_deadline_epoch_ms, parent_workflow_id, attributes)
+    workflow_timeout_ms, workflow_deadline_epoch_ms, parent_workflow_id, attributes, inputs)
 VALUES (?1, ?2, ?3, ?4, CASE WHEN ?4 IS NOT NULL THEN ?5 END, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
     CASE WHEN ?4 IS NOT NULL THEN 1 ELSE 0 END, ?13, ?14, ?14,
-    CASE WHEN ?4 IS NOT NULL THEN ?14 END, ?15, ?16, ?17, ?18)
+    CASE WHEN ?4 IS NOT NULL THEN ?14 END, ?15, ?16, ?17, ?18, ?19)
 ON CONFLICT DO NOTHING
 "#;
 
@@ -53,20 +53,12 @@ async fn start_one(tx: &mut SqliteConnection, w: &NewWorkflow) -> Result<StartOu
         .bind(w.deadline)
         .bind(&w.parent)
         .bind(&w.attributes)
+        .bind(&w.inputs)
         .execute(&mut *tx)
         .await?
         .rows_affected()
         == 1;
     if inserted {
-        sqlx::query(
-            "INSERT INTO workflow_input (workflow_uuid, inputs, retention_timestamp) \
-             VALUES (?1, ?2, ?3) ON CONFLICT (workflow_uuid) DO NOTHING",
-        )
-        .bind(&w.id)
-        .bind(&w.inputs)
-        .bind(created)
-        .execute(&mut *tx)
-        .await?;
         return Ok(StartOutcome::Created);
     }
     let existing =
