@@ -17,4 +17,6 @@ pub mod otel;
 pub(crate) mod queue;
 pub(crate) mod status;
 pub(crate) mod user_error;
+#[cfg(feature = "testing")]
+pub(crate) mod vclock;
 pub(crate) mod workflow;

@@ -42,7 +42,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use tokio::sync::Notify;
 
@@ -402,12 +401,11 @@ impl Evicted {
                 resume(run);
             }
             crate::base::metrics::evicted(self.len());
-            let nap = next.map_or(Duration::from_secs(3600), |at| {
-                Duration::from_millis((at - now_ms()).max(0) as u64)
-            });
+            // Nothing parked: look again in an hour, or when something is.
+            let at = next.unwrap_or_else(|| now_ms().saturating_add(3_600_000));
             tokio::select! {
                 _ = &mut changed => {}
-                _ = tokio::time::sleep(nap) => {}
+                _ = crate::base::clock::sleep_until_ms(at) => {}
             }
         }
     }

@@ -68,4 +68,6 @@ mod transactions;
 mod typed;
 mod typed_errors;
 mod verify;
+#[cfg(feature = "testing")]
+mod virtual_time;
 mod workflows;
