@@ -42,6 +42,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
@@ -401,11 +402,17 @@ impl Evicted {
                 resume(run);
             }
             crate::base::metrics::evicted(self.len());
-            // Nothing parked: look again in an hour, or when something is.
-            let at = next.unwrap_or_else(|| now_ms().saturating_add(3_600_000));
+            // Nothing parked: look again in an hour of real time (a virtual clock must not
+            // skip to it), or when something is.
+            let nap = async {
+                match next {
+                    Some(at) => crate::base::clock::sleep_until_ms(at).await,
+                    None => tokio::time::sleep(Duration::from_secs(3600)).await,
+                }
+            };
             tokio::select! {
                 _ = &mut changed => {}
-                _ = crate::base::clock::sleep_until_ms(at) => {}
+                _ = nap => {}
             }
         }
     }
