@@ -387,8 +387,11 @@ impl QueueState {
                     self.after(myself, base.mul_f64(1.0 + jitter), QueueMsg::Tick);
                 }
                 Decision::WakeAt(due_ms) => {
-                    let wait = (due_ms - now_ms()).max(0) as u64;
-                    self.after(myself, Duration::from_millis(wait), QueueMsg::Due);
+                    let myself = myself.clone();
+                    self.tasks.spawn(async move {
+                        crate::base::clock::sleep_until_ms(due_ms).await;
+                        let _ = myself.send_message(QueueMsg::Due);
+                    });
                 }
                 Decision::KillChildren => {
                     for child in self.children.values() {

@@ -23,7 +23,6 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -221,7 +220,7 @@ impl SchedulerState {
     /// Arms the active schedules: unchanged ones keep their next firing, new and changed ones
     /// start from now, paused and deleted ones are dropped.
     fn rearm(&mut self, rows: Vec<ScheduleRow>) {
-        let now = Utc::now();
+        let now = crate::base::clock::now_utc();
         let mut armed = HashMap::new();
         for row in rows.into_iter().filter(|r| r.status == "ACTIVE") {
             let previous = self.armed.remove(&row.name);
@@ -277,7 +276,7 @@ impl SchedulerState {
 
     /// Enqueues every armed firing that is due and advances each schedule past now.
     fn fire_due(&mut self) {
-        let now = Utc::now();
+        let now = crate::base::clock::now_utc();
         let mut batches = Vec::new();
         for armed in self.armed.values_mut() {
             let mut due = Vec::new();
@@ -337,10 +336,10 @@ impl SchedulerState {
         else {
             return;
         };
-        let wait = (earliest - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+        let at = earliest.timestamp_millis();
         let myself = myself.clone();
         self.tick = Some(self.tasks.spawn(async move {
-            tokio::time::sleep(wait).await;
+            crate::base::clock::sleep_until_ms(at).await;
             let _ = myself.send_message(SchedulerMsg::Tick);
         }));
     }

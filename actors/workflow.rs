@@ -26,7 +26,6 @@
 //! because another execution took over is silent.
 
 use std::panic::AssertUnwindSafe;
-use std::time::Duration;
 
 use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -34,7 +33,6 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::base::clock::now_ms;
 use crate::base::codec;
 use crate::base::metrics;
 use crate::base::status::Status;
@@ -178,8 +176,7 @@ impl Actor for WorkflowActor {
         if let Some(deadline) = d.deadline {
             let me = myself.clone();
             state.tasks.push(tokio::spawn(async move {
-                let left = (deadline - now_ms()).max(0) as u64;
-                tokio::time::sleep(Duration::from_millis(left)).await;
+                crate::base::clock::sleep_until_ms(deadline).await;
                 let _ = me.send_message(WorkflowMsg::Deadline);
             }));
         }

@@ -1,7 +1,8 @@
 //! The vocabulary every ring shares: workflow statuses and typed references, queue definitions,
 //! the portable JSON codec, clocks, backoff, cron timetables, attributes, metric names and the
 //! OpenTelemetry carrier. Plain values and pure functions; nothing here touches the database,
-//! an actor or a running workflow.
+//! an actor or a running workflow (the one stateful exception, `vclock`, is a test's virtual
+//! clock, feature `testing`).
 
 pub(crate) mod args;
 pub(crate) mod attributes;
@@ -17,4 +18,6 @@ pub mod otel;
 pub(crate) mod queue;
 pub(crate) mod status;
 pub(crate) mod user_error;
+#[cfg(feature = "testing")]
+pub(crate) mod vclock;
 pub(crate) mod workflow;

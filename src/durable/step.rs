@@ -386,8 +386,7 @@ async fn within_deadline<X>(ctx: &Context, attempts: impl Future<Output = Result
         return attempts.await;
     };
     let expired = async {
-        let left = u64::try_from(deadline - now_ms()).unwrap_or(0);
-        tokio::time::sleep(Duration::from_millis(left)).await;
+        crate::base::clock::sleep_until_ms(deadline).await;
         ctx.aborted().await;
     };
     let cancelled = || {
@@ -508,7 +507,7 @@ where
                 tracing::warn!(workflow_id = %ctx.workflow_id(), workflow = %ctx.workflow_name(),
                     step = limit.name, function_id = limit.function_id, attempt, retry_in = ?delay,
                     error = %failures[failures.len() - 1], "step attempt failed; retrying");
-                tokio::time::sleep(delay).await;
+                crate::base::clock::sleep(delay).await;
                 ctx.live().await?;
             }
         }

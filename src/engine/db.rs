@@ -135,6 +135,9 @@ impl Db {
                 return Err(DbError::Closed);
             }
             let (tx, rx) = oneshot::channel();
+            // A virtual clock (feature `testing`) never skips while a call is in flight.
+            #[cfg(feature = "testing")]
+            let _in_flight = crate::base::vclock::db_call();
             let result = if self.send(make(tx)) {
                 rx.await.unwrap_or_else(|_| {
                     Err(DbError::Transient("the database actor stopped".into()))

@@ -402,12 +402,17 @@ impl Evicted {
                 resume(run);
             }
             crate::base::metrics::evicted(self.len());
-            let nap = next.map_or(Duration::from_secs(3600), |at| {
-                Duration::from_millis((at - now_ms()).max(0) as u64)
-            });
+            // Nothing parked: look again in an hour of real time (a virtual clock must not
+            // skip to it), or when something is.
+            let nap = async {
+                match next {
+                    Some(at) => crate::base::clock::sleep_until_ms(at).await,
+                    None => tokio::time::sleep(Duration::from_secs(3600)).await,
+                }
+            };
             tokio::select! {
                 _ = &mut changed => {}
-                _ = tokio::time::sleep(nap) => {}
+                _ = nap => {}
             }
         }
     }

@@ -381,7 +381,7 @@ pub(crate) async fn backfill(
 pub(crate) async fn trigger(shared: &SharedRef, name: &str) -> Result<WorkflowHandle> {
     start::check_running(shared)?;
     let row = get(shared, name).await?;
-    let now = Utc::now();
+    let now = crate::base::clock::now_utc();
     let id = cron::trigger_id(&row.name, &now);
     let runs = vec![(id.clone(), inputs(&row, &now)?)];
     fire(shared, firings(shared, &row, runs, None)).await?;

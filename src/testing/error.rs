@@ -44,6 +44,9 @@ pub enum KitError {
     /// was never reached): fix the workflow or the matrix's settings.
     #[error("crash matrix: {0}")]
     Matrix(String),
+    /// A virtual clock could not be installed (no tokio runtime, or one already there).
+    #[error("virtual clock: {0}")]
+    Clock(String),
     /// The runtime, client or replay underneath failed.
     #[error(transparent)]
     Stead(#[from] crate::error::Error),

@@ -1,8 +1,9 @@
 //! Checks for a deploy and a test kit: [`verify`] replays recorded histories from a system
 //! database against the code registered in a builder, without running a step or writing
 //! anything. With the feature `testing`: histories exported to files (`History`) and replayed
-//! with no database (`replay_file`, `replay_dir`, `check_dir`), and the crash matrix
-//! (`CrashMatrix`). The replay core both sources share is `replay`.
+//! with no database (`replay_file`, `replay_dir`, `check_dir`), the crash matrix
+//! (`CrashMatrix`), and virtual time (`VirtualClock`, `TestRuntime`). The replay core both
+//! sources share is `replay`.
 
 #[cfg(feature = "testing")]
 mod crash;
@@ -14,6 +15,8 @@ mod files;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod history;
 mod replay;
+#[cfg(feature = "testing")]
+mod time;
 mod verify;
 
 pub use replay::{Divergence, Verdict};
@@ -31,3 +34,6 @@ pub use files::{check_dir, replay_dir, replay_file, replay_history};
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub use history::History;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub use time::{TestRuntime, VirtualClock};

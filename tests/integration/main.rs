@@ -71,4 +71,6 @@ mod typed_errors;
 mod update_faces;
 mod updates;
 mod verify;
+#[cfg(feature = "testing")]
+mod virtual_time;
 mod workflows;

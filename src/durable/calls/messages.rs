@@ -125,10 +125,9 @@ impl Context {
                     Some(until) => until,
                     None => *until.insert(self.sleep_until(timeout_id, timeout).await?),
                 };
-                let left = (until - now_ms()).max(0) as u64;
                 tokio::select! {
                     _ = &mut woken => {}
-                    _ = tokio::time::sleep(poll.min(Duration::from_millis(left))) => {
+                    _ = crate::base::clock::nap(poll, Some(until)) => {
                         poll = (poll * 2).min(if heard() { HEARD_POLL_MAX } else { POLL_MAX });
                     }
                     _ = self.aborted() => {}

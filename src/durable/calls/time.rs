@@ -67,7 +67,7 @@ impl Context {
             }
             waited = true;
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(left as u64)) => {}
+                _ = crate::base::clock::sleep_until_ms(until) => {}
                 _ = self.aborted() => return self.check_abort(),
                 // Nothing to look at again: its timer is all that wakes it.
                 _ = self.evictable(since, Some(until), None) => return self.evict().await,

@@ -53,19 +53,12 @@ where
         if let (true, Some(ctx)) = (parked, ctx) {
             return ctx.evict().await;
         }
-        let nap = match until {
-            Some(until) => {
-                let left = until - now_ms();
-                if left <= 0 {
-                    return Ok(None);
-                }
-                poll.min(Duration::from_millis(left as u64))
-            }
-            None => poll,
-        };
+        if until.is_some_and(|until| until - now_ms() <= 0) {
+            return Ok(None);
+        }
         tokio::select! {
             _ = &mut woken => {}
-            _ = tokio::time::sleep(nap) => poll = (poll * 2).min(POLL_MAX),
+            _ = crate::base::clock::nap(poll, until) => poll = (poll * 2).min(POLL_MAX),
             _ = aborted(ctx) => {}
             _ = evictable(ctx, since, until, subscription.key()) => parked = true,
         }
@@ -99,8 +92,7 @@ impl Context {
         }
         let mut at = since.saturating_add(idle);
         loop {
-            let nap = (at - now_ms()).max(0) as u64;
-            tokio::time::sleep(Duration::from_millis(nap)).await;
+            crate::base::clock::sleep_until_ms(at).await;
             if until.is_some_and(|u| u - now_ms() <= idle) {
                 return std::future::pending().await;
             }
