@@ -330,6 +330,7 @@ impl QueueState {
             next_due: out.next_due,
             seen: out.seen,
             head: out.head,
+            paused: out.paused,
         };
         let rows = out.claimed.into_iter().map(Dispatch::from).collect();
         self.admission.claimed(&answer, rows)

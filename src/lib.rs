@@ -120,6 +120,7 @@ pub mod workflow {
 pub mod queues {
     pub use crate::base::queue::{Dedup, Queue, QueueLimits, RateLimit, WaitingWork};
     pub use crate::client::observe::{AppQueueLoad, QueueLoad, ThroughputBucket};
+    pub use crate::client::pause::PausedQueue;
     pub use crate::engine::start::{EnqueueRequest, Enqueued, QueueRef};
 }
 

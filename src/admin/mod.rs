@@ -308,6 +308,8 @@ fn routes(state: Arc<AdminState>) -> Router {
         // Not under /api/workflows/: that would shadow a workflow whose id is "counts".
         .route("/api/counts", get(workflows::counts))
         .route("/api/queues", get(queues::list))
+        .route("/api/queues/{name}/pause", post(queues::pause))
+        .route("/api/queues/{name}/resume", post(queues::resume))
         .route("/api/throughput", get(queues::throughput))
         .route("/api/executors", get(fleet::executors))
         .route("/api/stranded", get(fleet::stranded))

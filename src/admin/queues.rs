@@ -1,9 +1,9 @@
 //! Load endpoints: every application's queues with their limits, depth and running counts, and how many
-//! workflows completed per time bucket recently.
+//! workflows completed per time bucket recently; pausing and resuming a queue.
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
@@ -33,4 +33,28 @@ pub(super) async fn throughput(
     let buckets = state.client.throughput(window, bucket).await?;
     let bucket_ms = u64::try_from(bucket.as_millis()).unwrap_or(u64::MAX);
     Ok(Json(ThroughputView::new(bucket_ms, buckets)))
+}
+
+/// `POST /api/queues/{name}/pause`: no executor claims from it until resumed; answers whether
+/// it was running before.
+pub(super) async fn pause(
+    State(state): State<Arc<AdminState>>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let paused = state.client.pause_queue(&name).await?;
+    Ok(Json(
+        json!({ "queue": name, "paused": true, "changed": paused }),
+    ))
+}
+
+/// `POST /api/queues/{name}/resume`: its waiting work is claimed again; answers whether it was
+/// paused before.
+pub(super) async fn resume(
+    State(state): State<Arc<AdminState>>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let resumed = state.client.resume_queue(&name).await?;
+    Ok(Json(
+        json!({ "queue": name, "paused": false, "changed": resumed }),
+    ))
 }

@@ -162,6 +162,10 @@ pub(super) struct QueueView {
     lag_ms: u64,
     /// Workflows running (`PENDING`).
     running: u64,
+    /// Paused (no executor claims from it).
+    paused: bool,
+    /// When it was paused (epoch ms; `null` while it runs).
+    paused_at_ms: Option<i64>,
 }
 
 impl From<AppQueueLoad> for QueueView {
@@ -176,6 +180,8 @@ impl From<AppQueueLoad> for QueueView {
                 .oldest_enqueued_ms
                 .map_or(0, |t| (now_ms() - t).max(0) as u64),
             running: load.pending,
+            paused: load.paused_at_ms.is_some(),
+            paused_at_ms: load.paused_at_ms,
         }
     }
 }

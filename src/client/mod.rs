@@ -48,6 +48,7 @@ mod history;
 pub(crate) mod manage;
 pub(crate) mod observe;
 pub(crate) mod outbox;
+pub(crate) mod pause;
 mod retention;
 mod rewind;
 mod schedule;

@@ -33,6 +33,8 @@ pub struct QueueLoad {
     /// priority; `None` when none waits. Now minus this is the queue's lag, as the
     /// `stead_queue_lag_seconds` gauge reports it.
     pub oldest_enqueued_ms: Option<i64>,
+    /// When the queue was paused (epoch ms); `None` while it runs ([`Client::pause_queue`]).
+    pub paused_at_ms: Option<i64>,
 }
 
 /// A queue definition of some application, with its load.
@@ -135,15 +137,21 @@ impl Client {
                 db.queue_counts(&names).await
             })
             .await?;
+        let paused = self.paused_queues().await?;
         Ok(queues
             .into_iter()
             .map(|queue| {
                 let found = counts.iter().find(|c| c.queue == queue.name());
+                let paused_at_ms = paused
+                    .iter()
+                    .find(|p| p.name == queue.name())
+                    .map(|p| p.paused_at_ms);
                 let count = |n: Option<i64>| n.unwrap_or(0).max(0) as u64;
                 QueueLoad {
                     enqueued: count(found.map(|c| c.enqueued)),
                     pending: count(found.map(|c| c.pending)),
                     oldest_enqueued_ms: found.and_then(|c| c.oldest_enqueued),
+                    paused_at_ms,
                     queue,
                 }
             })

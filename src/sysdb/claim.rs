@@ -120,6 +120,8 @@ pub(crate) struct ClaimOutcome {
     pub rate_free_at: Option<i64>,
     /// The key of the first `ENQUEUED` row seen at or above the floor (Postgres only).
     pub head: Option<QueueKey>,
+    /// The queue is paused (`sysdb::pauses`): nothing was allowed.
+    pub paused: bool,
 }
 
 impl ClaimRequest {

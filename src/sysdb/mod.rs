@@ -27,6 +27,7 @@ mod manage;
 mod migrate;
 mod observe;
 mod ops;
+mod pauses;
 mod postgres;
 mod queues;
 mod reads;

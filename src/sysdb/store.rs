@@ -36,6 +36,7 @@ use super::manage::Manage;
 use super::migrate::Schema;
 use super::observe::Observe;
 use super::ops::{Messages, Op, OpOutcome};
+use super::pauses::Pauses;
 use super::queues::Queues;
 use super::reads::{Reads, StepRow};
 use super::retention::Collect;
@@ -62,6 +63,7 @@ pub(crate) trait Store:
     + Versions
     + Schema
     + Queues
+    + Pauses
     + Schedules
     + Debounce
     + Collect

@@ -96,7 +96,7 @@ const QUERIES: &[&str] = &[
 ];
 
 /// The prefix of stead's own tables (and their indexes and constraints).
-pub const STEAD_OWN: &str = "stead_executors";
+pub const STEAD_OWN: &str = "stead_";
 
 /// How the lines of function bodies start (see `QUERIES`).
 const BODY: &str = "function body ";
@@ -197,7 +197,7 @@ pub async fn sqlite_snapshot(url: &str) -> Vec<String> {
         .expect("open the SQLite file");
     let objects = sqlx::query(
         "SELECT type, name, tbl_name, sql FROM sqlite_master \
-         WHERE name NOT LIKE 'sqlite_%' ORDER BY name",
+         WHERE name NOT LIKE 'sqlite_%' AND name NOT LIKE 'stead\\_%' ESCAPE '\\' ORDER BY name",
     )
     .fetch_all(&mut conn)
     .await

@@ -45,6 +45,7 @@ mod manage;
 mod memory;
 mod messages;
 mod patching;
+mod pause;
 mod pool;
 mod poolers;
 mod queues;

@@ -269,8 +269,13 @@ pub struct ForkArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum QueueCommand {
-    /// List queue definitions and their limits
+    /// List queue definitions, their limits and whether each is paused
     List,
+    /// Stop every executor from claiming work from a queue (enqueues are still accepted;
+    /// running workflows finish)
+    Pause { name: String },
+    /// Let executors claim from a paused queue again
+    Resume { name: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -62,17 +62,7 @@ pub async fn run(
 ) -> stead::Result<Rendered> {
     match command {
         ClientCommand::Workflow(cmd) => workflow(client, cmd).await,
-        ClientCommand::Queue(QueueCommand::List) => {
-            // With --app, that application's queues (and shared ones); else every application's.
-            let views: Vec<QueueView> = client
-                .all_queues()
-                .await?
-                .iter()
-                .filter(|(owner, _)| app.is_none() || owner.is_none() || owner.as_deref() == app)
-                .map(|(owner, q)| QueueView::new(owner.as_deref(), q))
-                .collect();
-            Ok(Rendered::new(&views, output::queues(&views)))
-        }
+        ClientCommand::Queue(cmd) => queue(client, app, cmd).await,
         ClientCommand::Schedule(cmd) => schedule(client, cmd).await,
         ClientCommand::Gc(args) => gc(client, args).await,
         ClientCommand::Executor(ExecutorCommand::List) => {
@@ -80,6 +70,45 @@ pub async fn run(
             Ok(Rendered::new(&executors, output::executors(&executors)))
         }
     }
+}
+
+async fn queue(
+    client: &Client,
+    app: Option<&str>,
+    command: QueueCommand,
+) -> stead::Result<Rendered> {
+    let (action, name, changed) = match command {
+        QueueCommand::List => {
+            // With --app, that application's queues (and shared ones); else every application's.
+            let paused = client.paused_queues().await?;
+            let views: Vec<QueueView> = client
+                .all_queues()
+                .await?
+                .iter()
+                .filter(|(owner, _)| app.is_none() || owner.is_none() || owner.as_deref() == app)
+                .map(|(owner, q)| {
+                    let since = paused.iter().find(|p| p.name == q.name());
+                    QueueView::new(owner.as_deref(), q, since.map(|p| p.paused_at_ms))
+                })
+                .collect();
+            return Ok(Rendered::new(&views, output::queues(&views)));
+        }
+        QueueCommand::Pause { name } => {
+            let changed = client.pause_queue(&name).await?;
+            ("paused", name, changed)
+        }
+        QueueCommand::Resume { name } => {
+            let changed = client.resume_queue(&name).await?;
+            ("resumed", name, changed)
+        }
+    };
+    let value = json!({ "action": action, "queue": name, "changed": changed });
+    let text = if changed {
+        format!("{action} queue '{name}'\n")
+    } else {
+        format!("queue '{name}' was already {action}\n")
+    };
+    Ok(Rendered::new(&value, text))
 }
 
 async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Rendered> {

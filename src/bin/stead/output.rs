@@ -245,14 +245,20 @@ pub struct QueueView {
     app: Option<String>,
     #[serde(flatten)]
     limits: QueueLimits,
+    /// Paused: no executor claims from it.
+    paused: bool,
+    /// When it was paused (epoch ms; `null` while it runs).
+    paused_at_ms: Option<i64>,
 }
 
 impl QueueView {
-    pub fn new(app: Option<&str>, q: &Queue) -> QueueView {
+    pub fn new(app: Option<&str>, q: &Queue, paused_at_ms: Option<i64>) -> QueueView {
         QueueView {
             name: q.name().to_owned(),
             app: app.map(str::to_owned),
             limits: q.limits(),
+            paused: paused_at_ms.is_some(),
+            paused_at_ms,
         }
     }
 }
@@ -267,6 +273,7 @@ pub fn queues(list: &[QueueView]) -> String {
         "PRIORITY",
         "PARTITIONED",
         "POLL",
+        "PAUSED",
     ]);
     let limit = |n: Option<u32>| n.map_or_else(dash, |n| n.to_string());
     let rate = |r: Option<RateLimit>| {
@@ -284,6 +291,7 @@ pub fn queues(list: &[QueueView]) -> String {
             yes(l.priority_enabled),
             yes(l.partitioned),
             format!("{}ms", l.polling_interval.as_millis()),
+            yes(q.paused),
         ]);
     }
     table.render()

@@ -144,6 +144,8 @@ pub(crate) struct ClaimAnswer {
     pub seen: i64,
     /// The first waiting row the claim saw at or above its floor.
     pub head: Option<QueueKey>,
+    /// The queue is paused for the fleet (`sysdb::pauses`).
+    pub paused: bool,
 }
 
 /// The limits the machine applies, from the queue's definition.
@@ -207,6 +209,9 @@ pub(crate) struct Admission<W> {
     poll_armed: bool,
     /// Consecutive claims held back by limits other executors use up: polls back off.
     contended: u32,
+    /// The last claim found the queue paused: local enqueues go to the table (no fast path)
+    /// until a claim finds it resumed.
+    paused: bool,
     next_due: Option<i64>,
     /// Where the next claim starts.
     floor: Option<QueueKey>,
@@ -232,6 +237,7 @@ impl<W> Admission<W> {
             restarting: 0,
             poll_armed: false,
             contended: 0,
+            paused: false,
             next_due: None,
             floor: None,
             unfloor_next: false,
@@ -355,6 +361,7 @@ impl<W> Admission<W> {
         // limit is not contention: the claim retries when the window frees a start.
         let contended = took == 0 && answer.allowed < asked && !answer.rate_limited;
         self.contended = if contended { self.contended + 1 } else { 0 };
+        self.paused = answer.paused;
         if let Some(free_at) = answer.rate_free_at {
             self.wake_at(free_at);
         }
@@ -584,7 +591,7 @@ impl<W> Admission<W> {
 
     /// Whether local enqueues may skip the queue: nothing they could jump is known to wait.
     fn fast_path_open(&self) -> bool {
-        self.phase == Phase::Running && !self.backlog && self.limits.local_only
+        self.phase == Phase::Running && !self.backlog && !self.paused && self.limits.local_only
     }
 
     /// A claim is in flight and nothing but this process's own enqueues is known to wait: an

@@ -36,7 +36,8 @@ static CLAIM_PARTITIONED: LazyLock<String> = LazyLock::new(claim_partitioned_sql
 /// Built once per process; `Sql::get` splices the schema in.
 pub(super) static CLAIM: LazyLock<String> = LazyLock::new(claim_sql);
 
-/// Budget: $4 free slots here, $7 global concurrency, $8/$9 rate limit (count, period ms).
+/// Budget: $4 free slots here, $7 global concurrency, $8/$9 rate limit (count, period ms);
+/// none while the queue is paused.
 const BUDGET: &str = r#"
 WITH pending AS (
     SELECT count(*) AS n FROM {s}.workflow_status WHERE queue_name = $1 AND status = 'PENDING'
@@ -50,7 +51,11 @@ WITH pending AS (
                COALESCE($7::int8 - (SELECT n FROM pending), $4::int8))) AS slots,
            GREATEST(0, COALESCE($8::int8 - (SELECT n FROM recent), $4::int8)) AS rate
 ), allowed AS (
-    SELECT LEAST(slots, rate) AS n, rate < slots AS rate_limited FROM budget
+    -- A paused queue allows nothing (`sysdb::pauses`): a key probe, once per claim.
+    SELECT CASE WHEN p.paused THEN 0 ELSE LEAST(slots, rate) END AS n,
+           rate < slots AS rate_limited, p.paused
+    FROM budget,
+         (SELECT EXISTS (SELECT 1 FROM {s}.stead_queue_pauses WHERE queue_name = $1) AS paused) p
 )"#;
 
 /// Candidates of an unpartitioned queue: the oldest enqueued rows by priority, from two index
@@ -160,7 +165,7 @@ SELECT a.n, a.rate_limited, (SELECT count(*) FROM promoted),
            COALESCE((SELECT min(started_at_epoch_ms) FROM {s}.workflow_status
                      WHERE queue_name = $1 AND rate_limited
                        AND started_at_epoch_ms > $6 - $9::int8), $6) + $9::int8 END,
-       head.priority, head.created_at,
+       head.priority, head.created_at, a.paused,
        claimed.*
 FROM allowed a
 LEFT JOIN (SELECT priority, created_at FROM seen ORDER BY priority, created_at LIMIT 1) head
@@ -254,8 +259,9 @@ async fn run_claim(
         out.rate_free_at = row.try_get(5)?;
         let head: (Option<i32>, Option<i64>) = (row.try_get(6)?, row.try_get(7)?);
         out.head = head.0.zip(head.1);
-        if row.try_get::<Option<String>, _>(8)?.is_some() {
-            keyed.push(Claimed::keyed_from_row(row, 8)?);
+        out.paused = row.try_get(8)?;
+        if row.try_get::<Option<String>, _>(9)?.is_some() {
+            keyed.push(Claimed::keyed_from_row(row, 9)?);
         }
     }
     out.claimed = in_dispatch_order(keyed);

@@ -6,8 +6,10 @@
 //! processes can start side by side.
 //!
 //! The script is idempotent and repairs partial or older schemas; it runs under DBOS's advisory
-//! lock (taken for the migration's one transaction) and sets `dbos_migrations` to 125. `stead_executors` (the fleet's roster, stead's own
-//! table) is created on every migration from `migrations/postgres/stead_executors.sql`.
+//! lock (taken for the migration's one transaction) and sets `dbos_migrations` to 125. stead's own
+//! tables are created on every migration (idempotent scripts, no version of their own):
+//! `stead_executors` (the fleet's roster, `migrations/postgres/stead_executors.sql`) and
+//! `stead_queue_pauses` (paused queues, `migrations/postgres/stead_queue_pauses.sql`).
 
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
@@ -23,8 +25,11 @@ const MIGRATION_LOCK: i64 = 1_234_567_890;
 /// The schema template; `{s}` stands for the quoted schema name.
 const SCRIPT: &str = include_str!("../../../migrations/postgres/0001_dbos_3_4.sql");
 
-/// stead's own tables beside DBOS's (idempotent, run on every migration): the fleet's roster.
-const STEAD_SCRIPT: &str = include_str!("../../../migrations/postgres/stead_executors.sql");
+/// stead's own tables beside DBOS's (idempotent, run on every migration, in order).
+const STEAD_SCRIPTS: [&str; 2] = [
+    include_str!("../../../migrations/postgres/stead_executors.sql"),
+    include_str!("../../../migrations/postgres/stead_queue_pauses.sql"),
+];
 
 const SCHEMA_VERSION: &str = "SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL \
     ELSE (xpath('/row/v/text()', query_to_xml(format('SELECT max(version) AS v FROM %s', $1), \
@@ -94,9 +99,11 @@ async fn migrate_in(conn: &mut PgConnection, schema: &str) -> Result<MigrationRe
         .execute(&mut *conn)
         .await?;
     }
-    sqlx::raw_sql(AssertSqlSafe(STEAD_SCRIPT.replace("{s}", &quoted)))
-        .execute(&mut *conn)
-        .await?;
+    for script in STEAD_SCRIPTS {
+        sqlx::raw_sql(AssertSqlSafe(script.replace("{s}", &quoted)))
+            .execute(&mut *conn)
+            .await?;
+    }
     Ok(MigrationReport {
         schema: schema.to_owned(),
         found_version,

@@ -18,6 +18,7 @@ mod manage;
 mod migrate;
 mod observe;
 mod ops;
+mod pauses;
 #[cfg(test)]
 mod plans;
 mod queues;

@@ -262,3 +262,10 @@ async fn a_claim_starts_its_index_scans_at_the_floor() {
         "{p}"
     );
 }
+
+/// A claim's pause check is a key probe of the paused queues (`sysdb::pauses`), once per claim.
+#[tokio::test]
+async fn a_claim_checks_its_pause_by_key() {
+    let p = claim_plan().await;
+    assert!(p.contains("stead_queue_pauses_pkey"), "{p}");
+}

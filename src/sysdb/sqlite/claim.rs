@@ -60,7 +60,14 @@ pub(super) async fn run(
     }
     slots = slots.max(0);
     rate = rate.max(0);
-    out.allowed = slots.min(rate);
+    // A paused queue allows nothing (`sysdb::pauses`); its due delayed rows are still promoted.
+    let paused = sqlx::query("SELECT 1 FROM stead_queue_pauses WHERE queue_name = ?1")
+        .bind(&q.name)
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
+    out.paused = paused;
+    out.allowed = if paused { 0 } else { slots.min(rate) };
     out.rate_limited = rate < slots;
 
     let ids = pick(tx, r, out.allowed).await?;

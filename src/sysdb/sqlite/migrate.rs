@@ -4,6 +4,9 @@
 //! or above 125 is left alone (DBOS, or a newer stead, owns it). A file part-way through DBOS's
 //! older SQLite history is refused with a message to run `dbos migrate` on it: DBOS's
 //! step-by-step history is its own, and stead never half-migrates a file.
+//!
+//! stead's own tables (`stead_queue_pauses`) are created on every migration, also of a file DBOS
+//! left at 125: idempotent scripts beside DBOS's layout, with no version of their own.
 
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, Row};
@@ -13,6 +16,9 @@ use crate::error::DbError;
 use crate::sysdb::migrate::{MigrationReport, Schema, DBOS_SCHEMA_VERSION};
 
 const SCRIPT: &str = include_str!("../../../migrations/sqlite/0001_dbos_3_4.sql");
+
+/// stead's own tables beside DBOS's (idempotent, run on every migration).
+const STEAD_SCRIPT: &str = include_str!("../../../migrations/sqlite/stead_queue_pauses.sql");
 
 #[async_trait]
 impl Schema for Sqlite {
@@ -40,7 +46,11 @@ impl Schema for Sqlite {
             applied,
         };
         match found_version {
-            Some(v) if v >= DBOS_SCHEMA_VERSION => return Ok(report(v, false)),
+            Some(v) if v >= DBOS_SCHEMA_VERSION => {
+                sqlx::raw_sql(STEAD_SCRIPT).execute(&mut *tx).await?;
+                tx.commit().await?;
+                return Ok(report(v, false));
+            }
             Some(v) if v > 0 => {
                 return Err(DbError::Query(format!(
                     "this SQLite system database is at DBOS migration {v}, older than DBOS 3.4 \
@@ -59,6 +69,7 @@ impl Schema for Sqlite {
         )))
         .execute(&mut *tx)
         .await?;
+        sqlx::raw_sql(STEAD_SCRIPT).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(report(DBOS_SCHEMA_VERSION, true))
     }

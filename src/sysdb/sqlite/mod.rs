@@ -37,6 +37,7 @@ mod manage;
 mod migrate;
 mod observe;
 mod ops;
+mod pauses;
 mod queues;
 mod reads;
 mod retention;

@@ -12,6 +12,7 @@ mod datasource;
 mod definitions;
 mod fleet;
 mod manage;
+mod pauses;
 mod reads;
 mod rewind;
 mod updates;

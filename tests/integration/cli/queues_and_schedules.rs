@@ -1,4 +1,5 @@
-//! Queues and schedules with the binary: queues listed, schedules listed, paused and resumed.
+//! Queues and schedules with the binary: queues listed, paused and resumed; schedules listed,
+//! paused and resumed.
 
 use super::*;
 
@@ -11,7 +12,16 @@ async fn queues_are_listed_and_schedules_listed_paused_and_resumed(db) {
     let row = queues.lines().find(|l| l.starts_with("q ")).expect(&queues);
     let cells: Vec<&str> = row.split_whitespace().collect();
     // The runtime defines its queues under its application name, `stead` by default.
-    assert_eq!(cells, ["q", "stead", "-", "2", "10/1000ms", "no", "no", "100ms"]);
+    assert_eq!(cells, ["q", "stead", "-", "2", "10/1000ms", "no", "no", "100ms", "no"]);
+    // Paused and resumed for the fleet, shown in the listing.
+    assert_eq!(ok(url, &["queue", "pause", "q"]).await, "paused queue 'q'\n");
+    assert_eq!(ok(url, &["queue", "pause", "q"]).await, "queue 'q' was already paused\n");
+    let listed = json(url, &["queue", "list"]).await;
+    assert_eq!(listed[0]["paused"], Value::from(true), "{listed}");
+    assert!(listed[0]["paused_at_ms"].is_i64(), "{listed}");
+    assert_eq!(rt.client().paused_queues().await.unwrap().len(), 1);
+    assert_eq!(ok(url, &["queue", "resume", "q"]).await, "resumed queue 'q'\n");
+    assert!(rt.client().paused_queues().await.unwrap().is_empty());
     let queues = json(url, &["queue", "list"]).await;
     let q = &queues.as_array().unwrap()[0];
     assert_eq!(

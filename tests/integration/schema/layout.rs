@@ -41,12 +41,12 @@ async fn fresh_migrate_creates_the_dbos_3_4_schema() {
          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
          LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
          WHERE c.relnamespace = $1::regnamespace AND c.relkind = 'r'
-           AND a.attnum > 0 AND NOT a.attisdropped AND c.relname <> 'stead_executors'
+           AND a.attnum > 0 AND NOT a.attisdropped AND c.relname NOT LIKE 'stead\\_%'
          ORDER BY c.relname, a.attnum",
     )
     .await;
     assert_eq!(columns, expected::column_rows(), "tables and columns");
-    // Beside DBOS's tables, stead's own: the fleet's roster.
+    // Beside DBOS's tables, stead's own: the fleet's roster and the paused queues.
     let roster = texts(
         &pool,
         "dbos",
@@ -56,6 +56,19 @@ async fn fresh_migrate_creates_the_dbos_3_4_schema() {
     )
     .await;
     assert_eq!(roster.len(), 10, "stead_executors: {roster:?}");
+    let pauses = texts(
+        &pool,
+        "dbos",
+        "SELECT a.attname::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+         WHERE c.relnamespace = $1::regnamespace AND c.relname = 'stead_queue_pauses'
+           AND a.attnum > 0 ORDER BY a.attnum",
+    )
+    .await;
+    assert_eq!(
+        pauses,
+        [["queue_name"], ["paused_at"]],
+        "stead_queue_pauses"
+    );
 
     let mut constraints = texts(
         &pool,
@@ -63,7 +76,7 @@ async fn fresh_migrate_creates_the_dbos_3_4_schema() {
         "SELECT conrelid::regclass::text, conname::text, pg_get_constraintdef(oid)
          FROM pg_constraint WHERE connamespace = $1::regnamespace
            AND contype IN ('p', 'u', 'f', 'c', 'x', 't')
-           AND conrelid::regclass::text NOT LIKE '%stead_executors'",
+           AND conrelid::regclass::text NOT LIKE '%stead\\_%'",
     )
     .await;
     constraints.sort();
