@@ -79,6 +79,74 @@ pub async fn check_dir(builder: RuntimeBuilder, dir: impl AsRef<Path>) -> Result
     Ok(verdicts.len())
 }
 
+/// Replays each path (a history file, or a folder of them) and writes one line per history to
+/// `out`: `ok` or `DIVERGED` with the file and its first problem. True when every history
+/// replays. [`replay_main`] is this as a command.
+pub async fn replay_report(
+    builder: RuntimeBuilder,
+    paths: &[PathBuf],
+    out: &mut impl std::io::Write,
+) -> Result<bool, KitError> {
+    let (config, registry) = builder.into_offline()?;
+    let shared = Shared::offline(config, registry);
+    let mut files = Vec::new();
+    for path in paths {
+        match path.is_dir() {
+            true => files.extend(history_files(path)?),
+            false => files.push(path.clone()),
+        }
+    }
+    let mut clean = true;
+    for file in files {
+        let history = History::read(&file)?;
+        let v = replay(&shared.registry, &shared, history.recorded()).await;
+        let line = match v.first_problem() {
+            None => format!("ok        {} ({} calls)", file.display(), v.matched_calls),
+            Some(problem) => {
+                clean = false;
+                format!(
+                    "DIVERGED  {} ({}): {problem}",
+                    file.display(),
+                    v.workflow_id
+                )
+            }
+        };
+        writeln!(out, "{line}").map_err(|source| KitError::Io {
+            path: file.clone(),
+            source,
+        })?;
+    }
+    Ok(clean)
+}
+
+/// A replay command for the user's own binary (the `stead` CLI holds no workflow code): replays
+/// the history files and folders named on the command line against `builder`'s workflows, prints
+/// a line per history, and exits non-zero on a divergence or an unreadable file.
+///
+/// ```no_run
+/// // src/bin/replay.rs: `cargo run --bin replay --features stead/testing -- tests/histories`
+/// # async fn pay(ctx: stead::Context, order: u32) -> stead::Result<()> { Ok(()) }
+/// #[tokio::main]
+/// async fn main() -> std::process::ExitCode {
+///     stead::testing::replay_main(stead::Runtime::builder().workflow("pay", pay)).await
+/// }
+/// ```
+pub async fn replay_main(builder: RuntimeBuilder) -> std::process::ExitCode {
+    let paths: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
+    if paths.is_empty() {
+        eprintln!("usage: replay <history file or folder>...");
+        return std::process::ExitCode::from(2);
+    }
+    match replay_report(builder, &paths, &mut std::io::stdout()).await {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("replay: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
 /// The `*.json` files directly in `dir`, in name order.
 fn history_files(dir: &Path) -> Result<Vec<PathBuf>, KitError> {
     let io = |source| KitError::Io {

@@ -30,7 +30,7 @@ pub use crash::{Boundary, CrashMatrix, Effects, Problem, Report};
 pub use error::KitError;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
-pub use files::{check_dir, replay_dir, replay_file, replay_history};
+pub use files::{check_dir, replay_dir, replay_file, replay_history, replay_main, replay_report};
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub use history::History;

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use stead::client::ListWorkflows;
-use stead::testing::{check_dir, replay_dir, replay_file, Divergence, History, KitError};
+use stead::testing::{
+    check_dir, replay_dir, replay_file, replay_report, Divergence, History, KitError,
+};
 use stead::{Context, Runtime, RuntimeBuilder, WorkflowOptions};
 
 use crate::common;
@@ -178,6 +180,16 @@ async fn exported_runs_replay_without_a_database_and_changes_are_reported_at_the
     let v = replay_file(build(retyped), dir.join("o-1.json")).await.unwrap();
     let failed = v.failed.expect("a decode failure");
     assert!(failed.message.contains("\"reserve\" (call #1)"), "{failed:?}");
+
+    // The command's report: a line per history, false on a divergence (a file and a folder).
+    let (mut out, paths) = (Vec::new(), [dir.join("o-2.json"), patched_dir.clone()]);
+    assert!(!replay_report(build(v1), &paths, &mut out).await.unwrap());
+    let out = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("ok ") && lines[0].contains("o-2.json"), "{out}");
+    assert!(lines[1].starts_with("DIVERGED") && lines[1].contains("(p-1)"), "{out}");
+    assert!(replay_report(build(patched), &paths, &mut Vec::new()).await.unwrap());
 
     // Files that are not histories are refused, naming the file.
     std::fs::write(dir.join("zz.json"), r#"{"format":"other"}"#).unwrap();

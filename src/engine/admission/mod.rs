@@ -60,8 +60,8 @@ mod tests;
 
 use std::time::Duration;
 
-use slots::Snapshot;
 pub(crate) use decision::{ClaimAnswer, Decision, Path, Phase};
+use slots::Snapshot;
 pub(crate) use slots::{Permit, Slots, Tabled, Take};
 
 use crate::base::queue::Queue;
