@@ -120,6 +120,8 @@ impl Clock {
         // Not `clock::millis`: the clock reads this module, never the other way round.
         let by = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
         let target = self.now().saturating_add(by);
+        // Timers still being set (a runtime just launched arms its scheduler) must be seen.
+        self.settled().await;
         while let Some(next) = self.next_timer().filter(|t| *t <= target) {
             self.set(next);
             self.settled().await;

