@@ -28,7 +28,7 @@ fn second_launch(id: &str) -> bool {
 /// What step `i` returns on its first run: every 250th a 1 MB output (its page is cut by
 /// bytes), the rest short.
 fn first_output(i: u32) -> String {
-    if i % 250 == 0 {
+    if i.is_multiple_of(250) {
         format!("{i}:{}", "x".repeat(1 << 20))
     } else {
         format!("{i}")
@@ -61,7 +61,7 @@ async fn deep(ctx: Context, _: ()) -> stead::Result<u32> {
         if i == 1_700 {
             ctx.deprecate_patch("gone")?;
         }
-        if i % 97 == 0 && i < STEPS {
+        if i.is_multiple_of(97) && i < STEPS {
             let (a, b) = futures::join!(step(&ctx, i), step(&ctx, i + 1));
             matched += u32::from(a?) + u32::from(b?);
             i += 2;

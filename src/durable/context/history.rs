@@ -238,3 +238,82 @@ impl Window {
         Some(self.calls.get(&function_id).map(|s| s.name().to_owned()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(function_id: u32, name: &str) -> StepRow {
+        StepRow {
+            workflow_id: "w".into(),
+            function_id,
+            name: name.into(),
+            output: Some(format!("{function_id}")),
+            error: None,
+            child_workflow_id: None,
+            serialization: None,
+        }
+    }
+
+    /// A window holding the page read after `after`: rows `ids`, the first `loaded` with their
+    /// payloads.
+    fn window(after: u32, ids: &[u32], loaded: usize, more: bool) -> Window {
+        let mut w = Window::ended(BTreeMap::new(), false);
+        let rows = ids.iter().map(|&i| row(i, &format!("s{i}"))).collect();
+        w.install(after, StepPage { rows, loaded, more });
+        w
+    }
+
+    fn found(lookup: Lookup) -> Option<u32> {
+        match lookup {
+            Lookup::Found(row) => row.map(|r| r.function_id),
+            Lookup::Page => panic!("asked for a page"),
+            Lookup::Point => panic!("asked for a point read"),
+        }
+    }
+
+    #[test]
+    fn a_row_is_handed_out_once_and_a_second_lookup_reads_it() {
+        let mut w = window(0, &[1, 2, 4], 3, true);
+        assert_eq!(found(w.take(1)), Some(1));
+        assert!(matches!(w.take(1), Lookup::Point), "never a wrong answer");
+        assert_eq!(w.name(1), Some(Some("s1".into())), "its name stays");
+        assert_eq!(
+            found(w.take(3)),
+            None,
+            "a gap inside the page is not recorded"
+        );
+        assert_eq!(found(w.take(4)), Some(4));
+        assert!(
+            matches!(w.take(5), Lookup::Page),
+            "past a full page: read on"
+        );
+        assert_eq!(w.name(5), None, "unknown, not absent");
+    }
+
+    #[test]
+    fn past_the_last_page_nothing_is_recorded_and_behind_the_window_is_read() {
+        let mut w = window(10, &[11, 12], 1, false);
+        assert!(matches!(w.take(10), Lookup::Point), "behind the window");
+        assert!(
+            matches!(w.take(12), Lookup::Page),
+            "its payload was not read"
+        );
+        assert_eq!(w.name(12), Some(Some("s12".into())));
+        assert_eq!(found(w.take(11)), Some(11));
+        assert_eq!(found(w.take(500)), None, "the history ended");
+        assert_eq!(w.name(u32::MAX), Some(None));
+    }
+
+    #[test]
+    fn a_preloaded_history_lends_rows_and_never_reads() {
+        let calls = [row(1, "a"), row(2, "b")]
+            .into_iter()
+            .map(|r| (r.function_id, Slot::Row(r)))
+            .collect();
+        let mut w = Window::ended(calls, true);
+        assert_eq!(found(w.take(2)), Some(2));
+        assert_eq!(found(w.take(2)), Some(2));
+        assert_eq!(found(w.take(3)), None);
+    }
+}

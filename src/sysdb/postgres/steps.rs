@@ -243,9 +243,9 @@ pub(super) async fn classify_one(
 /// past the budget is never read.
 const LOAD: &str = r#"
 SELECT o.workflow_uuid, o.function_id, o.function_name,
-       CASE WHEN o.before < r.budget THEN o.output END,
-       CASE WHEN o.before < r.budget THEN o.error END,
-       o.child_workflow_id, o.serialization, o.before < r.budget, r.i
+       CASE WHEN o.before < r.budget THEN o.output END AS output,
+       CASE WHEN o.before < r.budget THEN o.error END AS error,
+       o.child_workflow_id, o.serialization, o.before < r.budget AS loaded, r.i
 FROM unnest($1::text[], $2::int4[], $3::int4[], $4::int8[])
      WITH ORDINALITY AS r(id, after, lim, budget, i)
 CROSS JOIN LATERAL (

@@ -95,9 +95,9 @@ pub(super) async fn classify(
 /// bytes before a row stay under the budget.
 const LOAD: &str = r#"
 SELECT workflow_uuid, function_id, function_name,
-       CASE WHEN before < ?4 THEN output END,
-       CASE WHEN before < ?4 THEN error END,
-       child_workflow_id, serialization, before < ?4
+       CASE WHEN before < ?4 THEN output END AS output,
+       CASE WHEN before < ?4 THEN error END AS error,
+       child_workflow_id, serialization, before < ?4 AS loaded
 FROM (
     SELECT p.*, coalesce(sum(size) OVER (ORDER BY function_id
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
