@@ -10,7 +10,7 @@
 //! (`/proc/self/clear_refs`), so the figure includes the runtime's own launch (a few MB).
 //!
 //! `w7` runs 1,000, 10,000 and 100,000 steps of 16 bytes; `w8` 100 steps of 10 MB; each on a
-//! recreated database (Postgres URLs only).
+//! recreated database (a Postgres URL) or a new file (`sqlite://path`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -131,7 +131,7 @@ async fn rounds(
 ) -> Result<Value, Box<dyn std::error::Error>> {
     let mut runs = Vec::new();
     for &(steps, bytes) in shapes {
-        recreate(&a.db).await?;
+        fresh(&a.db).await?;
         let flags = [
             "--steps".to_owned(),
             steps.to_string(),
@@ -145,8 +145,20 @@ async fn rounds(
         eprintln!("{workload}: {r}");
         runs.push(r);
     }
-    recreate(&a.db).await?;
+    fresh(&a.db).await?;
     Ok(json!({"peer": "stead", "workload": workload, "runs": runs}))
+}
+
+/// Recreates the Postgres database, or removes the SQLite file (the runtime creates it).
+async fn fresh(db: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let Some(path) = db.strip_prefix("sqlite://") else {
+        return recreate(db).await;
+    };
+    let path = path.split('?').next().unwrap_or(path);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{path}{suffix}"));
+    }
+    Ok(())
 }
 
 /// W7: 1,000, 10,000 and 100,000 steps of 16 bytes.

@@ -92,26 +92,28 @@ pub(super) async fn classify(
 }
 
 /// One page of a workflow's recorded steps (`LoadSteps`): payloads only while the payload
-/// bytes before a row stay under the budget.
+/// bytes before a row stay under the budget. The running sum is over sizes alone and the rows
+/// are joined back by key: a window over the rows themselves would hold every output of the
+/// page in SQLite's memory, which is this process's (2 GB for W8's page of 10 MB outputs).
 const LOAD: &str = r#"
-SELECT workflow_uuid, function_id, function_name,
-       CASE WHEN before < ?4 THEN output END AS output,
-       CASE WHEN before < ?4 THEN error END AS error,
-       child_workflow_id, serialization, before < ?4 AS loaded
+SELECT o.workflow_uuid, o.function_id, o.function_name,
+       CASE WHEN p.before < ?4 THEN o.output END AS output,
+       CASE WHEN p.before < ?4 THEN o.error END AS error,
+       o.child_workflow_id, o.serialization, p.before < ?4 AS loaded
 FROM (
-    SELECT p.*, coalesce(sum(size) OVER (ORDER BY function_id
+    SELECT function_id, coalesce(sum(size) OVER (ORDER BY function_id
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
     FROM (
-        SELECT workflow_uuid, function_id, function_name, output, error, child_workflow_id,
-               serialization,
+        SELECT function_id,
                coalesce(octet_length(output), 0) + coalesce(octet_length(error), 0) AS size
         FROM operation_outputs
         WHERE workflow_uuid = ?1 AND function_id > ?2
         ORDER BY function_id
         LIMIT ?3
-    ) p
-)
-ORDER BY function_id
+    )
+) p
+JOIN operation_outputs o ON o.workflow_uuid = ?1 AND o.function_id = p.function_id
+ORDER BY o.function_id
 "#;
 
 /// One page of recorded steps.
