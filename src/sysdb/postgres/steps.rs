@@ -239,28 +239,29 @@ pub(super) async fn classify_one(
 
 /// One page per request (`LoadSteps`): the rows after `after`, by the primary key, with a
 /// row's payloads only while the payload bytes before it stay under the budget. The sizes come
-/// from `octet_length`, which reads a stored value's size without detoasting it, and the running
-/// sum is over sizes alone (rows joined back by key), so an output past the budget is never read.
+/// from `octet_length`, which reads a stored value's size without detoasting it, so an output
+/// past the budget is never read (the window carries toast pointers, not values; joining the
+/// rows back by key, as SQLite must, measured slower for W7, on a loaded machine).
 const LOAD: &str = r#"
 SELECT o.workflow_uuid, o.function_id, o.function_name,
-       CASE WHEN p.before < r.budget THEN o.output END AS output,
-       CASE WHEN p.before < r.budget THEN o.error END AS error,
-       o.child_workflow_id, o.serialization, p.before < r.budget AS loaded, r.i
+       CASE WHEN o.before < r.budget THEN o.output END AS output,
+       CASE WHEN o.before < r.budget THEN o.error END AS error,
+       o.child_workflow_id, o.serialization, o.before < r.budget AS loaded, r.i
 FROM unnest($1::text[], $2::int4[], $3::int4[], $4::int8[])
      WITH ORDINALITY AS r(id, after, lim, budget, i)
 CROSS JOIN LATERAL (
-    SELECT s.function_id, coalesce(sum(s.size) OVER (ORDER BY s.function_id
+    SELECT p.*, coalesce(sum(p.size) OVER (ORDER BY p.function_id
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
     FROM (
-        SELECT function_id,
+        SELECT workflow_uuid, function_id, function_name, output, error, child_workflow_id,
+               serialization,
                coalesce(octet_length(output), 0) + coalesce(octet_length(error), 0) AS size
         FROM {s}.operation_outputs
         WHERE workflow_uuid = r.id AND function_id > r.after
         ORDER BY function_id
         LIMIT r.lim
-    ) s
-) p
-JOIN {s}.operation_outputs o ON o.workflow_uuid = r.id AND o.function_id = p.function_id
+    ) p
+) o
 ORDER BY r.i, o.function_id
 "#;
 
