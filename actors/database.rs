@@ -35,7 +35,7 @@ use crate::engine::db::{DbStats, Reply, Request};
 use crate::error::DbError;
 use crate::sysdb::{
     ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, Op, OpOutcome,
-    Session, StartOutcome, StepOutcome, StepRow, StepWrite, Store,
+    Session, StartOutcome, StepOutcome, StepPage, StepWrite, Store,
 };
 
 /// Every lane's name, for the metric series registered at launch.
@@ -107,12 +107,11 @@ impl Lane for FinishWrite {
 }
 
 impl Lane for LoadSteps {
-    type Out = Vec<StepRow>;
+    type Out = StepPage;
     const NAME: &'static str = "load_steps";
 
-    async fn run(s: &mut dyn Session, batch: &[&Self]) -> Result<Vec<Vec<StepRow>>, DbError> {
-        let ids: Vec<&str> = batch.iter().map(|l| l.0.as_str()).collect();
-        s.load_steps(&ids).await
+    async fn run(s: &mut dyn Session, batch: &[&Self]) -> Result<Vec<StepPage>, DbError> {
+        s.load_steps(batch).await
     }
 
     fn pending(lanes: &mut Lanes) -> &mut Pending<Self> {

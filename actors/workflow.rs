@@ -36,7 +36,7 @@ use tracing::Instrument;
 use crate::base::codec;
 use crate::base::metrics;
 use crate::base::status::Status;
-use crate::durable::context::{Abort, Context, RunInfo};
+use crate::durable::context::{Abort, Context, History, RunInfo};
 use crate::engine::completion::Finished;
 use crate::engine::dispatch::{Dispatch, LocalRun, WorkflowRequest};
 use crate::engine::evict::EVICTED;
@@ -318,11 +318,12 @@ async fn prepare(
             return Ok(None);
         }
     };
-    let recorded = if d.fresh {
-        Vec::new()
+    // A recovered run reads its history's first page now, the rest as its calls replay.
+    let history = if d.fresh {
+        History::empty(&d.id)
     } else {
-        match shared.db.load_steps(&d.id).await {
-            Ok(rows) => rows,
+        match History::open(&shared.db, &d.id).await {
+            Ok(history) => history,
             // Recorded rows this build cannot read (a foreign writer's): every restart would
             // fail the same way, so the run ends with the reason instead of crash-looping.
             Err(e) if is_permanent(&e) => {
@@ -339,7 +340,7 @@ async fn prepare(
         deadline: d.deadline,
         metrics: entry.metrics().clone(),
     };
-    let ctx = Context::new(run, shared.clone(), recorded);
+    let ctx = Context::new(run, shared.clone(), history);
     let mut run = entry.run(ctx.clone(), input);
     // A step's record is held back for the outcome's write only while the body runs on; once
     // it waits on anything, the record is written.

@@ -7,11 +7,13 @@
 //! workloads w5 [--db URL] [--history H] [--rounds R] [--settle S]
 //! workloads w6 [--db URL] [--n N] [--rounds SMALL_THOUSANDS] [--conc C] [--poll-ms P] [--steps S] [--vacuum-s V]
 //! workloads w9 [--db URL] [--rate R] [--conc C] [--clean-s S] [--hold-s S] [--after-s S]
+//! workloads <w7|w8> [--db URL]
 //! ```
 //!
 //! `seed-history` and `w5` (the cost of history) are in `workloads/history.rs`, `w6` (a deep
 //! backlog) in `workloads/backlog.rs`, `w9` (a held snapshot) in `workloads/held.rs`; `benches/README.md` has their commands and figures.
-//! `w-waiting` (waiting workflows evicted: RSS and wake latency) is in `workloads/waiting.rs`.
+//! `w-waiting` (waiting workflows evicted: RSS and wake latency) is in `workloads/waiting.rs`,
+//! `w7` and `w8` (replay of a deep history, of large outputs) in `workloads/replay.rs`.
 //!
 //! Prints one `RESULT {json}` line. Build with `cargo bench --bench workloads --no-run`.
 //!
@@ -38,6 +40,8 @@ mod backlog;
 mod held;
 #[path = "workloads/history.rs"]
 mod history;
+#[path = "workloads/replay.rs"]
+mod replay;
 #[path = "workloads/waiting.rs"]
 mod waiting;
 
@@ -378,6 +382,10 @@ async fn run(a: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
         "w6" => backlog::run(&a).await?,
         "w6-exec" => backlog::executor(&a).await?,
         "w9" => held::run(&a).await?,
+        "w7" => replay::w7(&a).await?,
+        "w8" => replay::w8(&a).await?,
+        "replay-record" => replay::record(&a).await?,
+        "replay-recover" => replay::recover(&a).await?,
         "migrate" => {
             let rt = launch(&a).await?;
             rt.shutdown(Duration::from_secs(5)).await?;

@@ -339,7 +339,7 @@ where
     // Checked before the body runs: a name the database cannot hold fails the call at once.
     crate::names::validate_text(name, "step name")?;
     let _busy = match ctx.begin(function_id, name).await? {
-        Begun::Recorded(row) => return replay(row, name, function_id),
+        Begun::Recorded(row) => return replay(&row, name, function_id),
         Begun::Fresh(busy) => busy,
     };
     let started_at = now_ms();

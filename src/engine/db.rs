@@ -32,7 +32,7 @@ use crate::base::backoff::Backoff;
 use crate::error::DbError;
 use crate::sysdb::{
     ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, Op, OpOutcome,
-    StartOutcome, StepOutcome, StepRow, StepWrite, Store,
+    StartOutcome, StepOutcome, StepPage, StepRow, StepWrite, Store,
 };
 
 /// Counters the database actor keeps and a test or operator can read: how much work went
@@ -66,8 +66,8 @@ pub(crate) enum Request {
     Checkpoint(Arc<StepWrite>, Reply<StepOutcome>),
     /// On the finish lane: record a workflow's outcome, if it is still ours.
     Finish(Arc<FinishWrite>, Reply<FinishOutcome>),
-    /// On the step-load lane: read a workflow's recorded steps.
-    LoadSteps(Arc<LoadSteps>, Reply<Vec<StepRow>>),
+    /// On the step-load lane: read a page of a workflow's recorded steps.
+    LoadSteps(Arc<LoadSteps>, Reply<StepPage>),
     /// On the ops lane: a durable call whose effect commits with its record (send, receive,
     /// event, stream write).
     Op(Arc<Op>, Reply<OpOutcome>),
@@ -178,9 +178,32 @@ impl Db {
         self.request(|r| Request::Op(op.clone(), r)).await
     }
 
-    pub(crate) async fn load_steps(&self, id: &str) -> Result<Vec<StepRow>, DbError> {
-        let load = Arc::new(LoadSteps(id.to_owned()));
+    /// One page of a workflow's recorded steps.
+    pub(crate) async fn load_page(&self, page: LoadSteps) -> Result<StepPage, DbError> {
+        let load = Arc::new(page);
         self.request(|r| Request::LoadSteps(load.clone(), r)).await
+    }
+
+    /// A workflow's whole recorded history, read page by page (a replay-only verification
+    /// holds it; a run's replay reads pages as it goes instead).
+    pub(crate) async fn load_steps(&self, id: &str) -> Result<Vec<StepRow>, DbError> {
+        let mut all = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = self
+                .load_page(LoadSteps {
+                    workflow_id: id.to_owned(),
+                    after,
+                    rows: 1000,
+                    bytes: u64::MAX,
+                })
+                .await?;
+            after = page.rows.last().map_or(after, |r| r.function_id);
+            all.extend(page.rows);
+            if !page.more {
+                return Ok(all);
+            }
+        }
     }
 
     /// Claims enqueued workflows. Not retried here: a claim that may have committed must be

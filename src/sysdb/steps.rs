@@ -1,6 +1,6 @@
 //! Step checkpoints: the rows of `operation_outputs` a workflow's durable calls leave, written
-//! only while the workflow is `PENDING` under the writer's owner token; and the request for a
-//! workflow's recorded steps.
+//! only while the workflow is `PENDING` under the writer's owner token; and the paged read of a
+//! workflow's recorded steps (replay reads a page at a time, never a whole history).
 //!
 //! **Ownership in the write.** Every checkpoint, op and finish carries the execution's owner token
 //! (`owner_xid`) and is applied only while the row is `PENDING` under it. Rows not written are
@@ -10,6 +10,8 @@
 //! own and go on to its next step. The fresh path stays one statement. The token alone keeps a
 //! workflow's work single: with the fleet's fence and lease gate disabled, a process cut off its
 //! database for 20 s while a survivor adopts its work still finishes every workflow once.
+
+use super::reads::StepRow;
 
 /// One step's outcome to record, valid only while the workflow is `PENDING` under `owner`.
 #[derive(Debug, Clone)]
@@ -43,6 +45,39 @@ pub(crate) enum StepOutcome {
     NotOwner,
 }
 
-/// A request for one workflow's recorded steps.
+/// A request for one page of a workflow's recorded steps: those numbered after `after`, in call
+/// order, at most `rows` of them. Outputs and errors are read only while the payload bytes of
+/// the rows before stay under `bytes` (the first row always has its own), so a page of large
+/// outputs holds one of them; the rest of the page comes without payloads (names and child ids
+/// only), so the caller still knows which numbers are recorded and under what name.
 #[derive(Debug, Clone)]
-pub(crate) struct LoadSteps(pub String);
+pub(crate) struct LoadSteps {
+    pub workflow_id: String,
+    pub after: u32,
+    pub rows: u32,
+    pub bytes: u64,
+}
+
+/// One page of recorded steps ([`LoadSteps`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct StepPage {
+    /// The rows, in call order; the first `loaded` carry their outputs and errors, the others
+    /// none (not read).
+    pub rows: Vec<StepRow>,
+    pub loaded: usize,
+    /// The page is full: rows may follow its last one. False means none do.
+    pub more: bool,
+}
+
+impl StepPage {
+    /// The page `request` read: rows with whether their payloads were read (a prefix).
+    pub(crate) fn new(request: &LoadSteps, rows: Vec<(StepRow, bool)>) -> StepPage {
+        let loaded = rows.iter().take_while(|(_, loaded)| *loaded).count();
+        let more = rows.len() >= request.rows as usize;
+        StepPage {
+            rows: rows.into_iter().map(|(row, _)| row).collect(),
+            loaded,
+            more,
+        }
+    }
+}

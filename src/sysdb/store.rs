@@ -38,12 +38,12 @@ use super::observe::Observe;
 use super::ops::{Messages, Op, OpOutcome};
 use super::pauses::Pauses;
 use super::queues::Queues;
-use super::reads::{Reads, StepRow};
+use super::reads::Reads;
 use super::retention::Collect;
 use super::rewind::Rewinds;
 use super::schedules::Schedules;
 use super::start::{NewWorkflow, StartOutcome};
-use super::steps::{StepOutcome, StepWrite};
+use super::steps::{LoadSteps, StepOutcome, StepPage, StepWrite};
 use super::versions::Versions;
 use crate::error::{DbError, Error};
 
@@ -115,8 +115,8 @@ pub(crate) trait Session: Send {
     /// Records outcomes, each only while its workflow is `PENDING` under the writer's owner.
     async fn finish(&mut self, batch: &[&FinishWrite]) -> Result<Vec<FinishOutcome>, DbError>;
 
-    /// Reads the recorded steps of each workflow in `ids`, in call order (a batched read).
-    async fn load_steps(&mut self, ids: &[&str]) -> Result<Vec<Vec<StepRow>>, DbError>;
+    /// Reads one page of recorded steps per request, in call order (a batched read).
+    async fn load_steps(&mut self, pages: &[&LoadSteps]) -> Result<Vec<StepPage>, DbError>;
 
     /// Runs durable calls whose effect commits with their record (send, receive, event,
     /// stream write), one after another.

@@ -31,6 +31,7 @@ mod dashboard;
 mod dbos_interop;
 mod dbos_peer;
 mod debounce;
+mod deep_replay;
 mod embedded;
 mod enqueue;
 mod events;

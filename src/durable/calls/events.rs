@@ -55,7 +55,7 @@ impl Context {
         let timeout_id = self.next_function_id();
         async move {
             if let Begun::Recorded(row) = self.begin(function_id, "DBOS.getEvent").await? {
-                return replayed(row, "a recorded event value");
+                return replayed(&row, "a recorded event value");
             }
             crate::names::validate_name(workflow_id, "workflow id")?;
             crate::names::validate_text(key, "event key")?;

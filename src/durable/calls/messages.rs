@@ -73,7 +73,7 @@ impl Context {
         let timeout_id = self.next_function_id();
         async move {
             if let Begun::Recorded(row) = self.begin(function_id, "DBOS.recv").await? {
-                return replayed(row, "a received message");
+                return replayed(&row, "a received message");
             }
             let topic = topic.unwrap_or(NULL_TOPIC).to_owned();
             crate::names::validate_text(&topic, "topic")?;

@@ -9,10 +9,13 @@
 //! variant, the probe and the reservation happen in one step, and a patch racing another
 //! durable call of the same workflow is refused (its position would depend on scheduling).
 //!
-//! The history is in memory, so the probe and the reservation of the number are one
-//! compare-and-swap on the call counter; a concurrent durable call that took the number first makes
-//! the patch `Error::PatchNondeterminism`. `patch` is async and fallible (the marker is written
-//! with its number on a new run), `deprecate_patch` synchronous (it only reads).
+//! The probe reads the history's window (a page read if it lacks the number) and the reservation
+//! of the number is one compare-and-swap on the call counter; a concurrent durable call that took
+//! the number first makes the patch `Error::PatchNondeterminism`. `patch` is async and fallible
+//! (the marker is written with its number on a new run), `deprecate_patch` synchronous: it only
+//! reads the window, which after every replayed call holds the next number's name; a number it
+//! does not hold (a run that took several numbers without awaiting their calls, or hundreds of
+//! deprecated markers in a row) fails it as `Error::PatchNondeterminism`, never a guess.
 
 use crate::base::clock::now_ms;
 use crate::durable::context::{Call, Context};
@@ -41,7 +44,7 @@ impl Context {
         self.check_abort()?;
         let marker = marker(name);
         let function_id = self.peek_function_id();
-        let recorded = self.recorded_name(function_id).map(str::to_owned);
+        let recorded = self.recorded_name(function_id).await?;
         if recorded.as_deref().is_some_and(|r| r != marker) {
             // Pre-patch history: the old code made another call here.
             return Ok(false);
@@ -60,6 +63,7 @@ impl Context {
         } else {
             // The marker is replayed as a call (a replay-only run counts it as matched).
             self.replay_marker(function_id, &marker)?;
+            self.read_ahead().await?;
         }
         Ok(true)
     }
@@ -72,7 +76,13 @@ impl Context {
         self.check_abort()?;
         let function_id = self.peek_function_id();
         let marker = marker(name);
-        if self.recorded_name(function_id) == Some(marker.as_str()) {
+        let Some(recorded) = self.known_recorded_name(function_id) else {
+            return Err(Error::PatchNondeterminism {
+                workflow_id: self.workflow_id().to_owned(),
+                patch: name.to_owned(),
+            });
+        };
+        if recorded.as_deref() == Some(marker.as_str()) {
             self.reserve(function_id, name)?;
             self.replay_marker(function_id, &marker)?;
         }

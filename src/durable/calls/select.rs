@@ -52,7 +52,7 @@ impl Context {
         let function_id = self.next_function_id();
         async move {
             if let Begun::Recorded(row) = self.begin(function_id, "stead.select").await? {
-                let recorded: Value = super::replayed(row, "a recorded select")?;
+                let recorded: Value = super::replayed(&row, "a recorded select")?;
                 return decode(recorded);
             }
             let started = now_ms();
@@ -96,7 +96,7 @@ impl Context {
         let function_id = self.next_function_id();
         async move {
             if let Begun::Recorded(row) = self.begin(function_id, "stead.select").await? {
-                let recorded: Value = super::replayed(row, "a recorded select")?;
+                let recorded: Value = super::replayed(&row, "a recorded select")?;
                 return decode_indexed(recorded);
             }
             if calls.is_empty() {

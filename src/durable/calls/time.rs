@@ -27,7 +27,7 @@ impl Context {
     /// The wake-up time (epoch ms) of sleep `function_id`, recorded now or replayed.
     pub(crate) async fn sleep_until(&self, function_id: u32, duration: Duration) -> Result<i64> {
         if let Begun::Recorded(row) = self.begin(function_id, "DBOS.sleep").await? {
-            let secs: f64 = replayed(row, "a recorded sleep's wake-up time")?;
+            let secs: f64 = replayed(&row, "a recorded sleep's wake-up time")?;
             return Ok((secs * 1000.0).round() as i64);
         }
         let started = now_ms();
@@ -101,7 +101,7 @@ impl Context {
         let function_id = self.next_function_id();
         async move {
             if let Begun::Recorded(row) = self.begin(function_id, name).await? {
-                return replayed(row, name);
+                return replayed(&row, name);
             }
             let started = now_ms();
             let value = produce();

@@ -1,12 +1,12 @@
 //! The workflow `Context`: numbers durable calls, replays recorded ones, records new ones, and
 //! remembers why a run must stop (cancelled, taken over, or the database gave up); its writes
-//! and held step records are in `records`.
+//! and held step records are in `records`, the recorded history it replays (read a page at a
+//! time) in `history`.
 //!
 //! The durable calls themselves live beside it: steps in `step`, the rest in `calls`. It must
 //! never run user code itself, and never decide the workflow's outcome: the workflow actor reads
 //! the abort reason after the body returns.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -14,8 +14,10 @@ use futures::future::BoxFuture;
 
 use tokio::sync::Notify;
 
+mod history;
 mod records;
 
+pub(crate) use history::History;
 pub(crate) use records::Call;
 use records::Deferred;
 
@@ -50,7 +52,8 @@ struct Inner {
     run: RunInfo,
     shared: SharedRef,
     next_function_id: AtomicU32,
-    recorded: HashMap<u32, StepRow>,
+    /// The recorded calls this run replays, read a page at a time.
+    history: History,
     /// Set once, by the first reason to stop; a lock-free read on every durable call.
     abort: OnceLock<Abort>,
     /// Woken when an abort reason is set, to interrupt waits.
@@ -79,8 +82,9 @@ pub(crate) struct Activity<'c>(&'c AtomicU32);
 
 /// Where a durable call stands once begun ([`Context::begin`]).
 pub(crate) enum Begun<'c> {
-    /// Replayed: the call recorded at this number (its name checked).
-    Recorded(&'c StepRow),
+    /// Replayed: the call recorded at this number (its name checked), handed over: the history
+    /// keeps no copy.
+    Recorded(StepRow),
     /// To run: the records held back are written, and the run counts as busy while this lives.
     Fresh(Activity<'c>),
 }
@@ -112,8 +116,8 @@ pub(crate) struct RunInfo {
 }
 
 impl Context {
-    pub(crate) fn new(run: RunInfo, shared: SharedRef, recorded: Vec<StepRow>) -> Context {
-        Context::with_replay(run, shared, recorded, None)
+    pub(crate) fn new(run: RunInfo, shared: SharedRef, history: History) -> Context {
+        Context::with_replay(run, shared, history, None)
     }
 
     /// A replay-only run: each call is checked against `recorded` and logged in `log`; the
@@ -124,13 +128,14 @@ impl Context {
         recorded: Vec<StepRow>,
         log: Arc<crate::durable::replay::ReplayLog>,
     ) -> Context {
-        Context::with_replay(run, shared, recorded, Some(log))
+        let history = History::preloaded(&run.workflow_id, recorded);
+        Context::with_replay(run, shared, history, Some(log))
     }
 
     fn with_replay(
         run: RunInfo,
         shared: SharedRef,
-        recorded: Vec<StepRow>,
+        history: History,
         replay: Option<Arc<crate::durable::replay::ReplayLog>>,
     ) -> Context {
         let gap_mark = AtomicU64::new(shared.liveness.gap_mark());
@@ -138,7 +143,7 @@ impl Context {
             inner: Arc::new(Inner {
                 run,
                 next_function_id: AtomicU32::new(1),
-                recorded: recorded.into_iter().map(|s| (s.function_id, s)).collect(),
+                history,
                 abort: OnceLock::new(),
                 aborted: Notify::new(),
                 datasources: Mutex::new(Vec::new()),
@@ -227,12 +232,35 @@ impl Context {
             .is_ok()
     }
 
-    /// The name recorded at `function_id` in the history this run replays, if any.
-    pub(crate) fn recorded_name(&self, function_id: u32) -> Option<&str> {
-        self.inner
-            .recorded
-            .get(&function_id)
-            .map(|r| r.name.as_str())
+    /// The name recorded at `function_id` in the history this run replays, if any, read if
+    /// the window of the history does not hold it.
+    pub(crate) async fn recorded_name(&self, function_id: u32) -> Result<Option<String>> {
+        let db = &self.inner.shared.db;
+        match self.inner.history.name(db, function_id).await {
+            Ok(name) => Ok(name),
+            Err(e) => Err(self.db_failure(e)),
+        }
+    }
+
+    /// The name recorded at `function_id`, without reading: `None` when the history's window
+    /// does not hold that number (it holds the next call's after every replayed call).
+    pub(crate) fn known_recorded_name(&self, function_id: u32) -> Option<Option<String>> {
+        self.inner.history.known_name(function_id)
+    }
+
+    /// Reads the history on so that the next call's recorded name is known without reading
+    /// (`known_recorded_name`), after a replayed call.
+    pub(crate) async fn read_ahead(&self) -> Result<()> {
+        let next = self.peek_function_id();
+        match self
+            .inner
+            .history
+            .read_ahead(&self.inner.shared.db, next)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.db_failure(e)),
+        }
     }
 
     /// Begins durable call `function_id`, which the code now calls `name`: fails fast when the
@@ -241,7 +269,8 @@ impl Context {
     /// durable call enters here, so none can forget that.
     pub(crate) async fn begin(&self, function_id: u32, name: &str) -> Result<Begun<'_>> {
         self.live().await?;
-        if let Some(row) = self.recorded(function_id, name)? {
+        if let Some(row) = self.recorded(function_id, name).await? {
+            self.read_ahead().await?;
             return Ok(Begun::Recorded(row));
         }
         let busy = self.fresh().await?;
@@ -285,16 +314,39 @@ impl Context {
     }
 
     /// Replays a patch marker recorded at `function_id` (it consumes its number and does
-    /// nothing else).
+    /// nothing else), whose name the caller has just probed: the window holds it.
     pub(crate) fn replay_marker(&self, function_id: u32, marker: &str) -> Result<()> {
-        self.recorded(function_id, marker).map(|_| ())
+        let name = self.known_recorded_name(function_id).flatten();
+        let row = name.map(|name| StepRow {
+            workflow_id: self.inner.run.workflow_id.clone(),
+            function_id,
+            name,
+            output: None,
+            error: None,
+            child_workflow_id: None,
+            serialization: None,
+        });
+        self.check_recorded(function_id, marker, row).map(|_| ())
     }
 
     /// The recorded call at `function_id`, checked against the name the code now uses.
-    fn recorded(&self, function_id: u32, name: &str) -> Result<Option<&StepRow>> {
-        let row = self.inner.recorded.get(&function_id);
+    async fn recorded(&self, function_id: u32, name: &str) -> Result<Option<StepRow>> {
+        let db = &self.inner.shared.db;
+        let row = match self.inner.history.take(db, function_id).await {
+            Ok(row) => row,
+            Err(e) => return Err(self.db_failure(e)),
+        };
+        self.check_recorded(function_id, name, row)
+    }
+
+    fn check_recorded(
+        &self,
+        function_id: u32,
+        name: &str,
+        row: Option<StepRow>,
+    ) -> Result<Option<StepRow>> {
         if let Some(log) = &self.inner.replay {
-            return match log.visit(function_id, name, row) {
+            return match log.visit(function_id, name, row.as_ref()) {
                 true => Ok(row),
                 false => Err(self.stop(Abort::Cancelled)),
             };
@@ -303,7 +355,7 @@ impl Context {
             Some(row) if row.name != name => Err(Error::NonDeterminism {
                 workflow_id: self.inner.run.workflow_id.clone(),
                 function_id,
-                recorded: row.name.clone(),
+                recorded: row.name,
                 called: name.to_owned(),
             }),
             other => Ok(other),

@@ -22,8 +22,8 @@ use super::{claim, finish, ops, start, steps, Pooler, Postgres};
 use crate::error::{DbError, Error};
 use crate::sysdb::store::{Session, Store};
 use crate::sysdb::{
-    ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, NewWorkflow, Op, OpOutcome,
-    StartOutcome, StepOutcome, StepRow, StepWrite,
+    ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, Op, OpOutcome,
+    StartOutcome, StepOutcome, StepPage, StepWrite,
 };
 
 /// The lanes' session settings (see the module's doc).
@@ -137,8 +137,8 @@ impl Session for PgSession {
         finish::run(&self.sql, &mut self.conn, batch).await
     }
 
-    async fn load_steps(&mut self, ids: &[&str]) -> Result<Vec<Vec<StepRow>>, DbError> {
-        steps::load(&self.sql, &mut self.conn, ids).await
+    async fn load_steps(&mut self, pages: &[&LoadSteps]) -> Result<Vec<StepPage>, DbError> {
+        steps::load(&self.sql, &mut self.conn, pages).await
     }
 
     async fn ops(&mut self, batch: &[&Op]) -> Result<Vec<OpOutcome>, DbError> {

@@ -1,8 +1,8 @@
 //! Step checkpoints on Postgres: the batch in one insert that writes a row only while its
 //! workflow is `PENDING` under the writer's owner token (rows it did not write are classified
-//! with one more statement); and the batched read of recorded steps.
+//! with one more statement); and the batched, paged read of recorded steps.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use sqlx::postgres::PgConnection;
@@ -12,7 +12,7 @@ use super::exec::Stmt;
 use super::rowsource::{self, Column};
 use super::sql::Sql;
 use crate::error::DbError;
-use crate::sysdb::{StepOutcome, StepRow, StepWrite};
+use crate::sysdb::{LoadSteps, StepOutcome, StepPage, StepRow, StepWrite};
 
 /// Built once per process; `Sql::get` splices the schema in.
 static STATEMENT: LazyLock<String> = LazyLock::new(|| statement(&cte(1)));
@@ -237,29 +237,66 @@ pub(super) async fn classify_one(
         .ok_or_else(|| DbError::Query("a call was not classified".into()))
 }
 
+/// One page per request (`LoadSteps`): the rows after `after`, by the primary key, with a
+/// row's payloads only while the payload bytes before it stay under the budget. The sizes come
+/// from `octet_length`, which reads a stored value's size without detoasting it, so an output
+/// past the budget is never read (the window carries toast pointers, not values; joining the
+/// rows back by key, as SQLite must, measured slower for W7, on a loaded machine).
 const LOAD: &str = r#"
-SELECT workflow_uuid, function_id, function_name, output, error, child_workflow_id, serialization
-FROM {s}.operation_outputs
-WHERE workflow_uuid = ANY($1::text[])
-ORDER BY workflow_uuid, function_id
+SELECT o.workflow_uuid, o.function_id, o.function_name,
+       CASE WHEN o.before < r.budget THEN o.output END AS output,
+       CASE WHEN o.before < r.budget THEN o.error END AS error,
+       o.child_workflow_id, o.serialization, o.before < r.budget AS loaded, r.i
+FROM unnest($1::text[], $2::int4[], $3::int4[], $4::int8[])
+     WITH ORDINALITY AS r(id, after, lim, budget, i)
+CROSS JOIN LATERAL (
+    SELECT p.*, coalesce(sum(p.size) OVER (ORDER BY p.function_id
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+    FROM (
+        SELECT workflow_uuid, function_id, function_name, output, error, child_workflow_id,
+               serialization,
+               coalesce(octet_length(output), 0) + coalesce(octet_length(error), 0) AS size
+        FROM {s}.operation_outputs
+        WHERE workflow_uuid = r.id AND function_id > r.after
+        ORDER BY function_id
+        LIMIT r.lim
+    ) p
+) o
+ORDER BY r.i, o.function_id
 "#;
 
-/// The recorded steps of each workflow in `ids`, in call order, in one statement.
+/// One page of recorded steps per request, in one statement.
 pub(super) async fn load(
     sql: &Sql,
     conn: &mut PgConnection,
-    ids: &[&str],
-) -> Result<Vec<Vec<StepRow>>, DbError> {
-    let mut by_id: HashMap<String, Vec<StepRow>> = HashMap::new();
-    for row in sql.query(LOAD).bind(ids).fetch_all(&mut *conn).await? {
-        let step = StepRow::from_row(&row)?;
-        by_id
-            .entry(step.workflow_id.clone())
-            .or_default()
-            .push(step);
-    }
-    Ok(ids
+    pages: &[&LoadSteps],
+) -> Result<Vec<StepPage>, DbError> {
+    let ids: Vec<&str> = pages.iter().map(|p| p.workflow_id.as_str()).collect();
+    let after: Vec<i32> = pages.iter().map(|p| clamp(p.after)).collect();
+    let rows: Vec<i32> = pages.iter().map(|p| clamp(p.rows)).collect();
+    let bytes: Vec<i64> = pages
         .iter()
-        .map(|id| by_id.get(*id).cloned().unwrap_or_default())
+        .map(|p| i64::try_from(p.bytes).unwrap_or(i64::MAX))
+        .collect();
+    let mut found: Vec<Vec<(StepRow, bool)>> = vec![Vec::new(); pages.len()];
+    let query = sql.query(LOAD).bind(ids).bind(after).bind(rows).bind(bytes);
+    for row in query.fetch_all(&mut *conn).await? {
+        let i: i64 = row.try_get(8)?;
+        let loaded: bool = row.try_get(7)?;
+        let slot = usize::try_from(i - 1)
+            .ok()
+            .and_then(|i| found.get_mut(i))
+            .ok_or_else(|| DbError::Query("a page answered no request".into()))?;
+        slot.push((StepRow::from_row(&row)?, loaded));
+    }
+    Ok(pages
+        .iter()
+        .zip(found)
+        .map(|(request, rows)| StepPage::new(request, rows))
         .collect())
+}
+
+/// A call number as the column's type (numbers past `i32::MAX` are never recorded).
+fn clamp(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
 }

@@ -8,8 +8,8 @@ use super::{claim, finish, ops, start, steps, Sqlite};
 use crate::error::{DbError, Error};
 use crate::sysdb::store::{Session, Store};
 use crate::sysdb::{
-    ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, NewWorkflow, Op, OpOutcome,
-    StartOutcome, StepOutcome, StepRow, StepWrite,
+    ClaimOutcome, ClaimRequest, FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, Op, OpOutcome,
+    StartOutcome, StepOutcome, StepPage, StepWrite,
 };
 
 #[async_trait]
@@ -78,8 +78,8 @@ impl Session for LiteSession {
         in_write!(self.db, |tx| finish::run(tx, batch))
     }
 
-    async fn load_steps(&mut self, ids: &[&str]) -> Result<Vec<Vec<StepRow>>, DbError> {
-        in_write!(self.db, |tx| steps::load_all(tx, ids))
+    async fn load_steps(&mut self, pages: &[&LoadSteps]) -> Result<Vec<StepPage>, DbError> {
+        in_write!(self.db, |tx| steps::load_all(tx, pages))
     }
 
     async fn ops(&mut self, batch: &[&Op]) -> Result<Vec<OpOutcome>, DbError> {

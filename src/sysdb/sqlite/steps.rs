@@ -1,13 +1,12 @@
 //! Step checkpoints on SQLite, written only while the workflow is `PENDING` under the writer's
-//! owner token, and the read of a workflow's recorded steps.
+//! owner token, and the paged read of a workflow's recorded steps.
 
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
 use crate::base::codec::PORTABLE_JSON;
 use crate::error::DbError;
-use crate::sysdb::rows::all;
-use crate::sysdb::{StepOutcome, StepRow, StepWrite};
+use crate::sysdb::{LoadSteps, StepOutcome, StepPage, StepRow, StepWrite};
 
 const RECORD: &str = r#"
 INSERT INTO operation_outputs (
@@ -92,27 +91,55 @@ pub(super) async fn classify(
     })
 }
 
-/// The recorded steps of one workflow, in call order.
-async fn load(conn: &mut SqliteConnection, id: &str) -> Result<Vec<StepRow>, DbError> {
-    let rows = sqlx::query(
-        "SELECT workflow_uuid, function_id, function_name, output, error, child_workflow_id, \
-             serialization \
-         FROM operation_outputs WHERE workflow_uuid = ?1 ORDER BY function_id",
+/// One page of a workflow's recorded steps (`LoadSteps`): payloads only while the payload
+/// bytes before a row stay under the budget. The running sum is over sizes alone and the rows
+/// are joined back by key: a window over the rows themselves would hold every output of the
+/// page in SQLite's memory, which is this process's (2 GB for W8's page of 10 MB outputs).
+const LOAD: &str = r#"
+SELECT o.workflow_uuid, o.function_id, o.function_name,
+       CASE WHEN p.before < ?4 THEN o.output END AS output,
+       CASE WHEN p.before < ?4 THEN o.error END AS error,
+       o.child_workflow_id, o.serialization, p.before < ?4 AS loaded
+FROM (
+    SELECT function_id, coalesce(sum(size) OVER (ORDER BY function_id
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+    FROM (
+        SELECT function_id,
+               coalesce(octet_length(output), 0) + coalesce(octet_length(error), 0) AS size
+        FROM operation_outputs
+        WHERE workflow_uuid = ?1 AND function_id > ?2
+        ORDER BY function_id
+        LIMIT ?3
     )
-    .bind(id)
-    .fetch_all(&mut *conn)
-    .await?;
-    all(&rows, StepRow::from_row)
+) p
+JOIN operation_outputs o ON o.workflow_uuid = ?1 AND o.function_id = p.function_id
+ORDER BY o.function_id
+"#;
+
+/// One page of recorded steps.
+async fn load(conn: &mut SqliteConnection, page: &LoadSteps) -> Result<StepPage, DbError> {
+    let rows = sqlx::query(LOAD)
+        .bind(&page.workflow_id)
+        .bind(i64::from(page.after))
+        .bind(i64::from(page.rows))
+        .bind(i64::try_from(page.bytes).unwrap_or(i64::MAX))
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut found = Vec::with_capacity(rows.len());
+    for row in &rows {
+        found.push((StepRow::from_row(row)?, row.try_get::<bool, _>(7)?));
+    }
+    Ok(StepPage::new(page, found))
 }
 
-/// The recorded steps of each workflow in `ids`.
+/// One page of recorded steps per request.
 pub(super) async fn load_all(
     tx: &mut SqliteConnection,
-    ids: &[&str],
-) -> Result<Vec<Vec<StepRow>>, DbError> {
-    let mut out = Vec::with_capacity(ids.len());
-    for id in ids {
-        out.push(load(tx, id).await?);
+    pages: &[&LoadSteps],
+) -> Result<Vec<StepPage>, DbError> {
+    let mut out = Vec::with_capacity(pages.len());
+    for page in pages {
+        out.push(load(tx, page).await?);
     }
     Ok(out)
 }

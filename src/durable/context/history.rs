@@ -1,0 +1,319 @@
+//! The recorded history a run replays, held as a window of its `operation_outputs` rows read a
+//! page at a time ([`LoadSteps`]) as the body's durable calls advance, so a replay holds one page
+//! (at most [`PAGE_ROWS`] rows, outputs within [`PAGE_BYTES`]), never the whole history.
+//!
+//! A row is handed out once, by value, and forgotten with its output; its name stays until the
+//! window moves on, for the synchronous probe of `deprecate_patch`. Call numbers are taken in call
+//! order, so lookups move forward and a page starts at the number looked up. It must never answer
+//! "not recorded" for a number it has not read: a number behind the window (a concurrent call
+//! polled late, or a row asked for twice) is read on its own, a one-row page.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use crate::engine::db::Db;
+use crate::error::DbError;
+use crate::sysdb::{LoadSteps, StepPage, StepRow};
+
+/// Rows per page: a page costs one round trip, and at 500 rows a deep history's reads are a
+/// small share of its replay.
+pub(crate) const PAGE_ROWS: u32 = 500;
+/// Output bytes per page: past it a page carries names only, so 10 MB outputs are held one at a
+/// time.
+pub(crate) const PAGE_BYTES: u64 = 2 << 20;
+
+pub(crate) struct History {
+    workflow_id: String,
+    window: Mutex<Window>,
+}
+
+/// What is known of the history: numbers in `(from, to]` were read, each recorded (in `calls`)
+/// or not; past `to` more may be recorded (`to` is `u32::MAX` once the last page is read).
+struct Window {
+    from: u32,
+    to: u32,
+    calls: BTreeMap<u32, Slot>,
+    /// A preloaded history (replay-only verification): rows are lent by copy and never read.
+    keep: bool,
+}
+
+enum Slot {
+    /// Read with its payloads, not yet replayed.
+    Row(StepRow),
+    /// Read without its payloads (past the page's byte budget): its name, for probes.
+    Named(String),
+    /// Replayed: its row was handed out and dropped.
+    Taken(String),
+}
+
+impl Slot {
+    fn name(&self) -> &str {
+        match self {
+            Slot::Row(row) => &row.name,
+            Slot::Named(name) | Slot::Taken(name) => name,
+        }
+    }
+}
+
+/// What the window says of a number.
+enum Lookup {
+    Found(Option<StepRow>),
+    /// Past what was read: read the page that starts at it.
+    Page,
+    /// Behind the window, or handed out already: read it on its own.
+    Point,
+}
+
+impl History {
+    /// A run with no recorded steps (a fresh start): nothing is ever read.
+    pub(crate) fn empty(workflow_id: &str) -> History {
+        History::of(workflow_id, Window::ended(BTreeMap::new(), false))
+    }
+
+    /// A whole history read before the run (replay-only verification).
+    pub(crate) fn preloaded(workflow_id: &str, rows: Vec<StepRow>) -> History {
+        let calls = rows
+            .into_iter()
+            .map(|r| (r.function_id, Slot::Row(r)))
+            .collect();
+        History::of(workflow_id, Window::ended(calls, true))
+    }
+
+    /// A recovered run's history, its first page read.
+    pub(crate) async fn open(db: &Db, workflow_id: &str) -> Result<History, DbError> {
+        let history = History::of(workflow_id, Window::ended(BTreeMap::new(), false));
+        let page = history.read(db, 0, PAGE_ROWS).await?;
+        history.lock().install(0, page);
+        Ok(history)
+    }
+
+    fn of(workflow_id: &str, window: Window) -> History {
+        History {
+            workflow_id: workflow_id.to_owned(),
+            window: Mutex::new(window),
+        }
+    }
+
+    /// The row recorded at `function_id`, handed out once for its replay.
+    pub(crate) async fn take(&self, db: &Db, function_id: u32) -> Result<Option<StepRow>, DbError> {
+        let after = function_id.saturating_sub(1);
+        let lookup = self.lock().take(function_id);
+        match lookup {
+            Lookup::Found(row) => Ok(row),
+            Lookup::Page => {
+                let page = self.read(db, after, PAGE_ROWS).await?;
+                let mut window = self.lock();
+                window.install(after, page);
+                match window.take(function_id) {
+                    Lookup::Found(row) => Ok(row),
+                    // The page starts at this number with its payloads: unreachable, and a
+                    // wrong answer is worse than an error.
+                    _ => Err(DbError::Query("a page lacked the row it starts at".into())),
+                }
+            }
+            Lookup::Point => {
+                let page = self.read(db, after, 1).await?;
+                Ok(page.rows.into_iter().find(|r| r.function_id == function_id))
+            }
+        }
+    }
+
+    /// The name recorded at `function_id`, when the window knows it (`None` when it does not,
+    /// `Some(None)` when nothing is recorded there).
+    pub(crate) fn known_name(&self, function_id: u32) -> Option<Option<String>> {
+        self.lock().name(function_id)
+    }
+
+    /// The name recorded at `function_id`, read if the window does not know it.
+    pub(crate) async fn name(&self, db: &Db, function_id: u32) -> Result<Option<String>, DbError> {
+        if let Some(known) = self.known_name(function_id) {
+            return Ok(known);
+        }
+        let after = function_id.saturating_sub(1);
+        let page = self.read(db, after, PAGE_ROWS).await?;
+        let name = page
+            .rows
+            .iter()
+            .find(|r| r.function_id == function_id)
+            .map(|r| r.name.clone());
+        let mut window = self.lock();
+        if function_id > window.to {
+            window.install(after, page);
+        }
+        Ok(name)
+    }
+
+    /// Reads on before the run needs it, so the next number's name is known to a synchronous
+    /// probe: called after a replayed call, with the number the next call will take. Reads
+    /// nothing while the window covers it or once the history's end was read.
+    pub(crate) async fn read_ahead(&self, db: &Db, next: u32) -> Result<(), DbError> {
+        let to = self.lock().to;
+        if next <= to {
+            return Ok(());
+        }
+        let page = self.read(db, to, PAGE_ROWS).await?;
+        let mut window = self.lock();
+        if window.to == to {
+            window.install(to, page);
+        }
+        Ok(())
+    }
+
+    async fn read(&self, db: &Db, after: u32, rows: u32) -> Result<StepPage, DbError> {
+        db.load_page(LoadSteps {
+            workflow_id: self.workflow_id.clone(),
+            after,
+            rows,
+            bytes: PAGE_BYTES,
+        })
+        .await
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Window> {
+        self.window.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Window {
+    /// A window that knows every number (nothing past `calls` is recorded).
+    fn ended(calls: BTreeMap<u32, Slot>, keep: bool) -> Window {
+        Window {
+            from: 0,
+            to: u32::MAX,
+            calls,
+            keep,
+        }
+    }
+
+    /// Replaces the window by `page`, read after `after`: the rows of the old one not yet
+    /// replayed are dropped (a late lookup of one reads it on its own).
+    fn install(&mut self, after: u32, page: StepPage) {
+        let more = page.more;
+        let last = page.rows.last().map(|r| r.function_id);
+        self.calls.clear();
+        for (i, row) in page.rows.into_iter().enumerate() {
+            let id = row.function_id;
+            let slot = if i < page.loaded {
+                Slot::Row(row)
+            } else {
+                Slot::Named(row.name)
+            };
+            self.calls.insert(id, slot);
+        }
+        self.from = after;
+        self.to = match (more, last) {
+            (true, Some(last)) => last,
+            _ => u32::MAX,
+        };
+    }
+
+    fn take(&mut self, function_id: u32) -> Lookup {
+        if function_id <= self.from {
+            return Lookup::Point;
+        }
+        if function_id > self.to {
+            return Lookup::Page;
+        }
+        let Some(slot) = self.calls.get_mut(&function_id) else {
+            return Lookup::Found(None);
+        };
+        match slot {
+            Slot::Row(row) if self.keep => Lookup::Found(Some(row.clone())),
+            Slot::Row(row) => {
+                let name = row.name.clone();
+                match std::mem::replace(slot, Slot::Taken(name)) {
+                    Slot::Row(row) => Lookup::Found(Some(row)),
+                    _ => Lookup::Point,
+                }
+            }
+            Slot::Named(_) => Lookup::Page,
+            Slot::Taken(_) => Lookup::Point,
+        }
+    }
+
+    fn name(&self, function_id: u32) -> Option<Option<String>> {
+        if function_id <= self.from || function_id > self.to {
+            return None;
+        }
+        Some(self.calls.get(&function_id).map(|s| s.name().to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(function_id: u32, name: &str) -> StepRow {
+        StepRow {
+            workflow_id: "w".into(),
+            function_id,
+            name: name.into(),
+            output: Some(format!("{function_id}")),
+            error: None,
+            child_workflow_id: None,
+            serialization: None,
+        }
+    }
+
+    /// A window holding the page read after `after`: rows `ids`, the first `loaded` with their
+    /// payloads.
+    fn window(after: u32, ids: &[u32], loaded: usize, more: bool) -> Window {
+        let mut w = Window::ended(BTreeMap::new(), false);
+        let rows = ids.iter().map(|&i| row(i, &format!("s{i}"))).collect();
+        w.install(after, StepPage { rows, loaded, more });
+        w
+    }
+
+    fn found(lookup: Lookup) -> Option<u32> {
+        match lookup {
+            Lookup::Found(row) => row.map(|r| r.function_id),
+            Lookup::Page => panic!("asked for a page"),
+            Lookup::Point => panic!("asked for a point read"),
+        }
+    }
+
+    #[test]
+    fn a_row_is_handed_out_once_and_a_second_lookup_reads_it() {
+        let mut w = window(0, &[1, 2, 4], 3, true);
+        assert_eq!(found(w.take(1)), Some(1));
+        assert!(matches!(w.take(1), Lookup::Point), "never a wrong answer");
+        assert_eq!(w.name(1), Some(Some("s1".into())), "its name stays");
+        assert_eq!(
+            found(w.take(3)),
+            None,
+            "a gap inside the page is not recorded"
+        );
+        assert_eq!(found(w.take(4)), Some(4));
+        assert!(
+            matches!(w.take(5), Lookup::Page),
+            "past a full page: read on"
+        );
+        assert_eq!(w.name(5), None, "unknown, not absent");
+    }
+
+    #[test]
+    fn past_the_last_page_nothing_is_recorded_and_behind_the_window_is_read() {
+        let mut w = window(10, &[11, 12], 1, false);
+        assert!(matches!(w.take(10), Lookup::Point), "behind the window");
+        assert!(
+            matches!(w.take(12), Lookup::Page),
+            "its payload was not read"
+        );
+        assert_eq!(w.name(12), Some(Some("s12".into())));
+        assert_eq!(found(w.take(11)), Some(11));
+        assert_eq!(found(w.take(500)), None, "the history ended");
+        assert_eq!(w.name(u32::MAX), Some(None));
+    }
+
+    #[test]
+    fn a_preloaded_history_lends_rows_and_never_reads() {
+        let calls = [row(1, "a"), row(2, "b")]
+            .into_iter()
+            .map(|r| (r.function_id, Slot::Row(r)))
+            .collect();
+        let mut w = Window::ended(calls, true);
+        assert_eq!(found(w.take(2)), Some(2));
+        assert_eq!(found(w.take(2)), Some(2));
+        assert_eq!(found(w.take(3)), None);
+    }
+}
