@@ -147,7 +147,7 @@ impl Context {
         let timeout_id = self.next_function_id();
         async move {
             if let Begun::Recorded(row) = self.begin(function_id, UPDATE_CALL).await? {
-                let recorded: Option<Recorded> = replayed(row, "a recorded update")?;
+                let recorded: Option<Recorded> = replayed(&row, "a recorded update")?;
                 return recorded.map(answered).transpose();
             }
             crate::names::validate_text(name, "update name")?;
