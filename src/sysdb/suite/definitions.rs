@@ -106,6 +106,8 @@ fn schedule(name: &str) -> ScheduleRow {
         timezone: Some("Europe/Paris".into()),
         queue: None,
         app_name: Some("shop".into()),
+        overlap: Default::default(),
+        jitter_ms: 0,
     }
 }
 
@@ -156,14 +158,15 @@ async fn schedules_are_written_paused_fired_and_deleted(kind: Kind) {
         app_version: Some("v1".into()),
         app_name: Some("shop".into()),
         runs: vec![
-            ("sched-hourly-1".into(), "[1]".into()),
-            ("sched-hourly-2".into(), "[2]".into()),
+            ("sched-hourly-1".into(), "[1]".into(), None),
+            ("sched-hourly-2".into(), "[2]".into(), None),
         ],
+        overlap: Default::default(),
         last_fired_at: Some("2026-01-01T10:00:00+00:00".into()),
     };
-    assert_eq!(f.store.fire_schedule(&firings).await.unwrap(), 2);
+    assert_eq!(f.store.fire_schedule(&firings).await.unwrap().created, 2);
     assert_eq!(
-        f.store.fire_schedule(&firings).await.unwrap(),
+        f.store.fire_schedule(&firings).await.unwrap().created,
         0,
         "a firing is enqueued once"
     );
