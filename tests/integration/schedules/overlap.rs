@@ -76,7 +76,10 @@ async fn backfill(rt: &Runtime, name: &str, from: i64, to: i64) -> u64 {
 }
 
 fn id(name: &str, n: i64) -> String {
-    format!("sched-{name}-{}", minute(n).format("%Y-%m-%dT%H:%M:%S+00:00"))
+    format!(
+        "sched-{name}-{}",
+        minute(n).format("%Y-%m-%dT%H:%M:%S+00:00")
+    )
 }
 
 async fn status(pool: &AnyPool, id: &str) -> String {
