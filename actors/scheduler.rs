@@ -306,9 +306,12 @@ impl SchedulerState {
             self.tasks.spawn(async move {
                 let name = firings.schedule.clone();
                 match schedule::fire(&shared, firings).await {
-                    Ok(created) => {
-                        fired.fetch_add(created, Ordering::Relaxed);
-                        metrics::schedule_fired(&name, created);
+                    Ok(done) => {
+                        fired.fetch_add(done.created, Ordering::Relaxed);
+                        metrics::schedule_fired(&name, done.created);
+                        if done.held > 0 {
+                            metrics::schedule_held(&name, done.held);
+                        }
                     }
                     // Retried for the database's retry timeout already: this firing is lost
                     // unless another executor enqueued it (or a backfill does).

@@ -51,7 +51,7 @@ use crate::engine::handle::WorkflowHandle;
 use crate::engine::shared::{Shared, SharedRef};
 use crate::engine::start;
 use crate::error::{Error, Result};
-use crate::sysdb::{Firings, ScheduleRow};
+use crate::sysdb::{Fired, Firings, ScheduleRow};
 
 /// A cron schedule that enqueues a registered workflow at each firing. The workflow takes a
 /// [`ScheduledTime`].
@@ -409,7 +409,9 @@ pub(crate) async fn backfill(
     let mut enqueued = 0;
     // Bounded statements: a long range is several batches, each idempotent.
     for chunk in runs.chunks(1000) {
-        enqueued += fire(shared, firings(shared, &row, chunk.to_vec(), None)).await?;
+        enqueued += fire(shared, firings(shared, &row, chunk.to_vec(), None))
+            .await?
+            .created;
     }
     Ok(Backfilled {
         workflow_ids,
@@ -479,31 +481,36 @@ pub(crate) fn firings(
 }
 
 /// Enqueues firings (cancelling the runs `CancelOther` displaces, by the ordinary cancel path)
-/// and wakes this process's actor of their queue; returns how many were new.
-pub(crate) async fn fire(shared: &SharedRef, f: Firings) -> Result<u64> {
-    let (queue, name, overlap, asked) =
-        (f.queue.clone(), f.schedule.clone(), f.overlap, f.runs.len());
-    let fired = shared
+/// and wakes this process's actor of their queue; returns how many runs were new and how many
+/// the overlap policy held back.
+pub(crate) async fn fire(shared: &SharedRef, f: Firings) -> Result<Fired> {
+    let (queue, name) = (f.queue.clone(), f.schedule.clone());
+    let mut fired = shared
         .db
         .call_with(f, |db, f| async move { db.fire_schedule(&f).await })
         .await?;
-    for other in fired.others {
+    for other in std::mem::take(&mut fired.others) {
         let done = shared
             .db
-            .call_with(other, |db, id| async move { db.cancel(&id, false).await })
-            .await?;
-        for cancelled in &done.ids {
-            tracing::info!(schedule = %name, workflow_id = %cancelled, "cancelled by a newer firing");
-            shared.cancel_local(cancelled, None);
+            .call_with(other, |db, id| async move { db.cancel(&id, false).await });
+        // The new run is enqueued: a cancel that fails is reported, not the firing.
+        match done.await {
+            Ok(done) => {
+                for cancelled in &done.ids {
+                    tracing::info!(schedule = %name, workflow_id = %cancelled, "cancelled by a newer firing");
+                    shared.cancel_local(cancelled, None);
+                }
+            }
+            Err(e) => tracing::warn!(schedule = %name, error = %e, "cannot cancel an earlier run"),
         }
     }
     if fired.created > 0 {
         start::wake(shared, &queue);
-    } else if overlap != Overlap::AllowAll && asked > 0 {
-        // Also when another executor enqueued this firing first.
-        tracing::debug!(schedule = %name, ?overlap, "firing not enqueued (overlap policy or already there)");
     }
-    Ok(fired.created)
+    if fired.held > 0 {
+        tracing::info!(schedule = %name, held = fired.held, "firings held back by the overlap policy");
+    }
+    Ok(fired)
 }
 
 /// Tells this process's scheduler to re-read the schedules.

@@ -83,6 +83,8 @@ pub(crate) struct Fired {
     pub created: u64,
     /// `CancelOther` only: the schedule's unfinished runs to cancel (the new run created).
     pub others: Vec<String>,
+    /// New runs the overlap policy kept from being enqueued.
+    pub held: u64,
 }
 
 /// Under a policy other than `AllowAll`: which of the new runs (`fresh`, indexes into the

@@ -173,6 +173,7 @@ impl Schedules for Postgres {
         let mut tx = self.pool.begin().await?;
         let mut runs: Vec<&(String, String, Option<i64>)> = f.runs.iter().collect();
         let mut others = Vec::new();
+        let mut held = 0;
         if f.overlap != Overlap::AllowAll {
             // Serializes this check and insert with every other firing of the schedule.
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -202,6 +203,7 @@ impl Schedules for Postgres {
                 .filter(|n| !existing.contains(&f.runs[*n].0))
                 .collect();
             let (chosen, cancel) = pick(f.overlap, &fresh, &busy);
+            held = (fresh.len() - usize::from(chosen.is_some())) as u64;
             runs = chosen.map(|n| &f.runs[n]).into_iter().collect();
             others = cancel;
         }
@@ -229,6 +231,10 @@ impl Schedules for Postgres {
         if created == 0 {
             others.clear();
         }
-        Ok(Fired { created, others })
+        Ok(Fired {
+            created,
+            others,
+            held,
+        })
     }
 }

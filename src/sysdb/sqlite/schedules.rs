@@ -117,6 +117,7 @@ impl Schedules for Sqlite {
         let now = now_ms();
         let mut chosen: Vec<usize> = (0..f.runs.len()).collect();
         let mut others = Vec::new();
+        let mut held = 0;
         if f.overlap != Overlap::AllowAll {
             let busy: Vec<(String, String)> = sqlx::query_as(
                 "SELECT workflow_uuid, status FROM workflow_status WHERE schedule_name = ?1 \
@@ -137,6 +138,7 @@ impl Schedules for Sqlite {
                 }
             }
             let (pick, cancel) = pick(f.overlap, &fresh, &busy);
+            held = (fresh.len() - usize::from(pick.is_some())) as u64;
             chosen = pick.into_iter().collect();
             others = cancel;
         }
@@ -192,6 +194,10 @@ impl Schedules for Sqlite {
         if created == 0 {
             others.clear();
         }
-        Ok(Fired { created, others })
+        Ok(Fired {
+            created,
+            others,
+            held,
+        })
     }
 }

@@ -258,7 +258,8 @@ async fn schedule_policies_are_stored_and_applied_by_the_firing(kind: Kind) {
         overlap: Overlap::Skip,
         ..fire(&["p-4"], None)
     };
-    assert_eq!(f.store.fire_schedule(&skip).await.unwrap().created, 0);
+    let skipped = f.store.fire_schedule(&skip).await.unwrap();
+    assert_eq!((skipped.created, skipped.held), (0, 1), "p-3 waits");
     // Deleting the schedule deletes its policy.
     f.store.put_schedule(&s, true).await.unwrap();
     assert!(f.store.delete_schedule("p").await.unwrap());

@@ -251,3 +251,37 @@ async fn jitter_delays_a_firing_within_its_bounds_deterministically(db) {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
+
+both_backends! {
+/// The scheduler's own firings: each second fires, but only one run exists while it holds.
+async fn the_scheduler_skips_firings_while_its_run_holds(db) {
+    let (rt, pool) = runtime(&db).await;
+    let s = Schedule::new("live-skip", "hold", "*/1 * * * * *")
+        .overlap(Overlap::Skip)
+        .context(serde_json::json!({"db": db.url}));
+    rt.client().create_schedule(s).await.unwrap();
+    let runs = "SELECT count(*) FROM dbos.workflow_status WHERE schedule_name = 'live-skip'";
+    common::wait_count(&pool, runs, 1, 30).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(count(&pool, runs).await, 1, "later seconds were skipped");
+    release(&pool).await;
+    common::wait_count(
+        &pool,
+        "SELECT CASE WHEN count(*) >= 2 THEN 1 ELSE 0 END FROM dbos.workflow_status \
+         WHERE schedule_name = 'live-skip'",
+        1,
+        30,
+    )
+    .await;
+    rt.client().delete_schedule("live-skip").await.unwrap();
+    common::wait_count(
+        &pool,
+        "SELECT CASE WHEN count(*) = 0 THEN 1 ELSE 0 END FROM dbos.workflow_status \
+         WHERE schedule_name = 'live-skip' AND status IN ('ENQUEUED', 'PENDING', 'DELAYED')",
+        1,
+        30,
+    )
+    .await;
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
