@@ -11,7 +11,8 @@
 //! schedule's zone, Python isoformat>` (e.g. `sched-report-2025-06-15T09:00:00+02:00`) in one
 //! statement that inserts with `ON CONFLICT DO NOTHING`, records `last_fired_at` (same isoformat)
 //! and announces the queue. Two executors (stead or DBOS) firing the same instant create one run;
-//! no jitter: the insert is the arbiter. Firings go to the schedule's queue, else the internal
+//! the insert is the arbiter (under an overlap policy, with the check, in one transaction; a
+//! jitter delays the run, not the firing: `engine::schedule`). Firings go to the schedule's queue, else the internal
 //! queue, `ENQUEUED` with this executor's application version and `schedule_name` set. The
 //! schedules are re-read every `schedule_refresh` (10 s) and at once after a change made through
 //! this runtime. On start (launch or resume) a schedule arms from now; with `automatic_backfill` it
@@ -289,13 +290,7 @@ impl SchedulerState {
                 }
             }
             let Some(last) = due.last() else { continue };
-            let runs: Result<Vec<(String, String)>> = due
-                .iter()
-                .map(|at| {
-                    let input = schedule::inputs(&armed.row, &at.with_timezone(&Utc))?;
-                    Ok((cron::firing_id(&armed.row.name, at), input))
-                })
-                .collect();
+            let runs: Result<Vec<_>> = due.iter().map(|at| schedule::run(&armed.row, at)).collect();
             match runs {
                 Ok(runs) => batches.push(schedule::firings(
                     &self.shared,
@@ -311,9 +306,12 @@ impl SchedulerState {
             self.tasks.spawn(async move {
                 let name = firings.schedule.clone();
                 match schedule::fire(&shared, firings).await {
-                    Ok(created) => {
-                        fired.fetch_add(created, Ordering::Relaxed);
-                        metrics::schedule_fired(&name, created);
+                    Ok(done) => {
+                        fired.fetch_add(done.created, Ordering::Relaxed);
+                        metrics::schedule_fired(&name, done.created);
+                        if done.held > 0 {
+                            metrics::schedule_held(&name, done.held);
+                        }
                     }
                     // Retried for the database's retry timeout already: this firing is lost
                     // unless another executor enqueued it (or a backfill does).

@@ -127,7 +127,7 @@ pub mod queues {
 /// Cron schedules: definitions, their state, backfills.
 pub mod schedules {
     pub use crate::engine::schedule::{
-        Backfilled, Schedule, ScheduleInfo, ScheduleStatus, ScheduledTime,
+        Backfilled, Overlap, Schedule, ScheduleInfo, ScheduleStatus, ScheduledTime,
     };
 }
 

@@ -15,6 +15,7 @@ pub mod metrics;
 pub(crate) mod nonfinite;
 #[cfg(feature = "otel")]
 pub mod otel;
+pub(crate) mod overlap;
 pub(crate) mod queue;
 pub(crate) mod status;
 pub(crate) mod user_error;

@@ -24,6 +24,17 @@
 //! start only adds an id that exists when the start was itself a firing), in statements of 1000,
 //! and returns every id and how many were new. **Trigger** enqueues one run now with DBOS's id
 //! `sched-<name>-trigger-<now>`; neither counts as a firing (`last_fired_at` is left alone).
+//!
+//! **Overlap and jitter** (stead's, in `stead_schedule_policies`, so every executor applies
+//! them): a firing that finds an earlier run of its schedule unfinished is enqueued anyway
+//! (`AllowAll`, DBOS's), dropped (`Skip`), dropped unless none waits (`BufferOne`), or enqueued
+//! after cancelling the unfinished ones (`CancelOther`); the check and the insert are one
+//! transaction serialized per schedule. A backfill is one such firing per statement: under a
+//! policy it enqueues at most one run (the earliest new one; the latest with `CancelOther`).
+//! Jitter enqueues a firing `DELAYED` by `jitter_ms(id)` in `[0, jitter)` past its nominal time,
+//! the same on every executor; its input keeps the nominal time. A trigger ignores both.
+
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::de::Error as _;
@@ -31,6 +42,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::base::cron::{self, Timetable};
+use crate::base::overlap::jitter_ms;
+pub use crate::base::overlap::Overlap;
 use crate::base::queue::INTERNAL_QUEUE;
 use crate::base::workflow::WorkflowRef;
 use crate::engine::directory::SchedulerRequest;
@@ -38,7 +51,7 @@ use crate::engine::handle::WorkflowHandle;
 use crate::engine::shared::{Shared, SharedRef};
 use crate::engine::start;
 use crate::error::{Error, Result};
-use crate::sysdb::{Firings, ScheduleRow};
+use crate::sysdb::{Fired, Firings, ScheduleRow};
 
 /// A cron schedule that enqueues a registered workflow at each firing. The workflow takes a
 /// [`ScheduledTime`].
@@ -69,6 +82,15 @@ pub struct Schedule {
     pub context: Value,
     /// At launch, enqueue the firings missed since the schedule last fired.
     pub automatic_backfill: bool,
+    /// What a firing does while an earlier run is unfinished.
+    pub overlap: Overlap,
+    /// Each firing waits a deterministic amount in `[0, jitter)`; serialized as `jitter_ms`.
+    #[serde(rename = "jitter_ms", serialize_with = "as_ms")]
+    pub jitter: Duration,
+}
+
+fn as_ms<S: Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_u128(d.as_millis())
 }
 
 impl Schedule {
@@ -88,7 +110,24 @@ impl Schedule {
             queue: None,
             context: Value::Null,
             automatic_backfill: false,
+            overlap: Overlap::AllowAll,
+            jitter: Duration::ZERO,
         }
+    }
+
+    /// What a firing does while an earlier run of this schedule is unfinished (default:
+    /// [`Overlap::AllowAll`]).
+    pub fn overlap(mut self, overlap: Overlap) -> Self {
+        self.overlap = overlap;
+        self
+    }
+
+    /// Delays each firing by a pseudo-random amount in `[0, jitter)`, derived from the firing's
+    /// id (the same on every executor); the run's `ScheduledTime` stays the nominal time.
+    /// Millisecond precision.
+    pub fn jitter(mut self, jitter: Duration) -> Self {
+        self.jitter = jitter;
+        self
     }
 
     /// Reads the cron text in this IANA time zone (e.g. `Europe/Paris`).
@@ -252,6 +291,8 @@ pub(crate) async fn put(shared: &SharedRef, s: Schedule, replace: bool) -> Resul
         timezone: s.timezone.clone(),
         queue: s.queue.clone(),
         app_name: shared.config.app_name.clone(),
+        overlap: s.overlap,
+        jitter_ms: i64::try_from(s.jitter.as_millis()).unwrap_or(i64::MAX),
     };
     let written = shared
         .db
@@ -293,6 +334,8 @@ fn info(row: ScheduleRow) -> ScheduleInfo {
             queue: row.queue,
             context,
             automatic_backfill: row.automatic_backfill,
+            overlap: row.overlap,
+            jitter: Duration::from_millis(u64::try_from(row.jitter_ms).unwrap_or(0)),
         },
         id: row.id,
         status: if row.status == "PAUSED" {
@@ -360,16 +403,15 @@ pub(crate) async fn backfill(
     let times = table.between(start, end)?;
     let runs = times
         .iter()
-        .map(|at| {
-            let id = cron::firing_id(&row.name, at);
-            Ok((id, inputs(&row, &at.with_timezone(&Utc))?))
-        })
+        .map(|at| run(&row, at))
         .collect::<Result<Vec<_>>>()?;
-    let workflow_ids = runs.iter().map(|(id, _)| id.clone()).collect();
+    let workflow_ids = runs.iter().map(|(id, _, _)| id.clone()).collect();
     let mut enqueued = 0;
     // Bounded statements: a long range is several batches, each idempotent.
     for chunk in runs.chunks(1000) {
-        enqueued += fire(shared, firings(shared, &row, chunk.to_vec(), None)).await?;
+        enqueued += fire(shared, firings(shared, &row, chunk.to_vec(), None))
+            .await?
+            .created;
     }
     Ok(Backfilled {
         workflow_ids,
@@ -383,8 +425,11 @@ pub(crate) async fn trigger(shared: &SharedRef, name: &str) -> Result<WorkflowHa
     let row = get(shared, name).await?;
     let now = crate::base::clock::now_utc();
     let id = cron::trigger_id(&row.name, &now);
-    let runs = vec![(id.clone(), inputs(&row, &now)?)];
-    fire(shared, firings(shared, &row, runs, None)).await?;
+    let runs = vec![(id.clone(), inputs(&row, &now)?, None)];
+    let mut f = firings(shared, &row, runs, None);
+    // An explicit request: neither held back by nor cancelling other runs.
+    f.overlap = Overlap::AllowAll;
+    fire(shared, f).await?;
     Ok(WorkflowHandle::new(id, shared.clone()))
 }
 
@@ -400,11 +445,25 @@ pub(crate) fn inputs(row: &ScheduleRow, at: &DateTime<Utc>) -> Result<String> {
     Ok(cron::firing_inputs(at, &row.context))
 }
 
+/// The firing of `row` at `at`: its id, input and due time (with jitter; `None` without).
+pub(crate) fn run(
+    row: &ScheduleRow,
+    at: &DateTime<chrono_tz::Tz>,
+) -> Result<(String, String, Option<i64>)> {
+    let id = cron::firing_id(&row.name, at);
+    let nominal = at.with_timezone(&Utc);
+    let due = (row.jitter_ms > 0).then(|| {
+        let jitter = Duration::from_millis(u64::try_from(row.jitter_ms).unwrap_or(0));
+        nominal.timestamp_millis() + jitter_ms(&id, jitter)
+    });
+    Ok((id, inputs(row, &nominal)?, due))
+}
+
 /// The firings `runs` of schedule `row`, as this executor enqueues them.
 pub(crate) fn firings(
     shared: &Shared,
     row: &ScheduleRow,
-    runs: Vec<(String, String)>,
+    runs: Vec<(String, String, Option<i64>)>,
     last_fired_at: Option<String>,
 ) -> Firings {
     Firings {
@@ -416,21 +475,42 @@ pub(crate) fn firings(
         // The schedule's owner routes its runs, as DBOS does.
         app_name: row.app_name.clone().or(shared.config.app_name.clone()),
         runs,
+        overlap: row.overlap,
         last_fired_at,
     }
 }
 
-/// Enqueues firings and wakes this process's actor of their queue; returns how many were new.
-pub(crate) async fn fire(shared: &SharedRef, f: Firings) -> Result<u64> {
-    let queue = f.queue.clone();
-    let created = shared
+/// Enqueues firings (cancelling the runs `CancelOther` displaces, by the ordinary cancel path)
+/// and wakes this process's actor of their queue; returns how many runs were new and how many
+/// the overlap policy held back.
+pub(crate) async fn fire(shared: &SharedRef, f: Firings) -> Result<Fired> {
+    let (queue, name) = (f.queue.clone(), f.schedule.clone());
+    let mut fired = shared
         .db
         .call_with(f, |db, f| async move { db.fire_schedule(&f).await })
         .await?;
-    if created > 0 {
+    for other in std::mem::take(&mut fired.others) {
+        let done = shared
+            .db
+            .call_with(other, |db, id| async move { db.cancel(&id, false).await });
+        // The new run is enqueued: a cancel that fails is reported, not the firing.
+        match done.await {
+            Ok(done) => {
+                for cancelled in &done.ids {
+                    tracing::info!(schedule = %name, workflow_id = %cancelled, "cancelled by a newer firing");
+                    shared.cancel_local(cancelled, None);
+                }
+            }
+            Err(e) => tracing::warn!(schedule = %name, error = %e, "cannot cancel an earlier run"),
+        }
+    }
+    if fired.created > 0 {
         start::wake(shared, &queue);
     }
-    Ok(created)
+    if fired.held > 0 {
+        tracing::info!(schedule = %name, held = fired.held, "firings held back by the overlap policy");
+    }
+    Ok(fired)
 }
 
 /// Tells this process's scheduler to re-read the schedules.

@@ -71,7 +71,7 @@ pub(crate) use ops::{Op, OpOutcome, OpStep, OutgoingMessage, PeekedMessage, UPDA
 pub(crate) use queues::QueueDeletion;
 pub(crate) use reads::{StatusRow, StepRow, StreamRow};
 pub(crate) use rewind::{Rewind, Rewound, STREAM_CLOSED};
-pub(crate) use schedules::{Firings, ScheduleRow};
+pub(crate) use schedules::{Fired, Firings, ScheduleRow};
 pub(crate) use sqlite::default_url;
 pub(crate) use start::{next_created_at, stamped_until, NewWorkflow, StartOutcome, QUEUE_CHANNEL};
 pub(crate) use steps::{LoadSteps, StepOutcome, StepPage, StepWrite};

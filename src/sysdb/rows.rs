@@ -17,6 +17,7 @@ use super::reads::{StatusRow, StepRow, StreamRow};
 use super::schedules::ScheduleRow;
 use super::versions::AppVersion;
 use crate::base::clock::now_ms;
+use crate::base::overlap::Overlap;
 use crate::base::queue::{Queue, RateLimit};
 use crate::base::status::{Status, WorkflowStatus};
 use crate::error::DbError;
@@ -357,6 +358,13 @@ pub(super) const SCHEDULE_COLUMNS: &str =
     status, context, last_fired_at, automatic_backfill, cron_timezone, queue_name, \
     application_name";
 
+/// What a schedule listing selects: [`SCHEDULE_COLUMNS`] and the policy, from
+/// `workflow_schedules LEFT JOIN stead_schedule_policies p USING (schedule_name)`.
+pub(super) const SCHEDULE_SELECT: &str =
+    "schedule_id, schedule_name, workflow_name, workflow_class_name, schedule, \
+    status, context, last_fired_at, automatic_backfill, cron_timezone, queue_name, \
+    application_name, p.overlap_policy, p.jitter_ms";
+
 /// Binds a schedule's [`SCHEDULE_COLUMNS`] (parameters 1 to 12).
 pub(super) fn bind_schedule<'q, B: Bind<'q>>(b: B, s: &'q ScheduleRow) -> B {
     b.arg(&s.id)
@@ -374,7 +382,7 @@ pub(super) fn bind_schedule<'q, B: Bind<'q>>(b: B, s: &'q ScheduleRow) -> B {
 }
 
 impl ScheduleRow {
-    /// A `workflow_schedules` row, columns in [`SCHEDULE_COLUMNS`] order.
+    /// A `workflow_schedules` row and its policy, columns in [`SCHEDULE_SELECT`] order.
     pub(super) fn from_row(row: &impl AnyRow) -> Result<ScheduleRow, sqlx::Error> {
         Ok(ScheduleRow {
             id: row.at(0)?,
@@ -389,6 +397,8 @@ impl ScheduleRow {
             timezone: row.at(9)?,
             queue: row.at(10)?,
             app_name: row.at(11)?,
+            overlap: Overlap::parse(row.at::<Option<String>>(12)?.as_deref().unwrap_or("")),
+            jitter_ms: row.at::<Option<i64>>(13)?.unwrap_or(0),
         })
     }
 }

@@ -15,6 +15,8 @@ use stead::{
 
 use crate::common;
 
+mod overlap;
+
 const CHILD_DB: &str = "STEAD_TEST_SCHED_DB";
 
 /// A pool per database URL (the schedule's context names it), shared by runs in this process.

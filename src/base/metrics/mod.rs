@@ -29,6 +29,7 @@
 //! | `stead_db_errors_total` | counter | `lane`, `kind` (`transient`, `query`) | flushes | failed flushes |
 //! | `stead_actor_restarts_total` | counter | `actor` | restarts | restarts by the supervision tree (`database`, `listener`, `scheduler`, `queue:<name>`, ...) |
 //! | `stead_schedule_firings_total` | counter | `schedule` | workflows | firings this process enqueued first |
+//! | `stead_schedule_held_total` | counter | `schedule` | firings | firings this process's scheduler did not enqueue because of the schedule's overlap policy |
 //! | `stead_workflows_collected_total` | counter | | workflows | finished workflows deleted by garbage collection |
 //! | `stead_executors_live` | gauge | | executors | live stead executors of this application (sampled on the adoption timer) |
 //! | `stead_adoptions_total` | counter | | workflows | dead executors' workflows this process put back on their queues |
@@ -136,6 +137,9 @@ pub const ACTOR_RESTARTS: &str = "stead_actor_restarts_total";
 /// Counter: scheduled runs this process's scheduler enqueued (firings another executor enqueued
 /// first are not counted), by `schedule`.
 pub const SCHEDULE_FIRINGS: &str = "stead_schedule_firings_total";
+/// Counter: firings this process's scheduler did not enqueue because an earlier run of the
+/// schedule was unfinished (its overlap policy), by `schedule`.
+pub const SCHEDULE_HELD: &str = "stead_schedule_held_total";
 /// Counter: finished workflows deleted by garbage collection.
 pub const WORKFLOWS_COLLECTED: &str = "stead_workflows_collected_total";
 
@@ -366,6 +370,10 @@ pub(crate) fn schedule_fired(schedule: &str, created: u64) {
     metrics::counter!(SCHEDULE_FIRINGS, "schedule" => schedule.to_owned()).increment(created);
 }
 
+pub(crate) fn schedule_held(schedule: &str, held: u64) {
+    metrics::counter!(SCHEDULE_HELD, "schedule" => schedule.to_owned()).increment(held);
+}
+
 pub(crate) fn workflows_collected(n: u64) {
     metrics::counter!(WORKFLOWS_COLLECTED).increment(n);
 }
@@ -397,6 +405,10 @@ pub fn describe() {
         (DB_ERRORS, "Failed database flushes"),
         (ACTOR_RESTARTS, "Actor restarts by the supervision tree"),
         (SCHEDULE_FIRINGS, "Scheduled runs this process enqueued"),
+        (
+            SCHEDULE_HELD,
+            "Firings a schedule's overlap policy kept from being enqueued",
+        ),
         (
             WORKFLOWS_COLLECTED,
             "Finished workflows deleted by garbage collection",

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{claim_of, enqueued, owner_of, store_tests, Fixture, Kind};
 use crate::base::clock::now_ms;
+use crate::base::overlap::Overlap;
 use crate::base::queue::Queue;
 use crate::sysdb::{
     Bounce, Bounced, FinishWrite, Firings, NewWorkflow, QueueDeletion, ScheduleRow,
@@ -13,6 +14,7 @@ use crate::sysdb::{
 store_tests!(
     queues_are_written_listed_replaced_and_deleted,
     schedules_are_written_paused_fired_and_deleted,
+    schedule_policies_are_stored_and_applied_by_the_firing,
     versions_register_once_and_promote,
     migrate_brings_an_empty_database_to_the_dbos_layout_once,
     debounce_creates_extends_and_releases_its_key,
@@ -106,6 +108,8 @@ fn schedule(name: &str) -> ScheduleRow {
         timezone: Some("Europe/Paris".into()),
         queue: None,
         app_name: Some("shop".into()),
+        overlap: Default::default(),
+        jitter_ms: 0,
     }
 }
 
@@ -156,14 +160,15 @@ async fn schedules_are_written_paused_fired_and_deleted(kind: Kind) {
         app_version: Some("v1".into()),
         app_name: Some("shop".into()),
         runs: vec![
-            ("sched-hourly-1".into(), "[1]".into()),
-            ("sched-hourly-2".into(), "[2]".into()),
+            ("sched-hourly-1".into(), "[1]".into(), None),
+            ("sched-hourly-2".into(), "[2]".into(), None),
         ],
+        overlap: Default::default(),
         last_fired_at: Some("2026-01-01T10:00:00+00:00".into()),
     };
-    assert_eq!(f.store.fire_schedule(&firings).await.unwrap(), 2);
+    assert_eq!(f.store.fire_schedule(&firings).await.unwrap().created, 2);
     assert_eq!(
-        f.store.fire_schedule(&firings).await.unwrap(),
+        f.store.fire_schedule(&firings).await.unwrap().created,
         0,
         "a firing is enqueued once"
     );
@@ -199,6 +204,69 @@ async fn schedules_are_written_paused_fired_and_deleted(kind: Kind) {
     assert_eq!(
         f.column("sched-hourly-1", "status").await.as_deref(),
         Some("PENDING")
+    );
+}
+
+async fn schedule_policies_are_stored_and_applied_by_the_firing(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let s = ScheduleRow {
+        overlap: Overlap::Skip,
+        jitter_ms: 5000,
+        ..schedule("p")
+    };
+    f.store.put_schedule(&s, false).await.unwrap();
+    let got = f.store.get_schedule("p").await.unwrap().unwrap();
+    assert_eq!((got.overlap, got.jitter_ms), (Overlap::Skip, 5000));
+    // A definition left alone keeps its policy; a replacement writes its own.
+    let plain = schedule("p");
+    assert_eq!(f.store.put_schedule(&plain, false).await.unwrap(), None);
+    assert_eq!(
+        f.store.get_schedule("p").await.unwrap().unwrap().overlap,
+        Overlap::Skip
+    );
+    f.store.put_schedule(&plain, true).await.unwrap();
+    let got = f.store.list_schedules(Some("shop")).await.unwrap();
+    assert_eq!((got[0].overlap, got[0].jitter_ms), (Overlap::AllowAll, 0));
+    let fire = |runs: &[&str], due: Option<i64>| Firings {
+        schedule: "p".into(),
+        workflow: "report".into(),
+        class_name: None,
+        queue: "q".into(),
+        app_version: None,
+        app_name: Some("shop".into()),
+        runs: runs
+            .iter()
+            .map(|id| ((*id).to_owned(), "[]".to_owned(), due))
+            .collect(),
+        overlap: Overlap::CancelOther,
+        last_fired_at: None,
+    };
+    let first = f.store.fire_schedule(&fire(&["p-1"], None)).await.unwrap();
+    assert_eq!((first.created, first.others.len()), (1, 0));
+    // The latest new run is enqueued; the unfinished one is named for cancelling.
+    let second = f
+        .store
+        .fire_schedule(&fire(&["p-2", "p-3"], Some(now_ms() + 60_000)))
+        .await
+        .unwrap();
+    assert_eq!((second.created, second.others), (1, vec!["p-1".to_owned()]));
+    assert_eq!(f.column("p-2", "status").await, None);
+    assert_eq!(f.column("p-3", "status").await.as_deref(), Some("DELAYED"));
+    let again = f.store.fire_schedule(&fire(&["p-3"], None)).await.unwrap();
+    assert_eq!(again, Default::default(), "a re-fire cancels nothing");
+    let skip = Firings {
+        overlap: Overlap::Skip,
+        ..fire(&["p-4"], None)
+    };
+    let skipped = f.store.fire_schedule(&skip).await.unwrap();
+    assert_eq!((skipped.created, skipped.held), (0, 1), "p-3 waits");
+    // Deleting the schedule deletes its policy.
+    f.store.put_schedule(&s, true).await.unwrap();
+    assert!(f.store.delete_schedule("p").await.unwrap());
+    f.store.put_schedule(&plain, false).await.unwrap();
+    assert_eq!(
+        f.store.get_schedule("p").await.unwrap().unwrap().overlap,
+        Overlap::AllowAll
     );
 }
 
