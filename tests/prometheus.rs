@@ -117,6 +117,7 @@ fn every_documented_series_exists_at_zero(text: &str) {
         r#"stead_actor_restarts_total{actor="database"}"#,
         r#"stead_actor_restarts_total{actor="queue:orders"}"#,
         r#"stead_schedule_firings_total{schedule="yearly"}"#,
+        r#"stead_schedule_held_total{schedule="yearly"}"#,
         "stead_launch_recoveries_total",
         "stead_workflows_collected_total",
     ] {

@@ -309,9 +309,10 @@ pub(crate) fn register_actor(actor: &str) {
     let _ = metrics::counter!(ACTOR_RESTARTS, "actor" => actor.to_owned());
 }
 
-/// Registers schedule `schedule`'s firing counter at zero.
+/// Registers schedule `schedule`'s firing and held counters at zero.
 pub(crate) fn register_schedule(schedule: &str) {
     let _ = metrics::counter!(SCHEDULE_FIRINGS, "schedule" => schedule.to_owned());
+    let _ = metrics::counter!(SCHEDULE_HELD, "schedule" => schedule.to_owned());
 }
 
 pub(crate) fn workflow_started(workflow: &str) {
