@@ -388,11 +388,8 @@ impl QueueState {
                     self.after(myself, base.mul_f64(1.0 + jitter), QueueMsg::Tick);
                 }
                 Decision::WakeAt(due_ms) => {
-                    let myself = myself.clone();
-                    self.tasks.spawn(async move {
-                        crate::base::clock::sleep_until_ms(due_ms).await;
-                        let _ = myself.send_message(QueueMsg::Due);
-                    });
+                    let due = crate::base::clock::sleep_until_ms(due_ms);
+                    self.when(myself, due, QueueMsg::Due);
                 }
                 Decision::KillChildren => {
                     for child in self.children.values() {
@@ -618,9 +615,19 @@ impl QueueState {
 
     /// Sends `msg` to this actor after `delay`, unless the actor is gone by then.
     fn after(&mut self, myself: &ActorRef<QueueMsg>, delay: Duration, msg: QueueMsg) {
+        self.when(myself, tokio::time::sleep(delay), msg);
+    }
+
+    /// Sends `msg` to this actor once `timer` completes (the task goes with the actor).
+    fn when(
+        &mut self,
+        myself: &ActorRef<QueueMsg>,
+        timer: impl std::future::Future<Output = ()> + Send + 'static,
+        msg: QueueMsg,
+    ) {
         let myself = myself.clone();
         self.tasks.spawn(async move {
-            tokio::time::sleep(delay).await;
+            timer.await;
             let _ = myself.send_message(msg);
         });
     }
