@@ -81,7 +81,7 @@ impl Message {
         Ok(())
     }
 
-    fn outgoing(self) -> OutgoingMessage {
+    pub(super) fn outgoing(self) -> OutgoingMessage {
         let id = match &self.key {
             Some(key) => format!("{key}::{}", self.destination),
             // Time-ordered, like workflow ids: the notifications index grows at its right edge.

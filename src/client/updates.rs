@@ -13,9 +13,9 @@
 //!
 //! **Signal-with-start** creates the workflow by id (as `start`/`enqueue` with
 //! [`WorkflowOptions::with_id`] do: an id that exists is a no-op, so two concurrent callers start
-//! it once), then sends the message; each call's message arrives. The two writes are not one
-//! transaction: a caller that dies between them leaves the workflow started without its message,
-//! which calling again delivers (the start is then a no-op).
+//! it once) and sends the message in the same transaction (`sysdb::NewWorkflow::message`): a
+//! workflow it starts never lacks its message, and each call's message arrives. An id held by
+//! another workflow is a conflict and sends nothing.
 
 use std::time::Duration;
 
@@ -230,8 +230,9 @@ impl Client {
         }
         // Refused before anything is written, so a bad topic starts nothing.
         message.validate()?;
-        let handle = start::submit(self.shared(), target, name, &input_json, options).await?;
-        self.send_bulk([message]).await?;
+        let outgoing = Some(message.outgoing());
+        let handle =
+            start::submit_with(self.shared(), target, name, &input_json, options, outgoing).await?;
         Ok(handle.typed())
     }
 }

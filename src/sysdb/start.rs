@@ -10,6 +10,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::base::clock::now_ms;
+use crate::sysdb::OutgoingMessage;
 
 /// The channel an enqueue is announced on; the payload is the queue's name.
 pub(crate) const QUEUE_CHANNEL: &str = "stead_queue_channel";
@@ -44,6 +45,9 @@ pub(crate) struct NewWorkflow {
     /// Stamped when the request was made (strictly increasing in this process): the queue's
     /// order is the order of submission, however the writes interleave.
     pub created_at: i64,
+    /// Signal-with-start's message to this workflow, sent in the start's transaction when the
+    /// row is created or already is this workflow (never on a conflict or a duplicate).
+    pub message: Option<Box<OutgoingMessage>>,
 }
 
 impl NewWorkflow {
@@ -53,6 +57,16 @@ impl NewWorkflow {
             (None, Some(_)) => "DELAYED",
             (None, None) => "ENQUEUED",
         }
+    }
+
+    /// Whether this start's message goes with `outcome`: the row is (now) this workflow's.
+    pub(crate) fn delivers_message(&self, outcome: &StartOutcome) -> bool {
+        self.message.is_some()
+            && match outcome {
+                StartOutcome::Created => true,
+                StartOutcome::Existing { name, .. } => *name == self.name,
+                StartOutcome::Duplicate { .. } => false,
+            }
     }
 
     /// The queue's deduplication key, when it has one.

@@ -59,6 +59,20 @@ async fn inbox(ctx: Context, input: String) -> stead::Result<Vec<String>> {
     Ok(got)
 }
 
+/// A runtime serving queue `inbox` with workflow `inbox`, and a client beside it.
+async fn inbox_runtime(db: &common::TestDb) -> (stead::Runtime, stead::Client) {
+    let rt = common::builder(db)
+        .queue(Queue::new("inbox"))
+        .workflow("inbox", inbox)
+        .launch()
+        .await
+        .unwrap();
+    (
+        rt,
+        common::client(db, stead::runtime::DEFAULT_APP_NAME).await,
+    )
+}
+
 /// How many `stead.update` calls workflow `id` recorded.
 async fn recorded_updates(pool: &impl common::CheckPool, id: &str) -> i64 {
     let sql = format!(
@@ -177,13 +191,7 @@ async fn a_client_updates_a_workflow_run_by_a_runtime(db) {
 }
 
 async fn signal_with_start_from_two_callers_starts_once_and_delivers_both(db) {
-    let rt = common::builder(&db)
-        .queue(Queue::new("inbox"))
-        .workflow("inbox", inbox)
-        .launch()
-        .await
-        .unwrap();
-    let client = common::client(&db, stead::runtime::DEFAULT_APP_NAME).await;
+    let (rt, client) = inbox_runtime(&db).await;
     let options = || WorkflowOptions::with_id("box");
     let (a, b) = tokio::join!(
         rt.signal_with_start::<_, _, str>("inbox", "first".to_owned(), options(), "a", Some("in")),
@@ -209,6 +217,60 @@ async fn signal_with_start_from_two_callers_starts_once_and_delivers_both(db) {
         .signal_with_start::<_, _, str>("inbox", String::new(), WorkflowOptions::default(), "x", None)
         .await;
     assert!(matches!(missing_id, Err(Error::InvalidArgument(_))), "{:?}", missing_id.err());
+    client.shutdown(Duration::from_secs(5)).await.unwrap();
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
+both_backends! {
+/// Signal-with-start is one transaction: a message the database refuses (a trigger here)
+/// leaves no workflow behind, so no started workflow ever lacks its message.
+async fn signal_with_start_starts_nothing_when_its_message_is_refused(db) {
+    let (rt, client) = inbox_runtime(&db).await;
+    let pool = db.checks().await;
+    let refuse = match db.backend {
+        common::Backend::Postgres => vec![
+            "CREATE FUNCTION dbos.refuse() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN RAISE EXCEPTION 'refused by test'; END $$",
+            "CREATE TRIGGER refuse BEFORE INSERT ON dbos.notifications FOR EACH ROW \
+             WHEN (NEW.topic = 'refused') EXECUTE FUNCTION dbos.refuse()",
+        ],
+        common::Backend::Sqlite => vec![
+            "CREATE TRIGGER dbos.refuse BEFORE INSERT ON notifications \
+             WHEN NEW.topic = 'refused' BEGIN SELECT RAISE(ABORT, 'refused by test'); END",
+        ],
+    };
+    for sql in refuse {
+        sqlx::query(sql).execute(&pool).await.unwrap();
+    }
+    let by_client = common::within(client.signal_with_start::<_, _, str>(
+        "inbox",
+        "inbox",
+        "x".to_owned(),
+        WorkflowOptions::with_id("queued"),
+        "m",
+        Some("refused"),
+    ))
+    .await;
+    assert!(by_client.is_err(), "the refused message fails the call");
+    let direct = common::within(rt.signal_with_start::<_, _, str>(
+        "inbox",
+        "x".to_owned(),
+        WorkflowOptions::with_id("direct"),
+        "m",
+        Some("refused"),
+    ))
+    .await;
+    assert!(direct.is_err(), "the refused message fails the call");
+    let runs = "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid IN ('queued', 'direct')";
+    assert_eq!(pool.count(runs).await.unwrap(), 0, "no workflow started without its message");
+    let ok = rt
+        .signal_with_start::<_, _, str>("inbox", "y".to_owned(), WorkflowOptions::with_id("ok"), "a", Some("in"))
+        .await
+        .unwrap();
+    client.send("ok", &"b", Some("in")).await.unwrap();
+    let got: Vec<String> = common::within(ok.result()).await.unwrap();
+    assert_eq!(got, ["y", "a", "b"]);
     client.shutdown(Duration::from_secs(5)).await.unwrap();
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }

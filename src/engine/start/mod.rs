@@ -35,8 +35,9 @@ use crate::engine::admission::{Permit, Tabled, Take};
 use crate::engine::dispatch::{Dispatch, QueueRequest};
 use crate::engine::handle::WorkflowHandle;
 use crate::engine::shared::{RunState, SharedRef};
+use crate::engine::signals;
 use crate::error::{Error, Result};
-use crate::sysdb::{self, NewWorkflow, StartOutcome};
+use crate::sysdb::{self, NewWorkflow, OutgoingMessage, StartOutcome};
 
 mod queue_ref;
 
@@ -70,7 +71,21 @@ pub(crate) async fn submit(
             await_reopening(shared, queue, || runs_here(shared, workflow, &options)).await;
         }
     }
-    let submission = begin(shared, target, workflow, input_json, options)?;
+    submit_with(shared, target, workflow, input_json, options, None).await
+}
+
+/// [`submit`], with signal-with-start's `message` to the workflow written in the same
+/// transaction as its row (when the row is created or already is this workflow).
+pub(crate) async fn submit_with(
+    shared: &SharedRef,
+    target: Target<'_>,
+    workflow: &str,
+    input_json: &str,
+    options: WorkflowOptions,
+    message: Option<OutgoingMessage>,
+) -> Result<WorkflowHandle> {
+    let mut submission = begin(shared, target, workflow, input_json, options)?;
+    submission.new.message = message.map(Box::new);
     tokio::spawn(submission.complete())
         .await
         .map_err(|e| Error::Fatal(format!("a workflow's creation failed: {e}")))?
@@ -156,10 +171,20 @@ impl Submission {
         let deadline = new.deadline;
         let trace = attributes::trace_context(new.attributes.as_deref());
         let tabled = matches!(reservation, Reservation::Tabled(_));
+        let message = new
+            .message
+            .as_ref()
+            .map(|m| (m.destination.clone(), m.topic.clone()));
         // Known as starting from before its row is written until a queue actor runs it.
         let mut starting = owner.as_ref().map(|_| Starting::new(shared, &id));
         let outcome = shared.db.start(new).await;
         let created = matches!(outcome, Ok(StartOutcome::Created));
+        if let (Some((to, topic)), Ok(o)) = (&message, &outcome) {
+            if !matches!(o, StartOutcome::Duplicate { .. }) {
+                // Woken before the hand-off below, a local receiver never misses it.
+                shared.signals.notify(&signals::message_key(to, topic));
+            }
+        }
         let reserved = match reservation {
             Reservation::Slot(actor, slot) if created => Some((actor, slot)),
             Reservation::Slot(actor, slot) => {
@@ -309,6 +334,7 @@ fn new_row(
             .or_else(|| shared.config.app_name.clone()),
         attributes: stored_attributes(options.attributes.as_ref())?,
         created_at: sysdb::next_created_at(),
+        message: None,
     })
 }
 

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use sqlx::postgres::PgConnection;
 use sqlx::Row;
 
+use super::exec::Stmt;
 use super::sql::Sql;
 use super::steps::classify_one;
 use super::Postgres;
@@ -264,19 +265,35 @@ const PEEK: &str = "SELECT message_uuid, message, serialization FROM {s}.notific
     WHERE destination_uuid = $1 AND topic = $2 AND NOT consumed \
     ORDER BY created_at_epoch_ms, message_uuid LIMIT 1";
 
+/// `messages` in one statement on `conn` (a start's transaction: signal-with-start).
+pub(super) async fn send_on(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    messages: &[&OutgoingMessage],
+) -> Result<(), DbError> {
+    if messages.is_empty() {
+        return Ok(());
+    }
+    send_query(sql, messages).execute(conn).await?;
+    Ok(())
+}
+
+fn send_query<'q>(sql: &'q Sql, messages: &[&'q OutgoingMessage]) -> Stmt<'q> {
+    let column =
+        |f: fn(&'q OutgoingMessage) -> &'q str| messages.iter().map(|m| f(m)).collect::<Vec<_>>();
+    sql.query(SEND_BULK)
+        .bind(column(|m| &m.id))
+        .bind(column(|m| &m.destination))
+        .bind(column(|m| &m.topic))
+        .bind(column(|m| &m.message))
+        .bind(messages.iter().map(|m| m.created_at).collect::<Vec<_>>())
+}
+
 #[async_trait]
 impl Messages for Postgres {
     async fn send_bulk(&self, messages: &[OutgoingMessage]) -> Result<(), DbError> {
-        let column = |f: fn(&OutgoingMessage) -> &str| messages.iter().map(f).collect::<Vec<_>>();
-        self.sql
-            .query(SEND_BULK)
-            .bind(column(|m| &m.id))
-            .bind(column(|m| &m.destination))
-            .bind(column(|m| &m.topic))
-            .bind(column(|m| &m.message))
-            .bind(messages.iter().map(|m| m.created_at).collect::<Vec<_>>())
-            .execute(&self.pool)
-            .await?;
+        let all: Vec<&OutgoingMessage> = messages.iter().collect();
+        send_query(&self.sql, &all).execute(&self.pool).await?;
         Ok(())
     }
 

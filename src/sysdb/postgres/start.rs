@@ -5,13 +5,14 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use sqlx::postgres::PgConnection;
-use sqlx::Row;
+use sqlx::{Acquire, Row};
 
 use super::exec::Stmt;
+use super::ops;
 use super::rowsource::{self, Column};
 use super::sql::Sql;
 use crate::error::DbError;
-use crate::sysdb::{NewWorkflow, StartOutcome};
+use crate::sysdb::{NewWorkflow, OutgoingMessage, StartOutcome};
 
 /// Built once per process; `Sql::get` splices the schema in.
 static STATEMENT: LazyLock<String> =
@@ -142,8 +143,31 @@ fn bind_single<'q>(q: Stmt<'q>, w: &'q NewWorkflow) -> Stmt<'q> {
         .bind(w.app_name.as_deref())
 }
 
-/// Creates the batch's rows; one outcome per request, in order.
+/// Creates the batch's rows; one outcome per request, in order. A batch carrying a
+/// signal-with-start message runs in one transaction with the messages it delivers.
 pub(super) async fn run(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    batch: &[&NewWorkflow],
+) -> Result<Vec<StartOutcome>, DbError> {
+    if batch.iter().all(|w| w.message.is_none()) {
+        return create(sql, conn, batch).await;
+    }
+    let mut tx = conn.begin().await?;
+    let outcomes = create(sql, &mut tx, batch).await?;
+    let messages: Vec<&OutgoingMessage> = batch
+        .iter()
+        .zip(&outcomes)
+        .filter(|(w, outcome)| w.delivers_message(outcome))
+        .filter_map(|(w, _)| w.message.as_deref())
+        .collect();
+    ops::send_on(sql, &mut tx, &messages).await?;
+    tx.commit().await?;
+    Ok(outcomes)
+}
+
+/// Creates the batch's rows (one statement, or two when a key was taken meanwhile).
+async fn create(
     sql: &Sql,
     conn: &mut PgConnection,
     batch: &[&NewWorkflow],

@@ -62,7 +62,10 @@ impl Messages for Sqlite {
 
 /// The message row; a missing destination fails with `MissingReference`, as the foreign key
 /// does on Postgres.
-async fn insert_message(tx: &mut SqliteConnection, m: &OutgoingMessage) -> Result<(), DbError> {
+pub(super) async fn insert_message(
+    tx: &mut SqliteConnection,
+    m: &OutgoingMessage,
+) -> Result<(), DbError> {
     let exists = sqlx::query("SELECT 1 FROM workflow_status WHERE workflow_uuid = ?1")
         .bind(&m.destination)
         .fetch_optional(&mut *tx)

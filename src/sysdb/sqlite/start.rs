@@ -1,9 +1,11 @@
 //! Creating workflow rows on SQLite: one insert per request inside the flush's transaction, so
-//! a later request of the batch sees an earlier one's row.
+//! a later request of the batch sees an earlier one's row, and a signal-with-start's message
+//! commits with its row.
 
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
+use super::ops;
 use crate::base::codec::PORTABLE_JSON;
 use crate::error::DbError;
 use crate::sysdb::{NewWorkflow, StartOutcome};
@@ -27,7 +29,12 @@ pub(super) async fn run(
 ) -> Result<Vec<StartOutcome>, DbError> {
     let mut outcomes = Vec::with_capacity(batch.len());
     for w in batch {
-        outcomes.push(start_one(tx, w).await?);
+        let outcome = start_one(tx, w).await?;
+        // Signal-with-start: the message goes in the start's transaction.
+        if let (true, Some(m)) = (w.delivers_message(&outcome), &w.message) {
+            ops::insert_message(tx, m).await?;
+        }
+        outcomes.push(outcome);
     }
     Ok(outcomes)
 }

@@ -282,6 +282,7 @@ pub(crate) fn workflow(id: &str) -> NewWorkflow {
         app_name: None,
         attributes: None,
         created_at: next_created_at(),
+        message: None,
     }
 }
 

@@ -1,14 +1,49 @@
 //! Updates' storage: a request peeked without being consumed, accepted (consumed, recorded and
-//! answered in one write) or rejected (consumed and answered, nothing recorded).
+//! answered in one write) or rejected (consumed and answered, nothing recorded); a
+//! signal-with-start's message written with its start.
 
 use super::writes::{op_step, outgoing};
-use super::{store_tests, Fixture, Kind};
-use crate::sysdb::{Op, OpOutcome, OpStep, PeekedMessage};
+use super::{enqueued, store_tests, Fixture, Kind};
+use crate::sysdb::{NewWorkflow, Op, OpOutcome, OpStep, PeekedMessage, StartOutcome};
 
 store_tests!(
     an_update_request_is_peeked_then_accepted_or_rejected,
     only_the_owner_answers_an_update,
+    a_start_carries_its_message_unless_the_id_is_another_workflows,
 );
+
+async fn a_start_carries_its_message_unless_the_id_is_another_workflows(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    let with = |id: &str, name: &str, message: &str| NewWorkflow {
+        name: name.into(),
+        message: Some(Box::new(outgoing(message, id, "\"hi\""))),
+        ..enqueued(id, "q")
+    };
+    // Created: the row and its message, together; in a batch with a plain start.
+    let mut session = f.session().await;
+    let plain = enqueued("plain", "q");
+    let first = with("s", "wf", "m1");
+    let out = session.start(&[&plain, &first]).await.unwrap();
+    assert_eq!(out, [StartOutcome::Created, StartOutcome::Created]);
+    let peeked = f.store.peek_message("s", "t").await.unwrap();
+    assert_eq!(peeked.map(|m| m.id).as_deref(), Some("m1"));
+    // Existing and the same workflow: the message still arrives; a resend adds nothing.
+    assert!(matches!(
+        f.start(&with("s", "wf", "m2")).await,
+        StartOutcome::Existing { .. }
+    ));
+    assert!(matches!(
+        f.start(&with("s", "wf", "m2")).await,
+        StartOutcome::Existing { .. }
+    ));
+    // The id belongs to another workflow: nothing is sent.
+    assert!(matches!(
+        f.start(&with("s", "other", "m3")).await,
+        StartOutcome::Existing { .. }
+    ));
+    let sent = "SELECT count(*) FROM dbos.notifications WHERE destination_uuid = 's'";
+    assert_eq!(f.int(sent).await, Some(2), "m1 and m2, once each");
+}
 
 async fn an_update_request_is_peeked_then_accepted_or_rejected(kind: Kind) {
     let f = Fixture::new(kind).await;
