@@ -22,7 +22,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use crate::base::backoff::Backoff;
 use crate::engine::shared::SharedRef;
 use crate::engine::start;
-use crate::sysdb::{CancelNote, Store, CANCEL_CHANNEL, QUEUE_CHANNEL};
+use crate::sysdb::{CancelNote, Store, CANCEL_CHANNEL, CHILD_CHANNEL, QUEUE_CHANNEL};
 
 pub(crate) struct ListenerActor;
 
@@ -83,14 +83,15 @@ impl Actor for ListenerActor {
     }
 }
 
-/// The channels listened to: enqueues and cancels (stead's), messages, events and streams
-/// (DBOS's, announced by its trigger and by writers).
+/// The channels listened to: enqueues, cancels and children's ends (stead's), messages, events
+/// and streams (DBOS's, announced by its trigger and by writers).
 const CHANNELS: &[&str] = &[
     QUEUE_CHANNEL,
     CANCEL_CHANNEL,
     "dbos_notifications_channel",
     "dbos_workflow_events_channel",
     "dbos_streams_channel",
+    CHILD_CHANNEL,
 ];
 
 fn route(shared: &SharedRef, channel: &str, payload: &str) {
@@ -104,6 +105,7 @@ fn route(shared: &SharedRef, channel: &str, payload: &str) {
         "dbos_notifications_channel" => shared.signals.notify(&format!("n:{payload}")),
         "dbos_workflow_events_channel" => shared.signals.notify(&format!("e:{payload}")),
         "dbos_streams_channel" => shared.signals.notify(&format!("s:{payload}")),
+        CHILD_CHANNEL => shared.signals.child_ended(payload),
         _ => {}
     }
 }

@@ -434,6 +434,7 @@ async fn commit(
                 error,
             };
             shared.completions.finish(&d.id, finished);
+            shared.signals.child_ended(&d.id);
             Ok(true)
         }
         FinishOutcome::Cancelled => {

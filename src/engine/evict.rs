@@ -8,11 +8,14 @@
 //! runs workflow code; it names neither an actor nor `Shared` (its task is given the resume).
 //!
 //! **Eviction of waiting workflows** (`RuntimeBuilder::evict_after`, default 60 s, `None` off). A
-//! durable sleep, `recv` or `get_event` that has waited idle for `evict_after`, with at least that
-//! long left, evicts its run: the wait registers {id, wake deadline, key} here (before its live
-//! subscription is dropped), looks once more (a `recv` runs its op again, a `get_event` its read; a
-//! sleep has nothing to look at; a `recv` that hears sends skips the look, since every send since
-//! its last look woke it), then sets `Abort::Evicted`. The workflow actor's body task selects
+//! durable sleep, `recv`, `get_event`, update wait or a child's result that has waited idle for
+//! `evict_after`, with at least that long left, evicts its run: the wait registers {id, wake
+//! deadline, key} here (before its live subscription is dropped), looks once more (a `recv` runs
+//! its op again, a `get_event` or a child's result its read; a sleep has nothing to look at; a
+//! `recv` that hears sends skips the look, since every send since its last look woke it), then
+//! sets `Abort::Evicted`. A child's end is announced by its finish (`sysdb::CHILD_CHANNEL`) or its
+//! cancel; a child a DBOS process finishes announces nothing, so an evicted parent also wakes every
+//! 10 minutes to look. The workflow actor's body task selects
 //! (biased) on that and drops the body future unpolled; the actor stops with reason `evicted`, and
 //! its queue actor hands the dispatch (compacted: interned names, boxed strings) and its `Permit`
 //! here (`attach`), so a queued workflow keeps its concurrency slot while evicted (a direct start's
@@ -20,8 +23,7 @@
 //! owner token; evicted waiters never poll the database.
 //!
 //! Only when safe: the `Context` counts in-flight durable activity other than waits (`busy`: a step
-//! body with its record, every checkpoint and op, a child start, awaiting a child's result) and
-//! waits; a run is evicted only with `busy == 0` and exactly one wait (a `select`/`join` of two
+//! body with its record, every checkpoint and op, a child start) and waits; a run is evicted only with `busy == 0` and exactly one wait (a `select`/`join` of two
 //! waits never is; user futures that are not durable calls are not seen). Replay-only runs never
 //! evict. A held step record is never dropped: every wait begins with a durable call, which writes
 //! it.
@@ -254,9 +256,16 @@ impl Evicted {
 
     /// A signal on `key`: wakes the entries waiting on it.
     pub(crate) fn wake_key(&self, key: &str) {
+        self.wake_key_with(|| key);
+    }
+
+    /// [`Evicted::wake_key`], building the key only when some entry has one.
+    pub(crate) fn wake_key_with<K: AsRef<str>>(&self, key: impl FnOnce() -> K) {
         if self.keyed.load(Ordering::Relaxed) == 0 {
             return;
         }
+        let key = key();
+        let key = key.as_ref();
         let mut s = self.lock();
         let hash = s.hasher.hash_one(key);
         let Some(ids) = s.keys.get(&hash).map(Waiters::ids) else {

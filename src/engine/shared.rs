@@ -91,6 +91,8 @@ impl Shared {
     /// `owner`), and its evicted entry, whose slot is then freed.
     pub(crate) fn cancel_local(&self, id: &str, owner: Option<&str>) {
         self.stop_local(id, owner, WorkflowRequest::Cancel);
+        // A cancelled child ends its evicted parent's wait.
+        self.signals.child_ended(id);
     }
 
     /// [`Shared::cancel_local`] with the request its actors get: `Cancel`, or `Fence` for a

@@ -56,6 +56,12 @@ impl Signals {
         self.evicted.wake_key(key);
     }
 
+    /// Wakes an evicted parent awaiting workflow `id`, which ended (resident parents are woken
+    /// by its completion slot or poll). Costs an atomic load when nothing is evicted.
+    pub(crate) fn child_ended(&self, id: &str) {
+        self.evicted.wake_key_with(|| child_key(id));
+    }
+
     /// Wakes every waiter (after a lost connection, when announcements may have been missed).
     pub(crate) fn notify_all(&self) {
         for n in self.keys.iter() {
@@ -109,6 +115,11 @@ pub(crate) fn message_key(destination: &str, topic: &str) -> String {
 /// The key of event `key` of workflow `id`, as `dbos_workflow_events_channel` names it.
 pub(crate) fn event_key(id: &str, key: &str) -> String {
     format!("e:{id}::{key}")
+}
+
+/// The key of workflow `id`'s end, which its parent awaits (`sysdb::CHILD_CHANNEL`).
+pub(crate) fn child_key(id: &str) -> String {
+    format!("c:{id}")
 }
 
 /// The key of stream `key` of workflow `id`, as `dbos_streams_channel` names it.

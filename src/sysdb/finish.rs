@@ -23,6 +23,10 @@
 
 use super::steps::StepWrite;
 
+/// The channel a child's end is announced on (Postgres), its payload the child's id: a parent
+/// evicted while awaiting its result, in any process, is woken by it.
+pub(crate) const CHILD_CHANNEL: &str = "stead_child_channel";
+
 /// A workflow's final status and payload, valid only while it is `PENDING` under `owner`.
 #[derive(Debug, Clone)]
 pub(crate) struct FinishWrite {

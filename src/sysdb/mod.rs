@@ -57,7 +57,7 @@ pub(crate) use datasource::DATASOURCE_SCHEMA_VERSION;
 pub(crate) use datasource::{AppSql, RecordRow, Recorded};
 pub(crate) use debounce::{Bounce, Bounced};
 pub(crate) use dispatch::Executor;
-pub(crate) use finish::{FinishOutcome, FinishWrite};
+pub(crate) use finish::{FinishOutcome, FinishWrite, CHILD_CHANNEL};
 pub use fleet::ExecutorInfo;
 pub(crate) use fleet::{Adoption, Lease, Member};
 pub(crate) use manage::{

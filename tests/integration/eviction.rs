@@ -1,7 +1,8 @@
-//! Eviction of waiting workflows: a sleep and a recv evicted and woken (timer, local send,
-//! NOTIFY from another client), a `get_event` woken by its event, an evicted workflow's queue
-//! slot (kept, freed by a cancel), its deadline, shutdown and relaunch, step bodies never run
-//! twice, and 10,000 evicted workflows each sent a message all finish.
+//! Eviction of waiting workflows: a sleep, a recv and a child's result evicted and woken (timer,
+//! local send, NOTIFY from another client, the child's end here or in another process), a
+//! `get_event` woken by its event, an evicted workflow's queue slot (kept, freed by a cancel), its
+//! deadline, shutdown and relaunch, step bodies never run twice, and 10,000 evicted workflows each
+//! sent a message all finish.
 
 use std::time::{Duration, Instant};
 
@@ -48,6 +49,16 @@ async fn publisher(ctx: Context, _: ()) -> stead::Result<()> {
     ctx.set_event("k", &value).await
 }
 
+/// Starts child `<id>-child` (a `receiver`, here or on `queue`) and returns its result.
+async fn parent(ctx: Context, queue: Option<String>) -> stead::Result<Option<String>> {
+    let child = WorkflowOptions::with_id(format!("{}-child", ctx.workflow_id()));
+    let handle = match &queue {
+        Some(queue) => ctx.enqueue_child(queue, "receiver", (), child).await?,
+        None => ctx.start_child("receiver", (), child).await?,
+    };
+    handle.result().await
+}
+
 /// Returns at once.
 async fn quick(_: Context, _: ()) -> stead::Result<()> {
     Ok(())
@@ -61,6 +72,7 @@ fn builder(db: &common::TestDb) -> stead::RuntimeBuilder {
         .workflow("watcher", watcher)
         .workflow("publisher", publisher)
         .workflow("quick", quick)
+        .workflow("parent", parent)
         .queue(Queue::new("one").worker_concurrency(1))
 }
 
@@ -205,6 +217,62 @@ async fn ten_thousand_evicted_workflows_each_sent_a_message_all_finish(db) {
     assert_eq!(rt.stats().workflows_evicted, 0);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
+
+both_backends! {
+/// A parent awaiting its child's result is evicted like any waiter, and the child's end wakes it.
+async fn a_parent_awaiting_its_child_is_evicted_and_woken_by_its_end(db) {
+    let rt = builder(&db).launch().await.unwrap();
+    let id = format!("parent-{:?}", db.backend);
+    let h = rt.start("parent", None::<String>, WorkflowOptions::with_id(&id)).await.unwrap();
+    evicted(&rt, 2).await;
+    let sent = Instant::now();
+    rt.client().send(&format!("{id}-child"), &"to the child", Some("t")).await.unwrap();
+    let got = common::within(h.result::<Option<String>>()).await.unwrap();
+    assert_eq!(got.as_deref(), Some("to the child"));
+    assert!(sent.elapsed() < Duration::from_secs(2), "woken by the child's end, not a poll");
+    ran_once(&format!("{id}-child"), 2);
+    assert_eq!(rt.stats().workflows_evicted, 0);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
+/// The parent in one process, its child in another, both evicted: the child's end, announced
+/// by its finish, wakes the parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_evicted_in_one_process_is_woken_by_its_childs_end_in_another() {
+    let db = common::TestDb::new().await;
+    let here = builder(&db).executor_id("here").launch().await.unwrap();
+    let there = builder(&db)
+        .executor_id("there")
+        .queue(Queue::new("far"))
+        .launch()
+        .await
+        .unwrap();
+    let h = here
+        .start(
+            "parent",
+            Some("far".to_owned()),
+            WorkflowOptions::with_id("afar"),
+        )
+        .await
+        .unwrap();
+    evicted(&here, 1).await;
+    evicted(&there, 1).await;
+    let sent = Instant::now();
+    here.client()
+        .send("afar-child", &"hi", Some("t"))
+        .await
+        .unwrap();
+    let got = common::within(h.result::<Option<String>>()).await.unwrap();
+    assert_eq!(got.as_deref(), Some("hi"));
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "woken by NOTIFY, not a poll"
+    );
+    ran_once("afar-child", 2);
+    here.shutdown(Duration::from_secs(5)).await.unwrap();
+    there.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
 /// A send from another process's client reaches the evicted workflow through NOTIFY.

@@ -20,6 +20,7 @@ use crate::base::codec;
 use crate::base::status::Status;
 use crate::base::workflow::{ReadAs, Untyped, WorkflowRef};
 use crate::durable::context::{Begun, Call, Context};
+use crate::engine::signals::child_key;
 use crate::engine::start::{self, Target, WorkflowOptions};
 use crate::error::{Error, PortableError, Result};
 use crate::sysdb::StatusRow;
@@ -158,6 +159,10 @@ fn named_input<W: WorkflowRef<I>, I: Serialize>(
     (name.to_owned(), input)
 }
 
+/// An evicted parent looks at its child again this often (ms): a child a DBOS process
+/// finishes announces nothing.
+const RELOOK_MS: i64 = 600_000;
+
 impl<O> ChildHandle<O> {
     fn new(ctx: &Context, id: String) -> ChildHandle<O> {
         ChildHandle {
@@ -219,11 +224,15 @@ impl<O> ChildHandle<O> {
         }
     }
 
-    /// Waits until the child is final, waking on its local completion or polling.
+    /// Waits until the child is final, waking on its local completion or polling. Like any
+    /// wait it may evict the parent (`Context::evictable`), which the child's end wakes
+    /// (`signals::child_key`: its finish here, or `sysdb::CHILD_CHANNEL` from any process).
     async fn wait(&self) -> Result<StatusRow> {
-        // No key wakes an evicted parent when its child finishes: the parent stays resident.
-        let _busy = self.ctx.busy();
-        let shared = self.ctx.shared();
+        let ctx = &self.ctx;
+        let _waiting = ctx.waiting();
+        let shared = ctx.shared();
+        let key = child_key(&self.id);
+        let (since, mut parked) = (now_ms(), false);
         let mut poll = Duration::from_millis(20);
         loop {
             let slot = shared.completions.existing(&self.id);
@@ -234,7 +243,13 @@ impl<O> ChildHandle<O> {
                 .await?
                 .ok_or_else(|| Error::NotFound(self.id.clone()))?;
             if row.status.status.is_final() {
+                if parked {
+                    ctx.unpark();
+                }
                 return Ok(row);
+            }
+            if parked {
+                return ctx.evict().await;
             }
             let local = async {
                 match slot {
@@ -245,9 +260,10 @@ impl<O> ChildHandle<O> {
             tokio::select! {
                 _ = local => {}
                 _ = tokio::time::sleep(poll) => poll = (poll * 2).min(Duration::from_secs(1)),
-                _ = self.ctx.aborted() => {}
+                _ = ctx.aborted() => {}
+                _ = ctx.evictable(since, Some(since + RELOOK_MS), Some(&key)) => parked = true,
             }
-            self.ctx.check_abort()?;
+            ctx.check_abort()?;
         }
     }
 

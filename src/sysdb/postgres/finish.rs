@@ -21,22 +21,22 @@ static WITH_STEPS: LazyLock<String> = LazyLock::new(with_steps);
 
 /// The finish statement: the update (with the payload), and the workflows it changed.
 fn statement() -> String {
-    format!("WITH {}\nSELECT workflow_uuid FROM f_upd", cte(1, ""))
+    format!("WITH {}\n{RESULT}", cte(1, ""))
 }
+
+/// The workflows the update changed; the scalar subquery makes `f_child` run.
+const RESULT: &str = "SELECT workflow_uuid, (SELECT count(*) FROM f_child) FROM f_upd";
 
 /// The finish statement for a batch carrying held-back steps: their insert (`c_ins`, from
 /// parameter 7) first; a workflow whose step is not written now is not finished either.
 fn with_steps() -> String {
     let guard = "AND (r.id <> ALL($7::text[])
            OR EXISTS (SELECT 1 FROM c_ins c WHERE c.workflow_uuid = r.id))";
-    format!(
-        "WITH {},\n{}\nSELECT workflow_uuid FROM f_upd",
-        steps::cte(7),
-        cte(1, guard)
-    )
+    format!("WITH {},\n{}\n{RESULT}", steps::cte(7), cte(1, guard))
 }
 
-/// The update and the payload row's update as CTEs `f_upd`/`f_out`; parameters start at `${p}` (five
+/// The update, the children's announcements and the payload row's update as CTEs
+/// `f_upd`/`f_child`/`f_out`; parameters start at `${p}` (five
 /// arrays, then the time); `guard` is one more condition on the update.
 fn cte(p: usize, guard: &str) -> String {
     let a = |i: usize| format!("${}", p + i);
@@ -63,7 +63,11 @@ fn cte(p: usize, guard: &str) -> String {
     -- join, a scan of every running workflow per batch. This form leaves only the primary key.
     WHERE w.workflow_uuid = r.id AND w.status IS NOT DISTINCT FROM 'PENDING'
       AND w.owner_xid = r.owner {guard}
-    RETURNING w.workflow_uuid
+    RETURNING w.workflow_uuid, w.parent_workflow_id
+), f_child AS (
+    -- A child's end wakes its parent wherever it waits (`sysdb::CHILD_CHANNEL`).
+    SELECT pg_notify('stead_child_channel', workflow_uuid) FROM f_upd
+    WHERE parent_workflow_id IS NOT NULL
 ), f_out AS (
     -- A payload row an earlier run left (DBOS writes one) would shadow the new outcome.
     UPDATE {{s}}.workflow_output o SET output = r.output, error = r.error
