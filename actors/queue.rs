@@ -413,10 +413,12 @@ impl QueueState {
         }
     }
 
-    /// Sends a claim of up to `limit` workflows to the database.
+    /// Sends a claim of up to `limit` workflows to the database, once this process is below its
+    /// resident bound and for no more than the room left (`engine::residents`; the machine sees a
+    /// slow claim that took fewer rows than it saw).
     fn claim(&mut self, myself: &ActorRef<QueueMsg>, limit: i64, floor: Option<QueueKey>) {
         let config = &self.shared.config;
-        let request = ClaimRequest {
+        let mut request = ClaimRequest {
             queue: self.def.clone(),
             limit,
             floor,
@@ -426,7 +428,13 @@ impl QueueState {
             now: now_ms(),
         };
         let (db, myself) = (self.shared.db.clone(), myself.clone());
+        let residents = self.shared.residents.clone();
         self.tasks.spawn(async move {
+            if residents.full() {
+                drop(residents.room().await);
+                request.now = now_ms();
+            }
+            request.limit = request.limit.min(residents.headroom().max(1));
             let began = Instant::now();
             let result = db.claim(request).await;
             let _ = myself.send_message(QueueMsg::Claimed(result, began));

@@ -88,6 +88,8 @@ pub(crate) struct WorkflowState {
     deadline_passed: bool,
     /// The body and the deadline timer; aborted when the state is dropped (also on a kill).
     tasks: Vec<JoinHandle<()>>,
+    /// Its place against the resident bound, freed with the state.
+    _resident: crate::engine::residents::Resident,
 }
 
 impl Drop for WorkflowState {
@@ -129,6 +131,7 @@ impl Actor for WorkflowActor {
             .entry(id)
             .or_default()
             .push(run);
+        let resident = args.shared.residents.arrive();
         Ok(WorkflowState {
             shared: args.shared,
             dispatch: args.dispatch,
@@ -137,6 +140,7 @@ impl Actor for WorkflowActor {
             ctx: None,
             deadline_passed: false,
             tasks: Vec::new(),
+            _resident: resident,
         })
     }
 

@@ -29,6 +29,8 @@ pub(crate) struct Config {
     pub cancel_sweep: Duration,
     /// How long a workflow waits idle before it is evicted from memory (`None`: never).
     pub evict_after: Option<Duration>,
+    /// How many workflows this process holds in memory at once (`None`: unbounded).
+    pub max_resident: Option<usize>,
     /// The lease and the adoption timer (an executor on Postgres).
     pub fleet: crate::engine::fleet::FleetSettings,
 }
@@ -77,6 +79,7 @@ impl Config {
             schedule_refresh: Duration::from_secs(10),
             cancel_sweep: DEFAULT_CANCEL_SWEEP,
             evict_after: None,
+            max_resident: None,
             fleet: Default::default(),
         }
     }

@@ -23,6 +23,7 @@ pub(crate) mod fleet;
 pub(crate) mod handle;
 pub(crate) mod registry;
 pub(crate) mod request;
+pub(crate) mod residents;
 pub(crate) mod retention;
 pub(crate) mod schedule;
 pub(crate) mod shared;

@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     /// Workflows whose row this process is writing as its own (a direct start, a fast-path
     /// enqueue) and whose run no queue actor holds yet: a take-back must leave them alone.
     pub starting: dashmap::DashSet<String>,
+    /// The workflow actors held here against `Config::max_resident`.
+    pub residents: Arc<crate::engine::residents::Residents>,
     /// Whether this process may start durable calls (its lease), kept by the fleet actor.
     pub liveness: crate::engine::fleet::Liveness,
     /// Faults a test injected (feature `test-hooks` only).
@@ -61,6 +63,7 @@ const SWEEP_EVICTED: usize = 1000;
 impl Shared {
     /// A fresh state around `db`, running.
     pub(crate) fn new(config: Config, registry: Registry, db: Db) -> Shared {
+        let residents = crate::engine::residents::Residents::new(config.max_resident);
         Shared {
             config,
             registry,
@@ -70,6 +73,7 @@ impl Shared {
             signals: Default::default(),
             directory: Directory::default(),
             starting: Default::default(),
+            residents,
             liveness: crate::engine::fleet::Liveness::unbounded(),
             #[cfg(feature = "test-hooks")]
             faults: Default::default(),

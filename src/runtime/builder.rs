@@ -39,6 +39,7 @@ pub struct RuntimeBuilder {
     retention: Option<Retention>,
     cancel_sweep: Duration,
     evict_after: Option<Duration>,
+    max_resident: Option<usize>,
     fleet: FleetSettings,
     registry: Registry,
     error: Option<Error>,
@@ -74,6 +75,7 @@ impl Default for RuntimeBuilder {
             retention: None,
             cancel_sweep: crate::engine::config::DEFAULT_CANCEL_SWEEP,
             evict_after: Some(crate::engine::config::DEFAULT_EVICT_AFTER),
+            max_resident: Some(crate::engine::residents::DEFAULT_MAX_RESIDENT),
             fleet: FleetSettings::default(),
             registry: Registry::default(),
             error: None,
@@ -231,6 +233,18 @@ impl RuntimeBuilder {
     /// left are evicted.
     pub fn evict_after(mut self, idle: Option<Duration>) -> Self {
         self.evict_after = idle.map(|d| d.max(Duration::from_millis(10)));
+        self
+    }
+
+    /// How many workflows this process holds in memory at once (default 10,000; `None`:
+    /// unbounded). At the bound, waiting workflows are evicted at once rather than after
+    /// [`evict_after`](Self::evict_after), and new work waits for room: a direct start from
+    /// outside a workflow waits, claims from queues are held back, and enqueues from this
+    /// process go to the queue's table (in order). Children started by a workflow never wait, so
+    /// the bound is exceeded by at most those and one claim's batch per queue. With the
+    /// defaults a million waiting workflows take under 1 GB.
+    pub fn max_resident(mut self, bound: Option<usize>) -> Self {
+        self.max_resident = bound.map(|b| b.max(1));
         self
     }
 
@@ -408,6 +422,7 @@ impl RuntimeBuilder {
             schedule_refresh: self.schedule_refresh,
             cancel_sweep: self.cancel_sweep,
             evict_after: self.evict_after,
+            max_resident: self.max_resident,
             fleet: self.fleet,
         };
         let sys = match self.pool {

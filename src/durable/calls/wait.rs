@@ -19,6 +19,8 @@ use crate::engine::shared::Shared;
 use crate::error::Result;
 
 const POLL_FIRST: Duration = Duration::from_millis(50);
+/// Under pressure (`engine::residents`), a wait with less than this left (ms) stays resident.
+const PRESSED_MIN_LEFT_MS: i64 = 1_000;
 const POLL_MAX: Duration = Duration::from_secs(1);
 
 /// Runs `check` until it finds something, waking on `key`'s signal and polling as a fallback,
@@ -77,8 +79,9 @@ async fn evictable(ctx: Option<&Context>, since: i64, until: Option<i64>, key: &
 
 impl Context {
     /// Resolves once this run, waiting since `since` (epoch ms) until `until` for a signal on
-    /// `key`, is registered for eviction: it waited idle for the configured time, nothing else
-    /// durable is in flight, and at least that long is left. Never resolves when eviction is
+    /// `key`, is registered for eviction: it waited idle for the configured time (or at once
+    /// while this process is at its resident bound), nothing else durable is in flight, and at
+    /// least that long (under pressure, a second) is left. Never resolves when eviction is
     /// off, in a replay-only run, or for a wait about to end. The wait then looks once more
     /// (a signal sent before the registration woke only the live subscription) and either
     /// finds its value ([`Context::unpark`]) or ends the run here ([`Context::evict`]).
@@ -90,10 +93,27 @@ impl Context {
         if key.is_some() && self.shared().signals.deaf() {
             return std::future::pending().await;
         }
+        let residents = &self.shared().residents;
         let mut at = since.saturating_add(idle);
+        // At the resident bound a wait leaves at once (unless it is about to end anyway); one
+        // that cannot (something else in flight) tries again at the next announcement.
+        let mut now_if_full = true;
         loop {
-            crate::base::clock::sleep_until_ms(at).await;
-            if until.is_some_and(|u| u - now_ms() <= idle) {
+            let pressed = residents.pressed();
+            tokio::pin!(pressed);
+            pressed.as_mut().enable();
+            if !(now_if_full && residents.full()) {
+                tokio::select! {
+                    _ = crate::base::clock::sleep_until_ms(at) => {}
+                    _ = pressed => {}
+                }
+            }
+            let left = match residents.full() {
+                true => PRESSED_MIN_LEFT_MS.min(idle),
+                false if now_ms() < at => continue,
+                false => idle,
+            };
+            if until.is_some_and(|u| u - now_ms() <= left) {
                 return std::future::pending().await;
             }
             let wake_at = match (until, self.deadline()) {
@@ -105,7 +125,10 @@ impl Context {
                 self.set_parked(true);
                 return;
             }
-            at = now_ms().saturating_add(idle);
+            now_if_full = false;
+            if now_ms() >= at {
+                at = now_ms().saturating_add(idle);
+            }
         }
     }
 

@@ -84,11 +84,19 @@ pub(crate) async fn submit_with(
     options: WorkflowOptions,
     message: Option<OutgoingMessage>,
 ) -> Result<WorkflowHandle> {
+    // A start from outside a workflow waits for room under the resident bound; a child never
+    // does (its parent holds a place and may be waiting on it).
+    let promised = match target {
+        Target::Direct if options.parent.is_none() => Some(shared.residents.room().await),
+        _ => None,
+    };
     let mut submission = begin(shared, target, workflow, input_json, options)?;
     submission.new.message = message.map(Box::new);
-    tokio::spawn(submission.complete())
+    let created = tokio::spawn(submission.complete())
         .await
-        .map_err(|e| Error::Fatal(format!("a workflow's creation failed: {e}")))?
+        .map_err(|e| Error::Fatal(format!("a workflow's creation failed: {e}")))?;
+    drop(promised);
+    created
 }
 
 /// A workflow whose row is decided (id, queue position, slot) but not yet written.
@@ -133,8 +141,11 @@ pub(crate) fn begin(
     let mut new = new_row(shared, target, workflow, input_json, &options, id)?;
     // An enqueue that may run here at once is written as already claimed by this executor.
     let reservation = match target {
+        // At the resident bound an enqueue goes to the table, behind what waits there.
         Target::Queue(queue)
-            if options.delay.is_none() && runs_here(shared, workflow, &options) =>
+            if options.delay.is_none()
+                && !shared.residents.full()
+                && runs_here(shared, workflow, &options) =>
         {
             reserve(shared, queue)
         }
