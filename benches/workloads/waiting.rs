@@ -1,8 +1,12 @@
 //! `w-waiting --n N [--conc C] [--steps SAMPLE]`: N workflows that each wait on a `recv` with a
-//! day's timeout, evicted after 1 s idle (`STEAD_BENCH_EVICT_MS`). Reports how long starting
-//! them took, the process's RSS once all are evicted (none resident), and the wake latency
-//! (send from a separate client, through Postgres NOTIFY, to the workflow past its `recv`) of
-//! SAMPLE of them, woken one at a time; then the time for all the rest to finish once sent.
+//! day's timeout, under the runtime's default settings (evicted after `evict_after`, 60 s, or at
+//! once at the resident bound, 10,000). Reports how long starting them took, the process's RSS
+//! once all are evicted (none resident), and the wake latency (send from a separate client,
+//! through Postgres NOTIFY, to the workflow past its `recv`) of SAMPLE of them, woken one at a
+//! time. `STEAD_BENCH_CHILDREN=1`: N parents each awaiting a child that waits (2N waiting), woken
+//! by a send to the child and timed to the parent past its child's result.
+//! `STEAD_BENCH_EVICT_MS` and `STEAD_BENCH_RESIDENT_CAP` (pacing the starts) override the
+//! defaults, as earlier rounds measured.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -11,19 +15,34 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use stead::{Context, Runtime, WorkflowOptions};
 
-/// When each sampled workflow got past its `recv`.
+/// When each sampled workflow got past its wait.
 static WOKEN: OnceLock<Mutex<HashMap<String, Instant>>> = OnceLock::new();
 
-async fn waiter(ctx: Context, _: ()) -> stead::Result<()> {
+fn woken(id: &str) {
+    let woken = WOKEN.get_or_init(Default::default);
+    woken.lock().unwrap().insert(id.to_owned(), Instant::now());
+}
+
+async fn waiter(ctx: Context, _: ()) -> stead::Result<u32> {
     let got: Option<u32> = ctx.recv(Some("t"), Duration::from_secs(86_400)).await?;
     if got == Some(1) {
-        let woken = WOKEN.get_or_init(Default::default);
-        woken
-            .lock()
-            .unwrap()
-            .insert(ctx.workflow_id().to_owned(), Instant::now());
+        woken(ctx.workflow_id());
+    }
+    Ok(got.unwrap_or(0))
+}
+
+/// Awaits child `<id>-c`, a waiter.
+async fn parent(ctx: Context, _: ()) -> stead::Result<()> {
+    let child = WorkflowOptions::with_id(format!("{}-c", ctx.workflow_id()));
+    let got: u32 = ctx.start_child("waiter", (), child).await?.result().await?;
+    if got == 1 {
+        woken(ctx.workflow_id());
     }
     Ok(())
+}
+
+fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
 /// This process's resident set, in MB.
@@ -46,27 +65,23 @@ pub async fn run(
     conc: u32,
     sample: u64,
 ) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
-    let evict_ms: u64 = std::env::var("STEAD_BENCH_EVICT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
-    let rt = Runtime::builder()
+    let children = env::<u8>("STEAD_BENCH_CHILDREN") == Some(1);
+    let mut builder = Runtime::builder()
         .database_url(db)
         .app_version("bench-1")
-        .evict_after(Some(Duration::from_millis(evict_ms)))
         .workflow("waiter", waiter)
-        .launch()
-        .await?;
+        .workflow("parent", parent);
+    if let Some(ms) = env::<u64>("STEAD_BENCH_EVICT_MS") {
+        builder = builder.evict_after(Some(Duration::from_millis(ms)));
+    }
+    let rt = builder.launch().await?;
+    let (name, waiting) = if children { ("parent", 2 * n) } else { ("waiter", n) };
     let rss_launched = rss_mb();
     let t = Instant::now();
     let mut set = tokio::task::JoinSet::new();
-    // Starts outpace evictions: cap the resident runs, as a service admitting work would.
-    let cap: u64 = std::env::var("STEAD_BENCH_RESIDENT_CAP")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
+    let cap: Option<u64> = env("STEAD_BENCH_RESIDENT_CAP");
     for i in 0..n {
-        while rt.stats().workflows_resident >= cap {
+        while cap.is_some_and(|cap| rt.stats().workflows_resident >= cap) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         if set.len() >= conc as usize {
@@ -76,7 +91,7 @@ pub async fn run(
         }
         let rt = rt.clone();
         set.spawn(async move {
-            rt.start("waiter", (), WorkflowOptions::with_id(format!("w-{i}")))
+            rt.start(name, (), WorkflowOptions::with_id(format!("w-{i}")))
                 .await
                 .map(drop)
         });
@@ -90,7 +105,7 @@ pub async fn run(
     loop {
         let s = rt.stats();
         peak_resident = peak_resident.max(s.workflows_resident);
-        if s.workflows_evicted == n && s.workflows_resident == 0 {
+        if s.workflows_evicted == waiting && s.workflows_resident == 0 {
             break;
         }
         if last_print.elapsed() > Duration::from_secs(10) {
@@ -117,8 +132,9 @@ pub async fn run(
     let mut sent = Vec::new();
     for i in 0..sample.min(n) {
         let id = format!("w-{i}");
+        let to = if children { format!("{id}-c") } else { id.clone() };
         let at = Instant::now();
-        other.send(&id, &1u32, Some("t")).await?;
+        other.send(&to, &1u32, Some("t")).await?;
         sent.push((id, at));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -137,10 +153,11 @@ pub async fn run(
     let stats = rt.stats();
     rt.shutdown(Duration::from_secs(5)).await?;
     Ok(
-        json!({"peer": "stead", "workload": "w-waiting", "n": n, "evict_ms": evict_ms,
+        json!({"peer": "stead", "workload": "w-waiting", "n": n, "children": children,
+        "waiting": waiting, "evict_ms": env::<u64>("STEAD_BENCH_EVICT_MS"),
         "start_s": start_s, "all_evicted_s": all_evicted_s, "peak_resident": peak_resident,
         "rss_launched_mb": rss_launched, "rss_all_evicted_mb": rss_evicted,
-        "bytes_per_evicted": (rss_evicted - rss_launched) * 1048576.0 / n as f64,
+        "bytes_per_evicted": (rss_evicted - rss_launched) * 1048576.0 / waiting as f64,
         "sample": lat.len(), "wake_p50_ms": p50, "wake_p99_ms": p99,
         "evicted_after": stats.workflows_evicted}),
     )
