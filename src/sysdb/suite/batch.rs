@@ -2,7 +2,8 @@
 
 use super::{enqueued, owner_of, store_tests, workflow, Fixture, Kind};
 use crate::base::queue::INTERNAL_QUEUE;
-use crate::sysdb::{BatchAction, BatchPage, BatchRow, FinishWrite, ListQuery, NewWorkflow};
+use crate::sysdb::batch::BatchRow;
+use crate::sysdb::{BatchAction, BatchPage, FinishWrite, ListQuery, NewWorkflow};
 
 store_tests!(
     pages_follow_the_keyset_and_a_dry_run_changes_nothing,
