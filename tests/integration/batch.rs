@@ -302,3 +302,75 @@ async fn a_batch_cancel_from_another_process_stops_its_runs() {
     }
     client.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+/// `POST /api/batch`: the same batches over HTTP, answering their totals, and 400s naming what
+/// is wrong.
+#[cfg(feature = "admin")]
+mod admin {
+    use stead::admin::{self, AdminOptions};
+
+    use super::*;
+    use crate::common::http;
+
+    both_backends! {
+    async fn the_batch_endpoint_runs_batches_and_names_bad_fields(db) {
+        let rt = builder(&db).launch().await.unwrap();
+        let server = admin::serve(rt.client(), AdminOptions::new()).await.unwrap();
+        let url = format!("{}/api/batch", server.url());
+        let post = |body: serde_json::Value| {
+            let url = url.clone();
+            async move { http::post(&url, None, Some(&body.to_string())).await }
+        };
+        for n in 0..3 {
+            park(&rt, "h", n, "acme").await;
+        }
+        let acme = json!(["attr.customer=acme", "name=double"]);
+        let dry = post(json!({"action": "cancel", "where": acme, "dry_run": true,
+                              "page_size": 2}))
+            .await;
+        assert_eq!(dry.status, 200, "{}", dry.body);
+        assert_eq!(
+            dry.json(),
+            json!({"action": "cancel", "pages": 2, "matched": 3, "changed": 3, "skipped": 0,
+                   "done": true, "dry_run": true})
+        );
+        assert!(all_are(&statuses(rt.client(), "h-").await, Status::Enqueued));
+        let first = post(json!({"action": "cancel", "where": acme, "page_size": 2,
+                                "max_pages": 1}))
+            .await
+            .json();
+        assert_eq!((&first["changed"], &first["done"]), (&json!(2), &json!(false)));
+        let rest = post(json!({"action": "cancel", "where": acme, "page_size": 2})).await.json();
+        assert_eq!((&rest["changed"], &rest["skipped"]), (&json!(1), &json!(2)));
+        assert!(all_are(&statuses(rt.client(), "h-").await, Status::Cancelled));
+        let moved = post(json!({"action": "move", "app_version": "v2", "where": acme}))
+            .await
+            .json();
+        assert_eq!(moved["changed"], 3);
+        let h0 = rt.client().handle("h-0").status().await.unwrap();
+        assert_eq!(h0.app_version.as_deref(), Some("v2"));
+        let deleted = post(json!({"action": "delete", "where": ["status=CANCELLED"]}))
+            .await
+            .json();
+        assert_eq!(deleted["changed"], 3);
+        assert!(statuses(rt.client(), "h-").await.is_empty());
+
+        for (body, names) in [
+            (json!({"action": "cancel", "where": ["colour=red"]}), "colour"),
+            (json!({"action": "cancel", "where": ["created>=soon"]}), "where"),
+            (json!({"action": "cancel"}), "all"),
+            (json!({"action": "explode", "all": true}), "action"),
+            (json!({"action": "move", "all": true}), "app_version"),
+            (json!({"action": "delete", "all": true, "app_version": "v"}), "app_version"),
+            (json!({"action": "delete", "all": true, "page_size": 5000}), "page size"),
+            (json!({"action": "delete", "all": true, "colour": 1}), "colour"),
+        ] {
+            let bad = post(body.clone()).await;
+            assert_eq!(bad.status, 400, "{body}: {}", bad.body);
+            assert!(bad.error().contains(names), "{body}: {}", bad.body);
+        }
+        server.shutdown().await;
+        rt.shutdown(Duration::from_secs(5)).await.unwrap();
+    }
+    }
+}
