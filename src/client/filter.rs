@@ -114,7 +114,8 @@ impl ListWorkflows {
 
     /// Adds attribute `name` = `value` (JSON, else a string) to the attribute filter.
     fn with_attribute(mut self, name: &str, value: &str) -> std::result::Result<Self, String> {
-        let (name, value) = parse_attribute(&format!("{name}={value}")).map_err(|e| e.to_string())?;
+        let (name, value) =
+            parse_attribute(&format!("{name}={value}")).map_err(|e| e.to_string())?;
         let mut attributes = match self.query.attributes.as_deref() {
             Some(text) => serde_json::from_str(text).map_err(|e| e.to_string())?,
             None => serde_json::Map::new(),
@@ -205,7 +206,10 @@ mod tests {
         assert!(f.filters_anything());
         assert!(!ListWorkflows::new().filters_anything());
         let f = parse(&["created>10", "created<=20"]).unwrap();
-        assert_eq!((f.query.created_from, f.query.created_until), (Some(11), Some(21)));
+        assert_eq!(
+            (f.query.created_from, f.query.created_until),
+            (Some(11), Some(21))
+        );
     }
 
     #[test]
@@ -222,8 +226,14 @@ mod tests {
         ] {
             let err = parse(&[clause]).unwrap_err();
             let text = err.to_string();
-            assert!(matches!(err, Error::InvalidArgument(_)), "{clause}: {err:?}");
-            assert!(text.contains(clause) && text.contains(says), "{clause}: {text}");
+            assert!(
+                matches!(err, Error::InvalidArgument(_)),
+                "{clause}: {err:?}"
+            );
+            assert!(
+                text.contains(clause) && text.contains(says),
+                "{clause}: {text}"
+            );
         }
         for twice in [
             ["name=a", "name=b"],

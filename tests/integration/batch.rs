@@ -288,17 +288,27 @@ async fn a_batch_cancel_from_another_process_stops_its_runs() {
         60,
     )
     .await;
-    assert_eq!(common::status_of(&pool, "behind").await.as_deref(), Some("ENQUEUED"));
+    assert_eq!(
+        common::status_of(&pool, "behind").await.as_deref(),
+        Some("ENQUEUED")
+    );
     // A client: this process runs nothing.
     let client = Client::connect(&db.url).await.unwrap();
-    let (totals, _) = apply(&client, Batch::cancel(filter(&["name=sleeper"])).page_size(1)).await;
+    let (totals, _) = apply(
+        &client,
+        Batch::cancel(filter(&["name=sleeper"])).page_size(1),
+    )
+    .await;
     assert_eq!(counts(&totals), (2, 2, 0, true));
     // The runs stopped and freed their slots: the workflow behind them runs.
     tokio::time::sleep(Duration::from_secs(3)).await;
     eprintln!("DEBUG {:?}", common::scalar(&pool, "SELECT string_agg(workflow_uuid || ':' || status || ':' || coalesce(queue_name, '-') || ':' || coalesce(executor_id,'-'), ',') FROM dbos.workflow_status").await);
     common::wait_status(&pool, "behind", "SUCCESS").await;
     for id in ["s-0", "s-1"] {
-        assert_eq!(common::status_of(&pool, id).await.as_deref(), Some("CANCELLED"));
+        assert_eq!(
+            common::status_of(&pool, id).await.as_deref(),
+            Some("CANCELLED")
+        );
     }
     client.shutdown(Duration::from_secs(5)).await.unwrap();
 }

@@ -21,14 +21,14 @@
 
 use serde_json::json;
 use stead::{
-    client::Batch, client::ClientOptions, client::ForkOptions, client::ListSteps, client::ListWorkflows,
-    client::Retention, client::UpdateOptions, client::WorkflowInfo, workflow::Attributes, Client,
-    Error, WorkflowOptions,
+    client::Batch, client::ClientOptions, client::ForkOptions, client::ListSteps,
+    client::ListWorkflows, client::Retention, client::UpdateOptions, client::WorkflowInfo,
+    workflow::Attributes, Client, Error, WorkflowOptions,
 };
 
 use crate::args::{
-    BatchArgs, ClientCommand, ExecutorCommand, ForkArgs, GcArgs, ListArgs, QueueCommand, ScheduleCommand,
-    StepsArgs, WorkflowCommand,
+    BatchArgs, ClientCommand, ExecutorCommand, ForkArgs, GcArgs, ListArgs, QueueCommand,
+    ScheduleCommand, StepsArgs, WorkflowCommand,
 };
 use crate::output::{self, QueueView, Rendered};
 

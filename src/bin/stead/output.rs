@@ -4,8 +4,8 @@
 use serde::Serialize;
 use serde_json::Value;
 use stead::{
-    client::BatchProgress, client::ExecutorInfo, client::StepInfo, client::WorkflowInfo, queues::QueueLimits,
-    queues::RateLimit, schedules::ScheduleInfo, Queue,
+    client::BatchProgress, client::ExecutorInfo, client::StepInfo, client::WorkflowInfo,
+    queues::QueueLimits, queues::RateLimit, schedules::ScheduleInfo, Queue,
 };
 
 /// A command's result in both forms; `main` prints one of them.

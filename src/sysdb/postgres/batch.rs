@@ -134,8 +134,7 @@ fn index(action: &BatchAction) -> usize {
 #[async_trait]
 impl Batches for Postgres {
     async fn batch_page(&self, page: &BatchPage) -> Result<Vec<BatchRow>, DbError> {
-        let statement: &'static str =
-            &STATEMENTS[index(&page.action)][usize::from(page.dry_run)];
+        let statement: &'static str = &STATEMENTS[index(&page.action)][usize::from(page.dry_run)];
         let mut q = page.filter.clone();
         (q.limit, q.offset) = (Some(page.size), 0);
         let query = self.sql.query(statement).bind(&q.ids).bind(&q.statuses);

@@ -123,10 +123,7 @@ where
         .bind(q.ids.as_deref().map(json_list))
         .bind(q.statuses.as_deref().map(json_list));
     let rows = bind_batch(query, &q, page).fetch_all(conn).await?;
-    Ok(rows
-        .iter()
-        .map(Match::from_row)
-        .collect::<Result<_, _>>()?)
+    Ok(rows.iter().map(Match::from_row).collect::<Result<_, _>>()?)
 }
 
 /// Applies the action to the `hits` of a page; returns the ids changed.
@@ -171,7 +168,10 @@ impl Batches for Sqlite {
         let changed: HashSet<String> = if hits.is_empty() {
             HashSet::new()
         } else {
-            apply(&mut tx, &page.action, &hits).await?.into_iter().collect()
+            apply(&mut tx, &page.action, &hits)
+                .await?
+                .into_iter()
+                .collect()
         };
         tx.commit().await?;
         Ok(found

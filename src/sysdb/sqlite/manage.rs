@@ -265,7 +265,8 @@ fn list_sql(newest_first: bool) -> String {
 
 /// The filters of a listing, over `workflow_status w`, in `bind_filters` order after the ids
 /// (`?1`) and statuses (`?2`).
-pub(super) const LIST_WHERE: &str = "(?1 IS NULL OR w.workflow_uuid IN (SELECT value FROM json_each(?1))) \
+pub(super) const LIST_WHERE: &str =
+    "(?1 IS NULL OR w.workflow_uuid IN (SELECT value FROM json_each(?1))) \
     AND (?2 IS NULL OR w.status IN (SELECT value FROM json_each(?2))) \
     AND (?3 IS NULL OR w.name = ?3) \
     AND (?4 IS NULL OR w.queue_name = ?4) \

@@ -108,7 +108,10 @@ async fn pages_follow_the_keyset_and_a_dry_run_changes_nothing(kind: Kind) {
     assert!(changed(&dry).is_empty(), "all are on v1 already");
     let dry = pages(&f, BatchAction::Move("v2".into()), "n", 10, true).await;
     assert_eq!(changed(&dry), ["b", "c", "e"]);
-    assert_eq!(f.column("b", "application_version").await.as_deref(), Some("v1"));
+    assert_eq!(
+        f.column("b", "application_version").await.as_deref(),
+        Some("v1")
+    );
 }
 
 async fn cancel_and_resume_apply_their_rules_once(kind: Kind) {
@@ -153,7 +156,13 @@ async fn delete_and_move_apply_their_rules_once(kind: Kind) {
     let done = pages(&f, to_v2.clone(), "n", 2, false).await;
     assert_eq!(changed(&done), ["b", "c", "e"]);
     let version = |id| f.column(id, "application_version");
-    for (id, want) in [("a", "v1"), ("b", "v2"), ("c", "v2"), ("d", "v1"), ("e", "v2")] {
+    for (id, want) in [
+        ("a", "v1"),
+        ("b", "v2"),
+        ("c", "v2"),
+        ("d", "v1"),
+        ("e", "v2"),
+    ] {
         assert_eq!(version(id).await.as_deref(), Some(want), "{id}");
     }
     assert_eq!(status(&f, "e").await.as_deref(), Some("DELAYED"), "kept");
