@@ -272,9 +272,11 @@ impl Claimed {
 /// A batch page's parameters after the listing's (`$1`–`$16`, with `q`: the page's filter,
 /// sized): the cursor (`$17`, `$18`), the time (`$19`) and the action's text (`$20`).
 pub(super) fn bind_batch<'q, B: Bind<'q>>(b: B, q: &'q ListQuery, p: &'q BatchPage) -> B {
+    // The first page starts below every row: a cursor always bound keeps the keyset a range
+    // of the `created_at` index (`NULL OR ...` would make it a filter over every row before).
     let (after_at, after_id) = match &p.after {
-        Some((at, id)) => (Some(*at), Some(id.as_str())),
-        None => (None, None),
+        Some((at, id)) => (*at, id.as_str()),
+        None => (i64::MIN, ""),
     };
     bind_filters(b, q)
         .arg(after_at)

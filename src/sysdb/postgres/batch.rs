@@ -13,9 +13,8 @@ use crate::error::DbError;
 use crate::sysdb::batch::{BatchAction, BatchPage, BatchRow, Batches};
 use crate::sysdb::rows::{all, bind_batch};
 
-/// Matches after the cursor (`$17`, `$18`).
-const AFTER: &str =
-    "($17::int8 IS NULL OR (w.created_at, w.workflow_uuid) > ($17::int8, $18::text))";
+/// Matches after the cursor (`$17`, `$18`): a range of the `created_at` index.
+const AFTER: &str = "(w.created_at, w.workflow_uuid) > ($17::int8, $18::text)";
 
 /// Each action's rule (`sysdb::batch`), over `workflow_status w`; `$20` is the action's text.
 fn rule(action: usize) -> &'static str {
@@ -119,7 +118,7 @@ fn apply_sql(action: usize) -> String {
 
 /// Built once per process, by action (cancel, resume, delete, move): applying, then dry.
 /// `Sql::get` splices the schema in.
-static STATEMENTS: LazyLock<[[String; 2]; 4]> =
+pub(super) static STATEMENTS: LazyLock<[[String; 2]; 4]> =
     LazyLock::new(|| [0, 1, 2, 3].map(|a| [apply_sql(a), dry_sql(a)]));
 
 fn index(action: &BatchAction) -> usize {

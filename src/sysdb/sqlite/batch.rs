@@ -110,7 +110,7 @@ where
              w.owner_xid \
          FROM workflow_status w \
          WHERE {LIST_WHERE} \
-           AND (?17 IS NULL OR (w.created_at, w.workflow_uuid) > (?17, ?18)) \
+           AND (w.created_at, w.workflow_uuid) > (?17, ?18) \
          ORDER BY w.created_at, w.workflow_uuid LIMIT ?14",
         rule(&page.action)
     );
