@@ -1,7 +1,7 @@
 //! Admin HTTP endpoints and the live dashboard (feature `admin`): health, readiness, Prometheus
 //! metrics, workflows and their steps, queues with their load, throughput, the fleet's
-//! executors and stranded work, and cancel, resume, fork, updates, signal-with-start and moving
-//! stranded work, as JSON; the dashboard page at `/`.
+//! executors and stranded work, and cancel, resume, fork, updates, signal-with-start, moving
+//! stranded work and batches by filter (`POST /api/batch`), as JSON; the dashboard page at `/`.
 //!
 //! [`serve`] runs it as a server of its own, bound to loopback unless told otherwise;
 //! [`router`] gives the same routes as an [`axum::Router`] to nest in your own app under any
@@ -307,6 +307,7 @@ fn routes(state: Arc<AdminState>) -> Router {
         )
         // Not under /api/workflows/: that would shadow a workflow whose id is "counts".
         .route("/api/counts", get(workflows::counts))
+        .route("/api/batch", post(workflows::batch))
         .route("/api/queues", get(queues::list))
         .route("/api/queues/{name}/pause", post(queues::pause))
         .route("/api/queues/{name}/resume", post(queues::resume))

@@ -11,7 +11,8 @@ use super::reply::ApiError;
 use crate::base::attributes::{parse_attribute, Attributes};
 use crate::base::status::Status;
 use crate::client::manage::{ForkOptions, ListWorkflows};
-use crate::client::ListSteps;
+use crate::client::{Batch, ListSteps};
+use crate::error::Error;
 
 /// The most workflows one listing returns.
 pub(super) const MAX_LIMIT: u32 = 1000;
@@ -149,6 +150,66 @@ pub(super) fn throughput(pairs: &[(String, String)]) -> Result<(Duration, Durati
 #[serde(deny_unknown_fields)]
 pub(super) struct MoveBody {
     pub(super) app_version: String,
+}
+
+/// The body of `POST /api/batch`: the action (`cancel`, `resume`, `delete`, `move` with
+/// `app_version`), its filters as `stead workflow cancel --where` takes them, `all` (required
+/// when there is none), `dry_run`, `page_size` (at most `MAX_BATCH_PAGE`) and `max_pages`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BatchBody {
+    action: String,
+    #[serde(default, rename = "where")]
+    filters: Vec<String>,
+    #[serde(default)]
+    all: bool,
+    #[serde(default)]
+    dry_run: bool,
+    page_size: Option<u32>,
+    max_pages: Option<u64>,
+    app_version: Option<String>,
+}
+
+impl BatchBody {
+    /// The batch it asks for, or a 400 naming the field that is wrong.
+    pub(super) fn into_batch(self) -> Result<Batch, ApiError> {
+        let mut filter = ListWorkflows::new();
+        for clause in &self.filters {
+            filter = filter.with_where(clause).map_err(|e| match e {
+                Error::InvalidArgument(why) => ApiError::bad_param("where", why),
+                other => other.into(),
+            })?;
+        }
+        let mut batch = match (self.action.as_str(), self.app_version) {
+            ("move", Some(version)) => Batch::move_to(filter, version),
+            ("move", None) => return Err(ApiError::bad_param("app_version", "a move needs one")),
+            (_, Some(_)) => {
+                return Err(ApiError::bad_param("app_version", "only a move takes one"))
+            }
+            ("cancel", None) => Batch::cancel(filter),
+            ("resume", None) => Batch::resume(filter),
+            ("delete", None) => Batch::delete(filter),
+            (other, None) => {
+                return Err(ApiError::bad_param(
+                    "action",
+                    format!("{other:?} is not one of cancel, resume, delete, move"),
+                ))
+            }
+        };
+        if let Some(n) = self.page_size {
+            batch = batch.page_size(n);
+        }
+        if let Some(n) = self.max_pages {
+            batch = batch.max_pages(n);
+        }
+        if self.all {
+            batch = batch.all();
+        }
+        if self.dry_run {
+            batch = batch.dry_run();
+        }
+        Ok(batch)
+    }
 }
 
 /// The body of a fork: the step to fork from (1 starts over) and optional id, queue and

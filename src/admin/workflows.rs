@@ -1,7 +1,7 @@
 //! Workflow endpoints: list (filtered), one workflow with its payloads, its steps (in pages,
 //! with or without outputs; one step's output on demand: see `client::steps`), and the
-//! operator's actions (cancel, resume, fork, change attributes). Each answers JSON; an unknown
-//! id is a 404.
+//! operator's actions (cancel, resume, fork, change attributes) on one workflow or, by filter,
+//! on many (`POST /api/batch`). Each answers JSON; an unknown id is a 404.
 
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::params::{self, pairs, AttributesBody, ForkBody, QueryPairs};
+use super::params::{self, pairs, AttributesBody, BatchBody, ForkBody, QueryPairs};
 use super::reply::ApiError;
 use super::views::{StepView, WorkflowView};
 use super::AdminState;
@@ -139,6 +139,22 @@ pub(super) async fn attributes(
     Ok(Json(
         json!({ "id": id, "attributes": info.status.attributes }),
     ))
+}
+
+/// `POST /api/batch` with `{"action", "where"?, "all"?, "dry_run"?, "page_size"?,
+/// "max_pages"?, "app_version"?}` (see `params::BatchBody`): runs the batch to its end (or
+/// `max_pages`) before answering, and answers its totals (`done` false: run it again to go on).
+pub(super) async fn batch(
+    State(state): State<Arc<AdminState>>,
+    body: Result<Json<BatchBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::bad_param("body", e.body_text()))?;
+    let batch = body.into_batch()?;
+    let action = batch.action();
+    let totals = state.client.run_batch(batch, |_| {}).await?;
+    let mut value = serde_json::to_value(totals).unwrap_or_default();
+    value["action"] = action.into();
+    Ok(Json(value))
 }
 
 /// Workflow `id`, or a 404 naming it.

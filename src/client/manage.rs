@@ -216,7 +216,7 @@ impl ForkOptions {
     }
 }
 
-fn epoch_ms(time: SystemTime) -> i64 {
+pub(super) fn epoch_ms(time: SystemTime) -> i64 {
     match time.duration_since(UNIX_EPOCH) {
         Ok(d) => millis(d),
         Err(e) => -millis(e.duration()),

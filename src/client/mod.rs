@@ -6,10 +6,10 @@
 //! A [`Runtime`](crate::Runtime) has one too ([`Runtime::client`](crate::Runtime::client)), sharing
 //! the runtime's actors.
 //!
-//! This file is the client's core; its feature extensions (`manage`, `steps`, `observe`,
-//! `outbox`, `schedule`, `debounce`, `retention`, `rewind`, `attributes`, `fleet`, `updates`) are
-//! `impl Client` blocks in the submodules, built on the core and the feature modules; nothing in the
-//! core names them.
+//! This file is the client's core; its feature extensions (`manage`, `batch` with `filter`,
+//! `steps`, `observe`, `outbox`, `schedule`, `debounce`, `retention`, `rewind`, `attributes`,
+//! `fleet`, `updates`) are `impl Client` blocks in the submodules, built on the core and the
+//! feature modules; nothing in the core names them.
 //!
 //! **What a client checks.** It refuses a schema whose `dbos_migrations` is below 125
 //! (`SchemaTooOld`) rather than migrate it. It enqueues workflows by name without knowing them. It
@@ -41,7 +41,9 @@ use crate::runtime::launch::{self, Part, Tree};
 use crate::sysdb::{self, QueueDeletion};
 
 mod attributes;
+mod batch;
 pub(crate) mod debounce;
+mod filter;
 mod fleet;
 #[cfg(feature = "testing")]
 mod history;
@@ -57,7 +59,9 @@ mod updates;
 
 pub use crate::engine::retention::Retention;
 pub use crate::sysdb::{AppVersion, ExecutorInfo, MigrationReport};
+pub use batch::{Batch, BatchProgress, DEFAULT_BATCH_PAGE, MAX_BATCH_PAGE};
 pub use debounce::DebounceOptions;
+pub use filter::WHERE_KEYS;
 pub use manage::{ForkOptions, ListWorkflows, WorkflowInfo};
 pub use outbox::Message;
 pub use steps::{ListSteps, StepInfo, StepPage};

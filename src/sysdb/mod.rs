@@ -3,8 +3,8 @@
 //! implementations, `postgres/` and `sqlite/`, which hold every SQL statement stead runs.
 //!
 //! The neutral modules (one per concept: `start`, `steps`, `finish`, `ops`, `claim`,
-//! `dispatch`, `fleet`, `reads`, `cancel`, `manage`, `rewind`, `versions`, `migrate`, `queues`,
-//! `schedules`, `debounce`, `retention`, `observe`, `listen`, and `datasource` for the
+//! `dispatch`, `fleet`, `reads`, `cancel`, `manage`, `batch`, `rewind`, `versions`, `migrate`,
+//! `queues`, `schedules`, `debounce`, `retention`, `observe`, `listen`, and `datasource` for the
 //! application database's side of transactional steps) declare types and their part of the
 //! interface, and contain no SQL; `rows.rs` decodes and binds what both backends share,
 //! `classify.rs` sorts every driver error once, `urls.rs` reads and prints URLs. The backends
@@ -14,6 +14,7 @@
 //! It must never decide *when* to run a statement: batching, retries and ordering belong to
 //! the database actor and its callers.
 
+mod batch;
 mod cancel;
 mod claim;
 mod classify;
@@ -49,6 +50,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 
+pub(crate) use batch::{BatchAction, BatchPage};
 pub(crate) use cancel::{CancelNote, HeldRun, CANCEL_CHANNEL};
 pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed, QueueKey};
 pub use datasource::Isolation;

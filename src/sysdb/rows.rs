@@ -8,6 +8,7 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Decode, Encode, Postgres, Row, Sqlite, Type};
 
+use super::batch::{BatchPage, BatchRow};
 use super::claim::Claimed;
 use super::manage::{Delayed, ListQuery, ListedRow, StatusCount, StepListing};
 use super::observe::{CompletedBucket, QueueCounts};
@@ -265,6 +266,35 @@ impl Claimed {
             ready_at: due.map_or(created, |due| due.max(created)),
         };
         Ok(((row.at(at + 7)?, created), claimed))
+    }
+}
+
+/// A batch page's parameters after the listing's (`$1`–`$16`, with `q`: the page's filter,
+/// sized): the cursor (`$17`, `$18`), the time (`$19`) and the action's text (`$20`).
+pub(super) fn bind_batch<'q, B: Bind<'q>>(b: B, q: &'q ListQuery, p: &'q BatchPage) -> B {
+    // The first page starts below every row: a cursor always bound keeps the keyset a range
+    // of the `created_at` index (`NULL OR ...` would make it a filter over every row before).
+    let (after_at, after_id) = match &p.after {
+        Some((at, id)) => (*at, id.as_str()),
+        None => (i64::MIN, ""),
+    };
+    bind_filters(b, q)
+        .arg(after_at)
+        .arg(after_id)
+        .arg(now_ms())
+        .arg(p.action.argument())
+}
+
+impl BatchRow {
+    /// Created at, id, changed, queue, owner.
+    pub(super) fn from_row(row: &impl AnyRow) -> Result<BatchRow, sqlx::Error> {
+        Ok(BatchRow {
+            created_at: row.at(0)?,
+            id: row.at(1)?,
+            changed: row.at(2)?,
+            queue: row.at(3)?,
+            owner: row.at(4)?,
+        })
     }
 }
 

@@ -25,6 +25,7 @@
 
 use async_trait::async_trait;
 
+use super::batch::Batches;
 use super::cancel::Cancels;
 use super::claim::{ClaimOutcome, ClaimRequest};
 use super::debounce::Debounce;
@@ -59,6 +60,7 @@ pub(crate) trait Store:
     + Cancels
     + Dispatch
     + Manage
+    + Batches
     + Rewinds
     + Versions
     + Schema

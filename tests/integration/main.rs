@@ -17,6 +17,7 @@ mod common;
 mod admin;
 mod adoption;
 mod attributes;
+mod batch;
 mod cancel;
 mod chaos;
 mod children;

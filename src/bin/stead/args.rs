@@ -95,15 +95,37 @@ pub enum WorkflowCommand {
         #[command(flatten)]
         filters: Box<ListArgs>,
     },
-    /// Cancel a workflow; it stops before its next durable call
+    /// Cancel a workflow, or every one --where selects (not finished ones, nor cancelled
+    /// ones); each stops before its next durable call
     Cancel {
-        id: String,
+        #[arg(required_unless_present_any = ["filters", "all"])]
+        id: Option<String>,
         /// Also cancel every workflow it started, recursively
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["filters", "all"])]
         children: bool,
+        #[command(flatten)]
+        batch: BatchArgs,
     },
-    /// Resume a cancelled or stuck workflow from its last checkpoint
-    Resume { id: String },
+    /// Resume a cancelled or stuck workflow from its last checkpoint, or every cancelled (or
+    /// MAX_RECOVERY_ATTEMPTS_EXCEEDED) one --where selects
+    Resume {
+        #[arg(required_unless_present_any = ["filters", "all"])]
+        id: Option<String>,
+        #[command(flatten)]
+        batch: BatchArgs,
+    },
+    /// Move a workflow, or every one --where selects, onto application version --to: waiting
+    /// (enqueued, delayed) and parked (cancelled, max recovery attempts) ones; running and
+    /// finished ones are skipped
+    Move {
+        #[arg(required_unless_present_any = ["filters", "all"])]
+        id: Option<String>,
+        /// The application version they move onto
+        #[arg(long, value_name = "VERSION")]
+        to: String,
+        #[command(flatten)]
+        batch: BatchArgs,
+    },
     /// Copy a workflow into a new one that replays the steps before --step and runs the rest
     Fork(ForkArgs),
     /// List workflows of dead executors that no live executor can run (a version nobody
@@ -172,13 +194,38 @@ pub enum WorkflowCommand {
         #[arg(long, default_value = "_dbos_internal_queue")]
         queue: String,
     },
-    /// Delete a workflow and everything recorded for it
+    /// Delete a workflow, or every one --where selects, and everything recorded for it
     Delete {
-        id: String,
+        #[arg(required_unless_present_any = ["filters", "all"])]
+        id: Option<String>,
         /// Also delete every workflow it started, recursively
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["filters", "all"])]
         children: bool,
+        #[command(flatten)]
+        batch: BatchArgs,
     },
+}
+
+/// A batch instead of one ID: the filters, the pages, a dry run.
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// Instead of ID, every workflow matching FILTER (repeat: all must hold): KEY=VALUE with
+    /// KEY one of id, status, name, queue, version, app, executor, parent, forked_from,
+    /// attr.<KEY>; or created>=TIME, created<TIME (RFC 3339 or epoch ms)
+    #[arg(long = "where", value_name = "FILTER", conflicts_with = "id")]
+    pub filters: Vec<String>,
+    /// Instead of ID, every workflow (required when no --where is given)
+    #[arg(long, conflicts_with = "id")]
+    pub all: bool,
+    /// Change nothing: count the matches and how many would change
+    #[arg(long, conflicts_with = "id")]
+    pub dry_run: bool,
+    /// Workflows per page, each page one transaction (1 to 1000)
+    #[arg(long, value_name = "N", default_value_t = 100, conflicts_with = "id")]
+    pub page_size: u32,
+    /// Stop after N pages (run the same command again to go on)
+    #[arg(long, value_name = "N", conflicts_with = "id")]
+    pub max_pages: Option<u64>,
 }
 
 #[derive(Debug, Args)]

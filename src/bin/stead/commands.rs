@@ -12,19 +12,23 @@
 //! definitions (`list_all_queues`), each with its app; `--app` / `?app=` narrow them to one
 //! application's and shared ones.
 //!
+//! **Batches** (`workflow cancel|resume|delete|move --where ...`) run through
+//! `Client::run_batch`; each page's progress goes to stderr as it happens (not under `--json`),
+//! the totals to stdout.
+//!
 //! `workflow steps` pages the same way, by function id (`client::steps`): at most `--limit`
 //! steps after `--after`, and when more follow, a note naming the `--after` of the next page.
 
 use serde_json::json;
 use stead::{
-    client::ClientOptions, client::ForkOptions, client::ListSteps, client::ListWorkflows,
-    client::Retention, client::UpdateOptions, client::WorkflowInfo, workflow::Attributes, Client,
-    Error, WorkflowOptions,
+    client::Batch, client::ClientOptions, client::ForkOptions, client::ListSteps,
+    client::ListWorkflows, client::Retention, client::UpdateOptions, client::WorkflowInfo,
+    workflow::Attributes, Client, Error, WorkflowOptions,
 };
 
 use crate::args::{
-    ClientCommand, ExecutorCommand, ForkArgs, GcArgs, ListArgs, QueueCommand, ScheduleCommand,
-    StepsArgs, WorkflowCommand,
+    BatchArgs, ClientCommand, ExecutorCommand, ForkArgs, GcArgs, ListArgs, QueueCommand,
+    ScheduleCommand, StepsArgs, WorkflowCommand,
 };
 use crate::output::{self, QueueView, Rendered};
 
@@ -54,14 +58,16 @@ pub async fn migrate(url: &str, options: &ClientOptions) -> stead::Result<Render
     Ok(Rendered::new(&value, text))
 }
 
-/// Runs a command on a connected client.
+/// Runs a command on a connected client; a batch prints a line per page on stderr when
+/// `progress` is set.
 pub async fn run(
     client: &Client,
     app: Option<&str>,
     command: ClientCommand,
+    progress: bool,
 ) -> stead::Result<Rendered> {
     match command {
-        ClientCommand::Workflow(cmd) => workflow(client, cmd).await,
+        ClientCommand::Workflow(cmd) => workflow(client, cmd, progress).await,
         ClientCommand::Queue(cmd) => queue(client, app, cmd).await,
         ClientCommand::Schedule(cmd) => schedule(client, cmd).await,
         ClientCommand::Gc(args) => gc(client, args).await,
@@ -111,7 +117,11 @@ async fn queue(
     Ok(Rendered::new(&value, text))
 }
 
-async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Rendered> {
+async fn workflow(
+    client: &Client,
+    command: WorkflowCommand,
+    progress: bool,
+) -> stead::Result<Rendered> {
     match command {
         WorkflowCommand::List(args) => list(client, *args).await,
         WorkflowCommand::Get { id } => {
@@ -135,7 +145,11 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
         }
         #[cfg(feature = "testing")]
         WorkflowCommand::ExportAll { dir, filters } => export_all(client, dir, *filters).await,
-        WorkflowCommand::Cancel { id, children } => {
+        WorkflowCommand::Cancel {
+            id: Some(id),
+            children,
+            ..
+        } => {
             if children {
                 client.cancel_with_children(&id).await?;
             } else {
@@ -143,9 +157,20 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
             }
             changed(client, "cancel", &id).await
         }
-        WorkflowCommand::Resume { id } => {
+        WorkflowCommand::Cancel {
+            id: None, batch, ..
+        } => run_batch(client, Batch::cancel, batch, progress).await,
+        WorkflowCommand::Resume { id: Some(id), .. } => {
             client.resume(&id).await?;
             changed(client, "resume", &id).await
+        }
+        WorkflowCommand::Resume { id: None, batch } => {
+            run_batch(client, Batch::resume, batch, progress).await
+        }
+        WorkflowCommand::Move { id, to, mut batch } => {
+            // One workflow is a batch of one: the same rules, the same report.
+            batch.filters.extend(id.map(|id| format!("id={id}")));
+            run_batch(client, |f| Batch::move_to(f, to), batch, progress).await
         }
         WorkflowCommand::Fork(args) => fork(client, args).await,
         WorkflowCommand::Stranded { move_to: None } => {
@@ -200,7 +225,14 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
                 .await?;
             changed(client, "signal-with-start", &id).await
         }
-        WorkflowCommand::Delete { id, children } => {
+        WorkflowCommand::Delete {
+            id: None, batch, ..
+        } => run_batch(client, Batch::delete, batch, progress).await,
+        WorkflowCommand::Delete {
+            id: Some(id),
+            children,
+            ..
+        } => {
             if children {
                 client.delete_with_children(&id).await?;
             } else {
@@ -210,6 +242,43 @@ async fn workflow(client: &Client, command: WorkflowCommand) -> stead::Result<Re
             Ok(Rendered::new(&value, format!("deleted workflow '{id}'\n")))
         }
     }
+}
+
+/// A batch by filter (`--where`), a page at a time, each page's progress on stderr.
+async fn run_batch(
+    client: &Client,
+    make: impl FnOnce(ListWorkflows) -> Batch,
+    args: BatchArgs,
+    progress: bool,
+) -> stead::Result<Rendered> {
+    let mut filter = ListWorkflows::new();
+    for clause in &args.filters {
+        filter = filter.with_where(clause)?;
+    }
+    let mut batch = make(filter).page_size(args.page_size);
+    if args.all {
+        batch = batch.all();
+    }
+    if args.dry_run {
+        batch = batch.dry_run();
+    }
+    if let Some(n) = args.max_pages {
+        batch = batch.max_pages(n);
+    }
+    let action = batch.action();
+    let totals = client
+        .run_batch(batch, |p| {
+            if progress {
+                eprintln!("{}", output::batch_page(action, p));
+            }
+        })
+        .await?;
+    let mut value = serde_json::to_value(totals).unwrap_or_default();
+    value["action"] = action.into();
+    Ok(Rendered {
+        json: value,
+        ..Rendered::new(&(), output::batch_done(action, &totals))
+    })
 }
 
 /// `workflow export-all`: one file per selected workflow, named by its id.

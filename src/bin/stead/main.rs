@@ -120,6 +120,7 @@ fn main() -> ExitCode {
 async fn execute(cli: Cli) -> Result<Rendered, Failure> {
     let url = database_url(cli.database_url)?;
     let app = cli.app.clone();
+    let progress = !cli.json;
     let options = ClientOptions {
         schema: cli.schema,
         app_name: cli.app,
@@ -130,7 +131,7 @@ async fn execute(cli: Cli) -> Result<Rendered, Failure> {
         Command::Client(command) => command,
     };
     let client = Client::connect_with(&url, options).await?;
-    let result = commands::run(&client, app.as_deref(), command).await;
+    let result = commands::run(&client, app.as_deref(), command, progress).await;
     let _ = client.shutdown(std::time::Duration::from_secs(1)).await;
     Ok(result?)
 }

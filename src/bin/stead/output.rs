@@ -4,8 +4,8 @@
 use serde::Serialize;
 use serde_json::Value;
 use stead::{
-    client::ExecutorInfo, client::StepInfo, client::WorkflowInfo, queues::QueueLimits,
-    queues::RateLimit, schedules::ScheduleInfo, Queue,
+    client::BatchProgress, client::ExecutorInfo, client::StepInfo, client::WorkflowInfo,
+    queues::QueueLimits, queues::RateLimit, schedules::ScheduleInfo, Queue,
 };
 
 /// A command's result in both forms; `main` prints one of them.
@@ -118,6 +118,38 @@ pub fn workflows(list: &[WorkflowInfo]) -> String {
         ]);
     }
     table.render()
+}
+
+/// One page of a batch, as a progress line.
+pub fn batch_page(action: &str, p: &BatchProgress) -> String {
+    let changed = if p.dry_run { "would change" } else { "changed" };
+    format!(
+        "{action}: page {}: {} matched, {} {changed}, {} skipped",
+        p.pages, p.matched, p.changed, p.skipped
+    )
+}
+
+/// A batch's totals.
+pub fn batch_done(action: &str, p: &BatchProgress) -> String {
+    let mut text = if p.dry_run {
+        format!(
+            "dry run: {action} would change {} of {} matching workflow(s); {} skipped",
+            p.changed, p.matched, p.skipped
+        )
+    } else {
+        format!(
+            "{action}: changed {} of {} matching workflow(s); {} skipped",
+            p.changed, p.matched, p.skipped
+        )
+    };
+    if !p.done {
+        text.push_str(&format!(
+            " (stopped after {} page(s): run it again to go on)",
+            p.pages
+        ));
+    }
+    text.push('\n');
+    text
 }
 
 /// Stranded workflows, and the command that moves them.

@@ -50,7 +50,7 @@ fn list_sql(newest_first: bool) -> String {
 /// The filters of a listing, over `workflow_status w`, in `bind_filters` order after the ids
 /// (`$1`) and statuses (`$2`). The in-flight statuses are split so the in-flight and delayed
 /// partial indexes can serve them together; one `IN` list matches neither (a scan of history).
-const LIST_WHERE: &str = "($1::text[] IS NULL OR w.workflow_uuid = ANY($1)) \
+pub(super) const LIST_WHERE: &str = "($1::text[] IS NULL OR w.workflow_uuid = ANY($1)) \
     AND ($2::text[] IS NULL OR w.status = ANY($2)) \
     AND ($3::text IS NULL OR w.name = $3) \
     AND ($4::text IS NULL OR w.queue_name = $4) \

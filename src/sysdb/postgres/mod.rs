@@ -5,6 +5,7 @@
 //! The hot path is one statement per flush (arrays expanded with `UNNEST`, data-modifying CTEs,
 //! announcements with `pg_notify` in the same statement); it must stay so.
 
+mod batch;
 mod cancel;
 mod claim;
 mod datasource;

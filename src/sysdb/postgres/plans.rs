@@ -102,6 +102,25 @@ async fn listing_in_flight_queued_work_uses_the_partial_indexes() {
     assert!(p.contains("idx_workflow_status_delayed"), "{p}");
 }
 
+/// A batch page starts its scan at the cursor (an index condition), so no page rescans the
+/// pages before it (`sysdb::batch`), even planned generically on an empty table.
+#[tokio::test]
+async fn a_batch_page_is_a_range_of_the_created_at_index() {
+    let (_db, mut conn, sql) = migrated().await;
+    let p = generic_plan(
+        &mut conn,
+        &sql,
+        &super::batch::STATEMENTS[0][0],
+        "text[], text[], text, text, text, text, int8, int8, text, text, text, bool, bool, \
+         int8, int8, text, int8, text, int8, text",
+        "NULL, NULL, 'n', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, false, 100, 0, \
+         NULL, 5, 'w', 0, NULL",
+    )
+    .await;
+    assert!(p.contains("workflow_status_created_at_index"), "{p}");
+    assert!(p.contains("Index Cond: (created_at >= $17)"), "{p}");
+}
+
 #[tokio::test]
 async fn retention_by_count_is_a_range_of_the_created_at_index() {
     let (_db, mut conn, sql) = migrated().await;

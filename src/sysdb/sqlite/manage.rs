@@ -151,22 +151,7 @@ impl Manage for Sqlite {
         .bind(cascade)
         .fetch_all(&mut *tx)
         .await?;
-        let tree = json_list(&tree);
-        for table in ["operation_outputs", "workflow_input", "workflow_output"] {
-            sqlx::query(AssertSqlSafe(format!(
-                "DELETE FROM {table} WHERE workflow_uuid IN (SELECT value FROM json_each(?1))"
-            )))
-            .bind(&tree)
-            .execute(&mut *tx)
-            .await?;
-        }
-        let gone: Vec<String> = sqlx::query_scalar(
-            "DELETE FROM workflow_status WHERE workflow_uuid IN (SELECT value FROM json_each(?1)) \
-             RETURNING workflow_uuid",
-        )
-        .bind(&tree)
-        .fetch_all(&mut *tx)
-        .await?;
+        let gone = delete_rows(&mut tx, &json_list(&tree)).await?;
         tx.commit().await?;
         Ok(gone)
     }
@@ -225,6 +210,29 @@ impl Manage for Sqlite {
     }
 }
 
+/// Deletes the workflows `ids` (a JSON array) with every row that belongs to them; returns the
+/// ids deleted.
+pub(super) async fn delete_rows(
+    tx: &mut SqliteConnection,
+    ids: &str,
+) -> Result<Vec<String>, DbError> {
+    for table in ["operation_outputs", "workflow_input", "workflow_output"] {
+        sqlx::query(AssertSqlSafe(format!(
+            "DELETE FROM {table} WHERE workflow_uuid IN (SELECT value FROM json_each(?1))"
+        )))
+        .bind(ids)
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(sqlx::query_scalar(
+        "DELETE FROM workflow_status WHERE workflow_uuid IN (SELECT value FROM json_each(?1)) \
+         RETURNING workflow_uuid",
+    )
+    .bind(ids)
+    .fetch_all(&mut *tx)
+    .await?)
+}
+
 /// `patch`'s top-level keys set over `stored`'s (a stored value that is not an object, or is
 /// not JSON, counts as `{}`).
 fn merged(stored: Option<&str>, patch: &str) -> Result<String, DbError> {
@@ -257,7 +265,8 @@ fn list_sql(newest_first: bool) -> String {
 
 /// The filters of a listing, over `workflow_status w`, in `bind_filters` order after the ids
 /// (`?1`) and statuses (`?2`).
-const LIST_WHERE: &str = "(?1 IS NULL OR w.workflow_uuid IN (SELECT value FROM json_each(?1))) \
+pub(super) const LIST_WHERE: &str =
+    "(?1 IS NULL OR w.workflow_uuid IN (SELECT value FROM json_each(?1))) \
     AND (?2 IS NULL OR w.status IN (SELECT value FROM json_each(?2))) \
     AND (?3 IS NULL OR w.name = ?3) \
     AND (?4 IS NULL OR w.queue_name = ?4) \

@@ -25,6 +25,7 @@
 //! Postgres-only. Both backends' tests share one test process, so a test's global state (gates,
 //! counters, pools) is keyed by backend or workflow id.
 
+mod batch;
 mod cancel;
 mod claim;
 mod datasource;

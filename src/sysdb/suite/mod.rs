@@ -7,6 +7,7 @@
 //! its own that reads (`dbos.` qualifies a table on either backend).
 
 mod attributes;
+mod batch;
 mod claims;
 mod datasource;
 mod definitions;

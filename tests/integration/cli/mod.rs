@@ -3,6 +3,7 @@
 //! output, that management commands change state (seen through a `Client`), migration of an
 //! empty database, and the one-line errors and exit codes.
 
+mod batch;
 mod listing;
 mod management;
 mod queues_and_schedules;
