@@ -1,6 +1,6 @@
 //! The listener actor: one LISTEN connection that turns other processes' announcements into
-//! wake-ups: an enqueue wakes its queue's actor, a cancel tells the workflow's actor, a message,
-//! event or stream write wakes the durable calls waiting for it.
+//! wake-ups: an enqueue wakes its queue's actor, a cancel or a pause tells the workflow's actor,
+//! a message, event or stream write wakes the durable calls waiting for it.
 //!
 //! Wake-ups only make things faster: queue actors also poll, so a lost notification costs at
 //! most a polling interval. After a reconnect, when notifications may have been missed, every
@@ -22,7 +22,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use crate::base::backoff::Backoff;
 use crate::engine::shared::SharedRef;
 use crate::engine::start;
-use crate::sysdb::{CancelNote, Store, CANCEL_CHANNEL, CHILD_CHANNEL, QUEUE_CHANNEL};
+use crate::sysdb::{
+    CancelNote, Store, CANCEL_CHANNEL, CHILD_CHANNEL, PAUSE_CHANNEL, QUEUE_CHANNEL,
+};
 
 pub(crate) struct ListenerActor;
 
@@ -83,11 +85,12 @@ impl Actor for ListenerActor {
     }
 }
 
-/// The channels listened to: enqueues, cancels and children's ends (stead's), messages, events
-/// and streams (DBOS's, announced by its trigger and by writers).
+/// The channels listened to: enqueues, cancels, pauses and children's ends (stead's), messages,
+/// events and streams (DBOS's, announced by its trigger and by writers).
 const CHANNELS: &[&str] = &[
     QUEUE_CHANNEL,
     CANCEL_CHANNEL,
+    PAUSE_CHANNEL,
     "dbos_notifications_channel",
     "dbos_workflow_events_channel",
     "dbos_streams_channel",
@@ -102,6 +105,7 @@ fn route(shared: &SharedRef, channel: &str, payload: &str) {
             Some(note) => shared.cancel_local(&note.id, note.owner.as_deref()),
             None => tracing::debug!(payload, "ignored a cancel announcement not of ours"),
         },
+        PAUSE_CHANNEL => shared.pause_local(payload, None),
         "dbos_notifications_channel" => shared.signals.notify(&format!("n:{payload}")),
         "dbos_workflow_events_channel" => shared.signals.notify(&format!("e:{payload}")),
         "dbos_streams_channel" => shared.signals.notify(&format!("s:{payload}")),

@@ -40,6 +40,7 @@ use crate::engine::admission::{Admission, ClaimAnswer, Decision, Path, Permit};
 use crate::engine::directory::Offer;
 use crate::engine::dispatch::{Dispatch, QueueRequest};
 use crate::engine::evict::{Attach, EVICTED};
+use crate::engine::pause;
 use crate::engine::shared::SharedRef;
 use crate::engine::start::{self, EnqueueRequest, Target};
 use crate::error::DbError;
@@ -262,7 +263,7 @@ impl Actor for QueueActor {
         let evicted = !abnormal && why == EVICTED;
         if let Some(child) = state.exited(&cell.get_id()) {
             if evicted {
-                let decisions = state.park(child);
+                let decisions = state.park(&myself, child);
                 state.perform(&myself, decisions).await;
                 state.settle(&myself).await;
                 return Ok(());
@@ -568,13 +569,29 @@ impl QueueState {
     }
 
     /// Hands an evicted child's run and slot to the registry; runs it again at once if it was
-    /// woken meanwhile, frees the slot if it was cancelled meanwhile.
-    fn park(&mut self, child: Child) -> Vec<Decision<Dispatch>> {
+    /// woken meanwhile, frees the slot if it was cancelled meanwhile, and also requeues its row if
+    /// it was paused meanwhile (`engine::pause`).
+    fn park(&mut self, myself: &ActorRef<QueueMsg>, child: Child) -> Vec<Decision<Dispatch>> {
         let evicted = &self.shared.signals.evicted;
         match evicted.attach(child.dispatch, &self.def.name, child.slot) {
             Attach::Parked => Vec::new(),
             Attach::Resume(d, slot) => self.admission.reserved(d, slot),
             Attach::Gone(slot) => self.admission.released(slot),
+            Attach::Paused(d, slot) => {
+                let db = self.shared.db.clone();
+                let myself = myself.clone();
+                self.tasks.spawn(async move {
+                    match pause::requeue(&db, &d.id, &d.owner).await {
+                        Ok(Some(_)) => {
+                            let _ = myself.send_message(QueueMsg::Request(QueueRequest::Wake));
+                        }
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!(workflow_id = %d.id, error = %e,
+                            "cannot requeue a paused workflow; recovery puts it back on its queue"),
+                    }
+                });
+                self.admission.released(slot)
+            }
         }
     }
 

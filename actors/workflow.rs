@@ -10,7 +10,8 @@
 //! that call, the outcome's or the recorded steps' ends the run `ERROR` with the reason. A
 //! cancelled or taken-over run stops without writing anything. A run evicted inside a long
 //! wait has its body dropped and stops with the reason `evict::EVICTED`: its queue actor parks
-//! it with its slot.
+//! it with its slot. A paused run stops before its next durable call, writes the step records it
+//! held and puts its row back on its queue (`engine::pause`); its exit frees its slot.
 //!
 //! **Deadlines.** A timeout becomes `workflow_deadline_epoch_ms` (at start, or at claim when
 //! enqueued); children take their parent's deadline; this actor's timer cancels the tree when it
@@ -40,8 +41,10 @@ use crate::durable::context::{Abort, Context, History, RunInfo};
 use crate::engine::completion::Finished;
 use crate::engine::dispatch::{Dispatch, LocalRun, WorkflowRequest};
 use crate::engine::evict::EVICTED;
+use crate::engine::pause;
 use crate::engine::registry::Outcome;
 use crate::engine::shared::SharedRef;
+use crate::engine::start;
 use crate::error::{DbError, Error, PortableError};
 use crate::sysdb::{FinishOutcome, FinishWrite, StepWrite};
 
@@ -202,6 +205,9 @@ impl Actor for WorkflowActor {
             WorkflowMsg::Request(WorkflowRequest::Fence) => {
                 ctx.stop(Abort::NotOwner);
             }
+            WorkflowMsg::Request(WorkflowRequest::Pause) => {
+                ctx.stop(Abort::Paused);
+            }
             WorkflowMsg::Deadline => {
                 state.deadline_passed = true;
                 let id = state.dispatch.id.clone();
@@ -259,6 +265,7 @@ impl Actor for WorkflowActor {
                     Some(Abort::NotOwner | Abort::Evicted) => {
                         state.shared.completions.abandon(&state.dispatch.id)
                     }
+                    Some(Abort::Paused) => paused(&ctx, state).await?,
                 }
                 myself.stop(None);
             }
@@ -274,6 +281,30 @@ fn evicted(myself: &ActorRef<WorkflowMsg>, state: &WorkflowState) {
         .completions
         .release_unwatched(&state.dispatch.id);
     myself.stop(Some(EVICTED.into()));
+}
+
+/// A paused run stopped before its next durable call: the step records it held are written
+/// (so its finished steps replay), then its row goes back on its queue, unclaimable while paused
+/// (`engine::pause`). A failure of either crashes the run: its restart replays, and is paused
+/// again by the sweep.
+async fn paused(ctx: &Context, state: &WorkflowState) -> Result<(), ActorProcessingErr> {
+    let d = &state.dispatch;
+    match ctx.settle().await {
+        Ok(()) => {}
+        // The row moved on meanwhile (cancelled, taken over): nothing of it is this run's.
+        Err(Error::Cancelled { .. } | Error::NotOwner { .. }) => {
+            state.shared.completions.abandon(&d.id);
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    }
+    if let Some(queue) = pause::requeue(&state.shared.db, &d.id, &d.owner).await? {
+        tracing::info!(workflow_id = %d.id, workflow = %d.name, queue = %queue,
+            "workflow paused; it continues from here once resumed");
+        start::wake(&state.shared, &queue);
+    }
+    state.shared.completions.abandon(&d.id);
+    Ok(())
 }
 
 /// The one line a run stopped by a cancel (or its deadline) logs.

@@ -75,7 +75,11 @@ pub async fn run(
         builder = builder.evict_after(Some(Duration::from_millis(ms)));
     }
     let rt = builder.launch().await?;
-    let (name, waiting) = if children { ("parent", 2 * n) } else { ("waiter", n) };
+    let (name, waiting) = if children {
+        ("parent", 2 * n)
+    } else {
+        ("waiter", n)
+    };
     let rss_launched = rss_mb();
     let t = Instant::now();
     let mut set = tokio::task::JoinSet::new();
@@ -132,7 +136,11 @@ pub async fn run(
     let mut sent = Vec::new();
     for i in 0..sample.min(n) {
         let id = format!("w-{i}");
-        let to = if children { format!("{id}-c") } else { id.clone() };
+        let to = if children {
+            format!("{id}-c")
+        } else {
+            id.clone()
+        };
         let at = Instant::now();
         other.send(&to, &1u32, Some("t")).await?;
         sent.push((id, at));

@@ -294,6 +294,7 @@ fn routes(state: Arc<AdminState>) -> Router {
             get(workflows::step),
         )
         .route("/api/workflows/{id}/cancel", post(workflows::cancel))
+        .route("/api/workflows/{id}/pause", post(workflows::pause))
         .route("/api/workflows/{id}/resume", post(workflows::resume))
         .route("/api/workflows/{id}/fork", post(workflows::fork))
         .route("/api/workflows/{id}/update", post(interact::update))

@@ -22,6 +22,11 @@ pub(super) struct WorkflowView {
     /// The stored text of a status no DBOS version defines (`status` is then `UNKNOWN`).
     #[serde(skip_serializing_if = "Option::is_none")]
     stored_status: Option<String>,
+    /// Paused (`status` stays the stored one, DBOS's: `ENQUEUED`, or `PENDING` while its run
+    /// stops).
+    paused: bool,
+    /// When it was paused (`null` unless paused).
+    paused_at_ms: Option<i64>,
     queue: Option<String>,
     executor_id: Option<String>,
     app_version: Option<String>,
@@ -79,6 +84,8 @@ impl WorkflowView {
         WorkflowView {
             status: s.status.as_str(),
             stored_status: s.stored_status,
+            paused: s.paused_at_ms.is_some(),
+            paused_at_ms: s.paused_at_ms,
             id: s.id,
             name: s.name,
             queue: s.queue_name,

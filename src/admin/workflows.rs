@@ -1,7 +1,7 @@
 //! Workflow endpoints: list (filtered), one workflow with its payloads, its steps (in pages,
 //! with or without outputs; one step's output on demand: see `client::steps`), and the
-//! operator's actions (cancel, resume, fork, change attributes) on one workflow or, by filter,
-//! on many (`POST /api/batch`). Each answers JSON; an unknown id is a 404.
+//! operator's actions (cancel, pause, resume, fork, change attributes) on one workflow or, by
+//! filter, on many (`POST /api/batch`). Each answers JSON; an unknown id is a 404.
 
 use std::sync::Arc;
 
@@ -93,7 +93,18 @@ pub(super) async fn cancel(
     status_reply(&state, &id).await
 }
 
-/// `POST /api/workflows/{id}/resume`: answers the status after the resume.
+/// `POST /api/workflows/{id}/pause`: it stops before its next durable call and runs no more
+/// until resumed; answers the status after the pause (a finished workflow is a 409).
+pub(super) async fn pause(
+    State(state): State<Arc<AdminState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    state.client.pause_workflow(&id).await?;
+    status_reply(&state, &id).await
+}
+
+/// `POST /api/workflows/{id}/resume`: a paused workflow continues where it stopped, another
+/// resumes from its last checkpoint; answers the status after the resume.
 pub(super) async fn resume(
     State(state): State<Arc<AdminState>>,
     Path(id): Path<String>,
@@ -172,7 +183,8 @@ async fn find(state: &AdminState, id: &str, payloads: bool) -> Result<WorkflowIn
 
 async fn status_reply(state: &AdminState, id: &str) -> Result<Json<Value>, ApiError> {
     let info = find(state, id, false).await?;
+    let s = &info.status;
     Ok(Json(
-        json!({ "id": id, "status": info.status.status.as_str() }),
+        json!({ "id": id, "status": s.status.as_str(), "paused": s.is_paused() }),
     ))
 }

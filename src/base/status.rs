@@ -110,16 +110,26 @@ pub struct WorkflowStatus {
     /// [`Status::Unknown`]); `None` otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stored_status: Option<String>,
+    /// When the workflow was paused (epoch ms), while it is paused and not finished. The
+    /// stored `status` stays DBOS's (`ENQUEUED`, or `PENDING` while its run stops): a pause
+    /// lives in stead's own table (`Client::pause_workflow`).
+    pub paused_at_ms: Option<i64>,
 }
 
 impl WorkflowStatus {
-    /// The status for people: its stored text, marked when stead does not know it
-    /// (`BOGUS (unknown)`).
+    /// The status for people: `PAUSED` while paused, else its stored text, marked when stead
+    /// does not know it (`BOGUS (unknown)`).
     pub fn status_label(&self) -> String {
         match &self.stored_status {
+            _ if self.is_paused() => "PAUSED".to_owned(),
             Some(text) => format!("{text} (unknown)"),
             None => self.status.as_str().to_owned(),
         }
+    }
+
+    /// Paused (and not finished): it runs no further durable call until resumed.
+    pub fn is_paused(&self) -> bool {
+        self.paused_at_ms.is_some()
     }
 }
 

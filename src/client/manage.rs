@@ -246,14 +246,20 @@ impl Client {
         self.list_workflows(filter).await
     }
 
-    /// Resumes workflow `id` from its last checkpoint: a cancelled, parked or stuck workflow is
-    /// enqueued on the internal queue and runs again, without repeating its finished steps. An
-    /// execution still running it (anywhere) is stopped first. A finished workflow is left as
-    /// it is.
+    /// Resumes workflow `id` from its last checkpoint. A paused workflow
+    /// ([`Client::pause_workflow`]) is unpaused and continues on its own queue from where it
+    /// stopped (nothing else changes). A cancelled, parked or stuck workflow is enqueued on the
+    /// internal queue and runs again, without repeating its finished steps; an execution still
+    /// running it (anywhere) is stopped first. A finished workflow is left as it is.
     pub async fn resume(&self, id: &str) -> Result<WorkflowHandle> {
         let shared = self.shared();
         start::check_running(shared)?;
         crate::names::validate_name(id, "workflow id")?;
+        match self.unpause_workflow(id).await? {
+            None => return Err(Error::NotFound(id.to_owned())),
+            Some(true) => return Ok(self.handle(id)),
+            Some(false) => {}
+        }
         let target = id.to_owned();
         let resumed = shared
             .db
@@ -528,6 +534,7 @@ mod tests {
                 partition_key: None,
                 delay_until_ms: None,
                 attributes: None,
+                paused_at_ms: None,
                 stored_status: None,
             },
             inputs: Some(r#"{"positionalArgs":[7],"namedArgs":{}}"#.into()),

@@ -81,6 +81,9 @@ pub(crate) enum WorkflowRequest {
     /// Stop before the next durable call and leave the row as it is: another execution owns
     /// the workflow now (adopted, resumed elsewhere).
     Fence,
+    /// Stop before the next durable call, write the held step records and put the row back on
+    /// its queue: the workflow is paused (`engine::pause`).
+    Pause,
 }
 
 /// A workflow actor running in this process, and the owner token it runs under.

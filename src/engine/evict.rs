@@ -36,7 +36,8 @@
 //! (client, announcement, sweep) removes the entry and frees its slot (`Shared::cancel_local`); the
 //! sweep checks a rotating batch of 1,000 evicted runs per round besides the resident ones, so a
 //! DBOS-tool cancel of an evicted workflow is found within n/1000 rounds, or when it wakes (its
-//! replay meets the `CANCELLED` row). A fence and shutdown drop every entry; the rows stay
+//! replay meets the `CANCELLED` row). A pause removes the entry the same way and requeues its row
+//! (`engine::pause`). A fence and shutdown drop every entry; the rows stay
 //! `PENDING`, and recovery after the fence, or the next launch, runs them. An entry costs about
 //! 0.75 KB (one process held 1,000,000 in 910 MB; `benches/README.md`).
 
@@ -92,6 +93,8 @@ struct Entry {
     run: Option<Box<Parked>>,
     /// Woken before the run was handed over: the queue actor runs it again at once.
     woken: bool,
+    /// Paused before the run was handed over: the queue actor requeues its row instead.
+    paused: bool,
 }
 
 /// An evicted run: its dispatch, compacted, and the queue slot it keeps.
@@ -141,6 +144,8 @@ pub(crate) enum Attach {
     Resume(Dispatch, Permit),
     /// It was cancelled (or the registry cleared) meanwhile: free its slot.
     Gone(Permit),
+    /// It was paused meanwhile: free its slot and put its row back on its queue.
+    Paused(Dispatch, Permit),
 }
 
 impl Evicted {
@@ -183,6 +188,7 @@ impl Evicted {
             key,
             run: None,
             woken: false,
+            paused: false,
         };
         s.entries.insert(id, entry);
         drop(s);
@@ -222,13 +228,34 @@ impl Evicted {
         }
     }
 
+    /// A pause of `id`: a handed-over run is forgotten and returned (its slot and row are the
+    /// caller's to free and requeue); one not handed over yet is marked, so its hand-over
+    /// answers [`Attach::Paused`].
+    pub(crate) fn pause(&self, id: &str) -> Option<Parked> {
+        let mut s = self.lock();
+        let entry = s.entries.get_mut(id)?;
+        if entry.run.is_none() {
+            entry.paused = true;
+            return None;
+        }
+        let mut entry = s.entries.remove(id)?;
+        self.unlink(&mut s, id, &entry);
+        entry.run.take().map(|run| *run)
+    }
+
     /// Hands over the run of a stopped actor whose wait registered `d.id`.
     pub(crate) fn attach(&self, d: Dispatch, queue: &str, slot: Permit) -> Attach {
         let mut s = self.lock();
-        let (id, woken) = match s.entries.get_key_value(d.id.as_str()) {
+        let (id, woken, paused) = match s.entries.get_key_value(d.id.as_str()) {
             None => return Attach::Gone(slot),
-            Some((id, entry)) => (id.clone(), entry.woken),
+            Some((id, entry)) => (id.clone(), entry.woken, entry.paused),
         };
+        if paused {
+            if let Some(entry) = s.entries.remove(d.id.as_str()) {
+                self.unlink(&mut s, &id, &entry);
+            }
+            return Attach::Paused(d, slot);
+        }
         if woken {
             s.entries.remove(d.id.as_str());
             let (mut d, slot) = (d, slot);

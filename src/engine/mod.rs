@@ -1,8 +1,8 @@
 //! The engine: what schedules and wakes runs, without running their code. The runtime's shared
 //! state, its settings and registry, the actor directory and the messages the core sends actors,
 //! queue admission, starts and enqueues, completion slots and handles, wake-up signals, the
-//! eviction registry, the database actor's port, fleet liveness, schedules and retention (and,
-//! for tests, injected faults and the crash matrix's crash points).
+//! eviction registry, paused runs, the database actor's port, fleet liveness, schedules and
+//! retention (and, for tests, injected faults and the crash matrix's crash points).
 //!
 //! It uses `base` and `sysdb`; it never names an actor (those are `actors/`, reached only
 //! through the message types defined here) and never reaches up into `durable` except for the
@@ -21,6 +21,7 @@ pub(crate) mod evict;
 pub(crate) mod faults;
 pub(crate) mod fleet;
 pub(crate) mod handle;
+pub(crate) mod pause;
 pub(crate) mod registry;
 pub(crate) mod request;
 pub(crate) mod residents;

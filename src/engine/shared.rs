@@ -18,7 +18,7 @@ use crate::engine::dispatch::WorkflowRequest;
 use crate::engine::registry::Registry;
 use crate::engine::signals::Signals;
 use crate::error::Result;
-use crate::sysdb::HeldRun;
+use crate::sysdb::{HeldRun, PAUSED_RUN};
 
 /// Where a runtime is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,7 +121,8 @@ impl Shared {
     }
 
     /// Stops the runs among `held` whose row is no longer `PENDING` under their owner token
-    /// (another writer cancelled, resumed or adopted it); one read. Returns how many.
+    /// (another writer cancelled, resumed or adopted it), or whose workflow is paused (those
+    /// stop as a pause stops them, `engine::pause`); one read. Returns how many.
     pub(crate) async fn stop_moved_runs(&self, held: Vec<HeldRun>) -> Result<usize> {
         if held.is_empty() {
             return Ok(0);
@@ -131,6 +132,11 @@ impl Shared {
             .call_with(held, |db, held| async move { db.lost_runs(&held).await })
             .await?;
         for run in &lost {
+            if run.status == PAUSED_RUN {
+                tracing::debug!(workflow_id = %run.id, "the workflow is paused; stopping its run");
+                self.pause_local(&run.id, Some(&run.owner));
+                continue;
+            }
             // A run whose own outcome is committed lingers until its actor stops: not news.
             match run.status.as_str() {
                 "SUCCESS" | "ERROR" => tracing::debug!(workflow_id = %run.id,

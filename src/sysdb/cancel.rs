@@ -64,7 +64,8 @@ pub(crate) struct LostRun {
     pub id: String,
     /// The owner token the run holds (not the row's).
     pub owner: String,
-    /// The row's status now (`CANCELLED` after a cancel by any writer).
+    /// The row's status now (`CANCELLED` after a cancel by any writer), or `PAUSED`
+    /// ([`crate::sysdb::pauses::PAUSED_RUN`]) for a paused workflow whose row is still the run's.
     pub status: String,
 }
 
@@ -75,8 +76,8 @@ pub(crate) trait Cancels: Send + Sync {
     /// deduplication id, loses `started_at_epoch_ms` and gets `completed_at`.
     async fn cancel(&self, id: &str, cascade: bool) -> Result<Cancelled, DbError>;
 
-    /// Of `runs`, those whose row is no longer `PENDING` under the run's owner token. Rows that
-    /// do not exist (yet) are left out. Reads only.
+    /// Of `runs`, those whose row is no longer `PENDING` under the run's owner token, or whose
+    /// workflow is paused. Rows that do not exist (yet) are left out. Reads only.
     async fn lost_runs(&self, runs: &[HeldRun]) -> Result<Vec<LostRun>, DbError>;
 }
 

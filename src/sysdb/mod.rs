@@ -70,6 +70,7 @@ pub use migrate::MigrationReport;
 pub(crate) use migrate::DBOS_SCHEMA_VERSION;
 pub(crate) use observe::{CompletedBucket, QueueCounts, Waiting};
 pub(crate) use ops::{Op, OpOutcome, OpStep, OutgoingMessage, PeekedMessage, UPDATE_CALL};
+pub(crate) use pauses::{PauseOutcome, PAUSED_RUN, PAUSE_CHANNEL};
 pub(crate) use queues::QueueDeletion;
 pub(crate) use reads::{StatusRow, StepRow, StreamRow};
 pub(crate) use rewind::{Rewind, Rewound, STREAM_CLOSED};

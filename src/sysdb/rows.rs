@@ -90,12 +90,13 @@ bind_for!(Postgres, Sqlite);
 
 // Decoders and binders both backends use, each beside the column list it reads or writes.
 
-/// The status columns of `workflow_status w`, in the order [`status_from_row`] reads them.
+/// The status columns of `workflow_status w`, in the order [`status_from_row`] reads them; the
+/// last is the pause's time, from `stead_workflow_pauses wp` left-joined on the id.
 pub(super) const STATUS_COLUMNS: &str = "w.workflow_uuid, w.status, w.name, w.executor_id, \
     w.application_version, w.application_name, w.queue_name, w.recovery_attempts, w.created_at, \
     w.updated_at, w.started_at_epoch_ms, w.completed_at, w.parent_workflow_id, w.forked_from, \
     w.workflow_timeout_ms, w.workflow_deadline_epoch_ms, w.priority, w.deduplication_id, \
-    w.queue_partition_key, w.delay_until_epoch_ms, w.attributes";
+    w.queue_partition_key, w.delay_until_epoch_ms, w.attributes, wp.paused_at";
 
 /// A status record, columns in [`STATUS_COLUMNS`] order.
 pub(super) fn status_from_row(row: &impl AnyRow) -> Result<WorkflowStatus, DbError> {
@@ -131,6 +132,11 @@ pub(super) fn status_from_row(row: &impl AnyRow) -> Result<WorkflowStatus, DbErr
         partition_key: row.at(18)?,
         delay_until_ms: row.at(19)?,
         attributes: row.at(20)?,
+        // A pause only means something while the workflow may still run.
+        paused_at_ms: match status.is_some_and(|s| !s.is_final()) {
+            true => row.at(21)?,
+            false => None,
+        },
     })
 }
 
@@ -139,9 +145,9 @@ impl StatusRow {
     pub(super) fn from_row(row: &impl AnyRow) -> Result<StatusRow, DbError> {
         Ok(StatusRow {
             status: status_from_row(row)?,
-            serialization: row.at(21)?,
-            output: row.at(22)?,
-            error: row.at(23)?,
+            serialization: row.at(22)?,
+            output: row.at(23)?,
+            error: row.at(24)?,
         })
     }
 }
@@ -151,10 +157,10 @@ impl ListedRow {
     pub(super) fn from_row(row: &impl AnyRow) -> Result<ListedRow, DbError> {
         Ok(ListedRow {
             status: status_from_row(row)?,
-            serialization: row.at(21)?,
-            inputs: row.at(22)?,
-            output: row.at(23)?,
-            error: row.at(24)?,
+            serialization: row.at(22)?,
+            inputs: row.at(23)?,
+            output: row.at(24)?,
+            error: row.at(25)?,
         })
     }
 }

@@ -85,6 +85,29 @@
     return el("span", { class: "pill s-" + status }, status);
   }
 
+  // A workflow's status as shown: PAUSED while paused (its stored status, DBOS's, in the title).
+  function workflowPill(w) {
+    if (w.paused) {
+      const pill = statusPill("PAUSED");
+      pill.title = "stored status " + w.status + ", paused " + when(w.paused_at_ms);
+      return pill;
+    }
+    return statusPill(w.stored_status ? w.stored_status + " (unknown)" : w.status);
+  }
+
+  // The buttons acting on workflow `w`: pause or resume, cancel, resume a stopped one.
+  function workflowActions(w) {
+    const button = (action, label, cls) => el("button", {
+      type: "button", class: cls, dataset: { action, id: w.id },
+    }, label);
+    const live = CANCELLABLE.has(w.status);
+    return [
+      live && !w.paused && button("pause", "Pause"),
+      (w.paused || RESUMABLE.has(w.status)) && button("resume", "Resume"),
+      live && button("cancel", "Cancel", "danger"),
+    ];
+  }
+
   function json(value) {
     return el("pre", {}, value === undefined || value === null ? "null" : JSON.stringify(value, null, 2));
   }
@@ -180,20 +203,14 @@
   }
 
   function workflowRow(w) {
-    const actions = el("td", {},
-      CANCELLABLE.has(w.status) && el("button", {
-        type: "button", class: "danger", dataset: { action: "cancel", id: w.id },
-      }, "Cancel"),
-      RESUMABLE.has(w.status) && el("button", {
-        type: "button", dataset: { action: "resume", id: w.id },
-      }, "Resume"));
+    const actions = el("td", {}, workflowActions(w));
     return el("tr", {
       class: w.id === state.selected ? "selected" : "",
-      dataset: { workflowId: w.id, status: w.status },
+      dataset: { workflowId: w.id, status: w.status, paused: w.paused ? "true" : "false" },
     },
     el("td", { class: "id", title: w.id }, w.id),
     el("td", {}, w.name),
-    el("td", { class: "status" }, statusPill(w.stored_status ? w.stored_status + " (unknown)" : w.status)),
+    el("td", { class: "status" }, workflowPill(w)),
     el("td", {}, w.queue || ""),
     timeCell(w.created_at_ms),
     timeCell(w.updated_at_ms),
@@ -205,7 +222,7 @@
     try {
       const body = await api("/api/workflows/" + encodeURIComponent(id) + "/" + action,
         { method: "POST", body: "{}" });
-      banner(action + " " + id + ": now " + body.status, "info");
+      banner(action + " " + id + ": now " + (body.paused ? "PAUSED" : body.status), "info");
     } catch (e) {
       banner(action + " " + id + " failed: " + e.message);
     }
@@ -229,7 +246,8 @@
       meta.append(el("dt", {}, label), el("dd", {}, value));
     };
     add("name", w.name);
-    add("status", statusPill(w.stored_status ? w.stored_status + " (unknown)" : w.status));
+    add("status", workflowPill(w));
+    add("paused", w.paused && new Date(w.paused_at_ms).toLocaleString());
     add("queue", w.queue);
     add("executor", w.executor_id);
     add("version", w.app_version);
@@ -242,6 +260,7 @@
     if (w.output !== null) add("output", json(w.output));
     if (w.error) add("error", errorBlock(w.error));
     $("#detail-meta").replaceChildren(meta);
+    $("#detail-actions").replaceChildren(...workflowActions(w).filter(Boolean));
     $("#timeline").replaceChildren(timeline(w, steps.list), steps.more ? el("button", {
       type: "button", id: "more-steps",
       onclick: () => { state.steps.shown += STEP_PAGE; refresh(); },
@@ -398,8 +417,23 @@
           q.depth ? duration(q.lag_ms) : el("span", { class: "muted" }, "—")),
         el("td", { class: "num" }, q.running),
         el("td", { title: cap ? q.running + " of " + cap : q.running + " running" },
-          el("div", { class: "bar" }, fill)));
+          el("div", { class: "bar" }, fill)),
+        el("td", {}, q.paused && el("span", { class: "pill s-PAUSED",
+          title: "paused " + when(q.paused_at_ms) }, "PAUSED"), " ",
+        el("button", { type: "button", dataset: { queueAction: q.paused ? "resume" : "pause",
+          queue: q.name } }, q.paused ? "Resume" : "Pause")));
     }));
+  }
+
+  async function actOnQueue(action, name) {
+    try {
+      await api("/api/queues/" + encodeURIComponent(name) + "/" + action,
+        { method: "POST", body: "{}" });
+      banner(action + " queue " + name + ": now " + (action === "pause" ? "paused" : "running"), "info");
+    } catch (e) {
+      banner(action + " queue " + name + " failed: " + e.message);
+    }
+    await refresh();
   }
 
   async function loadExecutors() {
@@ -511,6 +545,20 @@
     $("#auto").addEventListener("change", schedule);
     $("#detail-close").addEventListener("click", () => select(null));
     $("#fork-form").addEventListener("submit", fork);
+    $("#detail-actions").addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-action]");
+      if (button) {
+        button.disabled = true;
+        act(button.dataset.action, button.dataset.id);
+      }
+    });
+    $("#queues tbody").addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-queue-action]");
+      if (button) {
+        button.disabled = true;
+        actOnQueue(button.dataset.queueAction, button.dataset.queue);
+      }
+    });
     $("#workflows tbody").addEventListener("click", (event) => {
       const button = event.target.closest("button[data-action]");
       if (button) {

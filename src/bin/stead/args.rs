@@ -106,8 +106,8 @@ pub enum WorkflowCommand {
         #[command(flatten)]
         batch: BatchArgs,
     },
-    /// Resume a cancelled or stuck workflow from its last checkpoint, or every cancelled (or
-    /// MAX_RECOVERY_ATTEMPTS_EXCEEDED) one --where selects
+    /// Resume a paused workflow where it stopped, a cancelled or stuck one from its last
+    /// checkpoint, or every cancelled (or MAX_RECOVERY_ATTEMPTS_EXCEEDED) one --where selects
     Resume {
         #[arg(required_unless_present_any = ["filters", "all"])]
         id: Option<String>,
@@ -126,6 +126,9 @@ pub enum WorkflowCommand {
         #[command(flatten)]
         batch: BatchArgs,
     },
+    /// Pause a workflow: it stops before its next durable call and no executor runs it until
+    /// resumed (`resume` continues it where it stopped)
+    Pause { id: String },
     /// Copy a workflow into a new one that replays the steps before --step and runs the rest
     Fork(ForkArgs),
     /// List workflows of dead executors that no live executor can run (a version nobody

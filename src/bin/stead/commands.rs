@@ -160,6 +160,10 @@ async fn workflow(
         WorkflowCommand::Cancel {
             id: None, batch, ..
         } => run_batch(client, Batch::cancel, batch, progress).await,
+        WorkflowCommand::Pause { id } => {
+            client.pause_workflow(&id).await?;
+            changed(client, "pause", &id).await
+        }
         WorkflowCommand::Resume { id: Some(id), .. } => {
             client.resume(&id).await?;
             changed(client, "resume", &id).await
@@ -463,11 +467,13 @@ async fn attributes(
     Ok(Rendered::new(&value, text))
 }
 
-/// After a cancel or a resume: the workflow's status now.
+/// After a cancel, a pause or a resume: the workflow's status now (`PAUSED` while paused; the
+/// JSON keeps the stored status and adds `paused`).
 async fn changed(client: &Client, action: &str, id: &str) -> stead::Result<Rendered> {
-    let status = client.handle(id).status().await?.status;
-    let value = json!({ "action": action, "id": id, "status": status });
-    let text = format!("{action}: workflow '{id}' is now {status}\n");
+    let now = client.handle(id).status().await?;
+    let value =
+        json!({ "action": action, "id": id, "status": now.status, "paused": now.is_paused() });
+    let text = format!("{action}: workflow '{id}' is now {}\n", now.status_label());
     Ok(Rendered::new(&value, text))
 }
 

@@ -211,6 +211,12 @@ pub fn workflow(w: &WorkflowInfo) -> String {
     let mut fields: Vec<(&str, Option<String>)> = vec![
         ("id", Some(s.id.clone())),
         ("status", Some(s.status_label())),
+        // A pause keeps DBOS's stored status: show it beside.
+        (
+            "stored status",
+            s.is_paused().then(|| s.status.as_str().to_owned()),
+        ),
+        ("paused", s.paused_at_ms.map(time)),
         ("name", Some(s.name.clone())),
         ("queue", s.queue_name.clone()),
         ("app version", s.app_version.clone()),

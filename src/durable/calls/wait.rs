@@ -139,10 +139,15 @@ impl Context {
     }
 
     /// Ends a registered run here: its actor drops the body (this never resolves) and hands
-    /// the run to the registry.
+    /// the run to the registry. A run told to stop for another reason first (a cancel, a
+    /// pause) is not evicted: the wait fails with that reason instead.
     pub(crate) async fn evict<T>(&self) -> Result<T> {
-        self.stop(crate::durable::context::Abort::Evicted);
-        std::future::pending().await
+        use crate::durable::context::Abort;
+        let err = self.stop(Abort::Evicted);
+        if self.abort() == Some(Abort::Evicted) {
+            return std::future::pending().await;
+        }
+        Err(self.check_abort().err().unwrap_or(err))
     }
 }
 

@@ -23,7 +23,7 @@ use records::Deferred;
 
 use crate::engine::shared::SharedRef;
 use crate::error::{DbError, Error, Result};
-use crate::sysdb::{HeldRun, StepRow};
+use crate::sysdb::{HeldRun, StepRow, PAUSED_RUN};
 
 /// Why a run stopped without an outcome of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +36,9 @@ pub(crate) enum Abort {
     Crash(String),
     /// The run was evicted while waiting; it is parked, to run again by replay.
     Evicted,
+    /// The workflow was paused: the held records are written and its row goes back on its
+    /// queue, to run again by replay once resumed (`engine::pause`).
+    Paused,
 }
 
 /// The handle a workflow body uses for every durable call.
@@ -477,13 +480,14 @@ impl Context {
         let id = self.inner.run.workflow_id.clone();
         match reason {
             Abort::Cancelled => Error::Cancelled { id },
-            Abort::NotOwner | Abort::Evicted => Error::NotOwner { id },
+            Abort::NotOwner | Abort::Evicted | Abort::Paused => Error::NotOwner { id },
             Abort::Crash(reason) => Error::Database(DbError::Transient(reason.clone())),
         }
     }
 
     /// Reads whether the row is still `PENDING` under this run's owner token; stops the run
-    /// when another writer cancelled (or took) it. One read, for after a long wait only.
+    /// when another writer cancelled (or took) it, or paused the workflow. One read, for after
+    /// a long wait only.
     pub(crate) async fn recheck(&self) -> Result<()> {
         let held = vec![HeldRun {
             id: self.inner.run.workflow_id.clone(),
@@ -499,6 +503,7 @@ impl Context {
             Ok(lost) => match lost.first() {
                 None => Ok(()),
                 Some(run) if run.status == "CANCELLED" => Err(self.stop(Abort::Cancelled)),
+                Some(run) if run.status == PAUSED_RUN => Err(self.stop(Abort::Paused)),
                 Some(_) => Err(self.stop(Abort::NotOwner)),
             },
             Err(e) => Err(self.db_failure(e)),

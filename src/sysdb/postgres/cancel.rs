@@ -9,12 +9,15 @@ use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::cancel::{Cancelled, Cancels, HeldRun, LostRun};
 
-/// Held runs ($1 ids, $2 owner tokens) whose row moved on: by primary key only.
+/// Held runs ($1 ids, $2 owner tokens) whose row moved on, or whose workflow is paused (reported
+/// as `PAUSED` while the row is still theirs, `sysdb::pauses`): by primary keys only.
 const LOST: &str = r#"
-SELECT w.workflow_uuid, r.owner, w.status
+SELECT w.workflow_uuid, r.owner,
+       CASE WHEN w.status = 'PENDING' AND w.owner_xid = r.owner THEN 'PAUSED' ELSE w.status END
 FROM UNNEST($1::text[], $2::text[]) AS r(id, owner)
 JOIN {s}.workflow_status w ON w.workflow_uuid = r.id
 WHERE w.status <> 'PENDING' OR w.owner_xid IS DISTINCT FROM r.owner
+   OR EXISTS (SELECT 1 FROM {s}.stead_workflow_pauses p WHERE p.workflow_uuid = r.id)
 "#;
 
 const CANCEL: &str = r#"

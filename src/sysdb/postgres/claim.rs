@@ -147,11 +147,11 @@ const TAKE: &str = r#", claimed AS (
     -- that passes every row claimed since (the deep-backlog workload, W6).
     SELECT priority, created_at FROM (
         (SELECT priority, created_at FROM {s}.workflow_status
-         WHERE queue_name = $1 AND status = 'ENQUEUED' AND priority < {FLOOR_P}
+         WHERE queue_name = $1 AND status = 'ENQUEUED' AND priority < {FLOOR_P} AND {UNPAUSED}
          ORDER BY priority, created_at LIMIT $4::int8 + 1)
         UNION ALL
         (SELECT priority, created_at FROM {s}.workflow_status
-         WHERE queue_name = $1 AND status = 'ENQUEUED' AND {FLOOR}
+         WHERE queue_name = $1 AND status = 'ENQUEUED' AND {FLOOR} AND {UNPAUSED}
          ORDER BY priority, created_at LIMIT $4::int8 + 1)
     ) x
     ORDER BY priority, created_at
@@ -181,9 +181,14 @@ const NEWER: &str = "(SELECT 1 FROM {s}.application_versions me \
       AND v.version_timestamp > me.version_timestamp)";
 
 /// Rows this executor may run: of its version, or of none while no newer version is registered;
-/// of its application, or of none.
+/// of its application, or of none; not paused.
 const RUNNABLE: &str = "(application_version = $2 OR (application_version IS NULL \
-    AND NOT EXISTS {NEWER})) AND (application_name = $3 OR application_name IS NULL)";
+    AND NOT EXISTS {NEWER})) AND (application_name = $3 OR application_name IS NULL) \
+    AND {UNPAUSED}";
+
+/// Not a paused workflow (`sysdb::pauses`): a key probe of a table that is usually empty.
+const UNPAUSED: &str = "NOT EXISTS (SELECT 1 FROM {s}.stead_workflow_pauses wp \
+    WHERE wp.workflow_uuid = workflow_status.workflow_uuid)";
 
 /// The claim's floor: $14 priority, $15 `created_at` (none: below every row).
 const FLOOR_P: &str = "COALESCE($14::int4, (-2147483648)::int4)";
@@ -196,6 +201,7 @@ const FLOOR: &str = "(priority, created_at) >= ({FLOOR_P}, {FLOOR_T})";
 /// Splices the shared fragments into a claim statement.
 fn spliced(sql: String) -> String {
     sql.replace("{RUNNABLE}", RUNNABLE)
+        .replace("{UNPAUSED}", UNPAUSED)
         .replace("{NEWER}", NEWER)
         .replace("{FLOOR}", FLOOR)
         .replace("{FLOOR_P}", FLOOR_P)

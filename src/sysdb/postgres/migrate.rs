@@ -9,7 +9,8 @@
 //! lock (taken for the migration's one transaction) and sets `dbos_migrations` to 125. stead's own
 //! tables are created on every migration (idempotent scripts, no version of their own):
 //! `stead_executors` (the fleet's roster, `migrations/postgres/stead_executors.sql`) and
-//! `stead_queue_pauses` (paused queues, `migrations/postgres/stead_queue_pauses.sql`) and
+//! `stead_queue_pauses` (paused queues, `migrations/postgres/stead_queue_pauses.sql`),
+//! `stead_workflow_pauses` (paused workflows) and
 //! `stead_schedule_policies` (schedules' overlap and jitter).
 
 use async_trait::async_trait;
@@ -27,9 +28,10 @@ const MIGRATION_LOCK: i64 = 1_234_567_890;
 const SCRIPT: &str = include_str!("../../../migrations/postgres/0001_dbos_3_4.sql");
 
 /// stead's own tables beside DBOS's (idempotent, run on every migration, in order).
-const STEAD_SCRIPTS: [&str; 3] = [
+const STEAD_SCRIPTS: [&str; 4] = [
     include_str!("../../../migrations/postgres/stead_executors.sql"),
     include_str!("../../../migrations/postgres/stead_queue_pauses.sql"),
+    include_str!("../../../migrations/postgres/stead_workflow_pauses.sql"),
     include_str!("../../../migrations/postgres/stead_schedule_policies.sql"),
 ];
 

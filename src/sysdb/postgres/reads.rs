@@ -21,6 +21,7 @@ fn status_sql() -> String {
         "SELECT {STATUS_COLUMNS}, w.serialization, COALESCE(o.output, w.output), \
            COALESCE(o.error, w.error) \
          FROM {{s}}.workflow_status w \
+         LEFT JOIN {{s}}.stead_workflow_pauses wp ON wp.workflow_uuid = w.workflow_uuid \
          LEFT JOIN {{s}}.workflow_output o ON o.workflow_uuid = w.workflow_uuid \
          WHERE w.workflow_uuid = $1"
     )

@@ -9,12 +9,16 @@ use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::cancel::{Cancelled, Cancels, HeldRun, LostRun};
 
-/// Held runs (?1: a JSON array of `[id, owner]` pairs) whose row moved on.
+/// Held runs (?1: a JSON array of `[id, owner]` pairs) whose row moved on, or whose workflow is
+/// paused (reported as `PAUSED` while the row is still theirs, `sysdb::pauses`).
 const LOST: &str = r#"
-SELECT w.workflow_uuid, json_extract(r.value, '$[1]'), w.status
+SELECT w.workflow_uuid, json_extract(r.value, '$[1]'),
+       CASE WHEN w.status = 'PENDING' AND w.owner_xid IS json_extract(r.value, '$[1]')
+            THEN 'PAUSED' ELSE w.status END
 FROM json_each(?1) r
 JOIN workflow_status w ON w.workflow_uuid = json_extract(r.value, '$[0]')
 WHERE w.status <> 'PENDING' OR w.owner_xid IS NOT json_extract(r.value, '$[1]')
+   OR EXISTS (SELECT 1 FROM stead_workflow_pauses p WHERE p.workflow_uuid = w.workflow_uuid)
 "#;
 
 const CANCEL: &str = r#"

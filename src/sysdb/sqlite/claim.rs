@@ -18,7 +18,11 @@ const VERSION_FILTER: &str = "(application_version = ?2 OR (application_version 
         JOIN application_versions v ON v.application_name IS me.application_name \
         WHERE me.version_name = ?2 AND me.application_name IS ?3 \
           AND v.version_timestamp > me.version_timestamp))) \
-    AND (application_name = ?3 OR application_name IS NULL)";
+    AND (application_name = ?3 OR application_name IS NULL) AND {UNPAUSED}";
+
+/// Not a paused workflow (`sysdb::pauses`).
+const UNPAUSED: &str = "NOT EXISTS (SELECT 1 FROM stead_workflow_pauses wp \
+    WHERE wp.workflow_uuid = workflow_status.workflow_uuid)";
 
 /// The columns a taken workflow reports, in the order `Claimed::keyed_from_row` reads them.
 const CLAIMED_COLUMNS: &str = "w.workflow_uuid, w.name, w.owner_xid, \
@@ -116,7 +120,8 @@ async fn pick(
             "SELECT workflow_uuid FROM workflow_status \
              WHERE queue_name = ?1 AND status = 'ENQUEUED' AND {VERSION_FILTER} \
              ORDER BY priority, created_at LIMIT ?4"
-        );
+        )
+        .replace("{UNPAUSED}", UNPAUSED);
         return Ok(sqlx::query_scalar(AssertSqlSafe(sql))
             .bind(&q.name)
             .bind(&r.app_version)
@@ -147,7 +152,8 @@ async fn pick(
            AND r.rn <= COALESCE(?7 - COALESCE(p.mine, 0), r.rn) \
            AND r.rn <= COALESCE(?8 - COALESCE(x.n, 0), r.rn) \
          ORDER BY r.priority, r.created_at LIMIT ?4"
-    );
+    )
+    .replace("{UNPAUSED}", UNPAUSED);
     let opt = |n: Option<u32>| n.map(i64::from);
     Ok(sqlx::query_scalar(AssertSqlSafe(sql))
         .bind(&q.name)
@@ -221,7 +227,9 @@ async fn report(
         "SELECT (SELECT min(delay_until_epoch_ms) FROM workflow_status \
                  WHERE status = 'DELAYED' AND queue_name = ?1 AND delay_until_epoch_ms > ?2), \
                 (SELECT count(*) FROM (SELECT 1 FROM workflow_status \
-                 WHERE queue_name = ?1 AND status = 'ENQUEUED' LIMIT ?3 + 1)), \
+                 WHERE queue_name = ?1 AND status = 'ENQUEUED' AND NOT EXISTS \
+                   (SELECT 1 FROM stead_workflow_pauses wp \
+                    WHERE wp.workflow_uuid = workflow_status.workflow_uuid) LIMIT ?3 + 1)), \
                 (SELECT min(started_at_epoch_ms) FROM workflow_status \
                  WHERE queue_name = ?1 AND rate_limited AND started_at_epoch_ms > ?4)",
     )

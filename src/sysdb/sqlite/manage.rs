@@ -255,6 +255,7 @@ fn list_sql(newest_first: bool) -> String {
            CASE WHEN ?12 THEN COALESCE(o.output, w.output) END, \
            CASE WHEN ?12 THEN COALESCE(o.error, w.error) END \
          FROM workflow_status w \
+         LEFT JOIN stead_workflow_pauses wp ON wp.workflow_uuid = w.workflow_uuid \
          LEFT JOIN workflow_input i ON ?12 AND i.workflow_uuid = w.workflow_uuid \
          LEFT JOIN workflow_output o ON ?12 AND o.workflow_uuid = w.workflow_uuid \
          WHERE {LIST_WHERE} \

@@ -16,6 +16,7 @@ impl Reads for Sqlite {
             "SELECT {STATUS_COLUMNS}, w.serialization, COALESCE(o.output, w.output), \
                COALESCE(o.error, w.error) \
              FROM workflow_status w \
+             LEFT JOIN stead_workflow_pauses wp ON wp.workflow_uuid = w.workflow_uuid \
              LEFT JOIN workflow_output o ON o.workflow_uuid = w.workflow_uuid \
              WHERE w.workflow_uuid = ?1"
         );
