@@ -76,4 +76,5 @@ mod updates;
 mod verify;
 #[cfg(feature = "testing")]
 mod virtual_time;
+mod workflow_pause;
 mod workflows;
