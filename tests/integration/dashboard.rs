@@ -1,6 +1,7 @@
 //! The dashboard in a real browser (headless Chromium through chromedriver): the page loads
 //! with the token from its URL, lists a workflow the test started, shows queues, throughput
-//! and a workflow's step timeline, and a click on Cancel cancels the workflow.
+//! and a workflow's step timeline, a click on Cancel cancels the workflow, and clicks pause and
+//! resume a workflow and a queue.
 
 use std::time::Duration;
 
@@ -283,6 +284,122 @@ async fn mounted_under_admin_of_an_app_a_deep_link_opens_the_workflows_steps(db)
 
     browser.quit().await;
     served.abort();
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
+/// The page's state of workflow `arguments[0]`: its row's status and whether it is paused,
+/// once the row is there.
+const ROW_PAUSE: &str =
+    "const row = document.querySelector(`tr[data-workflow-id=\"${arguments[0]}\"]`); \
+     return row ? [row.dataset.status, row.dataset.paused, \
+       row.querySelector('td.status').textContent] : null;";
+
+/// Waits until `id`'s row shows `paused` (`"true"`/`"false"`); returns [status, paused, label].
+async fn row_paused(browser: &Browser, id: &str, paused: &str) -> serde_json::Value {
+    browser
+        .wait_for(
+            &format!(
+                "const r = (() => {{ {ROW_PAUSE} }})(); \
+                 return r && r[1] === arguments[1] ? r : null;"
+            ),
+            json!([id, paused]),
+            15,
+        )
+        .await
+}
+
+both_backends! {
+async fn clicks_pause_and_resume_a_workflow_and_a_queue(db) {
+    require_browser!();
+    let rt = common::builder(&db)
+        .workflow("slow", slow)
+        .queue(stead::Queue::new("mail"))
+        .launch()
+        .await
+        .expect("launch");
+    rt.start("slow", (), WorkflowOptions::with_id("slow-p"))
+        .await
+        .unwrap();
+    let server = admin::serve(rt.client(), AdminOptions::new().token(TOKEN))
+        .await
+        .expect("serve");
+    let browser = Browser::launch().await;
+    browser
+        .goto(&format!("{}/?token={TOKEN}", server.url()))
+        .await;
+    let shown = browser.wait_for(ROW_STATUS, json!(["slow-p"]), 15).await;
+    assert_eq!(shown, "PENDING");
+
+    // Pause: the run stops in its sleep and waits on its queue, shown as PAUSED.
+    browser
+        .click_css(r#"button[data-action="pause"][data-id="slow-p"]"#)
+        .await;
+    let row = row_paused(&browser, "slow-p", "true").await;
+    assert_eq!(row[2], "PAUSED", "{row}");
+    assert!(rt.client().handle("slow-p").status().await.unwrap().is_paused());
+    let stored = browser
+        .wait_for(
+            &("const r = (() => { ".to_owned() + ROW_PAUSE + " })(); \
+             return r && r[0] === 'ENQUEUED' ? r[0] : null;"),
+            json!(["slow-p"]),
+            15,
+        )
+        .await;
+    assert_eq!(stored, "ENQUEUED", "the stored status stays DBOS's");
+
+    // Resume: it runs again (back in its sleep), no longer paused.
+    browser
+        .click_css(r#"button[data-action="resume"][data-id="slow-p"]"#)
+        .await;
+    let row = row_paused(&browser, "slow-p", "false").await;
+    assert_ne!(row[2], "PAUSED", "{row}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = rt.client().handle("slow-p").status().await.unwrap();
+        if s.status == Status::Pending && !s.is_paused() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never ran again: {s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The queue panel pauses and resumes a queue.
+    let queue_button = r#"button[data-queue="mail"]"#;
+    let label = browser
+        .wait_for(
+            &format!("const b = document.querySelector('{queue_button}'); \
+                      return b ? b.textContent : null;"),
+            json!([]),
+            10,
+        )
+        .await;
+    assert_eq!(label, "Pause");
+    browser.click_css(queue_button).await;
+    let label = browser
+        .wait_for(
+            &format!("const b = document.querySelector('{queue_button}'); \
+                      return b && b.textContent === 'Resume' ? b.textContent : null;"),
+            json!([]),
+            10,
+        )
+        .await;
+    assert_eq!(label, "Resume");
+    let paused = rt.client().paused_queues().await.unwrap();
+    assert_eq!(paused.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["mail"]);
+    browser.click_css(queue_button).await;
+    browser
+        .wait_for(
+            &format!("const b = document.querySelector('{queue_button}'); \
+                      return b && b.textContent === 'Pause' ? b.textContent : null;"),
+            json!([]),
+            10,
+        )
+        .await;
+    assert!(rt.client().paused_queues().await.unwrap().is_empty());
+
+    browser.quit().await;
+    server.shutdown().await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }

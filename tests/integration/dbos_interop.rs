@@ -1,7 +1,8 @@
 //! Interoperability with the real DBOS Transact 3.4 (PyPI `dbos`, installed by `.ci/test-deps`;
 //! skipped without it, see `common::dbos_py`): databases migrated by either side, work
 //! enqueued by the Python client, DBOS's CLI reading stead's workflows, messages and events
-//! across the two, and rows in a format stead cannot read.
+//! across the two, paused workflows as DBOS's tools read them, and rows in a format stead cannot
+//! read.
 
 use std::time::Duration;
 
@@ -541,5 +542,38 @@ async fn args_from_stead_read_like_a_python_callers() {
     .await;
     let inputs: Value = serde_json::from_str(&inputs.unwrap_or_default()).unwrap();
     assert_eq!(inputs, json!({"positionalArgs": [2, 3], "namedArgs": {}}));
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test]
+async fn dbos_tools_read_a_paused_workflow_by_its_dbos_status() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let rt = launch(&db).await;
+    let pool = db.pool().await;
+    rt.enqueue(QUEUE, "inbox", (), WorkflowOptions::with_id("held"))
+        .await
+        .unwrap();
+    common::wait_status(&pool, "held", "PENDING").await;
+    // Paused inside its wait: the run stops and its row goes back on its queue.
+    assert!(rt.client().pause_workflow("held").await.unwrap());
+    common::wait_status(&pool, "held", "ENQUEUED").await;
+
+    let listed = py_client(&db.url, APP, "statuses", json!({"workflow_ids": ["held"]})).await;
+    assert_eq!(
+        ok(listed),
+        json!([{"id": "held", "status": "ENQUEUED", "queue": QUEUE}]),
+        "the DBOS client lists it by its DBOS status"
+    );
+    let got = dbos_workflow_cli(&db.url, &["get", "held"]).await;
+    assert_eq!(got["status"], "ENQUEUED", "{got}");
+    let all = dbos_workflow_cli(&db.url, &["list"]).await;
+    assert_eq!(entry(&all, "held")["status"], "ENQUEUED", "{all}");
+
+    // Resumed, it continues on stead and finishes.
+    let h = rt.client().resume("held").await.unwrap();
+    rt.client().send("held", &json!("go"), Some("in")).await.unwrap();
+    let got: Option<Value> = common::within(h.result()).await.unwrap();
+    assert_eq!(got, Some(json!("go")));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }

@@ -72,6 +72,13 @@ def list_ids(client, args):
     return [w.workflow_id for w in client.list_workflows(**args)]
 
 
+def statuses(client, args):
+    return [
+        {"id": w.workflow_id, "status": w.status, "queue": w.queue_name}
+        for w in client.list_workflows(**args)
+    ]
+
+
 def get_event(client, args):
     return client.get_event(args["id"], args["key"], args.get("timeout", 10))
 
@@ -90,6 +97,7 @@ COMMANDS = {
     "get_event": get_event,
     "cancel": cancel,
     "list": list_ids,
+    "statuses": statuses,
     "update_attributes": update_attributes,
 }
 
