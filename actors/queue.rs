@@ -578,16 +578,10 @@ impl QueueState {
             Attach::Resume(d, slot) => self.admission.reserved(d, slot),
             Attach::Gone(slot) => self.admission.released(slot),
             Attach::Paused(d, slot) => {
-                let db = self.shared.db.clone();
-                let myself = myself.clone();
+                let (db, myself) = (self.shared.db.clone(), myself.clone());
                 self.tasks.spawn(async move {
-                    match pause::requeue(&db, &d.id, &d.owner).await {
-                        Ok(Some(_)) => {
-                            let _ = myself.send_message(QueueMsg::Request(QueueRequest::Wake));
-                        }
-                        Ok(None) => {}
-                        Err(e) => tracing::warn!(workflow_id = %d.id, error = %e,
-                            "cannot requeue a paused workflow; recovery puts it back on its queue"),
+                    if pause::requeue_logged(&db, &d.id, &d.owner).await {
+                        let _ = myself.send_message(QueueMsg::Request(QueueRequest::Wake));
                     }
                 });
                 self.admission.released(slot)

@@ -10,6 +10,7 @@
 //! caught between eviction and hand-over, marked so its queue actor does that. It owns no row of
 //! its own and never runs workflow code.
 
+use crate::engine::db::Db;
 use crate::engine::dispatch::{QueueRequest, WorkflowRequest};
 use crate::engine::shared::Shared;
 use crate::error::DbError;
@@ -29,27 +30,31 @@ impl Shared {
         self.completions.abandon(id);
         let db = self.db.clone();
         tokio::spawn(async move {
-            match requeue(&db, &d.id, &d.owner).await {
-                Ok(Some(_)) => {
-                    if let Some(port) = port {
-                        let _ = port.send_message(QueueRequest::Wake);
-                    }
+            if requeue_logged(&db, &d.id, &d.owner).await {
+                if let Some(port) = port {
+                    let _ = port.send_message(QueueRequest::Wake);
                 }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(workflow_id = %d.id, error = %e,
-                    "cannot requeue a paused workflow; recovery puts it back on its queue"),
             }
         });
     }
 }
 
+/// [`requeue`] for a run no actor holds (an evicted one), a failure logged: true when the row
+/// went back on its queue (then wake that queue).
+pub(crate) async fn requeue_logged(db: &Db, id: &str, owner: &str) -> bool {
+    match requeue(db, id, owner).await {
+        Ok(queue) => queue.is_some(),
+        Err(e) => {
+            tracing::warn!(workflow_id = %id, error = %e,
+                "cannot requeue a paused workflow; recovery puts it back on its queue");
+            false
+        }
+    }
+}
+
 /// Puts paused run `id`'s row (`PENDING` under `owner`) back on its queue, as
 /// `Pauses::requeue_paused` does; returns that queue, `None` when the row moved on meanwhile.
-pub(crate) async fn requeue(
-    db: &crate::engine::db::Db,
-    id: &str,
-    owner: &str,
-) -> Result<Option<String>, DbError> {
+pub(crate) async fn requeue(db: &Db, id: &str, owner: &str) -> Result<Option<String>, DbError> {
     let args = (id.to_owned(), owner.to_owned());
     db.call_with(args, |store, (id, owner)| async move {
         store.requeue_paused(&id, &owner).await

@@ -21,7 +21,10 @@
 //! everywhere. No claim takes a paused row (the claims skip it), so recovery, adoption and every
 //! executor leave it alone across restarts and fleet changes. Resuming deletes the row and
 //! announces its queue: any executor serving it claims the row and runs it by replay, from where it
-//! stopped.
+//! stopped. A claim's pick and its count of waiting rows skip paused rows (a key probe per
+//! candidate); a queue's survey (gauges, the look below a floor) stays an index-only read and
+//! counts them: a paused row below a claim's floor costs at most one claim from the front per
+//! survey.
 
 use async_trait::async_trait;
 

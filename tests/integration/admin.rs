@@ -1,10 +1,10 @@
 //! The admin HTTP endpoints, over real HTTP against a runtime on its own database: health and
-//! readiness, the token, listing and filters, one workflow and its steps, cancel, resume and
+//! readiness, the token, listing and filters, one workflow and its steps, cancel, pause, resume and
 //! fork, queues with their load, throughput, metrics, and the 4xx answers to bad requests.
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use stead::admin::{self, AdminError, AdminOptions, AdminServer};
 use stead::{Context, Queue, Runtime, Status, WorkflowOptions};
 
@@ -290,6 +290,19 @@ async fn cancel_resume_and_fork_act_and_refuse_bad_requests(db) {
     assert!(now == "ENQUEUED" || now == "PENDING", "{now}");
     wait_status(&rt, "s-1", Status::Pending).await;
 
+    // A pause keeps DBOS's status and says it is paused; a resume lifts it; a finished
+    // workflow cannot be paused.
+    let paused = post(&server, "/api/workflows/s-1/pause", None).await;
+    assert_eq!(paused.status, 200, "{}", paused.body);
+    assert_eq!(paused.json()["paused"], true, "{}", paused.body);
+    wait_status(&rt, "s-1", Status::Enqueued).await;
+    let shown = get(&server, "/api/workflows/s-1").await.json();
+    assert_eq!((&shown["status"], &shown["paused"]), (&json!("ENQUEUED"), &json!(true)));
+    assert!(shown["paused_at_ms"].is_i64(), "{shown}");
+    let resumed = post(&server, "/api/workflows/s-1/resume", None).await;
+    assert_eq!(resumed.json()["paused"], false, "{}", resumed.body);
+    wait_status(&rt, "s-1", Status::Pending).await;
+
     let h = rt
         .start("double", 5u64, WorkflowOptions::with_id("d-5"))
         .await
@@ -330,7 +343,9 @@ async fn cancel_resume_and_fork_act_and_refuse_bad_requests(db) {
         assert_eq!(bad.status, 400, "{body:?}: {}", bad.body);
         assert!(bad.error().contains(param), "{body:?}: {}", bad.body);
     }
-    for action in ["cancel", "resume"] {
+    let finished = post(&server, "/api/workflows/d-5/pause", None).await;
+    assert_eq!(finished.status, 409, "{}", finished.body);
+    for action in ["cancel", "pause", "resume"] {
         let missing = post(&server, &format!("/api/workflows/ghost/{action}"), None).await;
         assert_eq!(missing.status, 404, "{action}: {}", missing.body);
         assert_eq!(missing.error(), "workflow \"ghost\" not found");

@@ -572,7 +572,10 @@ async fn dbos_tools_read_a_paused_workflow_by_its_dbos_status() {
 
     // Resumed, it continues on stead and finishes.
     let h = rt.client().resume("held").await.unwrap();
-    rt.client().send("held", &json!("go"), Some("in")).await.unwrap();
+    rt.client()
+        .send("held", &json!("go"), Some("in"))
+        .await
+        .unwrap();
     let got: Option<Value> = common::within(h.result()).await.unwrap();
     assert_eq!(got, Some(json!("go")));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();

@@ -235,6 +235,53 @@ async fn a_pause_survives_a_restart_and_recovery_does_not_run_it(db) {
 }
 }
 
+/// A step, a long durable sleep, a step.
+async fn sleeper(ctx: Context, key: String) -> stead::Result<String> {
+    for step in ["before", "after"] {
+        if step == "after" {
+            ctx.sleep(Duration::from_secs(2)).await?;
+        }
+        let k = key.clone();
+        ctx.step(step, || async move {
+            note(&k, "", step).await?;
+            Ok(())
+        })
+        .await?;
+    }
+    Ok("slept".into())
+}
+
+both_backends! {
+async fn an_evicted_workflow_is_paused_without_waking_and_resumes_from_its_wait(db) {
+    let rt = builder(&db, "pause-evicted")
+        .workflow("sleeper", sleeper)
+        .evict_after(Some(Duration::from_millis(100)))
+        .launch()
+        .await
+        .unwrap();
+    let checks = db.checks().await;
+    let k = key(&db, "e1");
+    rt.enqueue(QUEUE, "sleeper", &k, WorkflowOptions::with_id("e1")).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while rt.client().stats().workflows_evicted == 0 {
+        assert!(std::time::Instant::now() < deadline, "never evicted");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(rt.client().pause_workflow("e1").await.unwrap());
+    common::wait_status(&checks, "e1", "ENQUEUED").await;
+    assert_eq!(rt.client().stats().workflows_evicted, 0, "its entry and slot are gone");
+    // Its queue's one slot is free, and the sleep's end does not run it.
+    let other = rt.enqueue(QUEUE, "quick", (), WorkflowOptions::with_id("e2")).await.unwrap();
+    assert_eq!(common::within(other.result::<u32>()).await.unwrap(), 1);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(notes(&k), ["before"]);
+    let h = rt.client().resume("e1").await.unwrap();
+    assert_eq!(common::within(h.result::<String>()).await.unwrap(), "slept");
+    assert_eq!(notes(&k), ["before", "after"]);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
 /// The executor process of the two-process test: runs `x1` and waits to be killed.
 #[tokio::test]
 #[ignore = "run as a child process by a_pause_from_another_process_stops_the_run_where_it_runs"]

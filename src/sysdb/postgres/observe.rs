@@ -28,12 +28,9 @@ GROUP BY queue_name
 /// priority ($2) lies below it ($3), each from the in-flight index.
 pub(super) const WAITING: &str = r#"
 SELECT count(*), min(created_at),
-       EXISTS (SELECT 1 FROM {s}.workflow_status w
+       EXISTS (SELECT 1 FROM {s}.workflow_status
                WHERE queue_name = $1 AND status = 'ENQUEUED'
-                 AND priority = $2::int4 AND created_at < $3::int8
-                 -- A paused row below the floor is no reason to claim from the front.
-                 AND NOT EXISTS (SELECT 1 FROM {s}.stead_workflow_pauses p
-                                 WHERE p.workflow_uuid = w.workflow_uuid))
+                 AND priority = $2::int4 AND created_at < $3::int8)
 FROM {s}.workflow_status
 WHERE queue_name = $1 AND status = 'ENQUEUED'
 "#;

@@ -1,4 +1,4 @@
-//! Changing workflows with the binary: cancel, resume, fork and delete (seen through a
+//! Changing workflows with the binary: cancel, pause, resume, fork and delete (seen through a
 //! `Client`), and `gc` deleting only old or surplus finished workflows.
 
 use super::*;
@@ -22,6 +22,16 @@ async fn cancel_resume_fork_and_delete_change_the_workflows(db) {
 
     let resumed = json(url, &["workflow", "resume", "w"]).await;
     assert_eq!(resumed["id"], "w");
+    wait_for(&client, "w", &[Status::Pending]).await;
+
+    // Paused, it shows as PAUSED (its stored status beside it); resumed, it runs on.
+    let paused = json(url, &["workflow", "pause", "w"]).await;
+    assert_eq!(paused["paused"], true, "{paused}");
+    wait_for(&client, "w", &[Status::Enqueued]).await;
+    let shown = ok(url, &["workflow", "get", "w"]).await;
+    assert!(shown.contains("PAUSED") && shown.contains("ENQUEUED"), "{shown}");
+    let out = ok(url, &["workflow", "resume", "w"]).await;
+    assert!(!out.contains("PAUSED"), "{out}");
     wait_for(&client, "w", &[Status::Pending]).await;
     client.send("w", &"go", Some("go")).await.unwrap();
     let got: Option<String> = common::within(client.handle("w").result()).await.unwrap();
@@ -74,6 +84,7 @@ async fn cancel_resume_fork_and_delete_change_the_workflows(db) {
         ["workflow", "delete", "d-copy"],
         ["workflow", "get", "d-copy"],
         ["workflow", "cancel", "nope"],
+        ["workflow", "pause", "nope"],
         ["workflow", "resume", "nope"],
         ["workflow", "steps", "nope"],
     ] {

@@ -4,8 +4,12 @@
 use super::*;
 
 /// Runs a catalog query whose rows are text columns, writing this schema's name as `<s>`.
-async fn texts(pool: &PgPool, schema: &str, sql: &'static str) -> Vec<Vec<String>> {
-    let rows = sqlx::query(sql).bind(schema).fetch_all(pool).await.unwrap();
+async fn texts(pool: &PgPool, schema: &str, sql: &str) -> Vec<Vec<String>> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+        .bind(schema)
+        .fetch_all(pool)
+        .await
+        .unwrap();
     rows.iter()
         .map(|r| {
             (0..r.len())
@@ -46,7 +50,7 @@ async fn fresh_migrate_creates_the_dbos_3_4_schema() {
     )
     .await;
     assert_eq!(columns, expected::column_rows(), "tables and columns");
-    // Beside DBOS's tables, stead's own: the fleet's roster and the paused queues.
+    // Beside DBOS's tables, stead's own: the fleet's roster, the paused queues and workflows.
     let roster = texts(
         &pool,
         "dbos",
@@ -56,19 +60,22 @@ async fn fresh_migrate_creates_the_dbos_3_4_schema() {
     )
     .await;
     assert_eq!(roster.len(), 10, "stead_executors: {roster:?}");
-    let pauses = texts(
-        &pool,
-        "dbos",
-        "SELECT a.attname::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-         WHERE c.relnamespace = $1::regnamespace AND c.relname = 'stead_queue_pauses'
-           AND a.attnum > 0 ORDER BY a.attnum",
-    )
-    .await;
-    assert_eq!(
-        pauses,
-        [["queue_name"], ["paused_at"]],
-        "stead_queue_pauses"
-    );
+    for (table, columns) in [
+        ("stead_queue_pauses", ["queue_name", "paused_at"]),
+        ("stead_workflow_pauses", ["workflow_uuid", "paused_at"]),
+    ] {
+        let found = texts(
+            &pool,
+            "dbos",
+            &format!(
+                "SELECT a.attname::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+                 WHERE c.relnamespace = $1::regnamespace AND c.relname = '{table}'
+                   AND a.attnum > 0 ORDER BY a.attnum"
+            ),
+        )
+        .await;
+        assert_eq!(found, columns.map(|c| [c]), "{table}");
+    }
 
     let mut constraints = texts(
         &pool,
