@@ -54,7 +54,9 @@ fn change(action: usize) -> (&'static str, &'static str, &'static str) {
                  json_build_array(workflow_uuid, owner)::text) FROM done \
                  WHERE owner IS NOT NULL) \
              , wake AS (SELECT pg_notify('stead_queue_channel', $20) \
-                 FROM (SELECT 1 FROM done LIMIT 1) one)",
+                 FROM (SELECT 1 FROM done LIMIT 1) one) \
+             , unpaused AS (DELETE FROM {s}.stead_workflow_pauses \
+                 WHERE workflow_uuid IN (SELECT workflow_uuid FROM done))",
             "(SELECT count(*) FROM taken) + (SELECT count(*) FROM wake)",
         ),
         2 => (

@@ -142,6 +142,16 @@ async fn apply(
         .bind(action.argument())
         .execute(&mut *tx)
         .await?;
+    if matches!(action, BatchAction::Resume(_)) {
+        // A resume lifts a pause (`sysdb::pauses`), as a single resume does.
+        sqlx::query(
+            "DELETE FROM stead_workflow_pauses \
+             WHERE workflow_uuid IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await?;
+    }
     Ok(hits.iter().map(|id| (*id).to_owned()).collect())
 }
 

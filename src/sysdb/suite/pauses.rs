@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use super::{claim_of, enqueued, ids, owner_of, store_tests, Fixture, Kind};
 use crate::base::queue::{Queue, INTERNAL_QUEUE};
-use crate::sysdb::{HeldRun, ListQuery, PauseOutcome, PAUSED_RUN, PAUSE_CHANNEL, QUEUE_CHANNEL};
+use crate::sysdb::{
+    BatchAction, BatchPage, HeldRun, ListQuery, PauseOutcome, PAUSED_RUN, PAUSE_CHANNEL,
+    QUEUE_CHANNEL,
+};
 
 store_tests!(
     queues_pause_and_resume_once_and_are_listed,
@@ -16,6 +19,7 @@ store_tests!(
     only_an_unfinished_workflow_is_paused,
     a_paused_run_is_reported_and_requeued_under_its_owner_only,
     a_workflow_pause_is_announced_and_goes_with_its_workflow,
+    a_batch_resume_lifts_a_pause,
 );
 
 async fn queues_pause_and_resume_once_and_are_listed(kind: Kind) {
@@ -263,4 +267,27 @@ async fn a_workflow_pause_is_announced_and_goes_with_its_workflow(kind: Kind) {
         0,
         "deleted with it"
     );
+}
+
+async fn a_batch_resume_lifts_a_pause(kind: Kind) {
+    // Paused, then cancelled (the pause row stays), then resumed by a batch: it runs again.
+    let f = Fixture::new(kind).await;
+    f.start(&enqueued("b", "q")).await;
+    f.store.pause_workflow("b", 1).await.unwrap();
+    f.store.cancel("b", false).await.unwrap();
+    let page = BatchPage {
+        filter: ListQuery {
+            ids: Some(vec!["b".into()]),
+            ..ListQuery::default()
+        },
+        action: BatchAction::Resume(INTERNAL_QUEUE.into()),
+        after: None,
+        size: 10,
+        dry_run: false,
+    };
+    let rows = f.store.batch_page(&page).await.unwrap();
+    assert!(rows[0].changed);
+    assert_eq!(f.rows_of("stead_workflow_pauses", "b").await, 0);
+    let internal = Queue::new(INTERNAL_QUEUE);
+    assert_eq!(ids(&f.claim(&claim_of(internal, 10)).await), ["b"]);
 }
