@@ -113,12 +113,7 @@ pub async fn run(
             break;
         }
         if last_print.elapsed() > Duration::from_secs(10) {
-            eprintln!(
-                "evicted {} resident {} rss {:.0} MB",
-                s.workflows_evicted,
-                s.workflows_resident,
-                rss_mb()
-            );
+            eprintln!("rss {:.0} MB {s:?}", rss_mb());
             last_print = Instant::now();
         }
         if t.elapsed() > Duration::from_secs(3600) {
