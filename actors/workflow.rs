@@ -36,6 +36,7 @@ use tracing::Instrument;
 
 use crate::base::codec;
 use crate::base::metrics;
+use crate::base::queue::INTERNAL_QUEUE;
 use crate::base::status::Status;
 use crate::durable::context::{Abort, Context, History, RunInfo};
 use crate::engine::completion::Finished;
@@ -161,7 +162,11 @@ impl Actor for WorkflowActor {
             crate::base::otel::continue_trace(&span, d.trace_context.as_deref());
         }
         let shared = state.shared.clone();
-        let Some((ctx, body)) = prepare(&shared, &d).instrument(span.clone()).await? else {
+        let queue = state.queue.clone();
+        let Some((ctx, body)) = prepare(&shared, &d, &queue)
+            .instrument(span.clone())
+            .await?
+        else {
             myself.stop(None);
             return Ok(());
         };
@@ -323,6 +328,7 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
 async fn prepare(
     shared: &SharedRef,
     d: &Dispatch,
+    queue: &str,
 ) -> Result<Option<(Context, futures::future::BoxFuture<'static, Outcome>)>, ActorProcessingErr> {
     let Some(entry) = shared.registry.get(&d.name).cloned() else {
         let e = Error::UnknownWorkflow(d.name.clone());
@@ -374,6 +380,8 @@ async fn prepare(
         owner: d.owner.clone(),
         deadline: d.deadline,
         metrics: entry.metrics().clone(),
+        limits: entry.config.history_limits.unwrap_or(shared.config.history),
+        queue: (queue != INTERNAL_QUEUE).then(|| queue.to_owned()),
     };
     let ctx = Context::new(run, shared.clone(), history);
     let mut run = entry.run(ctx.clone(), input);

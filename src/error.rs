@@ -180,6 +180,34 @@ pub enum Error {
         workflow_id: String,
         update_id: String,
     },
+    /// A run's history reached its limit ([`HistoryLimits`](crate::HistoryLimits)): the durable
+    /// call that would have gone past it recorded nothing. Continue the workflow as a new run
+    /// ([`Context::continue_as_new`](crate::Context::continue_as_new)) to start from an empty
+    /// history, or raise the limit.
+    #[error(
+        "workflow {workflow_id} reached its history limit of {max} {limit} ({used} recorded); \
+         continue it as new or raise the limit"
+    )]
+    HistoryLimit {
+        workflow_id: String,
+        limit: crate::base::limits::HistoryLimit,
+        used: u64,
+        max: u64,
+    },
+    /// A value was larger than the runtime's limit
+    /// ([`RuntimeBuilder::max_value_bytes`](crate::RuntimeBuilder::max_value_bytes)); nothing
+    /// of it was recorded. `call` names what would have recorded it.
+    #[error("{call} is {bytes} bytes, over the limit of {limit} bytes; nothing was recorded")]
+    ValueTooLarge {
+        call: String,
+        bytes: usize,
+        limit: usize,
+    },
+    /// The run continued as a new run (`next`): returned by
+    /// [`Context::continue_as_new`](crate::Context::continue_as_new) for the body to return, and
+    /// by any durable call after it. The continued run's own outcome is already recorded.
+    #[error("workflow {id} continued as {next}")]
+    ContinuedAsNew { id: String, next: String },
     /// An argument was malformed (an empty id, a name with a NUL byte, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -233,6 +261,9 @@ impl Error {
             Error::UpdateRejected { .. } => "UpdateRejected",
             Error::UpdateFailed { .. } => "UpdateFailed",
             Error::UpdateTimeout { .. } => "UpdateTimeout",
+            Error::HistoryLimit { .. } => "HistoryLimit",
+            Error::ValueTooLarge { .. } => "ValueTooLarge",
+            Error::ContinuedAsNew { .. } => "ContinuedAsNew",
             Error::InvalidArgument(_) => "InvalidArgument",
             Error::Database(_) => "DatabaseError",
             Error::Shutdown => "Shutdown",

@@ -88,6 +88,7 @@ pub use base::metrics;
 pub use base::otel;
 
 // What nearly every user names; the rest is grouped in the modules below and above.
+pub use base::limits::{HistoryLimit, HistoryLimits};
 pub use base::queue::Queue;
 pub use base::status::Status;
 pub use base::workflow::Workflow;
@@ -107,6 +108,10 @@ pub use engine::faults::Fault;
 pub mod workflow {
     pub use crate::base::args::Args;
     pub use crate::base::attributes::{parse_attribute, Attributes, OTEL_CONTEXT_KEY};
+    pub use crate::base::limits::{
+        HistoryLimit, HistoryLimits, DEFAULT_MAX_HISTORY_BYTES, DEFAULT_MAX_HISTORY_CALLS,
+        DEFAULT_MAX_VALUE_BYTES,
+    };
     pub use crate::base::status::{Status, WorkflowStatus};
     pub use crate::base::workflow::{ReadAs, Untyped, Workflow, WorkflowRef};
     pub use crate::engine::handle::WorkflowHandle;

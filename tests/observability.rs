@@ -537,3 +537,53 @@ async fn each_failure_logs_one_line_at_its_level_with_the_workflow_and_error(db)
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
+
+/// Nine steps under a limit of ten calls: past the eighth (80%), one warning; the last step's
+/// refusal is counted too.
+async fn near_limit(ctx: Context, n: u32) -> stead::Result<u32> {
+    for _ in 0..n {
+        ctx.step("s", || async { Ok(1) }).await?;
+    }
+    match ctx.step("past", || async { Ok(1) }).await {
+        Err(stead::Error::HistoryLimit { .. }) => Ok(n),
+        other => Err(stead::Error::InvalidArgument(format!("not refused: {other:?}"))),
+    }
+}
+
+both_backends! {
+async fn a_history_past_eighty_percent_warns_once_and_a_refusal_is_counted(db) {
+    let _serial = SERIAL.lock().await;
+    let (snapshotter, _, events) = instruments();
+    snapshotter.snapshot();
+    events.lock().unwrap().clear();
+    let rt = common::builder(&db)
+        .history_limits(stead::HistoryLimits::default().calls(10))
+        .workflow("near_limit", near_limit)
+        .launch()
+        .await
+        .unwrap();
+    let h = rt
+        .start("near_limit", 10u32, WorkflowOptions::with_id("near-1"))
+        .await
+        .unwrap();
+    assert_eq!(common::within(h.result::<u32>()).await.unwrap(), 10);
+    rt.shutdown(Duration::from_secs(1)).await.unwrap();
+    let snap = snapshotter.snapshot().into_vec();
+    let counter = |name| value(&snap, MetricKind::Counter, name, &[("workflow", "near_limit")]);
+    assert_eq!(counter(stead::metrics::HISTORY_WARNINGS), Some(V::Counter(1)));
+    assert_eq!(counter(stead::metrics::HISTORY_REFUSALS), Some(V::Counter(1)));
+    let warnings: Vec<_> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(level, f)| {
+            *level == tracing::Level::WARN
+                && f.get("workflow_id").map(String::as_str) == Some("near-1")
+                && f.get("message").is_some_and(|m| m.contains("passed 80%"))
+        })
+        .cloned()
+        .collect();
+    assert_eq!(warnings.len(), 1, "one warning: {warnings:?}");
+    assert_eq!(warnings[0].1.get("calls").map(String::as_str), Some("8"));
+}
+}

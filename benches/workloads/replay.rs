@@ -60,6 +60,8 @@ async fn launch(db: &str) -> stead::Result<Runtime> {
         .database_url(db)
         .app_version("bench-1")
         .executor_id("bench-replay")
+        // W7 records 100,000 calls and W8 1 GB in one run: past the default history limits.
+        .history_limits(stead::HistoryLimits::unlimited())
         .workflow("deep", deep)
         .launch()
         .await

@@ -49,6 +49,7 @@ impl From<Error> for ApiError {
                 StatusCode::NOT_FOUND
             }
             Error::InvalidArgument(_) | Error::UnknownQueue(_) => StatusCode::BAD_REQUEST,
+            Error::ValueTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Error::QueueNotEmpty { .. }
             | Error::WorkflowFinished { .. }
             | Error::WorkflowConflict { .. }

@@ -9,8 +9,10 @@ pub(crate) mod attributes;
 pub(crate) mod backoff;
 pub(crate) mod clock;
 pub(crate) mod codec;
+pub(crate) mod continuation;
 pub(crate) mod cron;
 pub(crate) mod hash;
+pub(crate) mod limits;
 pub mod metrics;
 pub(crate) mod nonfinite;
 #[cfg(feature = "otel")]

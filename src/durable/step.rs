@@ -357,7 +357,9 @@ where
     let (output, error) = match &result {
         Ok(value) => {
             let what = format!("the output of step {name:?} (call #{function_id})");
-            (Some(codec::encode(value, &what)?), None)
+            let output = codec::encode(value, &what)?;
+            ctx.check_value(&output, || what)?;
+            (Some(output), None)
         }
         Err(e) => (None, Some(codec::encode_error(&e.to_portable()))),
     };

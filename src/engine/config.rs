@@ -4,6 +4,8 @@
 use std::time::Duration;
 
 use crate::base::backoff::Backoff;
+use crate::base::limits::{HistoryLimits, DEFAULT_MAX_VALUE_BYTES};
+use crate::error::{Error, Result};
 use crate::sysdb::Executor;
 
 /// Resolved settings of a runtime.
@@ -33,6 +35,10 @@ pub(crate) struct Config {
     pub max_resident: Option<usize>,
     /// The lease and the adoption timer (an executor on Postgres).
     pub fleet: crate::engine::fleet::FleetSettings,
+    /// How much history one run may record, unless its workflow says otherwise.
+    pub history: HistoryLimits,
+    /// The largest value a run, a start or an enqueue records.
+    pub max_value_bytes: usize,
 }
 
 /// The application stead runs as when none is given (and `DBOS_APP_NAME` is unset).
@@ -81,7 +87,22 @@ impl Config {
             evict_after: None,
             max_resident: None,
             fleet: Default::default(),
+            history: HistoryLimits::default(),
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
         }
+    }
+
+    /// Refuses `value`, recorded by `call` (named by `what`), when it is over the value limit:
+    /// before anything of it is written.
+    pub(crate) fn check_value(&self, value: &str, call: impl FnOnce() -> String) -> Result<()> {
+        if value.len() <= self.max_value_bytes {
+            return Ok(());
+        }
+        Err(Error::ValueTooLarge {
+            call: call(),
+            bytes: value.len(),
+            limit: self.max_value_bytes,
+        })
     }
 
     /// The version new workflows are written with: a runtime's own; none from a client, so any

@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::base::codec;
+use crate::base::limits::HistoryLimits;
 use crate::base::metrics::WorkflowMetrics;
 use crate::base::user_error::{short_type_name, UserErrors};
 use crate::durable::context::Context;
@@ -67,13 +68,15 @@ mod sealed {
 #[derive(Debug, Clone)]
 pub struct WorkflowConfig {
     pub(crate) max_recovery_attempts: u32,
+    pub(crate) history_limits: Option<HistoryLimits>,
 }
 
 impl Default for WorkflowConfig {
-    /// DBOS's default: 100 recovery attempts.
+    /// DBOS's default: 100 recovery attempts; the runtime's history limits.
     fn default() -> Self {
         WorkflowConfig {
             max_recovery_attempts: 100,
+            history_limits: None,
         }
     }
 }
@@ -83,6 +86,13 @@ impl WorkflowConfig {
     /// workflow is parked as `MAX_RECOVERY_ATTEMPTS_EXCEEDED`.
     pub fn max_recovery_attempts(mut self, attempts: u32) -> Self {
         self.max_recovery_attempts = attempts;
+        self
+    }
+
+    /// How much history one run of this workflow may record, instead of the runtime's
+    /// ([`RuntimeBuilder::history_limits`](crate::RuntimeBuilder::history_limits)).
+    pub fn history_limits(mut self, limits: HistoryLimits) -> Self {
+        self.history_limits = Some(limits);
         self
     }
 }
@@ -156,9 +166,12 @@ impl Registry {
                     )
                 })?;
                 match f.call(ctx, input).await {
-                    Ok(output) => {
-                        codec::encode(&output, "the workflow's output").map_err(|e| e.to_portable())
-                    }
+                    Ok(output) => codec::encode(&output, "the workflow's output")
+                        .and_then(|text| {
+                            let what = || format!("the output of workflow {workflow:?}");
+                            shared.config.check_value(&text, what).map(|()| text)
+                        })
+                        .map_err(|e| e.to_portable()),
                     Err(e) => Err(to_portable::<F::Error>(e.into(), &shared.registry.errors)),
                 }
             })

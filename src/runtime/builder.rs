@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::base::limits::{HistoryLimits, DEFAULT_MAX_VALUE_BYTES};
 use crate::base::queue::Queue;
 use crate::base::workflow::Workflow;
 use crate::engine::config::{Config, RestartPolicy};
@@ -41,6 +42,8 @@ pub struct RuntimeBuilder {
     evict_after: Option<Duration>,
     max_resident: Option<usize>,
     fleet: FleetSettings,
+    history: HistoryLimits,
+    max_value_bytes: usize,
     registry: Registry,
     error: Option<Error>,
 }
@@ -77,6 +80,8 @@ impl Default for RuntimeBuilder {
             evict_after: Some(crate::engine::config::DEFAULT_EVICT_AFTER),
             max_resident: Some(crate::engine::residents::DEFAULT_MAX_RESIDENT),
             fleet: FleetSettings::default(),
+            history: HistoryLimits::default(),
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
             registry: Registry::default(),
             error: None,
         }
@@ -245,6 +250,23 @@ impl RuntimeBuilder {
     /// defaults a million waiting workflows take under 1 GB.
     pub fn max_resident(mut self, bound: Option<usize>) -> Self {
         self.max_resident = bound.map(|b| b.max(1));
+        self
+    }
+
+    /// How much history one run of a workflow may record (default 50,000 calls and 50 MiB; see
+    /// [`HistoryLimits`]); a workflow registered with its own
+    /// ([`WorkflowConfig::history_limits`]) uses those instead.
+    pub fn history_limits(mut self, limits: HistoryLimits) -> Self {
+        self.history = limits;
+        self
+    }
+
+    /// The largest value recorded, in bytes of its JSON (default 16 MiB): a workflow's input
+    /// (a start, an enqueue, a child, a continuation), a step's output, a message sent, an event
+    /// set, a stream value written. A larger one fails its call with
+    /// [`Error::ValueTooLarge`] before anything of it is written.
+    pub fn max_value_bytes(mut self, bytes: usize) -> Self {
+        self.max_value_bytes = bytes;
         self
     }
 
@@ -424,6 +446,8 @@ impl RuntimeBuilder {
             evict_after: self.evict_after,
             max_resident: self.max_resident,
             fleet: self.fleet,
+            history: self.history,
+            max_value_bytes: self.max_value_bytes,
         };
         let sys = match self.pool {
             Some(pool) => sysdb::from_pool(pool, &config.schema, self.connect_timeout).await?,

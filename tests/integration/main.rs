@@ -43,6 +43,7 @@ mod fleet;
 #[cfg(all(feature = "testing", feature = "cli"))]
 mod history;
 mod hostile;
+mod limits;
 mod manage;
 mod memory;
 mod messages;

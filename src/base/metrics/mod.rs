@@ -16,6 +16,8 @@
 //! | `stead_steps_total` | counter | `workflow`, `outcome` (`ok`, `error`) | steps | step bodies run to an outcome (replays are not counted) |
 //! | `stead_step_duration_seconds` | histogram | `workflow` | seconds | one step's body, all attempts and backoffs included |
 //! | `stead_step_retries_total` | counter | `workflow` | attempts | failed step attempts that were retried |
+//! | `stead_history_warnings_total` | counter | `workflow` | runs | executions whose history passed 80% of a limit (calls or bytes; once per execution) |
+//! | `stead_history_refusals_total` | counter | `workflow` | calls | durable calls refused at a history limit |
 //! | `stead_queue_enqueued` | gauge | `queue` | workflows | `ENQUEUED` rows of the queue (sampled on its polling timer) |
 //! | `stead_queue_lag_seconds` | gauge | `queue` | seconds | age of the queue's oldest `ENQUEUED` workflow by its `created_at`, whatever its priority; 0 when none waits (sampled with `stead_queue_enqueued`) |
 //! | `stead_queue_running` | gauge | `queue` | workflows | the queue's workflows running here |
@@ -108,6 +110,10 @@ pub const STEPS: &str = "stead_steps_total";
 pub const STEP_DURATION: &str = "stead_step_duration_seconds";
 /// Counter: step attempts that failed and were retried, by `workflow`.
 pub const STEP_RETRIES: &str = "stead_step_retries_total";
+/// Counter: executions whose history passed 80% of a limit, by `workflow`.
+pub const HISTORY_WARNINGS: &str = "stead_history_warnings_total";
+/// Counter: durable calls refused at a history limit, by `workflow`.
+pub const HISTORY_REFUSALS: &str = "stead_history_refusals_total";
 /// Histogram: requests carried by one database flush, by `lane`.
 pub const DB_FLUSH_SIZE: &str = "stead_db_flush_size";
 /// Histogram: seconds one database flush took, by `lane`.
@@ -154,6 +160,8 @@ pub(crate) struct WorkflowMetrics {
     steps_failed: Counter,
     step_duration: Histogram,
     step_retries: Counter,
+    history_warnings: Counter,
+    history_refusals: Counter,
 }
 
 impl WorkflowMetrics {
@@ -173,6 +181,8 @@ impl WorkflowMetrics {
             steps_failed: steps("error"),
             step_duration: metrics::histogram!(STEP_DURATION, "workflow" => name()),
             step_retries: metrics::counter!(STEP_RETRIES, "workflow" => name()),
+            history_warnings: metrics::counter!(HISTORY_WARNINGS, "workflow" => name()),
+            history_refusals: metrics::counter!(HISTORY_REFUSALS, "workflow" => name()),
         })
     }
 
@@ -200,6 +210,14 @@ impl WorkflowMetrics {
 
     pub(crate) fn step_retried(&self) {
         self.step_retries.increment(1);
+    }
+
+    pub(crate) fn history_warned(&self) {
+        self.history_warnings.increment(1);
+    }
+
+    pub(crate) fn history_refused(&self) {
+        self.history_refusals.increment(1);
     }
 }
 
@@ -397,6 +415,14 @@ pub fn describe() {
         ),
         (STEPS, "Step bodies run to an outcome"),
         (STEP_RETRIES, "Failed step attempts that were retried"),
+        (
+            HISTORY_WARNINGS,
+            "Workflow executions whose history passed 80% of a limit",
+        ),
+        (
+            HISTORY_REFUSALS,
+            "Durable calls refused at a history limit",
+        ),
         (
             QUEUE_CLAIMED,
             "Workflows taken from a queue by this process",

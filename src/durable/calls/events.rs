@@ -30,10 +30,14 @@ impl Context {
                 return Ok(());
             }
             crate::names::validate_text(key, "event key")?;
+            let value = value?;
+            self.check_value(&value, || {
+                format!("the value of event {key:?} (DBOS.setEvent, call #{function_id})")
+            })?;
             let op = Op::SetEvent {
                 step: self.op_step(function_id, now_ms()),
                 key: key.to_owned(),
-                value: value?,
+                value,
             };
             self.op(op).await?;
             self.shared()

@@ -42,11 +42,15 @@ impl Context {
             let topic = topic.unwrap_or(NULL_TOPIC);
             crate::names::validate_name(destination, "workflow id")?;
             crate::names::validate_text(topic, "topic")?;
+            let message = message?;
+            self.check_value(&message, || {
+                format!("the message sent to {destination:?} (DBOS.send, call #{function_id})")
+            })?;
             let op = Op::Send {
                 step: self.op_step(function_id, now_ms()),
                 destination: destination.to_owned(),
                 topic: topic.to_owned(),
-                message: message?,
+                message,
             };
             match self.op(op).await {
                 Err(Error::Database(DbError::MissingReference { .. })) => {

@@ -65,10 +65,14 @@ impl Context {
                 return Ok(());
             }
             crate::names::validate_text(key, "stream key")?;
+            let value = value?;
+            self.check_value(&value, || {
+                format!("the value written to stream {key:?} ({name}, call #{function_id})")
+            })?;
             let op = Op::WriteStream {
                 step: self.op_step(function_id, now_ms()),
                 key: key.to_owned(),
-                value: value?,
+                value,
                 close,
             };
             self.op(op).await?;

@@ -14,6 +14,7 @@ use futures::future::BoxFuture;
 
 use tokio::sync::Notify;
 
+mod budget;
 mod history;
 mod records;
 
@@ -78,6 +79,11 @@ struct Inner {
     /// Step records held back until the next durable call, the run's outcome (written in its
     /// statement, saving a commit) or the body's next wait, whichever comes first.
     deferred: Mutex<Deferred>,
+    /// Calls this run's history holds (recorded or replayed), and their bytes (`budget`).
+    calls: AtomicU32,
+    bytes: AtomicU64,
+    /// The 80% warning was given.
+    warned: AtomicBool,
 }
 
 /// Counts one activity of a run while alive.
@@ -116,6 +122,11 @@ pub(crate) struct RunInfo {
     /// When the workflow's time runs out (epoch ms), if it has a timeout.
     pub deadline: Option<i64>,
     pub metrics: Arc<crate::base::metrics::WorkflowMetrics>,
+    /// How much history the run may record.
+    pub limits: crate::base::limits::HistoryLimits,
+    /// The queue it was taken from (`None`: a direct start, or the internal queue), where its
+    /// continuation goes.
+    pub queue: Option<String>,
 }
 
 impl Context {
@@ -157,6 +168,9 @@ impl Context {
                 waits: AtomicU32::new(0),
                 parked: AtomicBool::new(false),
                 deferred: Mutex::new(Deferred::default()),
+                calls: AtomicU32::new(0),
+                bytes: AtomicU64::new(0),
+                warned: AtomicBool::new(false),
             }),
         }
     }
@@ -273,6 +287,7 @@ impl Context {
     pub(crate) async fn begin(&self, function_id: u32, name: &str) -> Result<Begun<'_>> {
         self.live().await?;
         if let Some(row) = self.recorded(function_id, name).await? {
+            self.count_call(budget::row_bytes(row.output.as_deref(), row.error.as_deref()));
             self.read_ahead().await?;
             return Ok(Begun::Recorded(row));
         }
@@ -311,6 +326,7 @@ impl Context {
     /// The fresh half of [`Context::begin`], for a call whose replay is looked up elsewhere (a
     /// transaction's record lives in the application's database).
     pub(crate) async fn fresh(&self) -> Result<Activity<'_>> {
+        self.check_budget()?;
         let busy = self.busy();
         self.settle().await?;
         Ok(busy)
@@ -329,7 +345,9 @@ impl Context {
             child_workflow_id: None,
             serialization: None,
         });
-        self.check_recorded(function_id, marker, row).map(|_| ())
+        self.check_recorded(function_id, marker, row)?;
+        self.count_call(0);
+        Ok(())
     }
 
     /// The recorded call at `function_id`, checked against the name the code now uses.

@@ -4,6 +4,7 @@
 
 use futures::future::{BoxFuture, FutureExt, Shared};
 
+use super::budget::row_bytes;
 use super::{Abort, Context};
 use crate::base::clock::now_ms;
 use crate::error::{DbError, Error, Result};
@@ -27,9 +28,16 @@ impl Context {
         self.refuse_in_replay()?;
         let _busy = self.fresh().await?;
         let write = self.write_of(call);
+        let bytes = row_bytes(write.output.as_deref(), write.error.as_deref());
         match self.inner.shared.db.checkpoint(write).await {
-            Ok(StepOutcome::Recorded) => Ok(None),
-            Ok(StepOutcome::AlreadyRecorded { output, error }) => Ok(Some((output, error))),
+            Ok(StepOutcome::Recorded) => {
+                self.count_call(bytes);
+                Ok(None)
+            }
+            Ok(StepOutcome::AlreadyRecorded { output, error }) => {
+                self.count_call(row_bytes(output.as_deref(), error.as_deref()));
+                Ok(Some((output, error)))
+            }
             Ok(StepOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
             Ok(StepOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),
             Err(e) => Err(self.db_failure(e)),
@@ -42,6 +50,7 @@ impl Context {
     pub(crate) fn defer(&self, call: Call<'_>) -> Result<()> {
         self.refuse_in_replay()?;
         let write = self.write_of(call);
+        self.count_call(row_bytes(write.output.as_deref(), write.error.as_deref()));
         self.deferred().held.push(write);
         Ok(())
     }
@@ -147,6 +156,11 @@ impl Context {
         }
     }
 
+    /// Refuses `value`, recorded by `call` (named by `what`), over the runtime's value limit.
+    pub(crate) fn check_value(&self, value: &str, call: impl FnOnce() -> String) -> Result<()> {
+        self.inner.shared.config.check_value(value, call)
+    }
+
     /// The identity of call `function_id` for an op that writes its effect with its record.
     pub(crate) fn op_step(&self, function_id: u32, started_at: i64) -> OpStep {
         OpStep {
@@ -165,7 +179,16 @@ impl Context {
         match self.inner.shared.db.op(op).await {
             Ok(OpOutcome::Cancelled) => Err(self.stop(Abort::Cancelled)),
             Ok(OpOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),
-            Ok(out) => Ok(out),
+            Ok(out) => {
+                match &out {
+                    OpOutcome::Done { output, .. } => self.count_call(row_bytes(output.as_deref(), None)),
+                    OpOutcome::AlreadyRecorded { output, error } => {
+                        self.count_call(row_bytes(output.as_deref(), error.as_deref()))
+                    }
+                    _ => {}
+                }
+                Ok(out)
+            }
             Err(e) => Err(self.db_failure(e)),
         }
     }

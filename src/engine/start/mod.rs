@@ -139,6 +139,9 @@ pub(crate) fn begin(
         None => new_workflow_id(),
     };
     let mut new = new_row(shared, target, workflow, input_json, &options, id)?;
+    shared.config.check_value(&new.inputs, || {
+        format!("the input of workflow {workflow:?} ({})", new.id)
+    })?;
     // An enqueue that may run here at once is written as already claimed by this executor.
     let reservation = match target {
         // At the resident bound an enqueue goes to the table, behind what waits there.
