@@ -36,7 +36,6 @@ use tracing::Instrument;
 
 use crate::base::codec;
 use crate::base::metrics;
-use crate::base::queue::INTERNAL_QUEUE;
 use crate::base::status::Status;
 use crate::durable::context::{Abort, Context, History, RunInfo};
 use crate::engine::completion::Finished;
@@ -162,11 +161,7 @@ impl Actor for WorkflowActor {
             crate::base::otel::continue_trace(&span, d.trace_context.as_deref());
         }
         let shared = state.shared.clone();
-        let queue = state.queue.clone();
-        let Some((ctx, body)) = prepare(&shared, &d, &queue)
-            .instrument(span.clone())
-            .await?
-        else {
+        let Some((ctx, body)) = prepare(&shared, &d).instrument(span.clone()).await? else {
             myself.stop(None);
             return Ok(());
         };
@@ -271,6 +266,21 @@ impl Actor for WorkflowActor {
                         state.shared.completions.abandon(&state.dispatch.id)
                     }
                     Some(Abort::Paused) => paused(&ctx, state).await?,
+                    // Finished by its continuation's commit (`SUCCESS`, the marker).
+                    Some(Abort::Continued(next)) => {
+                        let d = &state.dispatch;
+                        let success = Status::Success.as_str();
+                        match state.shared.registry.get(&d.name) {
+                            Some(entry) => entry.metrics().finished(&d.name, success),
+                            None => metrics::workflow_finished(&d.name, success),
+                        }
+                        let finished = Finished {
+                            status: Status::Success,
+                            output: Some(crate::base::continuation::marker(&next)),
+                            error: None,
+                        };
+                        state.shared.completions.finish(&d.id, finished);
+                    }
                 }
                 myself.stop(None);
             }
@@ -328,7 +338,6 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
 async fn prepare(
     shared: &SharedRef,
     d: &Dispatch,
-    queue: &str,
 ) -> Result<Option<(Context, futures::future::BoxFuture<'static, Outcome>)>, ActorProcessingErr> {
     let Some(entry) = shared.registry.get(&d.name).cloned() else {
         let e = Error::UnknownWorkflow(d.name.clone());
@@ -381,7 +390,6 @@ async fn prepare(
         deadline: d.deadline,
         metrics: entry.metrics().clone(),
         limits: entry.config.history_limits.unwrap_or(shared.config.history),
-        queue: (queue != INTERNAL_QUEUE).then(|| queue.to_owned()),
     };
     let ctx = Context::new(run, shared.clone(), history);
     let mut run = entry.run(ctx.clone(), input);

@@ -106,6 +106,13 @@ pub struct WorkflowStatus {
     /// Custom attributes (DBOS's `attributes` column): a JSON object as written at start or by
     /// an update; any JSON another writer stored is shown as it is.
     pub attributes: Option<serde_json::Value>,
+    /// The run this one continued from
+    /// ([`Context::continue_as_new`](crate::Context::continue_as_new)), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continued_from: Option<String>,
+    /// The run this one continued as, if it did: its handle's result is that chain's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continued_as: Option<String>,
     /// The text stored in the `status` column when it is none DBOS defines (then `status` is
     /// [`Status::Unknown`]); `None` otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]

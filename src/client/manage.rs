@@ -535,6 +535,8 @@ mod tests {
                 delay_until_ms: None,
                 attributes: None,
                 paused_at_ms: None,
+                continued_from: None,
+                continued_as: None,
                 stored_status: None,
             },
             inputs: Some(r#"{"positionalArgs":[7],"namedArgs":{}}"#.into()),

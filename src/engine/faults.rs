@@ -2,8 +2,8 @@
 //! into one running runtime. Never part of a default build or of the documented API.
 //!
 //! **Fault injection.** `Runtime::inject_fault` makes the database or a queue actor panic, so tests
-//! exercise restarts for real, or parks transactional steps after their commit, so a test can kill
-//! the process in that window. `Fault::Store` makes calls to the storage interface fail at a
+//! exercise restarts for real, or parks transactional steps (or a continue-as-new) after their
+//! commit, so a test can kill the process in that window. `Fault::Store` makes calls to the storage interface fail at a
 //! seeded rate, at random before they reach the database or after it applied them (the reply
 //! lost), as Temporal's persistence tests do: every lane batch and every pool call rolls once.
 
@@ -21,6 +21,9 @@ pub enum Fault {
     /// Every transactional step of this runtime parks for good right after its application
     /// commit, before its system checkpoint (a test then kills the process there).
     HoldAfterTransactionCommit,
+    /// Every continue-as-new of this runtime parks for good right after its commit, before the
+    /// next run is handed on (a test then kills the process there).
+    HoldAfterContinue,
     /// From now on, `per_mille` of the calls to the storage interface fail: half before
     /// reaching the database, half after it applied them. Seeded, so a failing run replays.
     Store { seed: u64, per_mille: u64 },
@@ -111,11 +114,21 @@ impl StoreFaults {
 #[derive(Debug, Default)]
 pub(crate) struct Faults {
     hold_after_commit: AtomicBool,
+    hold_after_continue: AtomicBool,
 }
 
 impl Faults {
     pub(crate) fn hold_after_commit(&self) {
         self.hold_after_commit.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn hold_after_continue(&self) {
+        self.hold_after_continue.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a continue-as-new must park after its commit.
+    pub(crate) fn holds_after_continue(&self) -> bool {
+        self.hold_after_continue.load(Ordering::SeqCst)
     }
 
     /// Whether a transactional step must park after its commit.

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 use crate::base::codec;
+use crate::base::continuation::continued_as;
 use crate::base::status::{Status, WorkflowStatus};
 use crate::base::workflow::{ReadAs, Untyped};
 use crate::engine::completion::{Finished, Slot};
@@ -88,15 +89,52 @@ impl<O> WorkflowHandle<O> {
     ///
     /// A workflow that returned an error gives [`Error::WorkflowFailed`]; one that was cancelled
     /// or parked gives [`Error::Cancelled`] or [`Error::MaxRecoveryAttemptsExceeded`].
+    ///
+    /// A workflow that [continued as new](crate::Context::continue_as_new) is followed along
+    /// its chain: the result is the last run's.
     pub async fn result<T>(&self) -> Result<T>
     where
         T: DeserializeOwned,
         O: ReadAs<T>,
     {
+        let mut run = self.clone();
+        loop {
+            let (done, serialization) = run.outcome().await?;
+            if done.status == Status::Success {
+                if let Some(next) = continued_as(done.output.as_deref()) {
+                    run.id = next;
+                    continue;
+                }
+            }
+            return run.decode(&done, serialization);
+        }
+    }
+
+    /// The id of the run a chain of continuations has reached: this workflow's own id, or the
+    /// last run it [continued as](crate::Context::continue_as_new) so far. Reads the database.
+    pub async fn latest_id(&self) -> Result<String> {
+        let mut id = self.id.clone();
+        loop {
+            let run = WorkflowHandle::<O> {
+                id: id.clone(),
+                shared: self.shared.clone(),
+                output: PhantomData,
+            };
+            let row = run.row().await?;
+            match continued_as(row.output.as_deref()) {
+                Some(next) if row.status.status == Status::Success => id = next,
+                _ => return Ok(id),
+            }
+        }
+    }
+
+    /// Waits for this run's own outcome (not a continuation's); `Some(format)` when read from
+    /// the database.
+    async fn outcome(&self) -> Result<(Finished, Option<Option<String>>)> {
         let mut poll = POLL_FIRST;
         loop {
             if let Some(done) = self.wait_here().await {
-                return self.decode(&done, None);
+                return Ok((Finished::clone(&done), None));
             }
             let row = self.row().await?;
             if row.status.status.is_final() {
@@ -105,7 +143,7 @@ impl<O> WorkflowHandle<O> {
                     output: row.output,
                     error: row.error,
                 };
-                return self.decode(&done, Some(row.serialization.as_deref()));
+                return Ok((done, Some(row.serialization)));
             }
             tokio::time::sleep(poll).await;
             poll = (poll * 2).min(POLL_MAX);
@@ -165,13 +203,13 @@ impl<O> WorkflowHandle<O> {
     fn decode<T: DeserializeOwned>(
         &self,
         done: &Finished,
-        serialization: Option<Option<&str>>,
+        serialization: Option<Option<String>>,
     ) -> Result<T> {
         let id = self.id.clone();
         match done.status {
             Status::Success => {
                 if let Some(format) = serialization {
-                    codec::check_format(format, "the workflow's output")?;
+                    codec::check_format(format.as_deref(), "the workflow's output")?;
                 }
                 codec::decode(done.output.as_deref(), "the workflow's output")
             }

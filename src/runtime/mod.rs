@@ -236,6 +236,10 @@ impl Runtime {
                 shared.faults.hold_after_commit();
                 true
             }
+            Fault::HoldAfterContinue => {
+                shared.faults.hold_after_continue();
+                true
+            }
             Fault::Store { seed, per_mille } => shared.db.faults().start(seed, per_mille),
         }
     }

@@ -3,8 +3,9 @@
 //! implementations, `postgres/` and `sqlite/`, which hold every SQL statement stead runs.
 //!
 //! The neutral modules (one per concept: `start`, `steps`, `finish`, `ops`, `claim`,
-//! `dispatch`, `fleet`, `reads`, `cancel`, `manage`, `batch`, `rewind`, `versions`, `migrate`,
-//! `queues`, `schedules`, `debounce`, `retention`, `observe`, `listen`, and `datasource` for the
+//! `dispatch`, `continuations`, `fleet`, `reads`, `cancel`, `manage`, `batch`, `rewind`,
+//! `versions`, `migrate`, `queues`, `schedules`, `debounce`, `retention`, `observe`, `listen`,
+//! and `datasource` for the
 //! application database's side of transactional steps) declare types and their part of the
 //! interface, and contain no SQL; `rows.rs` decodes and binds what both backends share,
 //! `classify.rs` sorts every driver error once, `urls.rs` reads and prints URLs. The backends
@@ -18,6 +19,7 @@ mod batch;
 mod cancel;
 mod claim;
 mod classify;
+mod continuations;
 mod datasource;
 mod debounce;
 mod dispatch;
@@ -57,6 +59,7 @@ pub use datasource::Isolation;
 #[cfg(test)]
 pub(crate) use datasource::DATASOURCE_SCHEMA_VERSION;
 pub(crate) use datasource::{AppSql, RecordRow, Recorded};
+pub(crate) use continuations::{ContinueOutcome, ContinueWrite, Continued};
 pub(crate) use debounce::{Bounce, Bounced};
 pub(crate) use dispatch::Executor;
 pub(crate) use finish::{FinishOutcome, FinishWrite, CHILD_CHANNEL};

@@ -98,6 +98,13 @@ pub(super) const STATUS_COLUMNS: &str = "w.workflow_uuid, w.status, w.name, w.ex
     w.workflow_timeout_ms, w.workflow_deadline_epoch_ms, w.priority, w.deduplication_id, \
     w.queue_partition_key, w.delay_until_epoch_ms, w.attributes, wp.paused_at";
 
+/// The chain links of `workflow_status w` (`sysdb::continuations`): the run it continued from
+/// and the run it continued as; read after a status row's payload columns. `{s}.` is the schema
+/// (SQLite has none: drop it).
+pub(super) const LINK_COLUMNS: &str =
+    "(SELECT c.from_id FROM {s}.stead_continuations c WHERE c.to_id = w.workflow_uuid), \
+     (SELECT c.to_id FROM {s}.stead_continuations c WHERE c.from_id = w.workflow_uuid)";
+
 /// A status record, columns in [`STATUS_COLUMNS`] order.
 pub(super) fn status_from_row(row: &impl AnyRow) -> Result<WorkflowStatus, DbError> {
     let id: String = row.at(0)?;
@@ -137,14 +144,20 @@ pub(super) fn status_from_row(row: &impl AnyRow) -> Result<WorkflowStatus, DbErr
             true => row.at(21)?,
             false => None,
         },
+        continued_from: None,
+        continued_as: None,
     })
 }
 
 impl StatusRow {
-    /// The status, then serialization, output, error.
+    /// The status, then serialization, output, error, and the [`LINK_COLUMNS`].
     pub(super) fn from_row(row: &impl AnyRow) -> Result<StatusRow, DbError> {
         Ok(StatusRow {
-            status: status_from_row(row)?,
+            status: WorkflowStatus {
+                continued_from: row.at(25)?,
+                continued_as: row.at(26)?,
+                ..status_from_row(row)?
+            },
             serialization: row.at(22)?,
             output: row.at(23)?,
             error: row.at(24)?,
@@ -153,10 +166,15 @@ impl StatusRow {
 }
 
 impl ListedRow {
-    /// The status, then serialization and payloads (inputs, output, error).
+    /// The status, then serialization and payloads (inputs, output, error), and the
+    /// [`LINK_COLUMNS`].
     pub(super) fn from_row(row: &impl AnyRow) -> Result<ListedRow, DbError> {
         Ok(ListedRow {
-            status: status_from_row(row)?,
+            status: WorkflowStatus {
+                continued_from: row.at(26)?,
+                continued_as: row.at(27)?,
+                ..status_from_row(row)?
+            },
             serialization: row.at(22)?,
             inputs: row.at(23)?,
             output: row.at(24)?,

@@ -28,6 +28,7 @@ use async_trait::async_trait;
 use super::batch::Batches;
 use super::cancel::Cancels;
 use super::claim::{ClaimOutcome, ClaimRequest};
+use super::continuations::Continuations;
 use super::debounce::Debounce;
 use super::dispatch::Dispatch;
 use super::finish::{FinishOutcome, FinishWrite};
@@ -68,6 +69,7 @@ pub(crate) trait Store:
     + Pauses
     + Schedules
     + Debounce
+    + Continuations
     + Collect
     + Observe
     + Listen

@@ -128,7 +128,6 @@ pub(crate) async fn replay(registry: &Registry, shared: &SharedRef, recorded: Re
         deadline: None,
         metrics: entry.metrics().clone(),
         limits: crate::base::limits::HistoryLimits::unlimited(),
-        queue: None,
     };
     let ctx = Context::replay_only(run, shared.clone(), recorded.steps, log.clone());
     // A panicking body is reported, not passed on to the caller of the check.

@@ -26,6 +26,8 @@ mod cli;
 mod client;
 mod connection_loss;
 #[cfg(feature = "testing")]
+mod continue_as_new;
+#[cfg(feature = "testing")]
 mod crash_matrix;
 #[cfg(feature = "admin")]
 mod dashboard;

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::base::clock::now_ms;
 use crate::base::codec;
+use crate::base::continuation::continued_as;
 use crate::base::status::Status;
 use crate::base::workflow::{ReadAs, Untyped, WorkflowRef};
 use crate::durable::context::{Begun, Call, Context};
@@ -224,24 +225,31 @@ impl<O> ChildHandle<O> {
         }
     }
 
-    /// Waits until the child is final, waking on its local completion or polling. Like any
-    /// wait it may evict the parent (`Context::evictable`), which the child's end wakes
-    /// (`signals::child_key`: its finish here, or `sysdb::CHILD_CHANNEL` from any process).
+    /// Waits until the child is final, waking on its local completion or polling; a child
+    /// that continued as new is followed to the end of its chain. Like any wait it may evict
+    /// the parent (`Context::evictable`), which the child's end wakes (`signals::child_key`:
+    /// its finish here, or `sysdb::CHILD_CHANNEL` from any process).
     async fn wait(&self) -> Result<StatusRow> {
         let ctx = &self.ctx;
         let _waiting = ctx.waiting();
         let shared = ctx.shared();
-        let key = child_key(&self.id);
         let (since, mut parked) = (now_ms(), false);
         let mut poll = Duration::from_millis(20);
+        let mut run = self.id.clone();
         loop {
-            let slot = shared.completions.existing(&self.id);
-            let id = self.id.clone();
+            let slot = shared.completions.existing(&run);
+            let id = run.clone();
             let row = shared
                 .db
                 .call_with(id, move |db, id| async move { db.status(&id).await })
                 .await?
-                .ok_or_else(|| Error::NotFound(self.id.clone()))?;
+                .ok_or_else(|| Error::NotFound(run.clone()))?;
+            if row.status.status == Status::Success {
+                if let Some(next) = continued_as(row.output.as_deref()) {
+                    run = next;
+                    continue;
+                }
+            }
             if row.status.status.is_final() {
                 if parked {
                     ctx.unpark();
@@ -251,6 +259,8 @@ impl<O> ChildHandle<O> {
             if parked {
                 return ctx.evict().await;
             }
+            // The end of the chain's current run wakes it.
+            let key = child_key(&run);
             let local = async {
                 match slot {
                     Some(mut slot) => drop(slot.wait_for(Option::is_some).await),

@@ -1,5 +1,5 @@
 //! Durable calls beyond steps: time, messages, events, streams, child workflows, `select`, patches,
-//! updates, and waiting (`wait`).
+//! updates, waiting (`wait`), and continue-as-new (`continuation`, which ends the run).
 //!
 //! Each call takes its number when it is created, records what it did (as DBOS names it:
 //! `DBOS.sleep`, `DBOS.send`, `DBOS.recv`, ...) and, on a replay, returns the recorded value
@@ -26,6 +26,7 @@
 //! `<workflow>-<call>`.
 
 mod children;
+mod continuation;
 mod events;
 mod messages;
 mod patch;

@@ -40,6 +40,8 @@ pub(crate) enum Abort {
     /// The workflow was paused: the held records are written and its row goes back on its
     /// queue, to run again by replay once resumed (`engine::pause`).
     Paused,
+    /// The run continued as this new run: its outcome (the marker) is recorded already.
+    Continued(String),
 }
 
 /// The handle a workflow body uses for every durable call.
@@ -124,9 +126,6 @@ pub(crate) struct RunInfo {
     pub metrics: Arc<crate::base::metrics::WorkflowMetrics>,
     /// How much history the run may record.
     pub limits: crate::base::limits::HistoryLimits,
-    /// The queue it was taken from (`None`: a direct start, or the internal queue), where its
-    /// continuation goes.
-    pub queue: Option<String>,
 }
 
 impl Context {
@@ -500,6 +499,10 @@ impl Context {
             Abort::Cancelled => Error::Cancelled { id },
             Abort::NotOwner | Abort::Evicted | Abort::Paused => Error::NotOwner { id },
             Abort::Crash(reason) => Error::Database(DbError::Transient(reason.clone())),
+            Abort::Continued(next) => Error::ContinuedAsNew {
+                id,
+                next: next.clone(),
+            },
         }
     }
 

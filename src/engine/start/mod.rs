@@ -445,6 +445,34 @@ fn check_queue_options(shared: &SharedRef, queue: &str, options: &WorkflowOption
     Ok(())
 }
 
+/// Runs or announces the next run of a continued workflow (`Context::continue_as_new`), its row
+/// committed: one made `PENDING` here under `owner` goes to the internal queue actor as a direct
+/// start does (if that actor is restarting, its take-back runs it); an enqueued one wakes its
+/// queue.
+pub(crate) fn hand_on(
+    shared: &SharedRef,
+    workflow: &str,
+    next: &sysdb::Continued,
+    owner: String,
+    inputs: String,
+) {
+    match shared.registry.get(workflow) {
+        Some(entry) => entry.metrics().started(),
+        None => metrics::workflow_started(workflow),
+    }
+    let Some(queue) = &next.queue else {
+        let mut starting = Starting::new(shared, &next.next_id);
+        shared.completions.slot(&next.next_id);
+        let trace = attributes::trace_context(next.attributes.as_deref());
+        let d = direct(&next.next_id, workflow, owner, inputs, next.deadline, trace);
+        if dispatch(shared, d) {
+            starting.handed();
+        }
+        return;
+    };
+    wake(shared, queue);
+}
+
 fn direct(
     id: &str,
     workflow: &str,

@@ -11,7 +11,7 @@ use super::Postgres;
 use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::manage::{Fork, Forked, Manage};
-use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};
+use crate::sysdb::rows::{all, bind_filters, LINK_COLUMNS, STATUS_COLUMNS};
 use crate::sysdb::{
     AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StatusCount, StepListing, StepQuery,
 };
@@ -37,7 +37,7 @@ fn list_sql(newest_first: bool) -> String {
         "SELECT {STATUS_COLUMNS}, w.serialization, \
            CASE WHEN $12 THEN COALESCE(i.inputs, w.inputs) END, \
            CASE WHEN $12 THEN COALESCE(o.output, w.output) END, \
-           CASE WHEN $12 THEN COALESCE(o.error, w.error) END \
+           CASE WHEN $12 THEN COALESCE(o.error, w.error) END, {LINK_COLUMNS} \
          FROM {{s}}.workflow_status w \
          LEFT JOIN {{s}}.stead_workflow_pauses wp ON wp.workflow_uuid = w.workflow_uuid \
          LEFT JOIN {{s}}.workflow_input i ON $12 AND i.workflow_uuid = w.workflow_uuid \

@@ -10,8 +10,8 @@
 //! tables are created on every migration (idempotent scripts, no version of their own):
 //! `stead_executors` (the fleet's roster, `migrations/postgres/stead_executors.sql`) and
 //! `stead_queue_pauses` (paused queues, `migrations/postgres/stead_queue_pauses.sql`),
-//! `stead_workflow_pauses` (paused workflows) and
-//! `stead_schedule_policies` (schedules' overlap and jitter).
+//! `stead_workflow_pauses` (paused workflows), `stead_schedule_policies` (schedules' overlap
+//! and jitter) and `stead_continuations` (continue-as-new chains, `sysdb::continuations`).
 
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
@@ -28,11 +28,12 @@ const MIGRATION_LOCK: i64 = 1_234_567_890;
 const SCRIPT: &str = include_str!("../../../migrations/postgres/0001_dbos_3_4.sql");
 
 /// stead's own tables beside DBOS's (idempotent, run on every migration, in order).
-const STEAD_SCRIPTS: [&str; 4] = [
+const STEAD_SCRIPTS: [&str; 5] = [
     include_str!("../../../migrations/postgres/stead_executors.sql"),
     include_str!("../../../migrations/postgres/stead_queue_pauses.sql"),
     include_str!("../../../migrations/postgres/stead_workflow_pauses.sql"),
     include_str!("../../../migrations/postgres/stead_schedule_policies.sql"),
+    include_str!("../../../migrations/postgres/stead_continuations.sql"),
 ];
 
 const SCHEMA_VERSION: &str = "SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL \

@@ -8,6 +8,7 @@
 mod batch;
 mod cancel;
 mod claim;
+mod continuations;
 mod datasource;
 mod debounce;
 mod dispatch;

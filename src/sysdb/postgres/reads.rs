@@ -9,7 +9,7 @@ use sqlx::Row;
 use super::Postgres;
 use crate::error::DbError;
 use crate::sysdb::reads::Reads;
-use crate::sysdb::rows::{all, STATUS_COLUMNS};
+use crate::sysdb::rows::{all, LINK_COLUMNS, STATUS_COLUMNS};
 use crate::sysdb::{StatusRow, StreamRow};
 
 /// Built once per process; `Sql::get` splices the schema in.
@@ -19,7 +19,7 @@ static STATUS: LazyLock<String> = LazyLock::new(status_sql);
 fn status_sql() -> String {
     format!(
         "SELECT {STATUS_COLUMNS}, w.serialization, COALESCE(o.output, w.output), \
-           COALESCE(o.error, w.error) \
+           COALESCE(o.error, w.error), {LINK_COLUMNS} \
          FROM {{s}}.workflow_status w \
          LEFT JOIN {{s}}.stead_workflow_pauses wp ON wp.workflow_uuid = w.workflow_uuid \
          LEFT JOIN {{s}}.workflow_output o ON o.workflow_uuid = w.workflow_uuid \

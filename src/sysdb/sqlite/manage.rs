@@ -10,7 +10,7 @@ use super::{json_list, Sqlite};
 use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::manage::{Fork, Forked, Manage};
-use crate::sysdb::rows::{all, bind_filters, STATUS_COLUMNS};
+use crate::sysdb::rows::{all, bind_filters, LINK_COLUMNS, STATUS_COLUMNS};
 use crate::sysdb::{
     AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StatusCount, StepListing, StepQuery,
 };
@@ -249,11 +249,12 @@ fn merged(stored: Option<&str>, patch: &str) -> Result<String, DbError> {
 /// JSON arrays for the id and status lists, and a negative limit (no bound) for a missing one.
 fn list_sql(newest_first: bool) -> String {
     let order = if newest_first { "DESC" } else { "ASC" };
+    let links = LINK_COLUMNS.replace("{s}.", "");
     format!(
         "SELECT {STATUS_COLUMNS}, w.serialization, \
            CASE WHEN ?12 THEN COALESCE(i.inputs, w.inputs) END, \
            CASE WHEN ?12 THEN COALESCE(o.output, w.output) END, \
-           CASE WHEN ?12 THEN COALESCE(o.error, w.error) END \
+           CASE WHEN ?12 THEN COALESCE(o.error, w.error) END, {links} \
          FROM workflow_status w \
          LEFT JOIN stead_workflow_pauses wp ON wp.workflow_uuid = w.workflow_uuid \
          LEFT JOIN workflow_input i ON ?12 AND i.workflow_uuid = w.workflow_uuid \

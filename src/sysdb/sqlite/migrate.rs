@@ -5,9 +5,9 @@
 //! older SQLite history is refused with a message to run `dbos migrate` on it: DBOS's
 //! step-by-step history is its own, and stead never half-migrates a file.
 //!
-//! stead's own tables (`stead_queue_pauses`, `stead_workflow_pauses`, `stead_schedule_policies`)
-//! are created on every migration, also of a file DBOS left at 125: idempotent scripts beside
-//! DBOS's layout, with no version of their own.
+//! stead's own tables (`stead_queue_pauses`, `stead_workflow_pauses`, `stead_schedule_policies`,
+//! `stead_continuations`) are created on every migration, also of a file DBOS left at 125:
+//! idempotent scripts beside DBOS's layout, with no version of their own.
 
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, Row};
@@ -23,6 +23,7 @@ const STEAD_SCRIPT: &str = concat!(
     include_str!("../../../migrations/sqlite/stead_queue_pauses.sql"),
     include_str!("../../../migrations/sqlite/stead_workflow_pauses.sql"),
     include_str!("../../../migrations/sqlite/stead_schedule_policies.sql"),
+    include_str!("../../../migrations/sqlite/stead_continuations.sql"),
 );
 
 #[async_trait]

@@ -28,6 +28,7 @@
 mod batch;
 mod cancel;
 mod claim;
+mod continuations;
 mod datasource;
 mod debounce;
 mod dispatch;

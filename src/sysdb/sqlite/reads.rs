@@ -6,15 +6,16 @@ use sqlx::Row;
 use super::Sqlite;
 use crate::error::DbError;
 use crate::sysdb::reads::Reads;
-use crate::sysdb::rows::{all, STATUS_COLUMNS};
+use crate::sysdb::rows::{all, LINK_COLUMNS, STATUS_COLUMNS};
 use crate::sysdb::{StatusRow, StreamRow};
 
 #[async_trait]
 impl Reads for Sqlite {
     async fn status(&self, id: &str) -> Result<Option<StatusRow>, DbError> {
+        let links = LINK_COLUMNS.replace("{s}.", "");
         let sql = format!(
             "SELECT {STATUS_COLUMNS}, w.serialization, COALESCE(o.output, w.output), \
-               COALESCE(o.error, w.error) \
+               COALESCE(o.error, w.error), {links} \
              FROM workflow_status w \
              LEFT JOIN stead_workflow_pauses wp ON wp.workflow_uuid = w.workflow_uuid \
              LEFT JOIN workflow_output o ON o.workflow_uuid = w.workflow_uuid \

@@ -76,6 +76,19 @@ async fn fresh_migrate_creates_the_dbos_3_4_schema() {
         .await;
         assert_eq!(found, columns.map(|c| [c]), "{table}");
     }
+    let links = texts(
+        &pool,
+        "dbos",
+        "SELECT a.attname::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+         WHERE c.relnamespace = $1::regnamespace AND c.relname = 'stead_continuations'
+           AND a.attnum > 0 ORDER BY a.attnum",
+    )
+    .await;
+    assert_eq!(
+        links,
+        [["from_id"], ["to_id"], ["root_id"], ["generation"], ["created_at"]],
+        "stead_continuations"
+    );
 
     let mut constraints = texts(
         &pool,
@@ -94,7 +107,8 @@ async fn fresh_migrate_creates_the_dbos_3_4_schema() {
         "dbos",
         "SELECT i.indexname::text, i.indexdef, x.indisunique::text
          FROM pg_indexes i JOIN pg_index x ON x.indexrelid = format('%I.%I', i.schemaname, i.indexname)::regclass
-         WHERE i.schemaname = $1 AND NOT x.indisprimary ORDER BY 1",
+         WHERE i.schemaname = $1 AND NOT x.indisprimary AND i.tablename NOT LIKE 'stead\\_%'
+         ORDER BY 1",
     )
     .await;
     indexes.sort();
