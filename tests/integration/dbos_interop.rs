@@ -89,6 +89,15 @@ async fn inbox(ctx: Context, _: ()) -> stead::Result<Option<Value>> {
     ctx.recv(Some("in"), Duration::from_secs(20)).await
 }
 
+/// Continues as new twice: a chain of three runs, the last answering 20.
+async fn relay(ctx: Context, n: u32) -> stead::Result<u32> {
+    ctx.step("work", || async move { Ok(n) }).await?;
+    if n < 2 {
+        return ctx.continue_as_new(n + 1).await;
+    }
+    Ok(n * 10)
+}
+
 async fn launch(db: &TestDb) -> Runtime {
     common::builder(db)
         .app_name(APP)
@@ -100,6 +109,7 @@ async fn launch(db: &TestDb) -> Runtime {
         .workflow("refuse", refuse)
         .workflow("conversation", conversation)
         .workflow("inbox", inbox)
+        .workflow("relay", relay)
         .launch()
         .await
         .unwrap()
@@ -579,4 +589,37 @@ async fn dbos_tools_read_a_paused_workflow_by_its_dbos_status() {
     let got: Option<Value> = common::within(h.result()).await.unwrap();
     assert_eq!(got, Some(json!("go")));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// A continued chain is, to DBOS, finished workflows and their successors: its client lists
+/// and reads each run, the continued ones' result naming the next run, and its CLI shows them.
+#[tokio::test]
+async fn a_dbos_client_reads_a_continued_chain_as_ordinary_workflows() {
+    require_dbos!();
+    let db = TestDb::new().await;
+    let rt = launch(&db).await;
+    let h = rt
+        .start("relay", 0u32, WorkflowOptions::with_id("can"))
+        .await
+        .unwrap();
+    assert_eq!(common::within(h.result::<u32>()).await.unwrap(), 20);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+
+    let ids = ok(py_client(&db.url, APP, "list", json!({})).await);
+    for id in ["can", "can-can-1", "can-can-2"] {
+        assert!(ids.as_array().unwrap().contains(&json!(id)), "{id} in {ids}");
+    }
+    let first = ok(py_client(&db.url, APP, "result", json!({"id": "can"})).await);
+    assert_eq!(first, json!({"stead.continuedAs": "can-can-1"}));
+    let last = ok(py_client(&db.url, APP, "result", json!({"id": "can-can-2"})).await);
+    assert_eq!(last, json!(20));
+
+    let list = dbos_workflow_cli(&db.url, &["list"]).await;
+    for id in ["can", "can-can-1", "can-can-2"] {
+        let listed = entry(&list, id);
+        assert_eq!((&listed["name"], &listed["status"]), (&json!("relay"), &json!("SUCCESS")), "{listed}");
+    }
+    let got = dbos_workflow_cli(&db.url, &["get", "can-can-1"]).await;
+    assert_eq!(got["input"], json!({"args": [1], "kwargs": {}}), "{got}");
+    assert_eq!(got["output"], json!({"stead.continuedAs": "can-can-2"}), "{got}");
 }

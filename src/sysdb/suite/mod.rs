@@ -9,6 +9,7 @@
 mod attributes;
 mod batch;
 mod claims;
+mod continuations;
 mod datasource;
 mod definitions;
 mod fleet;
