@@ -546,7 +546,9 @@ async fn near_limit(ctx: Context, n: u32) -> stead::Result<u32> {
     }
     match ctx.step("past", || async { Ok(1) }).await {
         Err(stead::Error::HistoryLimit { .. }) => Ok(n),
-        other => Err(stead::Error::InvalidArgument(format!("not refused: {other:?}"))),
+        other => Err(stead::Error::InvalidArgument(format!(
+            "not refused: {other:?}"
+        ))),
     }
 }
 

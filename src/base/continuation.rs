@@ -41,9 +41,15 @@ mod tests {
 
     #[test]
     fn the_marker_names_the_next_run_and_nothing_else_is_one() {
-        assert_eq!(continued_as(Some(&marker("a-can-2"))).as_deref(), Some("a-can-2"));
+        assert_eq!(
+            continued_as(Some(&marker("a-can-2"))).as_deref(),
+            Some("a-can-2")
+        );
         assert_eq!(continued_as(Some("{\"stead.continuedAs\":3}")), None);
-        assert_eq!(continued_as(Some("{\"stead.continuedAs\":\"x\",\"y\":1}")), None);
+        assert_eq!(
+            continued_as(Some("{\"stead.continuedAs\":\"x\",\"y\":1}")),
+            None
+        );
         assert_eq!(continued_as(Some("\"stead.continuedAs\"")), None);
         assert_eq!(continued_as(None), None);
         assert_eq!(next_id("a", 3), "a-can-3");

@@ -106,7 +106,9 @@ impl HistoryLimits {
 
     /// Whether a run holding `calls` calls and `bytes` bytes is past 80% of either limit.
     pub(crate) fn nearing(&self, calls: u32, bytes: u64) -> bool {
-        let past = |used: u64, max: u64| max != u64::MAX && used.saturating_mul(5) >= max.saturating_mul(4);
+        let past = |used: u64, max: u64| {
+            max != u64::MAX && used.saturating_mul(5) >= max.saturating_mul(4)
+        };
         (self.calls != u32::MAX && past(u64::from(calls), u64::from(self.calls)))
             || past(bytes, self.bytes)
     }

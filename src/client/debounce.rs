@@ -105,7 +105,9 @@ pub(crate) async fn debounce<I: Serialize>(
     crate::names::validate_name(key, "debounce key")?;
     let json = codec::encode_input(workflow, &input)?;
     let what = || format!("the input of workflow {workflow:?} (debounced as {key:?})");
-    shared.config.check_value(&codec::encode_inputs(&json), what)?;
+    shared
+        .config
+        .check_value(&codec::encode_inputs(&json), what)?;
     match shared.registry.get(workflow) {
         Some(entry) => entry.check_input(&codec::as_received(&json)?)?,
         // A client debounces by name for the executors that do run it.

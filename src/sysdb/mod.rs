@@ -55,11 +55,11 @@ use crate::error::Error;
 pub(crate) use batch::{BatchAction, BatchPage};
 pub(crate) use cancel::{CancelNote, HeldRun, CANCEL_CHANNEL};
 pub(crate) use claim::{ClaimOutcome, ClaimRequest, Claimed, QueueKey};
+pub(crate) use continuations::{ContinueOutcome, ContinueWrite, Continued};
 pub use datasource::Isolation;
 #[cfg(test)]
 pub(crate) use datasource::DATASOURCE_SCHEMA_VERSION;
 pub(crate) use datasource::{AppSql, RecordRow, Recorded};
-pub(crate) use continuations::{ContinueOutcome, ContinueWrite, Continued};
 pub(crate) use debounce::{Bounce, Bounced};
 pub(crate) use dispatch::Executor;
 pub(crate) use finish::{FinishOutcome, FinishWrite, CHILD_CHANNEL};

@@ -33,7 +33,8 @@ async fn relay(ctx: Context, n: u32) -> stead::Result<u32> {
 }
 
 async fn parent(ctx: Context, _: ()) -> stead::Result<u32> {
-    ctx.run_child("relay", 0u32, WorkflowOptions::default()).await
+    ctx.run_child("relay", 0u32, WorkflowOptions::default())
+        .await
 }
 
 fn relays(db: &common::TestDb) -> stead::RuntimeBuilder {
@@ -45,20 +46,38 @@ fn relays(db: &common::TestDb) -> stead::RuntimeBuilder {
 
 /// The chain of `first`: every run SUCCESS with one recorded call, linked in order.
 async fn assert_chain(pool: &impl CheckPool, first: &str) {
-    let runs = format!("SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid LIKE '{first}%'");
+    let runs =
+        format!("SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid LIKE '{first}%'");
     assert_eq!(count(pool, &runs).await, 3, "exactly three runs of {first}");
-    for (i, id) in [first.to_owned(), format!("{first}-can-1"), format!("{first}-can-2")]
-        .iter()
-        .enumerate()
+    for (i, id) in [
+        first.to_owned(),
+        format!("{first}-can-1"),
+        format!("{first}-can-2"),
+    ]
+    .iter()
+    .enumerate()
     {
-        assert_eq!(common::status_of(pool, id).await.as_deref(), Some("SUCCESS"), "{id}");
-        let calls = format!("SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = '{id}'");
-        assert_eq!(count(pool, &calls).await, 1, "{id} ran its step once, in its own history");
+        assert_eq!(
+            common::status_of(pool, id).await.as_deref(),
+            Some("SUCCESS"),
+            "{id}"
+        );
+        let calls =
+            format!("SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = '{id}'");
+        assert_eq!(
+            count(pool, &calls).await,
+            1,
+            "{id} ran its step once, in its own history"
+        );
         let linked = format!(
             "SELECT count(*) FROM dbos.stead_continuations \
              WHERE root_id = '{first}' AND to_id = '{id}' AND generation = {i}"
         );
-        assert_eq!(count(pool, &linked).await, i64::from(i > 0), "the link to {id}");
+        assert_eq!(
+            count(pool, &linked).await,
+            i64::from(i > 0),
+            "the link to {id}"
+        );
     }
     let marker = format!("SELECT output FROM dbos.workflow_status WHERE workflow_uuid = '{first}'");
     assert_eq!(

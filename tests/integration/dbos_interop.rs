@@ -607,7 +607,10 @@ async fn a_dbos_client_reads_a_continued_chain_as_ordinary_workflows() {
 
     let ids = ok(py_client(&db.url, APP, "list", json!({})).await);
     for id in ["can", "can-can-1", "can-can-2"] {
-        assert!(ids.as_array().unwrap().contains(&json!(id)), "{id} in {ids}");
+        assert!(
+            ids.as_array().unwrap().contains(&json!(id)),
+            "{id} in {ids}"
+        );
     }
     let first = ok(py_client(&db.url, APP, "result", json!({"id": "can"})).await);
     assert_eq!(first, json!({"stead.continuedAs": "can-can-1"}));
@@ -617,9 +620,17 @@ async fn a_dbos_client_reads_a_continued_chain_as_ordinary_workflows() {
     let list = dbos_workflow_cli(&db.url, &["list"]).await;
     for id in ["can", "can-can-1", "can-can-2"] {
         let listed = entry(&list, id);
-        assert_eq!((&listed["name"], &listed["status"]), (&json!("relay"), &json!("SUCCESS")), "{listed}");
+        assert_eq!(
+            (&listed["name"], &listed["status"]),
+            (&json!("relay"), &json!("SUCCESS")),
+            "{listed}"
+        );
     }
     let got = dbos_workflow_cli(&db.url, &["get", "can-can-1"]).await;
     assert_eq!(got["input"], json!({"args": [1], "kwargs": {}}), "{got}");
-    assert_eq!(got["output"], json!({"stead.continuedAs": "can-can-2"}), "{got}");
+    assert_eq!(
+        got["output"],
+        json!({"stead.continuedAs": "can-can-2"}),
+        "{got}"
+    );
 }

@@ -112,7 +112,10 @@ async fn steps(ctx: Context, (n, bytes): (u32, usize)) -> stead::Result<(u32, St
             Ok(_) => {}
             Err(e @ Error::HistoryLimit { .. }) => {
                 let again = ctx.step("after", || async { Ok(1) }).await;
-                assert!(matches!(again, Err(Error::HistoryLimit { .. })), "stays refused");
+                assert!(
+                    matches!(again, Err(Error::HistoryLimit { .. })),
+                    "stays refused"
+                );
                 return Ok((i, serde_json::to_string(&refusal(&e)).unwrap()));
             }
             Err(e) => return Err(e),
@@ -123,7 +126,9 @@ async fn steps(ctx: Context, (n, bytes): (u32, usize)) -> stead::Result<(u32, St
 
 fn refusal(e: &Error) -> (HistoryLimit, u64, u64) {
     match e {
-        Error::HistoryLimit { limit, used, max, .. } => (*limit, *used, *max),
+        Error::HistoryLimit {
+            limit, used, max, ..
+        } => (*limit, *used, *max),
         _ => unreachable!(),
     }
 }
@@ -184,7 +189,11 @@ async fn a_history_stops_at_its_limit_and_a_workflows_own_limit_wins(db) {
 static SECOND_LAUNCH: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
 
 fn second_launch(id: &str) -> bool {
-    SECOND_LAUNCH.get_or_init(Default::default).lock().unwrap().contains(id)
+    SECOND_LAUNCH
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .contains(id)
 }
 
 /// Six steps, a gate that hangs on the first launch, then steps until refused.

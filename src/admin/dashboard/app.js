@@ -255,6 +255,13 @@
     add("completed", w.completed_at_ms && new Date(w.completed_at_ms).toLocaleString());
     add("parent", w.parent_workflow_id);
     add("forked from", w.forked_from);
+    // A continue-as-new chain: each run links to the one before and after it.
+    const chainLink = (to) => to && el("a", {
+      class: "chain-link", href: LINK + encodeURIComponent(to),
+      onclick: (e) => { e.preventDefault(); select(to); },
+    }, to);
+    add("continued from", chainLink(w.continued_from));
+    add("continued as", chainLink(w.continued_as));
     add("recovery attempts", w.recovery_attempts);
     add("input", json(w.input));
     if (w.output !== null) add("output", json(w.output));

@@ -419,10 +419,7 @@ pub fn describe() {
             HISTORY_WARNINGS,
             "Workflow executions whose history passed 80% of a limit",
         ),
-        (
-            HISTORY_REFUSALS,
-            "Durable calls refused at a history limit",
-        ),
+        (HISTORY_REFUSALS, "Durable calls refused at a history limit"),
         (
             QUEUE_CLAIMED,
             "Workflows taken from a queue by this process",

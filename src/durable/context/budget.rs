@@ -19,7 +19,10 @@ impl Context {
     /// Counts one call recorded (or replayed) with `bytes` of output and error.
     pub(crate) fn count_call(&self, bytes: usize) {
         let inner = &self.inner;
-        let calls = inner.calls.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        let calls = inner
+            .calls
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
         let bytes = inner
             .bytes
             .fetch_add(bytes as u64, Ordering::Relaxed)

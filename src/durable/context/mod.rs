@@ -286,7 +286,10 @@ impl Context {
     pub(crate) async fn begin(&self, function_id: u32, name: &str) -> Result<Begun<'_>> {
         self.live().await?;
         if let Some(row) = self.recorded(function_id, name).await? {
-            self.count_call(budget::row_bytes(row.output.as_deref(), row.error.as_deref()));
+            self.count_call(budget::row_bytes(
+                row.output.as_deref(),
+                row.error.as_deref(),
+            ));
             self.read_ahead().await?;
             return Ok(Begun::Recorded(row));
         }

@@ -181,7 +181,9 @@ impl Context {
             Ok(OpOutcome::NotOwner) => Err(self.stop(Abort::NotOwner)),
             Ok(out) => {
                 match &out {
-                    OpOutcome::Done { output, .. } => self.count_call(row_bytes(output.as_deref(), None)),
+                    OpOutcome::Done { output, .. } => {
+                        self.count_call(row_bytes(output.as_deref(), None))
+                    }
                     OpOutcome::AlreadyRecorded { output, error } => {
                         self.count_call(row_bytes(output.as_deref(), error.as_deref()))
                     }

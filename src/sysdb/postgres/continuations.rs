@@ -12,8 +12,7 @@ use crate::error::DbError;
 use crate::sysdb::continuations::{runs_here, Continuations};
 use crate::sysdb::{ContinueOutcome, ContinueWrite, Continued};
 
-const PREVIOUS: &str =
-    "SELECT root_id, generation FROM {s}.stead_continuations WHERE to_id = $1";
+const PREVIOUS: &str = "SELECT root_id, generation FROM {s}.stead_continuations WHERE to_id = $1";
 
 /// The next run an earlier attempt of this continuation made, if one did.
 const MADE: &str = r#"
@@ -60,7 +59,11 @@ const LINK: &str = "INSERT INTO {s}.stead_continuations \
 
 const STATUS: &str = "SELECT status FROM {s}.workflow_status WHERE workflow_uuid = $1";
 
-fn continued(next_id: String, row: &sqlx::postgres::PgRow, at: usize) -> Result<Continued, DbError> {
+fn continued(
+    next_id: String,
+    row: &sqlx::postgres::PgRow,
+    at: usize,
+) -> Result<Continued, DbError> {
     Ok(Continued {
         next_id,
         queue: row.try_get(at)?,
@@ -88,16 +91,38 @@ impl Postgres {
         w: &ContinueWrite,
     ) -> Result<ContinueOutcome, DbError> {
         let id = &w.workflow_id;
-        if let Some(row) = self.sql.query(MADE).bind(id).fetch_optional(&mut *tx).await? {
-            return Ok(ContinueOutcome::Continued(continued(row.try_get(0)?, &row, 1)?));
+        if let Some(row) = self
+            .sql
+            .query(MADE)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+        {
+            return Ok(ContinueOutcome::Continued(continued(
+                row.try_get(0)?,
+                &row,
+                1,
+            )?));
         }
-        let previous = self.sql.query(PREVIOUS).bind(id).fetch_optional(&mut *tx).await?;
+        let previous = self
+            .sql
+            .query(PREVIOUS)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
         let (root, generation) = match previous {
             Some(row) => (row.try_get::<String, _>(0)?, row.try_get::<i64, _>(1)? + 1),
             None => (id.clone(), 1),
         };
         let next = next_id(&root, generation);
-        if self.sql.query(EXISTS).bind(&next).fetch_optional(&mut *tx).await?.is_some() {
+        if self
+            .sql
+            .query(EXISTS)
+            .bind(&next)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some()
+        {
             return Ok(ContinueOutcome::Exists(next));
         }
         let output = marker(&next);
@@ -111,7 +136,12 @@ impl Postgres {
             .fetch_optional(&mut *tx)
             .await?;
         let Some(finished) = finished else {
-            let status = self.sql.query(STATUS).bind(id).fetch_optional(&mut *tx).await?;
+            let status = self
+                .sql
+                .query(STATUS)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
             let status: Option<String> = status.map(|r| r.try_get(0)).transpose()?.flatten();
             return Ok(match status.as_deref() {
                 Some("CANCELLED") => ContinueOutcome::Cancelled,
@@ -120,7 +150,12 @@ impl Postgres {
         };
         let queue: Option<String> = finished.try_get(0)?;
         let here = runs_here(queue.as_deref());
-        self.sql.query(OUTPUT).bind(id).bind(&output).execute(&mut *tx).await?;
+        self.sql
+            .query(OUTPUT)
+            .bind(id)
+            .bind(&output)
+            .execute(&mut *tx)
+            .await?;
         let made = self
             .sql
             .query(CREATE)

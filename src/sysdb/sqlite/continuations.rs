@@ -32,7 +32,8 @@ RETURNING queue_name
 "#;
 
 /// A payload row an earlier run left (DBOS writes one) would shadow the marker.
-const OUTPUT: &str = "UPDATE workflow_output SET output = ?2, error = NULL WHERE workflow_uuid = ?1";
+const OUTPUT: &str =
+    "UPDATE workflow_output SET output = ?2, error = NULL WHERE workflow_uuid = ?1";
 
 /// The next run, copied from the old row: `?3` says whether it runs here at once.
 const CREATE: &str = r#"
@@ -84,15 +85,27 @@ async fn continue_in(
 ) -> Result<ContinueOutcome, DbError> {
     let id = &w.workflow_id;
     if let Some(row) = sqlx::query(MADE).bind(id).fetch_optional(&mut *tx).await? {
-        return Ok(ContinueOutcome::Continued(continued(row.try_get(0)?, &row, 1)?));
+        return Ok(ContinueOutcome::Continued(continued(
+            row.try_get(0)?,
+            &row,
+            1,
+        )?));
     }
-    let previous = sqlx::query(PREVIOUS).bind(id).fetch_optional(&mut *tx).await?;
+    let previous = sqlx::query(PREVIOUS)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
     let (root, generation) = match previous {
         Some(row) => (row.try_get::<String, _>(0)?, row.try_get::<i64, _>(1)? + 1),
         None => (id.clone(), 1),
     };
     let next = next_id(&root, generation);
-    if sqlx::query(EXISTS).bind(&next).fetch_optional(&mut *tx).await?.is_some() {
+    if sqlx::query(EXISTS)
+        .bind(&next)
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some()
+    {
         return Ok(ContinueOutcome::Exists(next));
     }
     let output = marker(&next);
@@ -115,7 +128,11 @@ async fn continue_in(
     };
     let queue: Option<String> = finished.try_get(0)?;
     let here = runs_here(queue.as_deref());
-    sqlx::query(OUTPUT).bind(id).bind(&output).execute(&mut *tx).await?;
+    sqlx::query(OUTPUT)
+        .bind(id)
+        .bind(&output)
+        .execute(&mut *tx)
+        .await?;
     let made = sqlx::query(CREATE)
         .bind(id)
         .bind(&next)

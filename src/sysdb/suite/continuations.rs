@@ -41,22 +41,48 @@ async fn a_run_continues_once_into_a_linked_run(kind: Kind) {
     f.start(&a).await;
     let w = write("a", &owner_of("a"), "n1");
     let next = continued(f.store.continue_as_new(&w).await.unwrap());
-    assert_eq!((next.next_id.as_str(), next.queue.as_deref()), ("a-can-1", None));
-    assert!(next.deadline.is_some_and(|d| d >= w.now + 5_000), "a direct run's own deadline");
+    assert_eq!(
+        (next.next_id.as_str(), next.queue.as_deref()),
+        ("a-can-1", None)
+    );
+    assert!(
+        next.deadline.is_some_and(|d| d >= w.now + 5_000),
+        "a direct run's own deadline"
+    );
     assert_eq!(f.column("a", "status").await.as_deref(), Some("SUCCESS"));
     assert_eq!(f.column("a", "output").await, Some(marker("a-can-1")));
     assert_eq!(f.column("a", "owner_xid").await, None);
-    assert_eq!(f.column("a-can-1", "status").await.as_deref(), Some("PENDING"));
-    assert_eq!(f.column("a-can-1", "owner_xid").await.as_deref(), Some("n1"));
+    assert_eq!(
+        f.column("a-can-1", "status").await.as_deref(),
+        Some("PENDING")
+    );
+    assert_eq!(
+        f.column("a-can-1", "owner_xid").await.as_deref(),
+        Some("n1")
+    );
     assert_eq!(f.column("a-can-1", "name").await.as_deref(), Some("wf"));
-    assert_eq!(f.column("a-can-1", "inputs").await.as_deref(), Some(w.inputs.as_str()));
-    assert_eq!(f.column("a-can-1", "application_version").await.as_deref(), Some("v1"));
-    assert!(f.column("a-can-1", "attributes").await.is_some_and(|a| a.contains("t1")));
+    assert_eq!(
+        f.column("a-can-1", "inputs").await.as_deref(),
+        Some(w.inputs.as_str())
+    );
+    assert_eq!(
+        f.column("a-can-1", "application_version").await.as_deref(),
+        Some("v1")
+    );
+    assert!(f
+        .column("a-can-1", "attributes")
+        .await
+        .is_some_and(|a| a.contains("t1")));
     // The reply lost, the same write again: recognised, nothing new.
     let again = continued(f.store.continue_as_new(&w).await.unwrap());
     assert_eq!(again, next);
     // The chain goes on from its root.
-    let next2 = continued(f.store.continue_as_new(&write("a-can-1", "n1", "n2")).await.unwrap());
+    let next2 = continued(
+        f.store
+            .continue_as_new(&write("a-can-1", "n1", "n2"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(next2.next_id, "a-can-2");
     let links = "SELECT count(*) FROM dbos.stead_continuations WHERE root_id = 'a'";
     assert_eq!(f.int(links).await, Some(2));
@@ -70,25 +96,48 @@ async fn a_run_continues_once_into_a_linked_run(kind: Kind) {
         ..workflow("q")
     };
     f.start(&q).await;
-    let next = continued(f.store.continue_as_new(&write("q", &owner_of("q"), "n3")).await.unwrap());
+    let next = continued(
+        f.store
+            .continue_as_new(&write("q", &owner_of("q"), "n3"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(next.queue.as_deref(), Some("jobs"));
-    assert_eq!(f.column("q-can-1", "status").await.as_deref(), Some("ENQUEUED"));
+    assert_eq!(
+        f.column("q-can-1", "status").await.as_deref(),
+        Some("ENQUEUED")
+    );
     assert_eq!(f.column("q-can-1", "owner_xid").await, None);
 }
 
 async fn a_run_that_cannot_continue_writes_nothing(kind: Kind) {
     let f = Fixture::new(kind).await;
     f.running("b").await;
-    let taken = f.store.continue_as_new(&write("b", "someone-else", "n")).await.unwrap();
+    let taken = f
+        .store
+        .continue_as_new(&write("b", "someone-else", "n"))
+        .await
+        .unwrap();
     assert_eq!(taken, ContinueOutcome::NotOwner);
     f.running("b-can-1").await;
-    let clash = f.store.continue_as_new(&write("b", &owner_of("b"), "n")).await.unwrap();
+    let clash = f
+        .store
+        .continue_as_new(&write("b", &owner_of("b"), "n"))
+        .await
+        .unwrap();
     assert_eq!(clash, ContinueOutcome::Exists("b-can-1".into()));
     assert_eq!(f.column("b", "status").await.as_deref(), Some("PENDING"));
     f.running("c").await;
     f.store.cancel("c", false).await.unwrap();
-    let cancelled = f.store.continue_as_new(&write("c", &owner_of("c"), "n")).await.unwrap();
+    let cancelled = f
+        .store
+        .continue_as_new(&write("c", &owner_of("c"), "n"))
+        .await
+        .unwrap();
     assert_eq!(cancelled, ContinueOutcome::Cancelled);
     assert_eq!(f.column("c-can-1", "status").await, None);
-    assert_eq!(f.int("SELECT count(*) FROM dbos.stead_continuations").await, Some(0));
+    assert_eq!(
+        f.int("SELECT count(*) FROM dbos.stead_continuations").await,
+        Some(0)
+    );
 }

@@ -86,7 +86,13 @@ async fn fresh_migrate_creates_the_dbos_3_4_schema() {
     .await;
     assert_eq!(
         links,
-        [["from_id"], ["to_id"], ["root_id"], ["generation"], ["created_at"]],
+        [
+            ["from_id"],
+            ["to_id"],
+            ["root_id"],
+            ["generation"],
+            ["created_at"]
+        ],
         "stead_continuations"
     );
 
