@@ -1,7 +1,7 @@
 //! Continue-as-new: a chain of runs followed to its last result by a handle on its first id
 //! (started directly, enqueued, or as a child), listed with its links; a crash right before or
 //! right after a continuation's commit neither loses nor duplicates the next run; a daily tick
-//! runs 10,000 virtual days with each run's history bounded.
+//! runs 10,000 iterations (and 300 virtual days of daily sleeps) with each run's history bounded.
 
 use std::time::Duration;
 
@@ -203,34 +203,46 @@ async fn a_crash_before_or_after_the_commit_neither_loses_nor_duplicates_a_run(d
 }
 
 const DAY: Duration = Duration::from_secs(86_400);
-const DAYS: u32 = 10_000;
 const DAYS_PER_RUN: u32 = 100;
 
-/// A daily tick forever (here until day 10,000): sleeps a day, records the day, and every
-/// hundred days continues as new with its running total.
-async fn daily(ctx: Context, (mut day, mut total): (u32, u64)) -> stead::Result<u64> {
+/// Where a tick loop stands: its next day, the total so far, its last day, and whether each
+/// day waits a (virtual) day first.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Tick {
+    day: u32,
+    total: u64,
+    until: u32,
+    sleep: bool,
+}
+
+/// A daily tick forever (here until day `until`): waits a day (when asked), records the day,
+/// and every hundred days continues as new with its running total.
+async fn daily(ctx: Context, mut t: Tick) -> stead::Result<u64> {
     loop {
-        ctx.sleep(DAY).await?;
-        let today: u32 = ctx.step("tick", || async move { Ok(day) }).await?;
-        total += u64::from(today);
-        day += 1;
-        if day == DAYS {
-            return Ok(total);
+        if t.sleep {
+            ctx.sleep(DAY).await?;
         }
-        if day.is_multiple_of(DAYS_PER_RUN) {
-            return ctx.continue_as_new((day, total)).await;
+        let day = t.day;
+        let today: u32 = ctx.step("tick", || async move { Ok(day) }).await?;
+        t.total += u64::from(today);
+        t.day += 1;
+        if t.day == t.until {
+            return Ok(t.total);
+        }
+        if t.day.is_multiple_of(DAYS_PER_RUN) {
+            return ctx.continue_as_new(t).await;
         }
     }
 }
 
 both_backends! {
-/// 10,000 virtual days in 100 runs: each run's history is at most 200 calls (its own limit of
-/// 250 would refuse more), the total is every day's, and time is virtual.
+/// 10,000 ticks in 100 runs, then 300 virtual days of daily sleeps in 3 more: the totals are
+/// every day's, each run's history is its hundred days only (its own limit of 250 calls would
+/// refuse more), and a handle on the first id reaches the last run.
 async fn a_daily_tick_runs_ten_thousand_days_with_a_bounded_history(db) {
     let clock = stead::testing::VirtualClock::install().unwrap();
     clock.auto_skip(true);
     clock.settle(Duration::from_millis(1));
-    let began = clock.now();
     let bounded = WorkflowConfig::default().history_limits(HistoryLimits::default().calls(250));
     let rt = common::builder(&db)
         .evict_after(None)
@@ -238,26 +250,31 @@ async fn a_daily_tick_runs_ten_thousand_days_with_a_bounded_history(db) {
         .launch()
         .await
         .unwrap();
-    let real = std::time::Instant::now();
-    let h = rt.start("daily", (0u32, 0u64), WorkflowOptions::with_id("tick")).await.unwrap();
-    let total = tokio::time::timeout(Duration::from_secs(600), h.result::<u64>())
-        .await
-        .expect("10,000 days within ten minutes")
-        .unwrap();
-    assert_eq!(total, (0..u64::from(DAYS)).sum::<u64>());
-    eprintln!("10,000 daily ticks in {:?} of real time ({:?})", real.elapsed(), db.backend);
-    assert!(clock.now() - began >= i64::from(DAYS - 1) * 86_400_000, "virtual days passed");
     let pool = db.checks().await;
-    let runs = count(&pool, "SELECT count(*) FROM dbos.workflow_status WHERE name = 'daily'").await;
-    assert_eq!(runs, i64::from(DAYS / DAYS_PER_RUN));
-    let longest = count(
-        &pool,
-        "SELECT max(n) FROM (SELECT count(*) AS n FROM dbos.operation_outputs \
-         WHERE workflow_uuid LIKE 'tick%' GROUP BY workflow_uuid) per_run",
-    )
-    .await;
-    assert_eq!(longest, i64::from(2 * DAYS_PER_RUN), "a run holds its hundred days only");
-    assert_eq!(h.latest_id().await.unwrap(), format!("tick-can-{}", DAYS / DAYS_PER_RUN - 1));
+    for (id, until, sleep) in [("tick", 10_000u32, false), ("sleepy", 300, true)] {
+        let (began, real) = (clock.now(), std::time::Instant::now());
+        let t = Tick { day: 0, total: 0, until, sleep };
+        let h = rt.start("daily", t, WorkflowOptions::with_id(id)).await.unwrap();
+        let total = tokio::time::timeout(Duration::from_secs(600), h.result::<u64>())
+            .await
+            .expect("within ten minutes")
+            .unwrap();
+        eprintln!("{id}: {until} ticks in {:?} of real time ({:?})", real.elapsed(), db.backend);
+        assert_eq!(total, (0..u64::from(until)).sum::<u64>(), "{id}");
+        let runs = format!("SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid LIKE '{id}%'");
+        assert_eq!(count(&pool, &runs).await, i64::from(until / DAYS_PER_RUN), "{id}");
+        let per_run = if sleep { 2 * DAYS_PER_RUN } else { DAYS_PER_RUN };
+        let longest = format!(
+            "SELECT max(n) FROM (SELECT count(*) AS n FROM dbos.operation_outputs \
+             WHERE workflow_uuid LIKE '{id}%' GROUP BY workflow_uuid) per_run"
+        );
+        assert_eq!(count(&pool, &longest).await, i64::from(per_run), "{id}: bounded");
+        let last = format!("{id}-can-{}", until / DAYS_PER_RUN - 1);
+        assert_eq!(h.latest_id().await.unwrap(), last);
+        if sleep {
+            assert!(clock.now() - began >= i64::from(until - 1) * 86_400_000, "virtual days");
+        }
+    }
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
