@@ -105,6 +105,18 @@ pub(super) const LINK_COLUMNS: &str =
     "(SELECT c.from_id FROM {s}.stead_continuations c WHERE c.to_id = w.workflow_uuid), \
      (SELECT c.to_id FROM {s}.stead_continuations c WHERE c.from_id = w.workflow_uuid)";
 
+/// [`LINK_COLUMNS`] where the table is missing: a database DBOS migrated that no stead runtime
+/// (or `stead migrate`) has touched yet, read by a client, which never migrates.
+pub(super) const NO_LINK_COLUMNS: &str = "CAST(NULL AS TEXT), CAST(NULL AS TEXT)";
+
+/// The link columns for a backend's `{s}.` prefix (`""` on SQLite), when the table exists.
+pub(super) fn link_columns(links: bool, prefix: &str) -> String {
+    match links {
+        true => LINK_COLUMNS.replace("{s}.", prefix),
+        false => NO_LINK_COLUMNS.to_owned(),
+    }
+}
+
 /// A status record, columns in [`STATUS_COLUMNS`] order.
 pub(super) fn status_from_row(row: &impl AnyRow) -> Result<WorkflowStatus, DbError> {
     let id: String = row.at(0)?;

@@ -11,16 +11,20 @@ use super::Postgres;
 use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::manage::{Fork, Forked, Manage};
-use crate::sysdb::rows::{all, bind_filters, LINK_COLUMNS, STATUS_COLUMNS};
+use crate::sysdb::rows::{all, bind_filters, link_columns, STATUS_COLUMNS};
 use crate::sysdb::{
     AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StatusCount, StepListing, StepQuery,
 };
 
 /// Built once per process; `Sql::get` splices the schema in.
-pub(super) static LIST_DESC: LazyLock<String> = LazyLock::new(|| list_sql(true));
+pub(super) static LIST_DESC: LazyLock<String> = LazyLock::new(|| list_sql(true, true));
 
 /// Built once per process; `Sql::get` splices the schema in.
-static LIST_ASC: LazyLock<String> = LazyLock::new(|| list_sql(false));
+static LIST_ASC: LazyLock<String> = LazyLock::new(|| list_sql(false, true));
+
+/// The listings without the chain links, where `stead_continuations` is missing.
+static LIST_DESC_NO_LINKS: LazyLock<String> = LazyLock::new(|| list_sql(true, false));
+static LIST_ASC_NO_LINKS: LazyLock<String> = LazyLock::new(|| list_sql(false, false));
 
 /// Built once per process; `Sql::get` splices the schema in.
 static COUNT: LazyLock<String> = LazyLock::new(|| {
@@ -31,13 +35,14 @@ static COUNT: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-fn list_sql(newest_first: bool) -> String {
+fn list_sql(newest_first: bool, links: bool) -> String {
     let order = if newest_first { "DESC" } else { "ASC" };
+    let links = link_columns(links, "{s}.");
     format!(
         "SELECT {STATUS_COLUMNS}, w.serialization, \
            CASE WHEN $12 THEN COALESCE(i.inputs, w.inputs) END, \
            CASE WHEN $12 THEN COALESCE(o.output, w.output) END, \
-           CASE WHEN $12 THEN COALESCE(o.error, w.error) END, {LINK_COLUMNS} \
+           CASE WHEN $12 THEN COALESCE(o.error, w.error) END, {links} \
          FROM {{s}}.workflow_status w \
          LEFT JOIN {{s}}.stead_workflow_pauses wp ON wp.workflow_uuid = w.workflow_uuid \
          LEFT JOIN {{s}}.workflow_input i ON $12 AND i.workflow_uuid = w.workflow_uuid \
@@ -207,10 +212,11 @@ FROM {s}.workflow_status w WHERE w.workflow_uuid = $1
 #[async_trait]
 impl Manage for Postgres {
     async fn list_workflows(&self, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
-        let statement: &'static str = if q.newest_first {
-            &LIST_DESC
-        } else {
-            &LIST_ASC
+        let statement: &'static str = match (q.newest_first, self.links()) {
+            (true, true) => &LIST_DESC,
+            (false, true) => &LIST_ASC,
+            (true, false) => &LIST_DESC_NO_LINKS,
+            (false, false) => &LIST_ASC_NO_LINKS,
         };
         let query = self.sql.query(statement).bind(&q.ids).bind(&q.statuses);
         let rows = bind_filters(query, q).fetch_all(&self.pool).await?;

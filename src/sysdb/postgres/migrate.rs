@@ -46,7 +46,9 @@ impl Schema for Postgres {
     /// cancels this future drops the connection, which releases it as well.
     async fn migrate(&self) -> Result<MigrationReport, DbError> {
         let mut conn = self.pool.acquire().await?;
-        migrate_pg(&mut conn, &self.sql.schema).await
+        let report = migrate_pg(&mut conn, &self.sql.schema).await?;
+        self.set_links(true);
+        Ok(report)
     }
 
     async fn schema_version(&self) -> Result<Option<i64>, DbError> {
@@ -57,6 +59,14 @@ impl Schema for Postgres {
             .bind(table)
             .fetch_one(&self.pool)
             .await?;
+        let links = format!("\"{}\".stead_continuations", self.sql.schema);
+        let exist = self
+            .sql
+            .query("SELECT to_regclass($1) IS NOT NULL")
+            .bind(links)
+            .fetch_one(&self.pool)
+            .await?;
+        self.set_links(exist.try_get(0)?);
         Ok(row.try_get(0)?)
     }
 }

@@ -66,9 +66,22 @@ pub(crate) struct Postgres {
     /// The server processes of the lanes' open sessions: their queue announcements are this
     /// process's own, already told to its actors, so the listener skips their echo.
     lane_pids: Arc<DashSet<u32>>,
+    /// `stead_continuations` exists (learnt by a migration or a schema check): reads show the
+    /// chain links; a DBOS-only schema read by a client (which never migrates) shows none.
+    links: std::sync::atomic::AtomicBool,
 }
 
 impl Postgres {
+    /// Whether reads show the chain links (`links`).
+    fn links(&self) -> bool {
+        self.links.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn set_links(&self, exist: bool) {
+        self.links
+            .store(exist, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Connects a pool of `pool_size` to `url`, for `schema` (a validated identifier).
     pub(crate) async fn connect(
         url: &str,
@@ -118,6 +131,7 @@ impl Postgres {
             pooler,
             owns_pool: true,
             lane_pids: Arc::default(),
+            links: Default::default(),
         })
     }
 
@@ -142,6 +156,7 @@ impl Postgres {
             pooler: Pooler::None,
             owns_pool: false,
             lane_pids: Arc::default(),
+            links: Default::default(),
         })
     }
 }

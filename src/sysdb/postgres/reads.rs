@@ -9,17 +9,20 @@ use sqlx::Row;
 use super::Postgres;
 use crate::error::DbError;
 use crate::sysdb::reads::Reads;
-use crate::sysdb::rows::{all, LINK_COLUMNS, STATUS_COLUMNS};
+use crate::sysdb::rows::{all, link_columns, STATUS_COLUMNS};
 use crate::sysdb::{StatusRow, StreamRow};
 
-/// Built once per process; `Sql::get` splices the schema in.
-static STATUS: LazyLock<String> = LazyLock::new(status_sql);
+/// Built once per process; `Sql::get` splices the schema in. Without the chain links where
+/// `stead_continuations` is missing (`Postgres::links`).
+static STATUS: LazyLock<String> = LazyLock::new(|| status_sql(true));
+static STATUS_NO_LINKS: LazyLock<String> = LazyLock::new(|| status_sql(false));
 
 // The payload tables are authoritative; the legacy columns are a read fallback, as in DBOS.
-fn status_sql() -> String {
+fn status_sql(links: bool) -> String {
+    let links = link_columns(links, "{s}.");
     format!(
         "SELECT {STATUS_COLUMNS}, w.serialization, COALESCE(o.output, w.output), \
-           COALESCE(o.error, w.error), {LINK_COLUMNS} \
+           COALESCE(o.error, w.error), {links} \
          FROM {{s}}.workflow_status w \
          LEFT JOIN {{s}}.stead_workflow_pauses wp ON wp.workflow_uuid = w.workflow_uuid \
          LEFT JOIN {{s}}.workflow_output o ON o.workflow_uuid = w.workflow_uuid \
@@ -41,9 +44,13 @@ ORDER BY "offset" LIMIT $4
 #[async_trait]
 impl Reads for Postgres {
     async fn status(&self, id: &str) -> Result<Option<StatusRow>, DbError> {
+        let statement: &'static str = match self.links() {
+            true => &STATUS,
+            false => &STATUS_NO_LINKS,
+        };
         let row = self
             .sql
-            .query(&STATUS)
+            .query(statement)
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;

@@ -10,7 +10,7 @@ use super::{json_list, Sqlite};
 use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::manage::{Fork, Forked, Manage};
-use crate::sysdb::rows::{all, bind_filters, LINK_COLUMNS, STATUS_COLUMNS};
+use crate::sysdb::rows::{all, bind_filters, link_columns, STATUS_COLUMNS};
 use crate::sysdb::{
     AttributesUpdate, Delayed, ListQuery, ListedRow, Resumed, StatusCount, StepListing, StepQuery,
 };
@@ -19,7 +19,7 @@ use crate::sysdb::{
 impl Manage for Sqlite {
     async fn list_workflows(&self, q: &ListQuery) -> Result<Vec<ListedRow>, DbError> {
         // The ids and statuses are lists: JSON arrays here, arrays on Postgres.
-        let query = sqlx::query(AssertSqlSafe(list_sql(q.newest_first)))
+        let query = sqlx::query(AssertSqlSafe(list_sql(q.newest_first, self.links())))
             .bind(q.ids.as_deref().map(json_list))
             .bind(q.statuses.as_deref().map(json_list));
         let rows = bind_filters(query, q).fetch_all(self.reader()).await?;
@@ -247,9 +247,9 @@ fn merged(stored: Option<&str>, patch: &str) -> Result<String, DbError> {
 }
 
 /// JSON arrays for the id and status lists, and a negative limit (no bound) for a missing one.
-fn list_sql(newest_first: bool) -> String {
+fn list_sql(newest_first: bool, links: bool) -> String {
     let order = if newest_first { "DESC" } else { "ASC" };
-    let links = LINK_COLUMNS.replace("{s}.", "");
+    let links = link_columns(links, "");
     format!(
         "SELECT {STATUS_COLUMNS}, w.serialization, \
            CASE WHEN ?12 THEN COALESCE(i.inputs, w.inputs) END, \

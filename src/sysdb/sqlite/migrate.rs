@@ -30,6 +30,24 @@ const STEAD_SCRIPT: &str = concat!(
 impl Schema for Sqlite {
     /// The write lock serialises concurrent migrators.
     async fn migrate(&self) -> Result<MigrationReport, DbError> {
+        let report = self.migrate_file().await?;
+        self.set_links(true);
+        Ok(report)
+    }
+
+    async fn schema_version(&self) -> Result<Option<i64>, DbError> {
+        let links = sqlx::query(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stead_continuations'",
+        )
+        .fetch_optional(self.reader())
+        .await?;
+        self.set_links(links.is_some());
+        self.read_version().await
+    }
+}
+
+impl Sqlite {
+    async fn migrate_file(&self) -> Result<MigrationReport, DbError> {
         let mut tx = self.write().await?;
         let has_table = sqlx::query(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dbos_migrations'",
@@ -80,7 +98,7 @@ impl Schema for Sqlite {
         Ok(report(DBOS_SCHEMA_VERSION, true))
     }
 
-    async fn schema_version(&self) -> Result<Option<i64>, DbError> {
+    async fn read_version(&self) -> Result<Option<i64>, DbError> {
         let has_table = sqlx::query(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'dbos_migrations'",
         )

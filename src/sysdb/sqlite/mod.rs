@@ -86,6 +86,9 @@ pub(crate) struct Sqlite {
     path: PathBuf,
     /// The executor's lock on `<file>.lock`, held until the database is closed.
     lock: Arc<Mutex<Option<File>>>,
+    /// `stead_continuations` exists (learnt by a migration or a schema check): reads show the
+    /// chain links; a file only DBOS migrated, read by a client, shows none.
+    links: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Sqlite {
@@ -137,7 +140,18 @@ impl Sqlite {
             owns_reader,
             path,
             lock: Arc::default(),
+            links: Default::default(),
         }
+    }
+
+    /// Whether reads show the chain links (`links`).
+    fn links(&self) -> bool {
+        self.links.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn set_links(&self, exist: bool) {
+        self.links
+            .store(exist, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Begins a write transaction on the one writer connection.

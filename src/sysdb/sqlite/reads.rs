@@ -6,13 +6,13 @@ use sqlx::Row;
 use super::Sqlite;
 use crate::error::DbError;
 use crate::sysdb::reads::Reads;
-use crate::sysdb::rows::{all, LINK_COLUMNS, STATUS_COLUMNS};
+use crate::sysdb::rows::{all, link_columns, STATUS_COLUMNS};
 use crate::sysdb::{StatusRow, StreamRow};
 
 #[async_trait]
 impl Reads for Sqlite {
     async fn status(&self, id: &str) -> Result<Option<StatusRow>, DbError> {
-        let links = LINK_COLUMNS.replace("{s}.", "");
+        let links = link_columns(self.links(), "");
         let sql = format!(
             "SELECT {STATUS_COLUMNS}, w.serialization, COALESCE(o.output, w.output), \
                COALESCE(o.error, w.error), {links} \

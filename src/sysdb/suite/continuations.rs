@@ -9,6 +9,7 @@ use crate::sysdb::{next_created_at, ContinueOutcome, ContinueWrite, NewWorkflow}
 store_tests!(
     a_run_continues_once_into_a_linked_run,
     a_run_that_cannot_continue_writes_nothing,
+    a_schema_without_the_link_table_reads_without_links,
 );
 
 fn write(id: &str, owner: &str, next_owner: &str) -> ContinueWrite {
@@ -140,4 +141,35 @@ async fn a_run_that_cannot_continue_writes_nothing(kind: Kind) {
         f.int("SELECT count(*) FROM dbos.stead_continuations").await,
         Some(0)
     );
+}
+
+/// A schema only DBOS migrated (no `stead_continuations`), read by a client (which never
+/// migrates): its status and listings read as before, without links.
+async fn a_schema_without_the_link_table_reads_without_links(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("d").await;
+    let drop = "DROP TABLE dbos.stead_continuations";
+    match (f.pg_pool(), f.sqlite_pool()) {
+        (Some(pg), _) => drop_table(&pg, drop).await,
+        (_, Some(lite)) => drop_table(&lite, &drop.replace("dbos.", "")).await,
+        _ => unreachable!(),
+    }
+    let client = f.reconnect().await;
+    assert_eq!(client.schema_version().await.unwrap(), Some(125));
+    let row = client.status("d").await.unwrap().unwrap();
+    assert_eq!(
+        (row.status.continued_from, row.status.continued_as),
+        (None, None)
+    );
+    let listed = client.list_workflows(&Default::default()).await.unwrap();
+    assert_eq!(listed.len(), 1);
+}
+
+async fn drop_table<'a, E>(pool: E, sql: &str)
+where
+    E: sqlx::Executor<'a>,
+{
+    pool.execute(sqlx::AssertSqlSafe(sql.to_owned()))
+        .await
+        .unwrap();
 }
