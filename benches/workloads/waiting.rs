@@ -3,8 +3,9 @@
 //! once at the resident bound, 10,000). Reports how long starting them took, the process's RSS
 //! once all are evicted (none resident), and the wake latency (send from a separate client,
 //! through Postgres NOTIFY, to the workflow past its `recv`) of SAMPLE of them, woken one at a
-//! time. `STEAD_BENCH_CHILDREN=1`: N parents each awaiting a child that waits (2N waiting), woken
-//! by a send to the child and timed to the parent past its child's result.
+//! time. `STEAD_BENCH_CHILDREN=K`: the first K of the N are parents, each awaiting a child that
+//! waits (N + K waiting); a sampled parent is woken by a send to its child and timed past its
+//! child's result.
 //! `STEAD_BENCH_EVICT_MS` and `STEAD_BENCH_RESIDENT_CAP` (pacing the starts) override the
 //! defaults, as earlier rounds measured.
 
@@ -65,7 +66,7 @@ pub async fn run(
     conc: u32,
     sample: u64,
 ) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
-    let children = env::<u8>("STEAD_BENCH_CHILDREN") == Some(1);
+    let parents: u64 = env::<u64>("STEAD_BENCH_CHILDREN").unwrap_or(0).min(n);
     let mut builder = Runtime::builder()
         .database_url(db)
         .app_version("bench-1")
@@ -75,11 +76,7 @@ pub async fn run(
         builder = builder.evict_after(Some(Duration::from_millis(ms)));
     }
     let rt = builder.launch().await?;
-    let (name, waiting) = if children {
-        ("parent", 2 * n)
-    } else {
-        ("waiter", n)
-    };
+    let waiting = n + parents;
     let rss_launched = rss_mb();
     let t = Instant::now();
     let mut set = tokio::task::JoinSet::new();
@@ -95,6 +92,7 @@ pub async fn run(
         }
         let rt = rt.clone();
         set.spawn(async move {
+            let name = if i < parents { "parent" } else { "waiter" };
             rt.start(name, (), WorkflowOptions::with_id(format!("w-{i}")))
                 .await
                 .map(drop)
@@ -131,7 +129,7 @@ pub async fn run(
     let mut sent = Vec::new();
     for i in 0..sample.min(n) {
         let id = format!("w-{i}");
-        let to = if children {
+        let to = if i < parents {
             format!("{id}-c")
         } else {
             id.clone()
@@ -156,7 +154,7 @@ pub async fn run(
     let stats = rt.stats();
     rt.shutdown(Duration::from_secs(5)).await?;
     Ok(
-        json!({"peer": "stead", "workload": "w-waiting", "n": n, "children": children,
+        json!({"peer": "stead", "workload": "w-waiting", "n": n, "parents": parents,
         "waiting": waiting, "evict_ms": env::<u64>("STEAD_BENCH_EVICT_MS"),
         "start_s": start_s, "all_evicted_s": all_evicted_s, "peak_resident": peak_resident,
         "rss_launched_mb": rss_launched, "rss_all_evicted_mb": rss_evicted,
