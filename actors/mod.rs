@@ -1,4 +1,5 @@
-//! The runtime's actors, one file each. A private child of the composition root
+//! The runtime's actors, one file each (the queue actor's database side in `queue/claims.rs`).
+//! A private child of the composition root
 //! (`src/runtime/launch.rs`, through `#[path]`): they use the inner rings (`crate::engine`,
 //! `crate::durable`, `crate::sysdb`, `crate::base`), and only `launch` can name them, through the
 //! entry points below; the engine reaches them through message types it defines
