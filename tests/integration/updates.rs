@@ -1,7 +1,8 @@
 //! Updates and signal-with-start: a caller's named request is answered by the workflow, once per
 //! update id (across retries, crashes of either side and processes); a validator's refusal
 //! records nothing; a finished or unknown workflow and a caller's timeout are typed errors.
-//! Signal-with-start from two concurrent callers starts one workflow and delivers both messages.
+//! Signal-with-start from two concurrent callers starts one workflow and delivers both messages,
+//! and a refused message starts nothing; DBOS's CLI reads an updated workflow.
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use stead::client::UpdateOptions;
 use stead::{Context, Error, Queue, WorkflowOptions};
 
 use crate::common;
+use crate::common::dbos_py::dbos_workflow_cli;
 use common::CheckPool as _;
 
 /// Set in a child process: the database URL it runs against.
@@ -274,6 +276,49 @@ async fn signal_with_start_starts_nothing_when_its_message_is_refused(db) {
     client.shutdown(Duration::from_secs(5)).await.unwrap();
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+}
+
+/// DBOS's CLI reads a workflow that took an update: it lists and gets it, and its steps show the
+/// accepted update as a step named `stead.update`.
+#[tokio::test]
+async fn dbos_tools_read_an_updated_workflow() {
+    crate::require_dbos!();
+    let db = common::TestDb::new().await;
+    let rt = common::builder(&db)
+        .workflow("cart", cart)
+        .launch()
+        .await
+        .unwrap();
+    let h = rt
+        .start("cart", (), WorkflowOptions::with_id("dbos-cart"))
+        .await
+        .unwrap();
+    let options = UpdateOptions::with_id("dbos-u1").timeout(Duration::from_secs(30));
+    let total: u64 = rt
+        .client()
+        .update("dbos-cart", "add", &120u64, options)
+        .await
+        .unwrap();
+    assert_eq!(total, 120);
+    assert_eq!(common::within(h.result::<u64>()).await.unwrap(), 120);
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+
+    let list = dbos_workflow_cli(&db.url, &["list"]).await;
+    let listed = list
+        .as_array()
+        .and_then(|l| l.iter().find(|w| w["workflow_id"] == "dbos-cart"))
+        .unwrap_or_else(|| panic!("dbos-cart not in {list}"));
+    assert_eq!(listed["status"], "SUCCESS", "{listed}");
+    let got = dbos_workflow_cli(&db.url, &["get", "dbos-cart"]).await;
+    assert_eq!(got["output"], serde_json::json!(120), "{got}");
+    let steps = dbos_workflow_cli(&db.url, &["steps", "dbos-cart"]).await;
+    let names: Vec<&str> = steps
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {steps}"))
+        .iter()
+        .filter_map(|s| s["function_name"].as_str())
+        .collect();
+    assert!(names.contains(&"stead.update"), "{names:?}");
 }
 
 /// The crash test's workflow id on the database at `url` (each backend's counted apart).
