@@ -6,11 +6,12 @@
 //! count falls below the bound, and **pressure**, while it is at the bound. Under pressure a
 //! waiting run evicts itself at once instead of after `evict_after` (`Context::evictable`), so
 //! new work is admitted as waiters leave. What waits for room: a direct start from outside a
-//! workflow (`start::submit`, with a place promised until its run reaches an actor), a queue
-//! actor's claim (`actors/queue.rs` holds it back, then asks for no more than the room left), and
-//! an enqueue from this process, which goes to the table instead of a slot, keeping the queue's
-//! order. A child started by a workflow never waits (its parent holds a place and may be waiting
-//! on it), so the bound is soft by the children in flight.
+//! workflow (`start::submit`, with a place promised until its run is handed to its queue actor),
+//! a queue actor's claim (`actors/queue.rs` holds it back, then asks for no more than the room
+//! left), and an enqueue from this process, which goes to the table instead of a slot, keeping
+//! the queue's order. A child started by a workflow never waits (its parent holds a place and may
+//! be waiting on it). So the bound is soft by the children in flight and by runs handed over
+//! whose actor has not spawned yet (a message's lag).
 //!
 //! It never evicts anything itself and never blocks a thread.
 

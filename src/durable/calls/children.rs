@@ -246,6 +246,10 @@ impl<O> ChildHandle<O> {
                 .ok_or_else(|| Error::NotFound(run.clone()))?;
             if row.status.status == Status::Success {
                 if let Some(next) = continued_as(row.output.as_deref()) {
+                    // Registered under the ended run's key: withdraw, and wait on the next one.
+                    if std::mem::take(&mut parked) {
+                        ctx.unpark();
+                    }
                     run = next;
                     continue;
                 }
