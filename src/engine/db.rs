@@ -196,6 +196,7 @@ impl Db {
                     after,
                     rows: 1000,
                     bytes: u64::MAX,
+                    sized: false,
                 })
                 .await?;
             after = page.rows.last().map_or(after, |r| r.function_id);

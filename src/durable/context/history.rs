@@ -2,6 +2,10 @@
 //! page at a time ([`LoadSteps`]) as the body's durable calls advance, so a replay holds one page
 //! (at most [`PAGE_ROWS`] rows, outputs within [`PAGE_BYTES`]), never the whole history.
 //!
+//! A page is read unsized (each row's output read when it is within its share of the budget,
+//! which Postgres reads without a running sum), and the page after one cut short by size is read
+//! sized, so middling outputs still come many to a page ([`LoadSteps`]).
+//!
 //! A row is handed out once, by value, and forgotten with its output; its name stays until the
 //! window moves on, for the synchronous probe of `deprecate_patch`. Call numbers are taken in call
 //! order, so lookups move forward and a page starts at the number looked up. It must never answer
@@ -35,6 +39,8 @@ struct Window {
     calls: BTreeMap<u32, Slot>,
     /// A preloaded history (replay-only verification): rows are lent by copy and never read.
     keep: bool,
+    /// The last page was cut short by size: the next is read `sized` ([`LoadSteps`]).
+    cut: bool,
 }
 
 enum Slot {
@@ -160,11 +166,13 @@ impl History {
     }
 
     async fn read(&self, db: &Db, after: u32, rows: u32) -> Result<StepPage, DbError> {
+        let sized = self.lock().cut;
         db.load_page(LoadSteps {
             workflow_id: self.workflow_id.clone(),
             after,
             rows,
             bytes: PAGE_BYTES,
+            sized,
         })
         .await
     }
@@ -182,6 +190,7 @@ impl Window {
             to: u32::MAX,
             calls,
             keep,
+            cut: false,
         }
     }
 
@@ -189,6 +198,7 @@ impl Window {
     /// replayed are dropped (a late lookup of one reads it on its own).
     fn install(&mut self, after: u32, page: StepPage) {
         let more = page.more;
+        self.cut = page.loaded < page.rows.len();
         let last = page.rows.last().map(|r| r.function_id);
         self.calls.clear();
         for (i, row) in page.rows.into_iter().enumerate() {

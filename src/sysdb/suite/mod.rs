@@ -14,6 +14,7 @@ mod datasource;
 mod definitions;
 mod fleet;
 mod manage;
+mod pages;
 mod pauses;
 mod reads;
 mod rewind;

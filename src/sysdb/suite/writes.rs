@@ -5,8 +5,8 @@ use super::{enqueued, owner_of, step_write, store_tests, workflow, Fixture, Kind
 use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::{
-    FinishOutcome, FinishWrite, LoadSteps, NewWorkflow, Op, OpOutcome, OpStep, OutgoingMessage,
-    StartOutcome, StepOutcome, StepPage,
+    FinishOutcome, FinishWrite, NewWorkflow, Op, OpOutcome, OpStep, OutgoingMessage, StartOutcome,
+    StepOutcome,
 };
 
 store_tests!(
@@ -14,7 +14,6 @@ store_tests!(
     start_reports_a_held_deduplication_id,
     start_answers_a_batch_that_repeats_a_key,
     checkpoint_records_once_and_only_for_the_owner,
-    load_steps_reads_pages_in_call_order_within_a_byte_budget,
     finish_records_the_outcome_once_and_only_for_the_owner,
     finish_replaces_the_outcome_a_payload_row_holds,
     finish_writes_a_held_back_step_with_the_outcome_or_neither,
@@ -183,76 +182,6 @@ async fn checkpoint_records_once_and_only_for_the_owner(kind: Kind) {
     );
     assert_eq!(f.rows_of("operation_outputs", "a").await, 1);
     assert_eq!(f.rows_of("operation_outputs", "b").await, 1);
-}
-
-/// A request for the page of `id`'s steps after `after`.
-fn page(id: &str, after: u32, rows: u32, bytes: u64) -> LoadSteps {
-    LoadSteps {
-        workflow_id: id.into(),
-        after,
-        rows,
-        bytes,
-    }
-}
-
-async fn load_steps_reads_pages_in_call_order_within_a_byte_budget(kind: Kind) {
-    let f = Fixture::new(kind).await;
-    f.running("a").await;
-    f.running("b").await;
-    // Five steps of `a` with 100-byte outputs (a JSON string), written out of order.
-    let output = |fid: u32| format!("\"{}\"", fid.to_string().repeat(98));
-    for fid in [2, 1, 5, 3, 4] {
-        assert_eq!(f.step("a", fid, &output(fid)).await, StepOutcome::Recorded);
-    }
-    assert_eq!(f.step("b", 1, "1").await, StepOutcome::Recorded);
-    let mut session = f.session().await;
-    let all = u64::MAX;
-    let (first, none, b, rest, point) = (
-        page("a", 0, 2, all),
-        page("none", 0, 10, all),
-        page("b", 0, 10, all),
-        page("a", 2, 10, all),
-        page("a", 3, 1, all),
-    );
-    let pages = session
-        .load_steps(&[&first, &none, &b, &rest, &point])
-        .await
-        .unwrap();
-    let fids = |p: &StepPage| p.rows.iter().map(|s| s.function_id).collect::<Vec<_>>();
-    // A full page may have more after it; a short one is the history's end.
-    assert_eq!(
-        (fids(&pages[0]), pages[0].loaded, pages[0].more),
-        (vec![1, 2], 2, true)
-    );
-    assert_eq!(pages[1], StepPage::default());
-    assert_eq!((fids(&pages[2]), pages[2].more), (vec![1], false));
-    assert_eq!(
-        (fids(&pages[3]), pages[3].loaded, pages[3].more),
-        (vec![3, 4, 5], 3, false)
-    );
-    assert_eq!((fids(&pages[4]), pages[4].more), (vec![4], true));
-    let row = &pages[0].rows[0];
-    assert_eq!((row.workflow_id.as_str(), row.name.as_str()), ("a", "step"));
-    assert_eq!(row.output.as_deref(), Some(output(1).as_str()));
-    assert_eq!(row.serialization.as_deref(), Some("portable_json"));
-    // 150 bytes: the second row starts at 100 (read), the third at 200 (its name only). A
-    // first row is read whatever its size.
-    let pages = session
-        .load_steps(&[&page("a", 0, 10, 150), &page("a", 1, 10, 1)])
-        .await
-        .unwrap();
-    assert_eq!(
-        (fids(&pages[0]), pages[0].loaded, pages[0].more),
-        (vec![1, 2, 3, 4, 5], 2, false)
-    );
-    let outputs: Vec<_> = pages[0].rows.iter().map(|r| r.output.clone()).collect();
-    assert_eq!(
-        outputs,
-        vec![Some(output(1)), Some(output(2)), None, None, None]
-    );
-    assert!(pages[0].rows.iter().all(|r| r.name == "step"));
-    assert_eq!(pages[1].loaded, 1);
-    assert_eq!(pages[1].rows[0].output, Some(output(2)));
 }
 
 fn finish_of(id: &str, status: &'static str) -> FinishWrite {

@@ -1,0 +1,118 @@
+//! Pages of a workflow's recorded steps (`LoadSteps`): in call order, a prefix of each page with
+//! its payloads, sized by a running budget or by each row's share of it.
+
+use super::{store_tests, Fixture, Kind};
+use crate::sysdb::{LoadSteps, StepOutcome, StepPage};
+
+store_tests!(
+    load_steps_reads_pages_in_call_order_within_a_byte_budget,
+    an_unsized_page_reads_small_rows_and_its_first_whatever_its_size,
+);
+
+/// A request for the page of `id`'s steps after `after`.
+fn page(id: &str, after: u32, rows: u32, bytes: u64) -> LoadSteps {
+    LoadSteps {
+        workflow_id: id.into(),
+        after,
+        rows,
+        bytes,
+        sized: true,
+    }
+}
+
+async fn load_steps_reads_pages_in_call_order_within_a_byte_budget(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("a").await;
+    f.running("b").await;
+    // Five steps of `a` with 100-byte outputs (a JSON string), written out of order.
+    let output = |fid: u32| format!("\"{}\"", fid.to_string().repeat(98));
+    for fid in [2, 1, 5, 3, 4] {
+        assert_eq!(f.step("a", fid, &output(fid)).await, StepOutcome::Recorded);
+    }
+    assert_eq!(f.step("b", 1, "1").await, StepOutcome::Recorded);
+    let mut session = f.session().await;
+    let all = u64::MAX;
+    let (first, none, b, rest, point) = (
+        page("a", 0, 2, all),
+        page("none", 0, 10, all),
+        page("b", 0, 10, all),
+        page("a", 2, 10, all),
+        page("a", 3, 1, all),
+    );
+    let pages = session
+        .load_steps(&[&first, &none, &b, &rest, &point])
+        .await
+        .unwrap();
+    let fids = |p: &StepPage| p.rows.iter().map(|s| s.function_id).collect::<Vec<_>>();
+    // A full page may have more after it; a short one is the history's end.
+    assert_eq!(
+        (fids(&pages[0]), pages[0].loaded, pages[0].more),
+        (vec![1, 2], 2, true)
+    );
+    assert_eq!(pages[1], StepPage::default());
+    assert_eq!((fids(&pages[2]), pages[2].more), (vec![1], false));
+    assert_eq!(
+        (fids(&pages[3]), pages[3].loaded, pages[3].more),
+        (vec![3, 4, 5], 3, false)
+    );
+    assert_eq!((fids(&pages[4]), pages[4].more), (vec![4], true));
+    let row = &pages[0].rows[0];
+    assert_eq!((row.workflow_id.as_str(), row.name.as_str()), ("a", "step"));
+    assert_eq!(row.output.as_deref(), Some(output(1).as_str()));
+    assert_eq!(row.serialization.as_deref(), Some("portable_json"));
+    // 150 bytes: the second row starts at 100 (read), the third at 200 (its name only). A
+    // first row is read whatever its size.
+    let pages = session
+        .load_steps(&[&page("a", 0, 10, 150), &page("a", 1, 10, 1)])
+        .await
+        .unwrap();
+    assert_eq!(
+        (fids(&pages[0]), pages[0].loaded, pages[0].more),
+        (vec![1, 2, 3, 4, 5], 2, false)
+    );
+    let outputs: Vec<_> = pages[0].rows.iter().map(|r| r.output.clone()).collect();
+    assert_eq!(
+        outputs,
+        vec![Some(output(1)), Some(output(2)), None, None, None]
+    );
+    assert!(pages[0].rows.iter().all(|r| r.name == "step"));
+    assert_eq!(pages[1].loaded, 1);
+    assert_eq!(pages[1].rows[0].output, Some(output(2)));
+}
+
+async fn an_unsized_page_reads_small_rows_and_its_first_whatever_its_size(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("a").await;
+    // Outputs of 100, 10, 100 and 10 bytes (JSON strings).
+    let output = |n: usize| format!("\"{}\"", "x".repeat(n - 2));
+    for (fid, n) in [(1, 100), (2, 10), (3, 100), (4, 10)] {
+        assert_eq!(f.step("a", fid, &output(n)).await, StepOutcome::Recorded);
+    }
+    let mut session = f.session().await;
+    // Four rows within 200 bytes: 50 a row.
+    let shares = |after| LoadSteps {
+        sized: false,
+        ..page("a", after, 4, 200)
+    };
+    let pages = session.load_steps(&[&shares(0), &shares(2)]).await.unwrap();
+    for (p, first) in pages.iter().zip([1, 3]) {
+        assert_eq!(p.rows[0].function_id, first);
+        // The first row whatever its size, then a prefix that stays within the budget (a backend
+        // may read by the running sum instead: SQLite does).
+        assert!(p.loaded >= 2, "{p:?}");
+        let read: usize = p.rows[1..p.loaded]
+            .iter()
+            .map(|r| r.output.as_deref().map_or(0, str::len))
+            .sum();
+        assert!(read <= 200, "{p:?}");
+        for row in &p.rows[..p.loaded] {
+            let n = if row.function_id % 2 == 1 { 100 } else { 10 };
+            assert_eq!(row.output, Some(output(n)));
+        }
+        assert!(p.rows[p.loaded..].iter().all(|r| r.output.is_none()));
+    }
+    // A row over its share ends the prefix on Postgres (it is read as the next page's first).
+    if kind == Kind::Postgres {
+        assert_eq!(pages[0].loaded, 2);
+    }
+}
