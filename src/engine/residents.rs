@@ -20,8 +20,6 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use crate::base::clock::now_ms;
-
 /// The default bound: a resident waiting workflow costs ~10 KB and an evicted one ~0.75 KB, so
 /// a million waiting workflows stay under 1 GB (`benches/README.md`, "A million waiting
 /// workflows").
@@ -40,12 +38,13 @@ pub(crate) struct Residents {
     room: Notify,
     pressure: Notify,
     pressed_at: AtomicI64,
+    origin: std::time::Instant,
 }
 
 /// One workflow actor's place; dropping it frees the place.
 pub(crate) struct Resident(Arc<Residents>);
 
-/// A place promised to a start until its run reaches an actor.
+/// A place promised to a start until its run is handed to its queue actor.
 pub(crate) struct Promised(Arc<Residents>);
 
 impl Drop for Promised {
@@ -63,7 +62,8 @@ impl Residents {
             promised: AtomicUsize::new(0),
             room: Notify::new(),
             pressure: Notify::new(),
-            pressed_at: AtomicI64::new(0),
+            pressed_at: AtomicI64::new(-PRESS_EVERY_MS),
+            origin: std::time::Instant::now(),
         })
     }
 
@@ -122,7 +122,8 @@ impl Residents {
 
     /// Wakes every resident wait to evict itself, at most every `PRESS_EVERY_MS`.
     fn press(&self) {
-        let now = now_ms();
+        // Real time, not workflow time: a virtual clock standing still must not mute it.
+        let now = i64::try_from(self.origin.elapsed().as_millis()).unwrap_or(i64::MAX);
         let last = self.pressed_at.load(Ordering::Relaxed);
         if now - last >= PRESS_EVERY_MS
             && self
