@@ -384,7 +384,18 @@ impl<B: Fn() -> RuntimeBuilder> CrashMatrix<B> {
         plan: Option<Arc<CrashPlan>>,
     ) -> Result<Runtime, KitError> {
         let url = format!("sqlite://{}", file.display());
-        let rt = (self.build)().database_url(url).launch().await?;
+        let mut tries = 0;
+        let rt = loop {
+            match (self.build)().database_url(&url).launch().await {
+                // The scenario's first runtime is shut down, but its file lock was seen held a
+                // moment longer under load (once, in a CI-like run): look again, briefly.
+                Err(crate::Error::Config(m)) if m.contains("in use by another") && tries < 40 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                other => break other?,
+            }
+        };
         if let Some(plan) = plan {
             // A fresh runtime: its plan is unset, so this cannot fail.
             let _ = rt.client().shared().crash.set(plan);

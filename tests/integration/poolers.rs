@@ -35,6 +35,10 @@ fn executor(url: &str, id: &str) -> stead::RuntimeBuilder {
         .app_version("pooled-1")
         .executor_id(id)
         .lease(Duration::from_secs(2))
+        // Every periodic statement warms up within the first wave (a 10 s refresh took its
+        // fifth run, and its routine, only after the settle below under load).
+        .queue_refresh(Duration::from_millis(500))
+        .schedule_refresh(Duration::from_millis(500))
         .workflow("tour", tour)
         .workflow("leaf", leaf)
         .queue(Queue::new("pooled").worker_concurrency(5))
