@@ -219,6 +219,12 @@ async fn signal_with_start_from_two_callers_starts_once_and_delivers_both(db) {
         .signal_with_start::<_, _, str>("inbox", String::new(), WorkflowOptions::default(), "x", None)
         .await;
     assert!(matches!(missing_id, Err(Error::InvalidArgument(_))), "{:?}", missing_id.err());
+    // A queue no definition names is refused before anything is written, as for an enqueue.
+    let options = WorkflowOptions::with_id("lost");
+    let nowhere = client.signal_with_start::<_, _, str>("nowhere", "inbox", "x".to_owned(), options, "m", None);
+    assert!(matches!(nowhere.await, Err(Error::UnknownQueue(_))));
+    let lost = "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = 'lost'";
+    assert_eq!(pool.count(lost).await.unwrap(), 0);
     client.shutdown(Duration::from_secs(5)).await.unwrap();
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }

@@ -68,12 +68,6 @@ pub(crate) async fn submit(
     input_json: &str,
     options: WorkflowOptions,
 ) -> Result<WorkflowHandle> {
-    if let Target::Queue(queue) = target {
-        check_queue_defined(shared, queue, options.undefined_queue_ok).await?;
-        if options.delay.is_none() {
-            await_reopening(shared, queue, || runs_here(shared, workflow, &options)).await;
-        }
-    }
     submit_with(shared, target, workflow, input_json, options, None).await
 }
 
@@ -87,6 +81,12 @@ pub(crate) async fn submit_with(
     options: WorkflowOptions,
     message: Option<OutgoingMessage>,
 ) -> Result<WorkflowHandle> {
+    if let Target::Queue(queue) = target {
+        check_queue_defined(shared, queue, options.undefined_queue_ok).await?;
+        if options.delay.is_none() {
+            await_reopening(shared, queue, || runs_here(shared, workflow, &options)).await;
+        }
+    }
     // A start from outside a workflow waits for room under the resident bound; a child never
     // does (its parent holds a place and may be waiting on it).
     let promised = match target {
