@@ -72,19 +72,20 @@ impl Residents {
         self.count.load(Ordering::Relaxed)
     }
 
-    /// At (or over) the bound, counting promised places.
-    pub(crate) fn full(&self) -> bool {
+    /// Places taken: resident actors and promised starts.
+    fn held(&self) -> usize {
         self.count()
             .saturating_add(self.promised.load(Ordering::Relaxed))
-            >= self.bound
+    }
+
+    /// At (or over) the bound, counting promised places.
+    pub(crate) fn full(&self) -> bool {
+        self.held() >= self.bound
     }
 
     /// Places left below the bound (`i64::MAX` when unbounded), for a claim's limit.
     pub(crate) fn headroom(&self) -> i64 {
-        let held = self
-            .count()
-            .saturating_add(self.promised.load(Ordering::Relaxed));
-        i64::try_from(self.bound.saturating_sub(held)).unwrap_or(i64::MAX)
+        i64::try_from(self.bound.saturating_sub(self.held())).unwrap_or(i64::MAX)
     }
 
     /// Takes a place for a workflow actor (never refused: the callers waited for room).

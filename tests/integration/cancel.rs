@@ -220,16 +220,6 @@ async fn cancel_child() {
     std::future::pending::<()>().await;
 }
 
-/// The worker process, killed when the test ends (also when it fails).
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Postgres only: the cancel reaches the other process through NOTIFY, and an embedded database
 /// serves one executor process.
 #[tokio::test]
@@ -240,7 +230,7 @@ async fn a_cancel_from_another_process_stops_a_workflow_before_its_next_step() {
         .execute(&pool)
         .await
         .unwrap();
-    let child = KillOnDrop(
+    let child = common::KillOnDrop(
         Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",

@@ -301,16 +301,6 @@ async fn pause_child() {
     std::future::pending::<()>().await;
 }
 
-/// The worker process, killed when the test ends (also when it fails).
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Postgres only (an embedded database serves one process): a client in this process pauses a
 /// workflow that runs in the child; the child stops it, and after the resume finishes it.
 #[tokio::test]
@@ -323,7 +313,7 @@ async fn a_pause_from_another_process_stops_the_run_where_it_runs() {
     ] {
         sqlx::query(table).execute(&pool).await.unwrap();
     }
-    let child = KillOnDrop(
+    let child = common::KillOnDrop(
         Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
