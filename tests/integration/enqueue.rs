@@ -207,7 +207,8 @@ async fn an_enqueue_or_start_given_up_on_still_runs_and_frees_its_slot(db) {
         let id = format!("gu-enqueued-{attempt}");
         let input = tagged(&db, &id, "", 0);
         let call = rt.enqueue("solo", "job", input, WorkflowOptions::with_id(&id));
-        assert!(call.now_or_never().is_none(), "the call was given up on");
+        let polled = call.now_or_never().map(|r| r.map(|h| h.id().to_owned()));
+        assert!(polled.is_none(), "the call was given up on: {polled:?}");
         tokio::time::sleep(Duration::from_millis(500)).await;
         if common::status_of(&pool, &id).await.is_some() {
             began = Some(id);
