@@ -80,7 +80,7 @@ pub(crate) use rewind::{Rewind, Rewound, STREAM_CLOSED};
 pub(crate) use schedules::{Fired, Firings, ScheduleRow};
 pub(crate) use sqlite::default_url;
 pub(crate) use start::{next_created_at, stamped_until, NewWorkflow, StartOutcome, QUEUE_CHANNEL};
-pub(crate) use steps::{LoadSteps, StepOutcome, StepPage, StepWrite};
+pub(crate) use steps::{LoadSteps, Pieces, StepOutcome, StepPage, StepWrite, PIECE};
 pub(crate) use store::{Session, Store};
 pub use versions::AppVersion;
 

@@ -12,6 +12,7 @@
 //! database for 20 s while a survivor adopts its work still finishes every workflow once.
 
 use super::reads::StepRow;
+use crate::error::DbError;
 
 /// One step's outcome to record, valid only while the workflow is `PENDING` under `owner`.
 #[derive(Debug, Clone)]
@@ -70,6 +71,54 @@ impl LoadSteps {
     }
 }
 
+/// Outputs longer than this are read in pieces of this many bytes, each its own row (Postgres;
+/// `postgres/steps.rs`). A driver reads a whole row into one buffer: sqlx read a 10 MB output
+/// into a fresh 10 MB buffer copied into one grown by doubling to 21 MB, and kept both, so a
+/// replay of W8 held ~40 MB between its steps and peaked at 50 MB of heap with the row's copy
+/// and the decoded value (about 2.5× that in RSS). In pieces the only allocations of the
+/// output's size are the text handed out ([`Pieces`]) and the value decoded from it. SQLite
+/// holds a value whole in its own memory whichever way it is read, so it reads outputs whole.
+pub(crate) const PIECE: usize = 1 << 20;
+
+/// An output read in pieces ([`PIECE`]): each is placed at its offset, so their order does not
+/// matter, and the text is checked as UTF-8 once whole (a piece may end inside a character).
+#[derive(Debug, Default)]
+pub(crate) struct Pieces {
+    bytes: Vec<u8>,
+    filled: usize,
+}
+
+impl Pieces {
+    /// Places `piece`, found at byte `at` of an output of `total` bytes.
+    pub(crate) fn put(&mut self, total: usize, at: usize, piece: &[u8]) -> Result<(), DbError> {
+        if self.filled == 0 && self.bytes.is_empty() {
+            self.bytes = vec![0; total];
+        }
+        let end = at.checked_add(piece.len());
+        let place = match end {
+            Some(end) if total == self.bytes.len() => self.bytes.get_mut(at..end),
+            _ => None,
+        };
+        let place =
+            place.ok_or_else(|| DbError::Query("a piece of an output out of place".into()))?;
+        place.copy_from_slice(piece);
+        self.filled += piece.len();
+        Ok(())
+    }
+
+    /// The whole output: every byte placed, valid UTF-8.
+    pub(crate) fn finish(self) -> Result<String, DbError> {
+        if self.bytes.is_empty() || self.filled != self.bytes.len() {
+            return Err(DbError::Query(format!(
+                "an output read in pieces came {} bytes of {}",
+                self.filled,
+                self.bytes.len()
+            )));
+        }
+        String::from_utf8(self.bytes).map_err(|e| DbError::Query(format!("an output: {e}")))
+    }
+}
+
 /// One page of recorded steps ([`LoadSteps`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct StepPage {
@@ -100,5 +149,57 @@ impl StepPage {
             loaded,
             more,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `text` cut into pieces of `size` bytes, as a backend reads them: (offset, piece).
+    fn cut(text: &str, size: usize) -> Vec<(usize, &[u8])> {
+        text.as_bytes()
+            .chunks(size)
+            .enumerate()
+            .map(|(i, piece)| (i * size, piece))
+            .collect()
+    }
+
+    #[test]
+    fn pieces_in_any_order_make_the_whole_even_inside_a_character() {
+        let text = "ab\u{1D11E}cdé";
+        for size in 1..=text.len() {
+            let mut pieces = Pieces::default();
+            for (at, piece) in cut(text, size).into_iter().rev() {
+                pieces.put(text.len(), at, piece).unwrap();
+            }
+            assert_eq!(pieces.finish().unwrap(), text, "pieces of {size}");
+        }
+    }
+
+    #[test]
+    fn a_missing_misplaced_or_invalid_piece_is_an_error() {
+        let text = "abcdef";
+        let mut missing = Pieces::default();
+        missing.put(6, 0, b"abc").unwrap();
+        assert!(missing.finish().is_err(), "half an output is no output");
+        assert!(Pieces::default().finish().is_err(), "no pieces at all");
+        let mut past = Pieces::default();
+        assert!(past.put(6, 4, b"efg").is_err(), "past the end");
+        let mut resized = Pieces::default();
+        resized.put(6, 0, b"abc").unwrap();
+        assert!(
+            resized.put(7, 3, b"def").is_err(),
+            "two sizes for one output"
+        );
+        let mut invalid = Pieces::default();
+        invalid.put(2, 0, &[0xF0]).unwrap();
+        invalid.put(2, 1, b"a").unwrap();
+        assert!(invalid.finish().is_err(), "not UTF-8");
+        let mut whole = Pieces::default();
+        for (at, piece) in cut(text, 4) {
+            whole.put(text.len(), at, piece).unwrap();
+        }
+        assert_eq!(whole.finish().unwrap(), text);
     }
 }

@@ -13,6 +13,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use futures::TryStreamExt;
 use sqlx::postgres::{PgQueryResult, PgRow};
 use sqlx::{AssertSqlSafe, Executor, Postgres, Row, SqlStr};
 
@@ -74,6 +75,31 @@ impl<'q> Stmt<'q> {
             Stmt::Prepared(q) => q.fetch_all(e).await,
             Stmt::Inline(inline) => inline.fetch_all(e).await,
         }
+    }
+
+    /// Hands each row to `each` as it arrives, so a long answer is never held whole (an inline
+    /// statement's rows come together: it runs whole either way).
+    pub(crate) async fn fetch_each<'e, E, F, X>(self, e: E, mut each: F) -> Result<(), X>
+    where
+        'q: 'e,
+        E: 'e + Executor<'e, Database = Postgres>,
+        F: FnMut(PgRow) -> Result<(), X>,
+        X: From<sqlx::Error>,
+    {
+        match self {
+            Stmt::Prepared(q) => {
+                let mut rows = q.fetch(e);
+                while let Some(row) = rows.try_next().await? {
+                    each(row)?;
+                }
+            }
+            Stmt::Inline(inline) => {
+                for row in inline.fetch_all(e).await? {
+                    each(row)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(crate) async fn fetch_one<'e, E>(self, e: E) -> Result<PgRow, sqlx::Error>

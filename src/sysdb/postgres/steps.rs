@@ -2,17 +2,18 @@
 //! workflow is `PENDING` under the writer's owner token (rows it did not write are classified
 //! with one more statement); and the batched, paged read of recorded steps.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::LazyLock;
 
-use sqlx::postgres::PgConnection;
+use sqlx::postgres::{PgConnection, PgRow, PgValueFormat};
 use sqlx::Row;
 
 use super::exec::Stmt;
 use super::rowsource::{self, Column};
 use super::sql::Sql;
 use crate::error::DbError;
-use crate::sysdb::{LoadSteps, StepOutcome, StepPage, StepRow, StepWrite};
+use crate::sysdb::{LoadSteps, Pieces, StepOutcome, StepPage, StepRow, StepWrite, PIECE};
 
 /// Built once per process; `Sql::get` splices the schema in.
 static STATEMENT: LazyLock<String> = LazyLock::new(|| statement(&cte(1)));
@@ -246,9 +247,9 @@ static LOAD: LazyLock<String> = LazyLock::new(|| {
     format!(
         r#"
 SELECT o.workflow_uuid, o.function_id, o.function_name,
-       CASE WHEN o.before < r.budget THEN o.output END AS output,
+       CASE WHEN o.before < r.budget AND o.osize <= $5 THEN o.output END AS output,
        CASE WHEN o.before < r.budget THEN o.error END AS error,
-       o.child_workflow_id, o.serialization, o.before < r.budget AS loaded, r.i
+       o.child_workflow_id, o.serialization, o.before < r.budget AS loaded, r.i, o.osize
 FROM unnest($1::text[], $2::int4[], $3::int4[], $4::int8[])
      WITH ORDINALITY AS r(id, after, lim, budget, i)
 CROSS JOIN LATERAL (
@@ -268,9 +269,11 @@ static LOAD_UNSIZED: LazyLock<String> = LazyLock::new(|| {
     format!(
         r#"
 SELECT o.workflow_uuid, o.function_id, o.function_name,
-       CASE WHEN o.size <= r.per_row OR o.function_id = f.first THEN o.output END AS output,
+       CASE WHEN (o.size <= r.per_row OR o.function_id = f.first) AND o.osize <= $5
+            THEN o.output END AS output,
        CASE WHEN o.size <= r.per_row OR o.function_id = f.first THEN o.error END AS error,
-       o.child_workflow_id, o.serialization, o.size <= r.per_row OR o.function_id = f.first, r.i
+       o.child_workflow_id, o.serialization, o.size <= r.per_row OR o.function_id = f.first, r.i,
+       o.osize
 FROM unnest($1::text[], $2::int4[], $3::int4[], $4::int8[])
      WITH ORDINALITY AS r(id, after, lim, per_row, i)
 CROSS JOIN LATERAL (
@@ -285,21 +288,65 @@ ORDER BY r.i, o.function_id"#
 /// A request's rows with their payload sizes, by the primary key.
 const RANGE: &str = "
     SELECT workflow_uuid, function_id, function_name, output, error, child_workflow_id,
-           serialization,
+           serialization, coalesce(octet_length(output), 0) AS osize,
            coalesce(octet_length(output), 0) + coalesce(octet_length(error), 0) AS size
     FROM {s}.operation_outputs
     WHERE workflow_uuid = r.id AND function_id > r.after
     ORDER BY function_id
     LIMIT r.lim";
 
+/// An output's pieces (`PIECE` bytes, `$3`), each with its offset and the whole's size. The
+/// value is detoasted and converted once (the subquery, kept apart by `OFFSET 0`, is the outer
+/// side of the lateral join), each piece a cheap slice of it; no `ORDER BY`, which would sort the
+/// whole value (spilling past `work_mem`): pieces are placed by offset (`Pieces`).
+const PIECES: &str = "
+SELECT octet_length(o.b), p.at, substring(o.b FROM p.at FOR $3)
+FROM (SELECT convert_to(output, 'UTF8') AS b FROM {s}.operation_outputs
+      WHERE workflow_uuid = $1 AND function_id = $2 OFFSET 0) o
+CROSS JOIN LATERAL generate_series(1, octet_length(o.b), $3) AS p(at)";
+
+/// The output recorded at `function_id`, read in pieces, each handed on as it arrives.
+async fn read_pieces(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    workflow_id: &str,
+    function_id: u32,
+) -> Result<String, DbError> {
+    let mut pieces = Pieces::default();
+    let piece = i32::try_from(PIECE).unwrap_or(i32::MAX);
+    sql.query(PIECES)
+        .bind(workflow_id)
+        .bind(clamp(function_id))
+        .bind(piece)
+        .fetch_each(&mut *conn, |row| {
+            let total = usize::try_from(row.try_get::<i32, _>(0)?).unwrap_or(0);
+            let at = usize::try_from(row.try_get::<i32, _>(1)? - 1).unwrap_or(usize::MAX);
+            pieces.put(total, at, &piece_of(&row)?)
+        })
+        .await?;
+    pieces.finish()
+}
+
+/// A piece's bytes: borrowed from the row when they came in binary (a prepared statement), else
+/// decoded from their text form (an inline statement's answer is text).
+fn piece_of(row: &PgRow) -> Result<Cow<'_, [u8]>, sqlx::Error> {
+    match row.try_get_raw(2)?.format() {
+        PgValueFormat::Binary => row.try_get::<&[u8], _>(2).map(Cow::Borrowed),
+        PgValueFormat::Text => row.try_get::<Vec<u8>, _>(2).map(Cow::Owned),
+    }
+}
+
 /// One page of recorded steps per request: one statement for the sized requests, one for the
-/// others.
+/// others; then each output longer than `PIECE` of the rows read with their payloads, in pieces.
 pub(super) async fn load(
     sql: &Sql,
     conn: &mut PgConnection,
     pages: &[&LoadSteps],
 ) -> Result<Vec<StepPage>, DbError> {
     let mut found: Vec<Vec<(StepRow, bool)>> = vec![Vec::new(); pages.len()];
+    // Rows whose output is read in pieces: (page, row).
+    let mut longs: Vec<(usize, usize)> = Vec::new();
+    let piece = i32::try_from(PIECE).unwrap_or(i32::MAX);
     for sized in [false, true] {
         let group: Vec<usize> = (0..pages.len())
             .filter(|&i| pages[i].sized == sized)
@@ -323,16 +370,26 @@ pub(super) async fn load(
             .bind(ids)
             .bind(after)
             .bind(rows)
-            .bind(bytes);
+            .bind(bytes)
+            .bind(piece);
         for row in query.fetch_all(&mut *conn).await? {
             let i: i64 = row.try_get(8)?;
             let loaded: bool = row.try_get(7)?;
-            let slot = usize::try_from(i - 1)
+            let long = loaded && row.try_get::<i32, _>(9)? > piece;
+            let page = usize::try_from(i - 1)
                 .ok()
-                .and_then(|i| group.get(i))
-                .and_then(|&i| found.get_mut(i))
+                .and_then(|i| group.get(i).copied())
+                .filter(|&page| page < found.len())
                 .ok_or_else(|| DbError::Query("a page answered no request".into()))?;
-            slot.push((StepRow::from_row(&row)?, loaded));
+            if long {
+                longs.push((page, found[page].len()));
+            }
+            found[page].push((StepRow::from_row(&row)?, loaded));
+        }
+    }
+    for (page, at) in longs {
+        if let Some((row, _)) = found.get_mut(page).and_then(|rows| rows.get_mut(at)) {
+            row.output = Some(read_pieces(sql, conn, &row.workflow_id, row.function_id).await?);
         }
     }
     Ok(pages

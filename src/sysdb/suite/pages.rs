@@ -2,11 +2,12 @@
 //! its payloads, sized by a running budget or by each row's share of it.
 
 use super::{store_tests, Fixture, Kind};
-use crate::sysdb::{LoadSteps, StepOutcome, StepPage};
+use crate::sysdb::{LoadSteps, StepOutcome, StepPage, PIECE};
 
 store_tests!(
     load_steps_reads_pages_in_call_order_within_a_byte_budget,
     an_unsized_page_reads_small_rows_and_its_first_whatever_its_size,
+    long_outputs_are_read_whole_across_piece_boundaries,
 );
 
 /// A request for the page of `id`'s steps after `after`.
@@ -114,5 +115,51 @@ async fn an_unsized_page_reads_small_rows_and_its_first_whatever_its_size(kind: 
     // A row over its share ends the prefix on Postgres (it is read as the next page's first).
     if kind == Kind::Postgres {
         assert_eq!(pages[0].loaded, 2);
+    }
+}
+
+/// Outputs around `PIECE` (which Postgres reads in pieces past it) come back byte for byte: at
+/// it, one byte past it, two whole pieces, and a four-byte character across the boundary.
+async fn long_outputs_are_read_whole_across_piece_boundaries(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("a").await;
+    // A JSON string of `n` bytes: `fill` then `tail`.
+    let string = |n: usize, tail: &str| format!("\"{}{tail}\"", "x".repeat(n - 2 - tail.len()));
+    // U+1D11E is four bytes: its first is the last of the first piece.
+    let straddling = format!("\"{}\u{1D11E}é\"", "a".repeat(PIECE - 2));
+    assert_eq!(straddling.len(), PIECE + 6);
+    assert!(!straddling.is_char_boundary(PIECE));
+    let outputs = [
+        string(PIECE, ""),
+        string(PIECE + 1, "y"),
+        string(2 * PIECE, "z"),
+        straddling,
+        "7".to_owned(),
+    ];
+    for (fid, output) in (1..).zip(&outputs) {
+        assert_eq!(f.step("a", fid, output).await, StepOutcome::Recorded);
+    }
+    let mut session = f.session().await;
+    // The whole history at once, then a page per row (each row its page's first).
+    let whole = page("a", 0, 10, u64::MAX);
+    let pages = session.load_steps(&[&whole]).await.unwrap();
+    assert_eq!(pages[0].loaded, outputs.len());
+    for (row, output) in pages[0].rows.iter().zip(&outputs) {
+        assert_eq!(
+            row.output.as_deref(),
+            Some(output.as_str()),
+            "call #{}",
+            row.function_id
+        );
+        assert_eq!(row.serialization.as_deref(), Some("portable_json"));
+    }
+    for (after, output) in (0..).zip(&outputs) {
+        let one = LoadSteps {
+            sized: after % 2 == 0,
+            ..page("a", after, 2, 1)
+        };
+        let pages = session.load_steps(&[&one]).await.unwrap();
+        assert_eq!(pages[0].loaded, 1, "after {after}");
+        assert_eq!(pages[0].rows[0].output.as_deref(), Some(output.as_str()));
     }
 }
