@@ -48,9 +48,8 @@ pub(crate) enum StepOutcome {
 
 /// A request for one page of a workflow's recorded steps: those numbered after `after`, in call
 /// order, at most `rows` of them. Outputs and errors are read for a prefix of the page (the first
-/// row always has its own), so a page of large outputs holds one of them; the rest comes without
-/// payloads (names and child ids only), so the caller still knows which numbers are recorded and
-/// under what name. With `sized`, the prefix runs while the payload bytes of the rows before stay
+/// row always has its own), so a page of large outputs holds one of them; the rest comes as names
+/// only, so the caller still knows which numbers are recorded and under what name. With `sized`, the prefix runs while the payload bytes of the rows before stay
 /// under `bytes`; without, while each row's payload is at most `bytes / rows`, which a backend may
 /// read more cheaply (Postgres: no running sum) and which keeps the page within `bytes` too. A
 /// reader asks `sized` after a page cut short by size, so outputs of middling size still come
@@ -135,12 +134,14 @@ impl StepPage {
     pub(crate) fn new(request: &LoadSteps, rows: Vec<(StepRow, bool)>) -> StepPage {
         let loaded = rows.iter().take_while(|(_, loaded)| *loaded).count();
         let more = rows.len() >= request.rows as usize;
-        // Past the prefix a small row may have come with its payloads: they are not the page's.
+        // Past the prefix a row may have come with more than its name: it is not the page's.
         let bare = |(i, (row, _)): (usize, (StepRow, bool))| match i < loaded {
             true => row,
             false => StepRow {
                 output: None,
                 error: None,
+                child_workflow_id: None,
+                serialization: None,
                 ..row
             },
         };
