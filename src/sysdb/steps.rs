@@ -49,11 +49,11 @@ pub(crate) enum StepOutcome {
 /// A request for one page of a workflow's recorded steps: those numbered after `after`, in call
 /// order, at most `rows` of them. Outputs and errors are read for a prefix of the page (the first
 /// row always has its own), so a page of large outputs holds one of them; the rest comes as names
-/// only, so the caller still knows which numbers are recorded and under what name. With `sized`, the prefix runs while the payload bytes of the rows before stay
-/// under `bytes`; without, while each row's payload is at most `bytes / rows`, which a backend may
-/// read more cheaply (Postgres: no running sum) and which keeps the page within `bytes` too. A
-/// reader asks `sized` after a page cut short by size, so outputs of middling size still come
-/// many to a page.
+/// only, so the caller still knows which numbers are recorded and under what name. With `sized`,
+/// the prefix runs while the payload bytes of the rows before stay under `bytes`; without, while
+/// each row's payload is at most `bytes / rows`, which a backend may read more cheaply (Postgres:
+/// no running sum) and which keeps the page within `bytes` too. A reader asks `sized` after a page
+/// cut short by size, so outputs of middling size still come many to a page.
 #[derive(Debug, Clone)]
 pub(crate) struct LoadSteps {
     pub workflow_id: String,
