@@ -15,6 +15,7 @@ mod common;
 
 #[cfg(feature = "admin")]
 mod admin;
+mod admin_access;
 mod adoption;
 mod attributes;
 mod batch;
@@ -33,6 +34,7 @@ mod crash_matrix;
 mod dashboard;
 mod dbos_interop;
 mod dbos_peer;
+mod dbos_sql_functions;
 mod debounce;
 mod deep_replay;
 mod embedded;
