@@ -68,6 +68,26 @@ pub(crate) trait Continuations: Send + Sync {
     async fn continue_as_new(&self, w: &ContinueWrite) -> Result<ContinueOutcome, DbError>;
 }
 
+impl ContinueOutcome {
+    /// Why nothing was written when the old run was not `PENDING` under the writer's owner: by
+    /// the row's `status` now.
+    pub(crate) fn refused(status: Option<&str>) -> ContinueOutcome {
+        match status {
+            Some("CANCELLED") => ContinueOutcome::Cancelled,
+            _ => ContinueOutcome::NotOwner,
+        }
+    }
+}
+
+/// The next run's chain root and generation: after the link that made the old run (its root
+/// and generation), or the first continuation of `id`.
+pub(crate) fn place_in_chain(id: &str, previous: Option<(String, i64)>) -> (String, i64) {
+    match previous {
+        Some((root, generation)) => (root, generation + 1),
+        None => (id.to_owned(), 1),
+    }
+}
+
 /// Whether a run taken from `queue` continues here at once (no queue, or the internal one).
 pub(crate) fn runs_here(queue: Option<&str>) -> bool {
     queue.is_none_or(|q| q == crate::base::queue::INTERNAL_QUEUE)

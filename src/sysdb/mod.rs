@@ -5,12 +5,11 @@
 //! The neutral modules (one per concept: `start`, `steps`, `finish`, `ops`, `claim`,
 //! `dispatch`, `continuations`, `fleet`, `reads`, `cancel`, `manage`, `batch`, `rewind`,
 //! `versions`, `migrate`, `queues`, `schedules`, `debounce`, `retention`, `observe`, `listen`,
-//! and `datasource` for the
-//! application database's side of transactional steps) declare types and their part of the
-//! interface, and contain no SQL; `rows.rs` decodes and binds what both backends share,
-//! `classify.rs` sorts every driver error once, `urls.rs` reads and prints URLs. The backends
-//! import the neutral modules, never each other, and only [`connect`] (by the URL) and
-//! `from_pool` (by the pool's type) choose between them.
+//! and `datasource` for the application database's side of transactional steps) declare types
+//! and their part of the interface, and contain no SQL; `rows.rs` decodes and binds what both
+//! backends share, `classify.rs` sorts every driver error once, `urls.rs` reads and prints URLs.
+//! The backends import the neutral modules, never each other, and only [`connect`] (by the URL)
+//! and `from_pool` (by the pool's type) choose between them.
 //!
 //! It must never decide *when* to run a statement: batching, retries and ordering belong to
 //! the database actor and its callers.

@@ -10,6 +10,7 @@ use sqlx::{Decode, Encode, Postgres, Row, Sqlite, Type};
 
 use super::batch::{BatchPage, BatchRow};
 use super::claim::Claimed;
+use super::continuations::Continued;
 use super::manage::{Delayed, ListQuery, ListedRow, StatusCount, StepListing};
 use super::observe::{CompletedBucket, QueueCounts};
 use super::ops::PeekedMessage;
@@ -234,6 +235,22 @@ impl StepRow {
             error: row.at(4)?,
             child_workflow_id: row.at(5)?,
             serialization: row.at(6)?,
+        })
+    }
+}
+
+impl Continued {
+    /// The next run `next_id`, from its queue, deadline and attributes at columns `at..at + 3`.
+    pub(super) fn from_row(
+        next_id: String,
+        row: &impl AnyRow,
+        at: usize,
+    ) -> Result<Continued, sqlx::Error> {
+        Ok(Continued {
+            next_id,
+            queue: row.at(at)?,
+            deadline: row.at(at + 1)?,
+            attributes: row.at(at + 2)?,
         })
     }
 }

@@ -9,7 +9,7 @@ use sqlx::Row;
 use super::Postgres;
 use crate::base::continuation::{marker, next_id};
 use crate::error::DbError;
-use crate::sysdb::continuations::{runs_here, Continuations};
+use crate::sysdb::continuations::{place_in_chain, runs_here, Continuations};
 use crate::sysdb::{ContinueOutcome, ContinueWrite, Continued};
 
 const PREVIOUS: &str = "SELECT root_id, generation FROM {s}.stead_continuations WHERE to_id = $1";
@@ -59,19 +59,6 @@ const LINK: &str = "INSERT INTO {s}.stead_continuations \
 
 const STATUS: &str = "SELECT status FROM {s}.workflow_status WHERE workflow_uuid = $1";
 
-fn continued(
-    next_id: String,
-    row: &sqlx::postgres::PgRow,
-    at: usize,
-) -> Result<Continued, DbError> {
-    Ok(Continued {
-        next_id,
-        queue: row.try_get(at)?,
-        deadline: row.try_get(at + 1)?,
-        attributes: row.try_get(at + 2)?,
-    })
-}
-
 #[async_trait]
 impl Continuations for Postgres {
     async fn continue_as_new(&self, w: &ContinueWrite) -> Result<ContinueOutcome, DbError> {
@@ -98,7 +85,7 @@ impl Postgres {
             .fetch_optional(&mut *tx)
             .await?
         {
-            return Ok(ContinueOutcome::Continued(continued(
+            return Ok(ContinueOutcome::Continued(Continued::from_row(
                 row.try_get(0)?,
                 &row,
                 1,
@@ -110,10 +97,11 @@ impl Postgres {
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
-        let (root, generation) = match previous {
-            Some(row) => (row.try_get::<String, _>(0)?, row.try_get::<i64, _>(1)? + 1),
-            None => (id.clone(), 1),
+        let previous = match previous {
+            Some(row) => Some((row.try_get(0)?, row.try_get(1)?)),
+            None => None,
         };
+        let (root, generation) = place_in_chain(id, previous);
         let next = next_id(&root, generation);
         if self
             .sql
@@ -143,10 +131,7 @@ impl Postgres {
                 .fetch_optional(&mut *tx)
                 .await?;
             let status: Option<String> = status.map(|r| r.try_get(0)).transpose()?.flatten();
-            return Ok(match status.as_deref() {
-                Some("CANCELLED") => ContinueOutcome::Cancelled,
-                _ => ContinueOutcome::NotOwner,
-            });
+            return Ok(ContinueOutcome::refused(status.as_deref()));
         };
         let queue: Option<String> = finished.try_get(0)?;
         let here = runs_here(queue.as_deref());
@@ -178,7 +163,7 @@ impl Postgres {
             .bind(w.now)
             .execute(&mut *tx)
             .await?;
-        let made = continued(next, &made, 0)?;
+        let made = Continued::from_row(next, &made, 0)?;
         if let Some(queue) = &made.queue {
             self.sql
                 .query("SELECT pg_notify('stead_queue_channel', $1)")

@@ -2,13 +2,13 @@
 //! creates the next run from the old row and links them (`sysdb::continuations` for the rules).
 
 use async_trait::async_trait;
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
 use super::Sqlite;
 use crate::base::continuation::{marker, next_id};
 use crate::error::DbError;
-use crate::sysdb::continuations::{runs_here, Continuations};
+use crate::sysdb::continuations::{place_in_chain, runs_here, Continuations};
 use crate::sysdb::{ContinueOutcome, ContinueWrite, Continued};
 
 const PREVIOUS: &str = "SELECT root_id, generation FROM stead_continuations WHERE to_id = ?1";
@@ -58,15 +58,6 @@ const LINK: &str = "INSERT INTO stead_continuations \
 
 const STATUS: &str = "SELECT status FROM workflow_status WHERE workflow_uuid = ?1";
 
-fn continued(next_id: String, row: &SqliteRow, at: usize) -> Result<Continued, DbError> {
-    Ok(Continued {
-        next_id,
-        queue: row.try_get(at)?,
-        deadline: row.try_get(at + 1)?,
-        attributes: row.try_get(at + 2)?,
-    })
-}
-
 #[async_trait]
 impl Continuations for Sqlite {
     async fn continue_as_new(&self, w: &ContinueWrite) -> Result<ContinueOutcome, DbError> {
@@ -85,7 +76,7 @@ async fn continue_in(
 ) -> Result<ContinueOutcome, DbError> {
     let id = &w.workflow_id;
     if let Some(row) = sqlx::query(MADE).bind(id).fetch_optional(&mut *tx).await? {
-        return Ok(ContinueOutcome::Continued(continued(
+        return Ok(ContinueOutcome::Continued(Continued::from_row(
             row.try_get(0)?,
             &row,
             1,
@@ -95,10 +86,11 @@ async fn continue_in(
         .bind(id)
         .fetch_optional(&mut *tx)
         .await?;
-    let (root, generation) = match previous {
-        Some(row) => (row.try_get::<String, _>(0)?, row.try_get::<i64, _>(1)? + 1),
-        None => (id.clone(), 1),
+    let previous = match previous {
+        Some(row) => Some((row.try_get(0)?, row.try_get(1)?)),
+        None => None,
     };
+    let (root, generation) = place_in_chain(id, previous);
     let next = next_id(&root, generation);
     if sqlx::query(EXISTS)
         .bind(&next)
@@ -121,10 +113,7 @@ async fn continue_in(
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
-        return Ok(match status.flatten().as_deref() {
-            Some("CANCELLED") => ContinueOutcome::Cancelled,
-            _ => ContinueOutcome::NotOwner,
-        });
+        return Ok(ContinueOutcome::refused(status.flatten().as_deref()));
     };
     let queue: Option<String> = finished.try_get(0)?;
     let here = runs_here(queue.as_deref());
@@ -152,5 +141,7 @@ async fn continue_in(
         .bind(w.now)
         .execute(&mut *tx)
         .await?;
-    Ok(ContinueOutcome::Continued(continued(next, &made, 0)?))
+    Ok(ContinueOutcome::Continued(Continued::from_row(
+        next, &made, 0,
+    )?))
 }
