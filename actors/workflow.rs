@@ -268,18 +268,12 @@ impl Actor for WorkflowActor {
                     Some(Abort::Paused) => paused(&ctx, state).await?,
                     // Finished by its continuation's commit (`SUCCESS`, the marker).
                     Some(Abort::Continued(next)) => {
-                        let d = &state.dispatch;
-                        let success = Status::Success.as_str();
-                        match state.shared.registry.get(&d.name) {
-                            Some(entry) => entry.metrics().finished(&d.name, success),
-                            None => metrics::workflow_finished(&d.name, success),
-                        }
                         let finished = Finished {
                             status: Status::Success,
                             output: Some(crate::base::continuation::marker(&next)),
                             error: None,
                         };
-                        state.shared.completions.finish(&d.id, finished);
+                        recorded(&state.shared, &state.dispatch, finished);
                     }
                 }
                 myself.stop(None);
@@ -451,6 +445,18 @@ async fn finish(
     Ok(())
 }
 
+/// A run's outcome is committed (by its finish, or by its continuation's commit): counted, handed
+/// to its waiters here, and announced to an evicted parent awaiting it.
+fn recorded(shared: &SharedRef, d: &Dispatch, finished: Finished) {
+    let status = finished.status.as_str();
+    match shared.registry.get(&d.name) {
+        Some(entry) => entry.metrics().finished(&d.name, status),
+        None => metrics::workflow_finished(&d.name, status),
+    }
+    shared.completions.finish(&d.id, finished);
+    shared.signals.child_ended(&d.id);
+}
+
 /// A failure that a restart would meet again: neither transient nor the runtime closing.
 fn is_permanent(e: &DbError) -> bool {
     !e.is_transient() && *e != DbError::Closed
@@ -475,17 +481,12 @@ async fn commit(
     };
     match shared.db.finish(write).await? {
         FinishOutcome::Finished => {
-            match shared.registry.get(&d.name) {
-                Some(entry) => entry.metrics().finished(&d.name, status.as_str()),
-                None => metrics::workflow_finished(&d.name, status.as_str()),
-            }
             let finished = Finished {
                 status,
                 output,
                 error,
             };
-            shared.completions.finish(&d.id, finished);
-            shared.signals.child_ended(&d.id);
+            recorded(shared, d, finished);
             Ok(true)
         }
         FinishOutcome::Cancelled => {
