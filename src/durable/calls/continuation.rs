@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::sysdb::{next_created_at, ContinueOutcome, ContinueWrite};
 
 /// The crash matrix's name for the moment before the commit.
+#[cfg(feature = "testing")]
 const BOUNDARY: &str = "stead.continueAsNew";
 
 impl Context {
