@@ -224,6 +224,13 @@ pub async fn dbos_workflow_cli(url: &str, args: &[&str]) -> Value {
     json_output(cmd, &format!("dbos workflow {args:?}")).await
 }
 
+/// The entry of workflow `id` in the CLI's JSON list (`dbos workflow list`).
+pub fn listed_entry<'a>(list: &'a Value, id: &str) -> &'a Value {
+    list.as_array()
+        .and_then(|l| l.iter().find(|w| w["workflow_id"] == id))
+        .unwrap_or_else(|| panic!("{id} not in {list}"))
+}
+
 /// Runs `cmd` away from any DBOS configuration, killed if it outlives `PY_TIMEOUT`, and parses
 /// the last line of its stdout as JSON (DBOS may log before it).
 async fn json_output(mut cmd: tokio::process::Command, what: &str) -> Value {

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod dbos_py;
 pub mod http;
 pub mod jobs;
+pub mod marks;
 pub mod proxy;
 pub mod scratch;
 

@@ -13,7 +13,9 @@ use stead::{error::PortableError, Context, Error, Queue, Runtime, WorkflowOption
 
 use crate::common;
 use crate::common::catalog::{assert_same, migration_rows, snapshot, user_schemas};
-use crate::common::dbos_py::{dbos_cli_async, dbos_migrate, dbos_workflow_cli, py_client};
+use crate::common::dbos_py::{
+    dbos_cli_async, dbos_migrate, dbos_workflow_cli, listed_entry, py_client,
+};
 use crate::common::TestDb;
 
 /// The application name stead runs as and the Python client acts for.
@@ -238,13 +240,6 @@ async fn a_workflow_enqueued_by_the_python_client_runs_on_stead() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
-/// The entry of `id` in the CLI's JSON list.
-fn entry<'a>(list: &'a Value, id: &str) -> &'a Value {
-    list.as_array()
-        .and_then(|l| l.iter().find(|w| w["workflow_id"] == id))
-        .unwrap_or_else(|| panic!("{id} not in {list}"))
-}
-
 #[tokio::test]
 async fn the_dbos_cli_shows_stead_workflows_readably() {
     require_dbos!();
@@ -268,7 +263,7 @@ async fn the_dbos_cli_shows_stead_workflows_readably() {
 
     let want_input = json!({"args": [{"item": "apples", "qty": 3}], "kwargs": {}});
     let list = dbos_workflow_cli(&db.url, &["list"]).await;
-    let listed = entry(&list, "cli-order");
+    let listed = listed_entry(&list, "cli-order");
     assert_eq!(
         (
             &listed["name"],
@@ -281,7 +276,7 @@ async fn the_dbos_cli_shows_stead_workflows_readably() {
     assert_eq!(listed["input"], want_input, "{listed}");
     assert_eq!(listed["output"], output, "{listed}");
     assert_eq!(output["total"], json!(4.5));
-    let refused = entry(&list, "cli-refuse");
+    let refused = listed_entry(&list, "cli-refuse");
     assert_eq!(refused["status"], "ERROR", "{refused}");
     assert_eq!(refused["error"], "no pears left", "{refused}");
 
@@ -490,7 +485,7 @@ async fn dbos_tools_read_a_paused_workflow_by_its_dbos_status() {
     let got = dbos_workflow_cli(&db.url, &["get", "held"]).await;
     assert_eq!(got["status"], "ENQUEUED", "{got}");
     let all = dbos_workflow_cli(&db.url, &["list"]).await;
-    assert_eq!(entry(&all, "held")["status"], "ENQUEUED", "{all}");
+    assert_eq!(listed_entry(&all, "held")["status"], "ENQUEUED", "{all}");
 
     // Resumed, it continues on stead and finishes.
     let h = rt.client().resume("held").await.unwrap();
@@ -531,7 +526,7 @@ async fn a_dbos_client_reads_a_continued_chain_as_ordinary_workflows() {
 
     let list = dbos_workflow_cli(&db.url, &["list"]).await;
     for id in ["can", "can-can-1", "can-can-2"] {
-        let listed = entry(&list, id);
+        let listed = listed_entry(&list, id);
         assert_eq!(
             (&listed["name"], &listed["status"]),
             (&json!("relay"), &json!("SUCCESS")),

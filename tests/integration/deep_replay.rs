@@ -3,27 +3,18 @@
 //! one), across pages cut by row count and by output bytes, with concurrent calls straddling
 //! pages and patches probed past the first page.
 
-use std::collections::HashSet;
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use stead::{Context, WorkflowOptions};
 
 use crate::common;
+use crate::common::marks::Marks;
 
 /// Steps before the gate.
 const STEPS: u32 = 2_600;
 
 /// The workflows whose second launch has begun (both backends run in this process).
-static SECOND_LAUNCH: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-
-fn second_launch(id: &str) -> bool {
-    SECOND_LAUNCH
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap()
-        .contains(id)
-}
+static SECOND_LAUNCH: Marks = Marks::new();
 
 /// What step `i` returns on its first run: every 250th a 1 MB output (its page is cut by
 /// bytes), the rest short.
@@ -41,7 +32,7 @@ async fn step(ctx: &Context, i: u32) -> stead::Result<bool> {
     let out: String = ctx
         .step("s", move || async move {
             common::count_body(&id, i);
-            let again = if second_launch(&id) { "-again" } else { "" };
+            let again = if SECOND_LAUNCH.has(&id) { "-again" } else { "" };
             Ok(format!("{}{again}", first_output(i)))
         })
         .await?;
@@ -70,14 +61,7 @@ async fn deep(ctx: Context, _: ()) -> stead::Result<u32> {
             i += 1;
         }
     }
-    let id = ctx.workflow_id().to_owned();
-    ctx.step("gate", || async move {
-        if !second_launch(&id) {
-            tokio::time::sleep(Duration::from_secs(300)).await;
-        }
-        Ok(())
-    })
-    .await?;
+    SECOND_LAUNCH.gate(&ctx).await?;
     Ok(matched)
 }
 
@@ -97,7 +81,7 @@ async fn a_history_of_many_pages_replays_every_call_from_its_record(db) {
     .await;
     rt.shutdown(Duration::from_millis(200)).await.unwrap();
 
-    SECOND_LAUNCH.get_or_init(Default::default).lock().unwrap().insert(id.clone());
+    SECOND_LAUNCH.mark(&id);
     let rt = common::builder(&db).workflow("deep", deep).launch().await.unwrap();
     let matched = common::within(rt.client().handle(id.clone()).result::<u32>())
         .await

@@ -3,13 +3,12 @@
 //! is written; a run's history stops at its limit of calls or bytes with `Error::HistoryLimit`
 //! (a workflow's own limit beating the runtime's), counting the calls a recovered run replays.
 
-use std::collections::HashSet;
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use stead::workflow::WorkflowConfig;
 use stead::{Context, Error, HistoryLimit, HistoryLimits, WorkflowOptions};
 
+use crate::common::marks::Marks;
 use crate::common::{self, CheckPool};
 
 async fn count(pool: &impl CheckPool, sql: &str) -> i64 {
@@ -186,29 +185,14 @@ async fn a_history_stops_at_its_limit_and_a_workflows_own_limit_wins(db) {
 }
 
 /// The workflows whose second launch has begun (both backends run in this process).
-static SECOND_LAUNCH: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-
-fn second_launch(id: &str) -> bool {
-    SECOND_LAUNCH
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap()
-        .contains(id)
-}
+static SECOND_LAUNCH: Marks = Marks::new();
 
 /// Six steps, a gate that hangs on the first launch, then steps until refused.
 async fn gated(ctx: Context, _: ()) -> stead::Result<u32> {
     for _ in 0..6 {
         ctx.step("s", || async { Ok(1) }).await?;
     }
-    let id = ctx.workflow_id().to_owned();
-    ctx.step("gate", || async move {
-        if !second_launch(&id) {
-            tokio::time::sleep(Duration::from_secs(300)).await;
-        }
-        Ok(())
-    })
-    .await?;
+    SECOND_LAUNCH.gate(&ctx).await?;
     let mut more = 0;
     loop {
         match ctx.step("s", || async { Ok(1) }).await {
@@ -231,7 +215,7 @@ async fn a_recovered_run_counts_its_replayed_calls(db) {
     let recorded = format!("SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = '{id}'");
     common::wait_count(&pool, &recorded, 6, 20).await;
     rt.shutdown(Duration::from_millis(200)).await.unwrap();
-    SECOND_LAUNCH.get_or_init(Default::default).lock().unwrap().insert(id.clone());
+    SECOND_LAUNCH.mark(&id);
     let rt = launch().await.unwrap();
     let h = rt.client().handle(&id);
     // Six replayed, the gate, three more: ten in all, the eleventh refused.

@@ -2,7 +2,7 @@
 //! checkpoint; crashes count against the recovery budget; shutdown leaves unfinished work
 //! `PENDING` for the next launch.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -375,7 +375,7 @@ async fn recovery_leaves_other_executors_and_versions_alone(db) {
 both_backends! {
 async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(db) {
     /// The workflows whose second launch has begun (both backends run in this process).
-    static SECOND_LAUNCH: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    static SECOND_LAUNCH: common::marks::Marks = common::marks::Marks::new();
     async fn long(ctx: Context, _: ()) -> stead::Result<&'static str> {
         let id = ctx.workflow_id().to_owned();
         ctx.step("one", || async {
@@ -384,7 +384,7 @@ async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(
         })
         .await?;
         ctx.step("two", || async {
-            let second = SECOND_LAUNCH.get_or_init(Default::default).lock().unwrap().contains(&id);
+            let second = SECOND_LAUNCH.has(&id);
             if !second {
                 tokio::time::sleep(Duration::from_secs(30)).await;
             }
@@ -456,11 +456,7 @@ async fn shutdown_leaves_in_flight_work_pending_and_the_next_launch_finishes_it(
         Err(Error::Shutdown)
     ));
 
-    SECOND_LAUNCH
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap()
-        .insert(long_id.clone());
+    SECOND_LAUNCH.mark(&long_id);
     let rt = common::builder(&db)
         .workflow("long", long)
         .workflow("quick", quick)

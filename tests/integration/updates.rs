@@ -11,7 +11,7 @@ use stead::client::UpdateOptions;
 use stead::{Context, Error, Queue, WorkflowOptions};
 
 use crate::common;
-use crate::common::dbos_py::dbos_workflow_cli;
+use crate::common::dbos_py::{dbos_workflow_cli, listed_entry};
 use common::CheckPool as _;
 
 /// Set in a child process: the database URL it runs against.
@@ -310,10 +310,7 @@ async fn dbos_tools_read_an_updated_workflow() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 
     let list = dbos_workflow_cli(&db.url, &["list"]).await;
-    let listed = list
-        .as_array()
-        .and_then(|l| l.iter().find(|w| w["workflow_id"] == "dbos-cart"))
-        .unwrap_or_else(|| panic!("dbos-cart not in {list}"));
+    let listed = listed_entry(&list, "dbos-cart");
     assert_eq!(listed["status"], "SUCCESS", "{listed}");
     let got = dbos_workflow_cli(&db.url, &["get", "dbos-cart"]).await;
     assert_eq!(got["output"], serde_json::json!(120), "{got}");
@@ -390,7 +387,7 @@ async fn an_answer_survives_a_crash_after_acceptance(db) {
 /// steps` show the updated workflow, its updates as steps named `stead.update`.
 #[tokio::test]
 async fn dbos_reads_an_updated_workflow_and_can_send_an_update() {
-    use common::dbos_py::{dbos_workflow_cli, ok_answer, py_client};
+    use common::dbos_py::{ok_answer, py_client};
     use serde_json::json;
     require_dbos!();
     let db = common::TestDb::new().await;
@@ -433,10 +430,7 @@ async fn dbos_reads_an_updated_workflow_and_can_send_an_update() {
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 
     let list = dbos_workflow_cli(&db.url, &["list"]).await;
-    let listed = list
-        .as_array()
-        .and_then(|l| l.iter().find(|w| w["workflow_id"] == "py-cart"))
-        .unwrap_or_else(|| panic!("py-cart not in {list}"));
+    let listed = listed_entry(&list, "py-cart");
     assert_eq!(
         (&listed["status"], &listed["output"]),
         (&json!("SUCCESS"), &json!(100))

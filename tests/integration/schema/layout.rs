@@ -4,6 +4,16 @@
 use super::*;
 
 /// Runs a catalog query whose rows are text columns, writing this schema's name as `<s>`.
+/// The columns of stead's own table `table` in schema `dbos`, in order.
+async fn stead_columns(pool: &PgPool, table: &str) -> Vec<String> {
+    let sql = format!(
+        "SELECT a.attname::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+         WHERE c.relnamespace = $1::regnamespace AND c.relname = '{table}'
+           AND a.attnum > 0 ORDER BY a.attnum"
+    );
+    texts(pool, "dbos", &sql).await.concat()
+}
+
 async fn texts(pool: &PgPool, schema: &str, sql: &str) -> Vec<Vec<String>> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
         .bind(schema)
@@ -50,51 +60,20 @@ async fn fresh_migrate_creates_the_dbos_3_4_schema() {
     )
     .await;
     assert_eq!(columns, expected::column_rows(), "tables and columns");
-    // Beside DBOS's tables, stead's own: the fleet's roster, the paused queues and workflows.
-    let roster = texts(
-        &pool,
-        "dbos",
-        "SELECT a.attname::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-         WHERE c.relnamespace = $1::regnamespace AND c.relname = 'stead_executors'
-           AND a.attnum > 0 ORDER BY a.attnum",
-    )
-    .await;
+    // Beside DBOS's tables, stead's own: the fleet's roster, the paused queues and workflows,
+    // the continuation links.
+    let roster = stead_columns(&pool, "stead_executors").await;
     assert_eq!(roster.len(), 10, "stead_executors: {roster:?}");
     for (table, columns) in [
-        ("stead_queue_pauses", ["queue_name", "paused_at"]),
-        ("stead_workflow_pauses", ["workflow_uuid", "paused_at"]),
+        ("stead_queue_pauses", &["queue_name", "paused_at"][..]),
+        ("stead_workflow_pauses", &["workflow_uuid", "paused_at"]),
+        (
+            "stead_continuations",
+            &["from_id", "to_id", "root_id", "generation", "created_at"],
+        ),
     ] {
-        let found = texts(
-            &pool,
-            "dbos",
-            &format!(
-                "SELECT a.attname::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-                 WHERE c.relnamespace = $1::regnamespace AND c.relname = '{table}'
-                   AND a.attnum > 0 ORDER BY a.attnum"
-            ),
-        )
-        .await;
-        assert_eq!(found, columns.map(|c| [c]), "{table}");
+        assert_eq!(stead_columns(&pool, table).await, columns, "{table}");
     }
-    let links = texts(
-        &pool,
-        "dbos",
-        "SELECT a.attname::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-         WHERE c.relnamespace = $1::regnamespace AND c.relname = 'stead_continuations'
-           AND a.attnum > 0 ORDER BY a.attnum",
-    )
-    .await;
-    assert_eq!(
-        links,
-        [
-            ["from_id"],
-            ["to_id"],
-            ["root_id"],
-            ["generation"],
-            ["created_at"]
-        ],
-        "stead_continuations"
-    );
 
     let mut constraints = texts(
         &pool,
