@@ -7,7 +7,8 @@
 //! `versions`, `migrate`, `queues`, `schedules`, `debounce`, `retention`, `observe`, `listen`,
 //! and `datasource` for the application database's side of transactional steps) declare types
 //! and their part of the interface, and contain no SQL; `rows.rs` decodes and binds what both
-//! backends share, `classify.rs` sorts every driver error once, `urls.rs` reads and prints URLs.
+//! backends share, `text.rs` holds a long payload in the driver's row, `classify.rs` sorts every
+//! driver error once, `urls.rs` reads and prints URLs.
 //! The backends import the neutral modules, never each other, and only [`connect`] (by the URL)
 //! and `from_pool` (by the pool's type) choose between them.
 //!
@@ -43,6 +44,7 @@ mod steps;
 mod store;
 #[cfg(test)]
 mod suite;
+mod text;
 mod urls;
 mod versions;
 
@@ -81,6 +83,8 @@ pub(crate) use sqlite::default_url;
 pub(crate) use start::{next_created_at, stamped_until, NewWorkflow, StartOutcome, QUEUE_CHANNEL};
 pub(crate) use steps::{LoadSteps, Pieces, StepOutcome, StepPage, StepWrite, PIECE};
 pub(crate) use store::{Session, Store};
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use text::Text;
 pub use versions::AppVersion;
 
 /// The schema DBOS and stead use unless told otherwise.

@@ -3,6 +3,7 @@
 
 use async_trait::async_trait;
 
+use super::text::Text;
 use crate::base::status::WorkflowStatus;
 use crate::error::DbError;
 
@@ -12,7 +13,7 @@ pub(crate) struct StepRow {
     pub workflow_id: String,
     pub function_id: u32,
     pub name: String,
-    pub output: Option<String>,
+    pub output: Option<Text>,
     pub error: Option<String>,
     pub child_workflow_id: Option<String>,
     pub serialization: Option<String>,

@@ -2,6 +2,7 @@
 //! place, beside the column list it reads, and a parameter list both backends take is bound in
 //! one place. Both backends use it; it imports neither.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::PgRow;
@@ -17,6 +18,7 @@ use super::ops::PeekedMessage;
 use super::postgres::Lit;
 use super::reads::{StatusRow, StepRow, StreamRow};
 use super::schedules::ScheduleRow;
+use super::text::{Text, HOLD_FROM};
 use super::versions::AppVersion;
 use crate::base::clock::now_ms;
 use crate::base::overlap::Overlap;
@@ -227,11 +229,29 @@ impl StatusCount {
 impl StepRow {
     /// Workflow id, function id, name, output, error, child id, serialization.
     pub(super) fn from_row(row: &impl AnyRow) -> Result<StepRow, sqlx::Error> {
+        let output = row.at::<Option<String>>(3)?.map(Text::from);
+        StepRow::around(row, output)
+    }
+
+    /// As [`StepRow::from_row`], a long output held in its row rather than copied ([`Text`]).
+    pub(super) fn from_sqlite(row: SqliteRow) -> Result<StepRow, sqlx::Error> {
+        let long = row
+            .try_get::<Option<&str>, _>(3)?
+            .is_some_and(|text| text.len() >= HOLD_FROM);
+        if !long {
+            return StepRow::from_row(&row);
+        }
+        let row = Arc::new(row);
+        let output = Text::from_sqlite(&row, 3)?;
+        StepRow::around(&*row, output)
+    }
+
+    fn around(row: &impl AnyRow, output: Option<Text>) -> Result<StepRow, sqlx::Error> {
         Ok(StepRow {
             workflow_id: row.at(0)?,
             function_id: row.at::<i32>(1)? as u32,
             name: row.at(2)?,
-            output: row.at(3)?,
+            output,
             error: row.at(4)?,
             child_workflow_id: row.at(5)?,
             serialization: row.at(6)?,

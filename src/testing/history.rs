@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::base::status::Status;
-use crate::sysdb::StepRow;
+use crate::sysdb::{StepRow, Text};
 use crate::testing::error::KitError;
 use crate::testing::replay::Recorded;
 
@@ -149,7 +149,7 @@ fn join(value: &Option<Value>, text: &Option<String>) -> Option<String> {
 
 impl HistoryStep {
     pub(crate) fn from_row(row: StepRow) -> HistoryStep {
-        let (output, output_text) = split(row.output);
+        let (output, output_text) = split(row.output.map(Text::into_string));
         let (error, error_text) = split(row.error);
         HistoryStep {
             function_id: row.function_id,
@@ -168,7 +168,7 @@ impl HistoryStep {
             workflow_id: workflow_id.to_owned(),
             function_id: self.function_id,
             name: self.name.clone(),
-            output: join(&self.output, &self.output_text),
+            output: join(&self.output, &self.output_text).map(Text::from),
             error: join(&self.error, &self.error_text),
             child_workflow_id: self.child_workflow_id.clone(),
             serialization: self.serialization.clone(),

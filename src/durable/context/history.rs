@@ -258,7 +258,7 @@ mod tests {
             workflow_id: "w".into(),
             function_id,
             name: name.into(),
-            output: Some(format!("{function_id}")),
+            output: Some(format!("{function_id}").into()),
             error: None,
             child_workflow_id: None,
             serialization: None,

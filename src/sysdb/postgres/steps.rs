@@ -389,7 +389,11 @@ pub(super) async fn load(
     }
     for (page, at) in longs {
         if let Some((row, _)) = found.get_mut(page).and_then(|rows| rows.get_mut(at)) {
-            row.output = Some(read_pieces(sql, conn, &row.workflow_id, row.function_id).await?);
+            row.output = Some(
+                read_pieces(sql, conn, &row.workflow_id, row.function_id)
+                    .await?
+                    .into(),
+            );
         }
     }
     Ok(pages

@@ -130,9 +130,10 @@ async fn load(conn: &mut SqliteConnection, page: &LoadSteps) -> Result<StepPage,
         .fetch_all(&mut *conn)
         .await?;
     let mut found = Vec::with_capacity(rows.len());
-    // Each driver row dropped once copied: never two copies of the page's outputs.
+    // A long output stays in its driver row, read in place when replayed: never a second copy.
     for row in rows {
-        found.push((StepRow::from_row(&row)?, row.try_get::<bool, _>(7)?));
+        let loaded = row.try_get::<bool, _>(7)?;
+        found.push((StepRow::from_sqlite(row)?, loaded));
     }
     found.sort_unstable_by_key(|(row, _)| row.function_id);
     Ok(StepPage::new(page, found))

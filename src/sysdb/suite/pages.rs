@@ -74,11 +74,17 @@ async fn load_steps_reads_pages_in_call_order_within_a_byte_budget(kind: Kind) {
     let outputs: Vec<_> = pages[0].rows.iter().map(|r| r.output.clone()).collect();
     assert_eq!(
         outputs,
-        vec![Some(output(1)), Some(output(2)), None, None, None]
+        vec![
+            Some(output(1).into()),
+            Some(output(2).into()),
+            None,
+            None,
+            None
+        ]
     );
     assert!(pages[0].rows.iter().all(|r| r.name == "step"));
     assert_eq!(pages[1].loaded, 1);
-    assert_eq!(pages[1].rows[0].output, Some(output(2)));
+    assert_eq!(pages[1].rows[0].output, Some(output(2).into()));
 }
 
 async fn an_unsized_page_reads_small_rows_and_its_first_whatever_its_size(kind: Kind) {
@@ -108,7 +114,7 @@ async fn an_unsized_page_reads_small_rows_and_its_first_whatever_its_size(kind: 
         assert!(read <= 200, "{p:?}");
         for row in &p.rows[..p.loaded] {
             let n = if row.function_id % 2 == 1 { 100 } else { 10 };
-            assert_eq!(row.output, Some(output(n)));
+            assert_eq!(row.output, Some(output(n).into()));
         }
         assert!(p.rows[p.loaded..].iter().all(|r| r.output.is_none()));
     }
