@@ -29,8 +29,9 @@
 //! it.
 //!
 //! Waking: the key's signal (local writes, the listener's NOTIFY; its reconnect wakes every keyed
-//! entry) or the deadline (the wait's end or the workflow's own deadline, whichever is first) moves
-//! the entry to the ready list; the one timer task sends each to its queue actor, which runs it by
+//! entry) or the deadline (the wait's end or the workflow's own deadline, whichever is first) marks
+//! the entry and queues it; the one timer task sends them, oldest first and as the resident bound
+//! has room (`engine::residents`), to their queue actors, which run each by
 //! replay (`fresh: false`, attempts unchanged: an eviction is not a recovery). A wake between
 //! registration and the hand-over marks the entry, and the hand-over resumes it at once. Cancel
 //! (client, announcement, sweep) removes the entry and frees its slot (`Shared::cancel_local`); the
@@ -41,7 +42,7 @@
 //! `PENDING`, and recovery after the fence, or the next launch, runs them. An entry costs about
 //! 0.75 KB (one process held 1,000,000 in 910 MB; `benches/README.md`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -52,7 +53,11 @@ use tokio::sync::Notify;
 use crate::base::clock::now_ms;
 use crate::engine::admission::Permit;
 use crate::engine::dispatch::Dispatch;
+use crate::engine::residents::{Residents, PRESS_EVERY_MS};
 use crate::sysdb::HeldRun;
+
+/// At the resident bound, a woken run is handed back this often regardless (see [`Evicted::run`]).
+const FORCE_EVERY: Duration = Duration::from_secs(1);
 
 /// The stop reason of a workflow actor whose run was evicted (its queue actor parks it).
 pub(crate) const EVICTED: &str = "evicted";
@@ -77,8 +82,9 @@ struct State {
     /// nothing and waits again.
     keys: HashMap<u64, Waiters>,
     hasher: RandomState,
-    /// Woken entries for the timer task to hand back.
-    ready: Vec<Parked>,
+    /// Woken entries whose run was handed over, oldest first, for the timer task to hand back
+    /// as the resident bound has room; each stays in `entries` (marked woken) until then.
+    ready: VecDeque<Arc<str>>,
     /// Workflow and queue names, shared by every entry.
     names: HashSet<Arc<str>>,
     /// Where the cancel sweep's next batch of evicted runs begins.
@@ -322,13 +328,13 @@ impl Evicted {
     /// Drops every entry (shutdown, or a fence: the rows stay `PENDING` for recovery).
     pub(crate) fn clear(&self) {
         let mut s = self.lock();
-        let ready = std::mem::take(&mut s.ready);
+        s.ready.clear();
         let entries = std::mem::take(&mut s.entries);
         s.timers.clear();
         s.keys.clear();
         self.keyed.store(0, Ordering::Relaxed);
         drop(s);
-        drop((ready, entries));
+        drop(entries);
     }
 
     /// The ids of the evicted runs of `queue`.
@@ -383,29 +389,38 @@ impl Evicted {
         held
     }
 
-    /// Wakes `id`: a handed-over run is queued to resume; one not yet handed over is marked.
+    /// Wakes `id`: it is marked, and a handed-over run queued to resume; one not yet handed
+    /// over resumes at its hand-over.
     fn wake(&self, s: &mut State, id: &str) {
-        let Some(mut entry) = s.entries.remove(id) else {
+        let Some((id, entry)) = s.entries.get_key_value(id) else {
             return;
         };
-        self.unlink(s, id, &entry);
-        match entry.run.take() {
-            Some(run) => s.ready.push(*run),
-            None => {
-                entry.woken = true;
-                entry.deadline = None;
-                entry.key = None;
-                s.entries.insert(Arc::from(id), entry);
-            }
+        if entry.woken {
+            return;
+        }
+        let id = id.clone();
+        let Some(entry) = s.entries.get_mut(&id) else {
+            return;
+        };
+        entry.woken = true;
+        let (deadline, key, handed) =
+            (entry.deadline.take(), entry.key.take(), entry.run.is_some());
+        self.unlink_parts(s, &id, deadline, key);
+        if handed {
+            s.ready.push_back(id);
         }
     }
 
     /// Removes `entry`'s timer and key.
     fn unlink(&self, s: &mut State, id: &str, entry: &Entry) {
-        if let Some(at) = entry.deadline {
+        self.unlink_parts(s, id, entry.deadline, entry.key);
+    }
+
+    fn unlink_parts(&self, s: &mut State, id: &str, deadline: Option<i64>, key: Option<u64>) {
+        if let Some(at) = deadline {
             s.timers.remove(&(at, Arc::from(id)));
         }
-        if let Some(key) = entry.key {
+        if let Some(key) = key {
             if let Some(rest) = s.keys.remove(&key).and_then(|w| w.without(id)) {
                 s.keys.insert(key, rest);
             }
@@ -413,31 +428,62 @@ impl Evicted {
         }
     }
 
-    /// Entries whose deadline passed, and those woken, to hand back; and the next deadline.
-    fn due(&self, now: i64) -> (Vec<Parked>, Option<i64>) {
+    /// Wakes the entries whose deadline passed; then up to `room` woken runs, oldest first, to
+    /// hand back, the next deadline, and whether woken runs are left waiting.
+    fn due(&self, now: i64, room: usize) -> (Vec<Parked>, Option<i64>, bool) {
         let mut s = self.lock();
-        while let Some((at, id)) = s.timers.first().cloned() {
-            if at > now {
-                break;
+        while s.timers.first().is_some_and(|(at, _)| *at <= now) {
+            if let Some((_, id)) = s.timers.pop_first() {
+                self.wake(&mut s, &id);
             }
-            self.wake(&mut s, &id);
         }
-        let ready = std::mem::take(&mut s.ready);
+        let mut ready = Vec::new();
+        while ready.len() < room {
+            let Some(id) = s.ready.pop_front() else {
+                break;
+            };
+            // Gone (cancelled, paused) or parked anew since it was woken: nothing to resume.
+            if !s
+                .entries
+                .get(&id)
+                .is_some_and(|e| e.woken && e.run.is_some())
+            {
+                continue;
+            }
+            if let Some(run) = s.entries.remove(&id).and_then(|e| e.run) {
+                ready.push(*run);
+            }
+        }
         let next = s.timers.first().map(|(at, _)| *at);
-        (ready, next)
+        (ready, next, !s.ready.is_empty())
     }
 
-    /// The timer task: hands every woken or due entry to `resume`, until dropped.
-    pub(crate) async fn run<R: Fn(Parked)>(&self, resume: R) {
+    /// The timer task: hands woken and due entries to `resume` as `residents` has room, until
+    /// dropped. At the bound it presses the resident waits to evict, and hands back one run a
+    /// [`FORCE_EVERY`] all the same, so a bound full of runs that cannot evict (busy, or in a
+    /// `select`) waiting on evicted ones never deadlocks; a wake of a million entries at once (a
+    /// listener's reconnect) comes back as room frees instead of all at once.
+    pub(crate) async fn run<R: Fn(Parked)>(&self, residents: &Residents, resume: R) {
+        let mut forced = std::time::Instant::now();
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let (ready, next) = self.due(now_ms());
+            let mut room = usize::try_from(residents.headroom()).unwrap_or(usize::MAX);
+            if room == 0 && forced.elapsed() >= FORCE_EVERY {
+                room = 1;
+                forced = std::time::Instant::now();
+            }
+            let (ready, next, waiting) = self.due(now_ms(), room);
             for run in ready {
                 resume(run);
             }
             crate::base::metrics::evicted(self.len());
+            if waiting {
+                residents.want_room();
+                tokio::time::sleep(Duration::from_millis(PRESS_EVERY_MS as u64)).await;
+                continue;
+            }
             // Nothing parked: look again in an hour of real time (a virtual clock must not
             // skip to it), or when something is.
             let nap = async {

@@ -8,10 +8,11 @@
 //! new work is admitted as waiters leave. What waits for room: a direct start from outside a
 //! workflow (`start::submit`, with a place promised until its run is handed to its queue actor),
 //! a queue actor's claim (`actors/queue.rs` holds it back, then asks for no more than the room
-//! left), and an enqueue from this process, which goes to the table instead of a slot, keeping
-//! the queue's order. A child started by a workflow never waits (its parent holds a place and may
-//! be waiting on it). So the bound is soft by the children in flight and by runs handed over
-//! whose actor has not spawned yet (a message's lag).
+//! left), a woken evicted run (`engine::evict` hands them back as room frees), and an enqueue
+//! from this process, which goes to the table instead of a slot, keeping the queue's order. A
+//! child started by a workflow never waits (its parent holds a place and may be waiting on it).
+//! So the bound is soft by the children in flight, by runs handed over whose actor has not
+//! spawned yet (a message's lag), and by one woken run per `PRESS_EVERY_MS` at the bound.
 //!
 //! It never evicts anything itself and never blocks a thread.
 
@@ -26,7 +27,7 @@ use tokio::sync::Notify;
 pub(crate) const DEFAULT_MAX_RESIDENT: usize = 10_000;
 
 /// Pressure is announced at most this often (ms): each announcement wakes every resident wait.
-const PRESS_EVERY_MS: i64 = 50;
+pub(crate) const PRESS_EVERY_MS: i64 = 50;
 
 /// The count of resident workflows against the bound.
 pub(crate) struct Residents {
@@ -119,6 +120,11 @@ impl Residents {
     /// The next announcement of pressure (enable it before looking at [`Residents::full`]).
     pub(crate) fn pressed(&self) -> tokio::sync::futures::Notified<'_> {
         self.pressure.notified()
+    }
+
+    /// Announces pressure for work that waits for room elsewhere (woken evicted runs).
+    pub(crate) fn want_room(&self) {
+        self.press();
     }
 
     /// Wakes every resident wait to evict itself, at most every `PRESS_EVERY_MS`.

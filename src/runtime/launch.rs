@@ -276,7 +276,7 @@ async fn evictions(shared: SharedRef) {
                 "an evicted workflow's queue is gone here; it stays PENDING for recovery");
         }
     };
-    shared.signals.evicted.run(resume).await
+    shared.signals.evicted.run(&shared.residents, resume).await
 }
 
 /// Takes this executor's liveness lock, before anything is written: a launch under an id live

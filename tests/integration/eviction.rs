@@ -59,6 +59,19 @@ async fn parent(ctx: Context, queue: Option<String>) -> stead::Result<Option<Str
     handle.result().await
 }
 
+/// A recv, then a step that holds the run for 300 ms (a busy run is never evicted).
+async fn lingerer(ctx: Context, _: ()) -> stead::Result<Option<String>> {
+    let got: Option<String> = ctx.recv(Some("t"), Duration::from_secs(3600)).await?;
+    let id = ctx.workflow_id().to_owned();
+    ctx.step("linger", move || async move {
+        common::count_body(&id, 1);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok(())
+    })
+    .await?;
+    Ok(got)
+}
+
 /// Returns at once.
 async fn quick(_: Context, _: ()) -> stead::Result<()> {
     Ok(())
@@ -72,6 +85,7 @@ fn builder(db: &common::TestDb) -> stead::RuntimeBuilder {
         .workflow("watcher", watcher)
         .workflow("publisher", publisher)
         .workflow("quick", quick)
+        .workflow("lingerer", lingerer)
         .workflow("parent", parent)
         .queue(Queue::new("one").worker_concurrency(1))
 }
@@ -331,6 +345,45 @@ async fn the_resident_bound_evicts_waiters_at_once_and_admits_the_rest(db) {
         ran_once(id, 2);
     }
     client.shutdown(Duration::from_secs(5)).await.unwrap();
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+}
+
+both_backends! {
+/// Every evicted waiter woken at once (a message to each) comes back as room frees, not all at
+/// once: the resident bound holds for resumed runs as it does for starts.
+async fn a_wake_of_every_evicted_waiter_at_once_keeps_to_the_resident_bound(db) {
+    const BOUND: u64 = 5;
+    let rt = builder(&db)
+        .max_resident(Some(BOUND as usize))
+        .launch()
+        .await
+        .unwrap();
+    let tag = format!("{:?}", db.backend);
+    let ids: Vec<String> = (0..40).map(|i| format!("storm-{tag}-{i:02}")).collect();
+    for id in &ids {
+        rt.start("lingerer", (), WorkflowOptions::with_id(id))
+            .await
+            .unwrap();
+    }
+    evicted(&rt, ids.len() as u64).await;
+    let woken = async {
+        for id in &ids {
+            rt.client().send(id, &"go", Some("t")).await.unwrap();
+        }
+        for id in &ids {
+            let got: Option<String> = common::within(rt.client().handle(id.as_str()).result())
+                .await
+                .unwrap();
+            assert_eq!(got.as_deref(), Some("go"), "{id}");
+        }
+    };
+    let (peak, ()) = peak_resident(&rt, woken).await;
+    // Each resumed run stays 300 ms: unbounded, all 40 would be resident together.
+    assert!(peak <= 2 * BOUND, "about {BOUND} resident, not {}: {peak}", ids.len());
+    for id in &ids {
+        ran_once(id, 1);
+    }
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 }
