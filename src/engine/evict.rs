@@ -53,6 +53,7 @@ use tokio::sync::Notify;
 use crate::base::clock::now_ms;
 use crate::engine::admission::Permit;
 use crate::engine::dispatch::Dispatch;
+use crate::engine::parked::{Parked, Token};
 use crate::engine::residents::{Residents, PRESS_EVERY_MS};
 use crate::sysdb::HeldRun;
 
@@ -101,45 +102,6 @@ struct Entry {
     woken: bool,
     /// Paused before the run was handed over: the queue actor requeues its row instead.
     paused: bool,
-}
-
-/// An evicted run: its dispatch, compacted, and the queue slot it keeps.
-pub(crate) struct Parked {
-    id: Arc<str>,
-    name: Arc<str>,
-    queue: Arc<str>,
-    owner: Token,
-    attempts: i64,
-    inputs: Option<Box<str>>,
-    serialization: Option<Arc<str>>,
-    restarts: u32,
-    deadline: Option<i64>,
-    trace_context: Option<Box<str>>,
-    slot: Permit,
-}
-
-impl Parked {
-    /// The queue whose actor runs it again.
-    pub(crate) fn queue(&self) -> &str {
-        &self.queue
-    }
-
-    /// The dispatch that replays it, and its slot.
-    pub(crate) fn into_dispatch(self) -> (Dispatch, Permit) {
-        let d = Dispatch {
-            id: self.id.to_string(),
-            name: self.name.to_string(),
-            owner: self.owner.to_string(),
-            attempts: self.attempts,
-            inputs: self.inputs.map(Into::into),
-            serialization: self.serialization.map(|s| s.to_string()),
-            fresh: false,
-            restarts: self.restarts,
-            deadline: self.deadline,
-            trace_context: self.trace_context.map(Into::into),
-        };
-        (d, self.slot)
-    }
 }
 
 /// What became of a run handed over after its actor stopped.
@@ -552,62 +514,9 @@ impl Waiters {
     }
 }
 
-/// An owner token, held as 16 bytes when it is a UUID in its usual text form (as every writer
-/// makes them), so that form is all that is kept.
-enum Token {
-    Uuid(u128),
-    Text(Box<str>),
-}
-
-impl From<String> for Token {
-    fn from(text: String) -> Token {
-        match uuid::Uuid::try_parse(&text) {
-            Ok(u) if u.hyphenated().to_string() == text => Token::Uuid(u.as_u128()),
-            _ => Token::Text(text.into()),
-        }
-    }
-}
-
-impl Token {
-    fn is(&self, text: &str) -> bool {
-        match self {
-            Token::Uuid(u) => uuid::Uuid::try_parse(text)
-                .is_ok_and(|t| t.as_u128() == *u && t.hyphenated().to_string() == text),
-            Token::Text(t) => t.as_ref() == text,
-        }
-    }
-}
-
-impl std::fmt::Display for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Token::Uuid(u) => uuid::Uuid::from_u128(*u).hyphenated().fmt(f),
-            Token::Text(t) => f.write_str(t),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_owner_token_reads_back_as_written() {
-        for text in [
-            "0191c7e2-5b7a-7cc1-9a53-1f0c2f9e3a11",
-            "0191C7E2-5B7A-7CC1-9A53-1F0C2F9E3A11",
-            "0191c7e25b7a7cc19a531f0c2f9e3a11",
-            "not-a-uuid",
-            "",
-        ] {
-            let token = Token::from(text.to_owned());
-            assert_eq!(token.to_string(), text);
-            assert!(token.is(text));
-            assert!(!token.is("0191c7e2-5b7a-7cc1-9a53-1f0c2f9e3a12"));
-        }
-        let token = Token::from("0191c7e2-5b7a-7cc1-9a53-1f0c2f9e3a11".to_owned());
-        assert!(!token.is("0191C7E2-5B7A-7CC1-9A53-1F0C2F9E3A11"));
-    }
 
     #[test]
     fn waiters_on_one_key_come_and_go() {

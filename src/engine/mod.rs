@@ -21,6 +21,7 @@ pub(crate) mod evict;
 pub(crate) mod faults;
 pub(crate) mod fleet;
 pub(crate) mod handle;
+pub(crate) mod parked;
 pub(crate) mod pause;
 pub(crate) mod registry;
 pub(crate) mod request;

@@ -15,7 +15,7 @@ use crate::base::queue::Queue;
 use crate::engine::config::{Config, RestartPolicy};
 use crate::engine::db::{Db, DbStats};
 use crate::engine::dispatch::QueueRequest;
-use crate::engine::evict::Parked;
+use crate::engine::parked::Parked;
 use crate::engine::registry::Registry;
 use crate::engine::retention::Retention;
 use crate::engine::schedule::{self, Schedule};
