@@ -57,8 +57,9 @@ async fn a_process_frozen_for_20_s_is_adopted_and_starts_nothing_after_it_thaws(
     .await
     .unwrap();
     assert_eq!(survivors, n as i64);
+    // By when the body began: one in flight at the freeze may insert its row after the thaw.
     let late: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM effects WHERE executor = 'frozen' AND at >= $1::timestamptz",
+        "SELECT count(*) FROM effects WHERE executor = 'frozen' AND began >= $1::timestamptz",
     )
     .bind(&thawed)
     .fetch_one(&effects)

@@ -65,7 +65,7 @@ async fn effects_pool(url: &str, prefix: &str) -> PgPool {
         .unwrap();
     sqlx::query(
         "CREATE TABLE IF NOT EXISTS effects (wf text, step int, executor text, \
-         at timestamptz DEFAULT clock_timestamp())",
+         at timestamptz DEFAULT clock_timestamp(), began timestamptz)",
     )
     .execute(&pool)
     .await
@@ -85,12 +85,20 @@ async fn job(ctx: Context, n: u64) -> stead::Result<u64> {
         let (id, me) = (ctx.workflow_id().to_owned(), executor_name());
         total += ctx
             .step_typed("effect", move || async move {
-                sqlx::query("INSERT INTO effects (wf, step, executor) VALUES ($1, $2, $3)")
-                    .bind(&id)
-                    .bind(step as i32)
-                    .bind(me)
-                    .execute(&effects_for(&id))
-                    .await?;
+                // When the body began, by this process's clock: its insert may land later.
+                let began = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                sqlx::query(
+                    "INSERT INTO effects (wf, step, executor, began) \
+                     VALUES ($1, $2, $3, to_timestamp($4))",
+                )
+                .bind(&id)
+                .bind(step as i32)
+                .bind(me)
+                .bind(began)
+                .execute(&effects_for(&id))
+                .await?;
                 tokio::time::sleep(hold).await;
                 Ok::<_, sqlx::Error>(n)
             })
