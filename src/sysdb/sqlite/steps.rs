@@ -1,8 +1,10 @@
 //! Step checkpoints on SQLite, written only while the workflow is `PENDING` under the writer's
 //! owner token, and the paged read of a workflow's recorded steps.
 
+use std::sync::LazyLock;
+
 use sqlx::sqlite::SqliteConnection;
-use sqlx::Row;
+use sqlx::{AssertSqlSafe, Row};
 
 use crate::base::codec::PORTABLE_JSON;
 use crate::error::DbError;
@@ -91,7 +93,7 @@ pub(super) async fn classify(
     })
 }
 
-/// One page of a workflow's recorded steps (`LoadSteps`): payloads only while the payload
+/// One sized page of a workflow's recorded steps (`LoadSteps`): payloads only while the payload
 /// bytes before a row stay under the budget. The running sum is over sizes alone and the rows
 /// are joined back by key: a window over the rows themselves would hold every output of the
 /// page in SQLite's memory, which is this process's (2 GB for W8's page of 10 MB outputs).
@@ -120,13 +122,36 @@ FROM (
 JOIN operation_outputs o ON o.workflow_uuid = ?1 AND o.function_id = p.function_id
 "#;
 
+/// An unsized page (`LoadSteps::sized` false): a row's payloads when they are at most the
+/// per-row share (`?4`), or when it is the page's first row. One range of the primary key, in
+/// its order, with no running sum and no join: 1.4 ms for 500 small rows against `LOAD`'s 2.5 ms
+/// (W7's history, 2026-12-06). As in `LOAD`, a row not loaded reads no column past `output`
+/// (its size comes from the record header).
+static LOAD_UNSIZED: LazyLock<String> = LazyLock::new(|| {
+    let loaded = "(coalesce(octet_length(output), 0) + coalesce(octet_length(error), 0) <= ?4 \
+        OR function_id = (SELECT min(function_id) FROM operation_outputs \
+                          WHERE workflow_uuid = ?1 AND function_id > ?2))";
+    format!(
+        "SELECT workflow_uuid, function_id, function_name, \
+                CASE WHEN {loaded} THEN output END, CASE WHEN {loaded} THEN error END, \
+                CASE WHEN {loaded} THEN child_workflow_id END, \
+                CASE WHEN {loaded} THEN serialization END, {loaded} \
+         FROM operation_outputs WHERE workflow_uuid = ?1 AND function_id > ?2 \
+         ORDER BY function_id LIMIT ?3"
+    )
+});
+
 /// One page of recorded steps.
 async fn load(conn: &mut SqliteConnection, page: &LoadSteps) -> Result<StepPage, DbError> {
-    let rows = sqlx::query(LOAD)
+    let (statement, budget): (&str, u64) = match page.sized {
+        true => (LOAD, page.bytes),
+        false => (&LOAD_UNSIZED, page.per_row()),
+    };
+    let rows = sqlx::query(AssertSqlSafe(statement))
         .bind(&page.workflow_id)
         .bind(i64::from(page.after))
         .bind(i64::from(page.rows))
-        .bind(i64::try_from(page.bytes).unwrap_or(i64::MAX))
+        .bind(i64::try_from(budget).unwrap_or(i64::MAX))
         .fetch_all(&mut *conn)
         .await?;
     let mut found = Vec::with_capacity(rows.len());

@@ -104,8 +104,7 @@ async fn an_unsized_page_reads_small_rows_and_its_first_whatever_its_size(kind: 
     let pages = session.load_steps(&[&shares(0), &shares(2)]).await.unwrap();
     for (p, first) in pages.iter().zip([1, 3]) {
         assert_eq!(p.rows[0].function_id, first);
-        // The first row whatever its size, then a prefix that stays within the budget (a backend
-        // may read by the running sum instead: SQLite does).
+        // The first row whatever its size, then a prefix that stays within the budget.
         assert!(p.loaded >= 2, "{p:?}");
         let read: usize = p.rows[1..p.loaded]
             .iter()
@@ -118,10 +117,9 @@ async fn an_unsized_page_reads_small_rows_and_its_first_whatever_its_size(kind: 
         }
         assert!(p.rows[p.loaded..].iter().all(|r| r.output.is_none()));
     }
-    // A row over its share ends the prefix on Postgres (it is read as the next page's first).
-    if kind == Kind::Postgres {
-        assert_eq!(pages[0].loaded, 2);
-    }
+    // A row over its share ends the prefix (it is read as the next page's first).
+    assert_eq!(pages[0].loaded, 2);
+    assert_eq!(pages[1].loaded, 2);
 }
 
 /// Outputs around `PIECE` (which Postgres reads in pieces past it) come back byte for byte: at
