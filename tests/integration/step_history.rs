@@ -61,11 +61,12 @@ async fn the_timeline_opens_in_a_second(server: &AdminServer) {
         )
         .await;
     // Opened as a link opens it; timed by the page (when the timeline first holds steps), not
-    // by the test's polling. The fastest of five openings: the suite runs beside it on 2 cores.
+    // by the test's polling. The fastest of up to ten openings a second apart: the suite runs
+    // beside it on 2 cores, and a burst of its load lasts seconds.
     let mut fastest = f64::MAX;
-    for attempt in 0..5 {
+    for attempt in 0..10 {
         if attempt > 0 {
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
         browser
             .script(
