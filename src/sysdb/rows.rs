@@ -2,7 +2,6 @@
 //! place, beside the column list it reads, and a parameter list both backends take is bound in
 //! one place. Both backends use it; it imports neither.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::PgRow;
@@ -18,7 +17,7 @@ use super::ops::PeekedMessage;
 use super::postgres::Lit;
 use super::reads::{StatusRow, StepRow, StreamRow};
 use super::schedules::ScheduleRow;
-use super::text::{Text, HOLD_FROM};
+use super::text::Text;
 use super::versions::AppVersion;
 use crate::base::clock::now_ms;
 use crate::base::overlap::Overlap;
@@ -235,15 +234,11 @@ impl StepRow {
 
     /// As [`StepRow::from_row`], a long output held in its row rather than copied ([`Text`]).
     pub(super) fn from_sqlite(row: SqliteRow) -> Result<StepRow, sqlx::Error> {
-        let long = row
-            .try_get::<Option<&str>, _>(3)?
-            .is_some_and(|text| text.len() >= HOLD_FROM);
-        if !long {
-            return StepRow::from_row(&row);
-        }
-        let row = Arc::new(row);
-        let output = Text::from_sqlite(&row, 3)?;
-        StepRow::around(&*row, output)
+        let step = StepRow::around(&row, None)?;
+        Ok(StepRow {
+            output: Text::from_sqlite(row, 3)?,
+            ..step
+        })
     }
 
     fn around(row: &impl AnyRow, output: Option<Text>) -> Result<StepRow, sqlx::Error> {

@@ -14,7 +14,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 
 /// Text at least this long is held in its row rather than copied out.
-pub(crate) const HOLD_FROM: usize = 64 << 10;
+const HOLD_FROM: usize = 64 << 10;
 
 /// A payload's text: derefs to `str`, compares and prints as its text.
 #[derive(Clone)]
@@ -28,16 +28,15 @@ enum Repr {
 }
 
 impl Text {
-    /// Column `i` of `row` (`None` when NULL): held in the row when it is long, copied when not.
-    pub(crate) fn from_sqlite(row: &Arc<SqliteRow>, i: usize) -> Result<Option<Text>, sqlx::Error> {
-        let Some(text) = row.try_get::<Option<&str>, _>(i)? else {
-            return Ok(None);
-        };
-        Ok(Some(if text.len() >= HOLD_FROM {
-            Text(Repr::Held(row.clone(), i))
-        } else {
-            Text(Repr::Owned(text.to_owned()))
-        }))
+    /// Column `i` of `row` (`None` when NULL): the row kept to hold it when it is long, the
+    /// text copied (and the row dropped) when not.
+    pub(crate) fn from_sqlite(row: SqliteRow, i: usize) -> Result<Option<Text>, sqlx::Error> {
+        match row.try_get::<Option<&str>, _>(i)? {
+            None => return Ok(None),
+            Some(text) if text.len() < HOLD_FROM => return Ok(Some(Text::from(text))),
+            Some(_) => {}
+        }
+        Ok(Some(Text(Repr::Held(Arc::new(row), i))))
     }
 
     /// The text as an owned `String` (a copy when held).
@@ -106,35 +105,34 @@ mod tests {
 
     use super::*;
 
-    async fn row(sql: &str) -> Arc<SqliteRow> {
+    async fn row(sql: &str) -> SqliteRow {
         let pool = SqlitePoolOptions::new()
             .connect("sqlite::memory:")
             .await
             .unwrap();
         let sql = sqlx::AssertSqlSafe(sql.to_owned());
-        Arc::new(sqlx::query(sql).fetch_one(&pool).await.unwrap())
+        sqlx::query(sql).fetch_one(&pool).await.unwrap()
     }
 
     #[tokio::test]
     async fn long_text_is_held_in_its_row_and_reads_the_same() {
         let sql = format!("SELECT '{}', 'é短', NULL", "ab".repeat(HOLD_FROM));
-        let row = row(&sql).await;
-        let long = Text::from_sqlite(&row, 0).unwrap().unwrap();
+        let long = Text::from_sqlite(row(&sql).await, 0).unwrap().unwrap();
         assert!(matches!(long.0, Repr::Held(_, 0)));
         assert_eq!(long.len(), 2 * HOLD_FROM);
         assert_eq!(long, Text::from("ab".repeat(HOLD_FROM)));
-        let short = Text::from_sqlite(&row, 1).unwrap().unwrap();
+        let short = Text::from_sqlite(row(&sql).await, 1).unwrap().unwrap();
         assert!(matches!(short.0, Repr::Owned(_)));
         assert_eq!(&*short, "é短");
-        assert_eq!(Text::from_sqlite(&row, 2).unwrap(), None);
+        assert_eq!(Text::from_sqlite(row(&sql).await, 2).unwrap(), None);
         assert_eq!(long.clone().into_string(), "ab".repeat(HOLD_FROM));
     }
 
     #[tokio::test]
     async fn a_column_that_is_not_text_is_refused_when_held() {
-        let row = row("SELECT 42, x'ff'").await;
-        assert!(Text::from_sqlite(&row, 0).is_err());
+        let sql = "SELECT 42, x'ff'";
+        assert!(Text::from_sqlite(row(sql).await, 0).is_err());
         // Bytes that are not UTF-8 are never held.
-        assert!(Text::from_sqlite(&row, 1).is_err());
+        assert!(Text::from_sqlite(row(sql).await, 1).is_err());
     }
 }

@@ -73,6 +73,17 @@ async fn assert_bad_param(server: &AdminServer, path: &str, param: &str) {
     assert!(bad.error().contains(param), "{path}: {}", bad.body);
 }
 
+/// A runtime served with default options, with workflow `id` (a `slow` one) running.
+pub(crate) async fn serving_a_pending(db: &common::TestDb, id: &str) -> (Runtime, AdminServer) {
+    let rt = launch(db, vec![]).await;
+    let server = serve(&rt, AdminOptions::new()).await;
+    rt.start("slow", (), WorkflowOptions::with_id(id))
+        .await
+        .unwrap();
+    wait_status(&rt, id, Status::Pending).await;
+    (rt, server)
+}
+
 /// Waits until workflow `id` has `status` in the database.
 pub(crate) async fn wait_status(rt: &Runtime, id: &str, status: Status) {
     for _ in 0..300 {
@@ -224,12 +235,7 @@ async fn one_workflow_shows_its_payloads_and_steps_and_unknown_ids_are_404(db) {
 }
 
 async fn cancel_resume_and_fork_act_and_refuse_bad_requests(db) {
-    let rt = launch(&db, vec![]).await;
-    let server = serve(&rt, AdminOptions::new()).await;
-    rt.start("slow", (), WorkflowOptions::with_id("s-1"))
-        .await
-        .unwrap();
-    wait_status(&rt, "s-1", Status::Pending).await;
+    let (rt, server) = serving_a_pending(&db, "s-1").await;
 
     let cancelled = post(&server, "/api/workflows/s-1/cancel", None).await;
     assert_eq!(cancelled.status, 200, "{}", cancelled.body);

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use stead::admin::{self, AdminError, AdminOptions};
-use stead::{Status, WorkflowOptions};
+use stead::Status;
 
-use crate::admin::{get, launch, post, serve, url, wait_status, TOKEN};
+use crate::admin::{get, launch, post, serve, serving_a_pending, url, TOKEN};
 use crate::common::http;
 
 both_backends! {
@@ -57,12 +57,7 @@ async fn the_token_guards_every_endpoint_but_the_probes(db) {
 }
 
 async fn pages_of_other_sites_can_neither_post_forms_nor_rebind_dns(db) {
-    let rt = launch(&db, vec![]).await;
-    let server = serve(&rt, AdminOptions::new()).await;
-    rt.start("slow", (), WorkflowOptions::with_id("s-2"))
-        .await
-        .unwrap();
-    wait_status(&rt, "s-2", Status::Pending).await;
+    let (rt, server) = serving_a_pending(&db, "s-2").await;
 
     // A cross-site form can only post urlencoded, multipart or plain text.
     let cancel = url(&server, "/api/workflows/s-2/cancel");
