@@ -3,9 +3,10 @@
 //! (`src/runtime/launch.rs`, through `#[path]`): they use the inner rings (`crate::engine`,
 //! `crate::durable`, `crate::sysdb`, `crate::base`), and only `launch` can name them, through the
 //! entry points below; the engine reaches them through message types it defines
-//! (`engine::db::Request`, `engine::dispatch::QueueRequest`, `engine::dispatch::WorkflowRequest`,
+//! (`engine::db::Request`, `engine::dispatch::QueueRequest`,
 //! `engine::directory::SchedulerRequest`), held as ractor `DerivedActorRef`s in the database port
-//! (`engine::db::Db`) and the actor directory.
+//! (`engine::db::Db`) and the actor directory; a workflow actor's run is stopped through its
+//! flag (`engine::stop`), which the directory holds.
 
 mod database;
 mod fleet;

@@ -27,6 +27,7 @@
 //! because another execution took over is silent.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
 use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -39,12 +40,13 @@ use crate::base::metrics;
 use crate::base::status::Status;
 use crate::durable::context::{Abort, Context, History, RunInfo};
 use crate::engine::completion::Finished;
-use crate::engine::dispatch::{Dispatch, LocalRun, WorkflowRequest};
+use crate::engine::dispatch::{Dispatch, LocalRun};
 use crate::engine::evict::EVICTED;
 use crate::engine::pause;
 use crate::engine::registry::Outcome;
 use crate::engine::shared::SharedRef;
 use crate::engine::start;
+use crate::engine::stop::Stop;
 use crate::error::{DbError, Error, PortableError};
 use crate::sysdb::{FinishOutcome, FinishWrite, StepWrite};
 
@@ -56,7 +58,6 @@ pub(crate) struct WorkflowArgs {
 }
 
 pub(crate) enum WorkflowMsg {
-    Request(WorkflowRequest),
     /// The body returned (or panicked, with the panic's message).
     Done(Result<Outcome, String>),
     /// The workflow's deadline passed.
@@ -65,27 +66,13 @@ pub(crate) enum WorkflowMsg {
     Evicted,
 }
 
-impl From<WorkflowRequest> for WorkflowMsg {
-    fn from(r: WorkflowRequest) -> Self {
-        WorkflowMsg::Request(r)
-    }
-}
-
-impl TryFrom<WorkflowMsg> for WorkflowRequest {
-    type Error = ();
-    fn try_from(m: WorkflowMsg) -> Result<Self, ()> {
-        match m {
-            WorkflowMsg::Request(r) => Ok(r),
-            _ => Err(()),
-        }
-    }
-}
-
 pub(crate) struct WorkflowState {
     shared: SharedRef,
     dispatch: Dispatch,
     queue: std::sync::Arc<str>,
-    actor: ractor::ActorId,
+    /// The run's stop flag, also in the directory: this process's cancel, pause or fence sets
+    /// it there, and the body's `Context` reads it.
+    stop: Arc<Stop>,
     ctx: Option<Context>,
     /// The workflow's deadline passed (so a cancellation is the deadline's).
     deadline_passed: bool,
@@ -100,9 +87,8 @@ impl Drop for WorkflowState {
         for task in &self.tasks {
             task.abort();
         }
-        let me = self.actor;
         if let Some(mut runs) = self.shared.directory.running.get_mut(&self.dispatch.id) {
-            runs.retain(|r| r.actor.get_id() != me);
+            runs.retain(|r| !Arc::ptr_eq(&r.stop, &self.stop));
         }
         self.shared
             .directory
@@ -120,12 +106,13 @@ impl Actor for WorkflowActor {
 
     async fn pre_start(
         &self,
-        myself: ActorRef<WorkflowMsg>,
+        _: ActorRef<WorkflowMsg>,
         args: WorkflowArgs,
     ) -> Result<WorkflowState, ActorProcessingErr> {
+        let stop = Arc::new(Stop::default());
         let run = LocalRun {
             owner: args.dispatch.owner.clone(),
-            actor: myself.get_derived(),
+            stop: stop.clone(),
         };
         let id = args.dispatch.id.clone();
         args.shared
@@ -139,7 +126,7 @@ impl Actor for WorkflowActor {
             shared: args.shared,
             dispatch: args.dispatch,
             queue: args.queue,
-            actor: myself.get_id(),
+            stop,
             ctx: None,
             deadline_passed: false,
             tasks: Vec::new(),
@@ -161,7 +148,10 @@ impl Actor for WorkflowActor {
             crate::base::otel::continue_trace(&span, d.trace_context.as_deref());
         }
         let shared = state.shared.clone();
-        let Some((ctx, body)) = prepare(&shared, &d).instrument(span.clone()).await? else {
+        let Some((ctx, body)) = prepare(&shared, &d, &state.stop)
+            .instrument(span.clone())
+            .await?
+        else {
             myself.stop(None);
             return Ok(());
         };
@@ -201,13 +191,6 @@ impl Actor for WorkflowActor {
             return Ok(());
         };
         match msg {
-            WorkflowMsg::Request(WorkflowRequest::Cancel) => ctx.cancel(),
-            WorkflowMsg::Request(WorkflowRequest::Fence) => {
-                ctx.stop(Abort::NotOwner);
-            }
-            WorkflowMsg::Request(WorkflowRequest::Pause) => {
-                ctx.stop(Abort::Paused);
-            }
             WorkflowMsg::Deadline => {
                 state.deadline_passed = true;
                 let id = state.dispatch.id.clone();
@@ -332,6 +315,7 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
 async fn prepare(
     shared: &SharedRef,
     d: &Dispatch,
+    stop: &Arc<Stop>,
 ) -> Result<Option<(Context, futures::future::BoxFuture<'static, Outcome>)>, ActorProcessingErr> {
     let Some(entry) = shared.registry.get(&d.name).cloned() else {
         let e = Error::UnknownWorkflow(d.name.clone());
@@ -385,7 +369,7 @@ async fn prepare(
         metrics: entry.metrics().clone(),
         limits: entry.config.history_limits.unwrap_or(shared.config.history),
     };
-    let ctx = Context::new(run, shared.clone(), history);
+    let ctx = Context::new(run, shared.clone(), history, stop.clone());
     let mut run = entry.run(ctx.clone(), input);
     // A step's record is held back for the outcome's write only while the body runs on; once
     // it waits on anything, the record is written.

@@ -1,9 +1,10 @@
 //! The actor directory: where the core finds this process's actors (each queue's port and open
-//! slots, each running workflow's actor, the scheduler) and the queue definitions they serve.
+//! slots, each running workflow's stop flag, the scheduler) and the queue definitions they serve.
 //!
 //! Each actor keeps its own entry (it registers on start and leaves on stop); the supervisor's
-//! tree owns the actors, the core only reads entries and sends them the core's own message types
-//! (`QueueRequest`, `WorkflowRequest`, `SchedulerRequest`). It never names an actor type.
+//! tree owns the actors, the core only reads entries, sends them the core's own message types
+//! (`QueueRequest`, `SchedulerRequest`) and sets a run's stop flag (`engine::stop`). It never
+//! names an actor type.
 
 use std::sync::Arc;
 
@@ -13,7 +14,8 @@ use tokio::sync::Notify;
 
 use crate::base::queue::Queue;
 use crate::engine::admission::Slots;
-use crate::engine::dispatch::{LocalRun, QueueRequest, WorkflowRequest};
+use crate::engine::dispatch::{LocalRun, QueueRequest};
+use crate::engine::stop::Abort;
 use crate::sysdb::HeldRun;
 
 /// The current actors of one runtime, by what the core looks them up by.
@@ -71,21 +73,49 @@ impl Directory {
             .collect()
     }
 
-    /// Sends `request` to the actors running `id` here (all, or only the one running as
-    /// `owner`).
-    pub(crate) fn tell_local(&self, id: &str, owner: Option<&str>, request: WorkflowRequest) {
-        let runs: Vec<_> = self
-            .running
-            .get(id)
-            .map(|runs| {
-                runs.iter()
-                    .filter(|r| owner.is_none_or(|o| o == r.owner))
-                    .map(|r| r.actor.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        for actor in runs {
-            let _ = actor.send_message(request);
+    /// Stops the runs of `id` here (all, or only the one running as `owner`) for `reason`,
+    /// before their next durable call: set before this returns.
+    pub(crate) fn stop_local(&self, id: &str, owner: Option<&str>, reason: Abort) {
+        if let Some(runs) = self.running.get(id) {
+            for run in runs.iter().filter(|r| owner.is_none_or(|o| o == r.owner)) {
+                run.stop.stop(reason.clone());
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::stop::Stop;
+
+    fn run(dir: &Directory, id: &str, owner: &str) -> Arc<Stop> {
+        let stop = Arc::new(Stop::default());
+        let owner = owner.to_owned();
+        let local = LocalRun {
+            owner,
+            stop: stop.clone(),
+        };
+        dir.running.entry(id.to_owned()).or_default().push(local);
+        stop
+    }
+
+    #[test]
+    fn a_local_stop_is_set_before_it_returns_and_only_on_the_named_owner() {
+        let dir = Directory::default();
+        let (old, new) = (run(&dir, "w", "old"), run(&dir, "w", "new"));
+        let other = run(&dir, "x", "old");
+        dir.stop_local("w", Some("old"), Abort::NotOwner);
+        assert_eq!(old.reason(), Some(&Abort::NotOwner));
+        assert_eq!(new.reason(), None);
+        dir.stop_local("w", None, Abort::Paused);
+        assert_eq!(new.reason(), Some(&Abort::Paused));
+        assert_eq!(
+            old.reason(),
+            Some(&Abort::NotOwner),
+            "the first reason stays"
+        );
+        assert_eq!(other.reason(), None);
+        dir.stop_local("nobody", None, Abort::Cancelled);
     }
 }

@@ -73,21 +73,11 @@ pub(crate) enum QueueRequest {
     Panic,
 }
 
-/// What the core asks of a running workflow's actor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WorkflowRequest {
-    /// Stop before the next durable call (the row is already `CANCELLED`).
-    Cancel,
-    /// Stop before the next durable call and leave the row as it is: another execution owns
-    /// the workflow now (adopted, resumed elsewhere).
-    Fence,
-    /// Stop before the next durable call, write the held step records and put the row back on
-    /// its queue: the workflow is paused (`engine::pause`).
-    Pause,
-}
-
-/// A workflow actor running in this process, and the owner token it runs under.
+/// A workflow run in this process: the owner token it runs under, and its stop flag, which
+/// its `Context` reads on every durable call (`Abort::Cancelled` for a cancelled row,
+/// `NotOwner` for one another execution owns now, `Paused` to write the held step records
+/// and put the row back on its queue).
 pub(crate) struct LocalRun {
     pub owner: String,
-    pub actor: ractor::DerivedActorRef<WorkflowRequest>,
+    pub stop: std::sync::Arc<crate::engine::stop::Stop>,
 }

@@ -31,3 +31,4 @@ pub(crate) mod schedule;
 pub(crate) mod shared;
 pub(crate) mod signals;
 pub(crate) mod start;
+pub(crate) mod stop;

@@ -2,7 +2,7 @@
 //! paused (by its own client, an announcement on `stead_pause_channel`, or the sweep's read), and
 //! how a stopped paused run's row goes back on its queue. The rules are in `sysdb::pauses`.
 //!
-//! A resident run is told `WorkflowRequest::Pause`: its `Context` takes `Abort::Paused` (an
+//! A resident run's stop flag takes `Abort::Paused` before the pause call returns (an
 //! in-memory flag every durable call already reads, so no step pays a read), and the run stops
 //! before its next durable call; a wait is interrupted at once. Its workflow actor then writes the
 //! step records it held and calls [`requeue`]; the actor's exit frees its slot here. An evicted
@@ -11,15 +11,16 @@
 //! its own and never runs workflow code.
 
 use crate::engine::db::Db;
-use crate::engine::dispatch::{QueueRequest, WorkflowRequest};
+use crate::engine::dispatch::QueueRequest;
 use crate::engine::shared::Shared;
+use crate::engine::stop::Abort;
 use crate::error::DbError;
 
 impl Shared {
     /// Stops the runs of paused workflow `id` in this process (all, or only the one running as
     /// `owner`) before their next durable call, and requeues an evicted one's row.
     pub(crate) fn pause_local(&self, id: &str, owner: Option<&str>) {
-        self.directory.tell_local(id, owner, WorkflowRequest::Pause);
+        self.directory.stop_local(id, owner, Abort::Paused);
         let Some(parked) = self.signals.evicted.pause(id) else {
             return;
         };

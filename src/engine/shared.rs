@@ -14,9 +14,9 @@ use crate::engine::completion::Completions;
 use crate::engine::config::Config;
 use crate::engine::db::Db;
 use crate::engine::directory::Directory;
-use crate::engine::dispatch::WorkflowRequest;
 use crate::engine::registry::Registry;
 use crate::engine::signals::Signals;
+use crate::engine::stop::Abort;
 use crate::error::Result;
 use crate::sysdb::{HeldRun, PAUSED_RUN};
 
@@ -94,15 +94,15 @@ impl Shared {
     /// Stops the runs of `id` in this process: its actors (all, or only the one running as
     /// `owner`), and its evicted entry, whose slot is then freed.
     pub(crate) fn cancel_local(&self, id: &str, owner: Option<&str>) {
-        self.stop_local(id, owner, WorkflowRequest::Cancel);
+        self.stop_local(id, owner, Abort::Cancelled);
         // A cancelled child ends its evicted parent's wait.
         self.signals.child_ended(id);
     }
 
-    /// [`Shared::cancel_local`] with the request its actors get: `Cancel`, or `Fence` for a
-    /// row another execution owns now.
-    fn stop_local(&self, id: &str, owner: Option<&str>, request: WorkflowRequest) {
-        self.directory.tell_local(id, owner, request);
+    /// [`Shared::cancel_local`] with the reason its runs stop for: `Cancelled`, or `NotOwner`
+    /// for a row another execution owns now.
+    fn stop_local(&self, id: &str, owner: Option<&str>, reason: Abort) {
+        self.directory.stop_local(id, owner, reason);
         if self.signals.evicted.remove_run(id, owner) {
             self.completions.abandon(id);
         }
@@ -144,11 +144,11 @@ impl Shared {
                 _ => tracing::info!(workflow_id = %run.id, status = %run.status,
                     "the workflow's row moved on; stopping its run here"),
             }
-            let request = match run.status.as_str() {
-                "CANCELLED" => WorkflowRequest::Cancel,
-                _ => WorkflowRequest::Fence,
+            let reason = match run.status.as_str() {
+                "CANCELLED" => Abort::Cancelled,
+                _ => Abort::NotOwner,
             };
-            self.stop_local(&run.id, Some(&run.owner), request);
+            self.stop_local(&run.id, Some(&run.owner), reason);
         }
         Ok(lost.len())
     }

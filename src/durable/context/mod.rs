@@ -8,11 +8,9 @@
 //! the abort reason after the body returns.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-
-use tokio::sync::Notify;
 
 mod budget;
 mod history;
@@ -23,26 +21,10 @@ pub(crate) use records::Call;
 use records::Deferred;
 
 use crate::engine::shared::SharedRef;
+pub(crate) use crate::engine::stop::Abort;
+use crate::engine::stop::Stop;
 use crate::error::{DbError, Error, Result};
 use crate::sysdb::{HeldRun, StepRow, PAUSED_RUN};
-
-/// Why a run stopped without an outcome of its own.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Abort {
-    /// The workflow was cancelled (or its deadline passed); leave it as it is.
-    Cancelled,
-    /// Another execution owns it now; leave it to that one.
-    NotOwner,
-    /// The system database failed past its retries: crash, so the run is restarted.
-    Crash(String),
-    /// The run was evicted while waiting; it is parked, to run again by replay.
-    Evicted,
-    /// The workflow was paused: the held records are written and its row goes back on its
-    /// queue, to run again by replay once resumed (`engine::pause`).
-    Paused,
-    /// The run continued as this new run: its outcome (the marker) is recorded already.
-    Continued(String),
-}
 
 /// The handle a workflow body uses for every durable call.
 ///
@@ -60,10 +42,9 @@ struct Inner {
     next_function_id: AtomicU32,
     /// The recorded calls this run replays, read a page at a time.
     history: History,
-    /// Set once, by the first reason to stop; a lock-free read on every durable call.
-    abort: OnceLock<Abort>,
-    /// Woken when an abort reason is set, to interrupt waits.
-    aborted: Notify,
+    /// Set once, by the first reason to stop; a lock-free read on every durable call. The
+    /// directory holds it too, so this process stops the run without a message.
+    stop: Arc<Stop>,
     /// Application databases this run's transactional steps used, released when it finishes.
     datasources: Mutex<Vec<Arc<dyn Release>>>,
     /// Set for a replay-only run (verification): it replays recorded calls and never writes.
@@ -129,8 +110,13 @@ pub(crate) struct RunInfo {
 }
 
 impl Context {
-    pub(crate) fn new(run: RunInfo, shared: SharedRef, history: History) -> Context {
-        Context::with_replay(run, shared, history, None)
+    pub(crate) fn new(
+        run: RunInfo,
+        shared: SharedRef,
+        history: History,
+        stop: Arc<Stop>,
+    ) -> Context {
+        Context::with_replay(run, shared, history, stop, None)
     }
 
     /// A replay-only run: each call is checked against `recorded` and logged in `log`; the
@@ -142,13 +128,14 @@ impl Context {
         log: Arc<crate::durable::replay::ReplayLog>,
     ) -> Context {
         let history = History::preloaded(&run.workflow_id, recorded);
-        Context::with_replay(run, shared, history, Some(log))
+        Context::with_replay(run, shared, history, Arc::default(), Some(log))
     }
 
     fn with_replay(
         run: RunInfo,
         shared: SharedRef,
         history: History,
+        stop: Arc<Stop>,
         replay: Option<Arc<crate::durable::replay::ReplayLog>>,
     ) -> Context {
         let gap_mark = AtomicU64::new(shared.liveness.gap_mark());
@@ -157,8 +144,7 @@ impl Context {
                 run,
                 next_function_id: AtomicU32::new(1),
                 history,
-                abort: OnceLock::new(),
-                aborted: Notify::new(),
+                stop,
                 datasources: Mutex::new(Vec::new()),
                 shared,
                 replay,
@@ -392,7 +378,7 @@ impl Context {
 
     /// Fails fast once the run has been told to stop (cancelled, taken over, crashed).
     pub(crate) fn check_abort(&self) -> Result<()> {
-        match self.inner.abort.get() {
+        match self.inner.stop.reason() {
             Some(reason) => Err(self.abort_error(reason)),
             None => Ok(()),
         }
@@ -461,7 +447,7 @@ impl Context {
     pub(crate) async fn evicted(&self) {
         loop {
             self.aborted().await;
-            if self.inner.abort.get() == Some(&Abort::Evicted) {
+            if self.inner.stop.reason() == Some(&Abort::Evicted) {
                 return;
             }
             std::future::pending::<()>().await;
@@ -470,7 +456,7 @@ impl Context {
 
     /// Why the run must stop, if it must.
     pub(crate) fn abort(&self) -> Option<Abort> {
-        self.inner.abort.get().cloned()
+        self.inner.stop.reason().cloned()
     }
 
     /// Stops the run before its next durable call, and interrupts any wait.
@@ -480,19 +466,13 @@ impl Context {
 
     /// Resolves once the run has been told to stop.
     pub(crate) async fn aborted(&self) {
-        let notified = self.inner.aborted.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if self.inner.abort.get().is_none() {
-            notified.await;
-        }
+        self.inner.stop.stopped().await
     }
 
     pub(crate) fn stop(&self, reason: Abort) -> Error {
         let err = self.abort_error(&reason);
         // The first reason wins; a later one only reports itself to its caller.
-        let _ = self.inner.abort.set(reason);
-        self.inner.aborted.notify_waiters();
+        self.inner.stop.stop(reason);
         err
     }
 
