@@ -111,7 +111,7 @@ where
          FROM workflow_status w \
          WHERE {LIST_WHERE} \
            AND (w.created_at, w.workflow_uuid) > (?17, ?18) \
-         ORDER BY w.created_at, w.workflow_uuid LIMIT ?14",
+         ORDER BY w.created_at, w.workflow_uuid LIMIT CAST(?14 AS INTEGER)",
         rule(&page.action)
     );
     let q: ListQuery = ListQuery {

@@ -119,7 +119,7 @@ async fn pick(
         let sql = format!(
             "SELECT workflow_uuid FROM workflow_status \
              WHERE queue_name = ?1 AND status = 'ENQUEUED' AND {VERSION_FILTER} \
-             ORDER BY priority, created_at LIMIT ?4"
+             ORDER BY priority, created_at LIMIT CAST(?4 AS INTEGER)"
         )
         .replace("{UNPAUSED}", UNPAUSED);
         return Ok(sqlx::query_scalar(AssertSqlSafe(sql))
@@ -151,7 +151,7 @@ async fn pick(
          WHERE r.rn <= COALESCE(?10 - COALESCE(p.n, 0), r.rn) \
            AND r.rn <= COALESCE(?7 - COALESCE(p.mine, 0), r.rn) \
            AND r.rn <= COALESCE(?8 - COALESCE(x.n, 0), r.rn) \
-         ORDER BY r.priority, r.created_at LIMIT ?4"
+         ORDER BY r.priority, r.created_at LIMIT CAST(?4 AS INTEGER)"
     )
     .replace("{UNPAUSED}", UNPAUSED);
     let opt = |n: Option<u32>| n.map(i64::from);

@@ -18,7 +18,9 @@
 //! one CTE on Postgres are a few statements in the flush's transaction here (no data-modifying
 //! CTEs; `RETURNING` cannot name the table through an alias, so a claim reads the taken row after
 //! its update). Messages are stamped by stead (`created_at` strictly increasing per process): the
-//! column default has one-second resolution and receives go oldest first.
+//! column default has one-second resolution and receives go oldest first. A limit bound as a
+//! parameter is written `LIMIT CAST(?n AS INTEGER)`: SQLite plans a bare `LIMIT ?n` with the
+//! bound value, so every execution would prepare the statement again.
 //!
 //! The integration tests run on both backends through `both_backends!` (`tests/common`); only tests
 //! about Postgres itself (cross-process NOTIFY, connection loss, SQL functions, fleets) are

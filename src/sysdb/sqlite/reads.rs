@@ -67,7 +67,7 @@ impl Reads for Sqlite {
         let rows = sqlx::query(
             r#"SELECT "offset", value, serialization FROM streams
                WHERE workflow_uuid = ?1 AND key = ?2 AND "offset" >= ?3
-               ORDER BY "offset" LIMIT ?4"#,
+               ORDER BY "offset" LIMIT CAST(?4 AS INTEGER)"#,
         )
         .bind(id)
         .bind(key)

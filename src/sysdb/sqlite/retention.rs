@@ -59,7 +59,7 @@ WHERE w.status IN ('SUCCESS', 'ERROR', 'CANCELLED', 'MAX_RECOVERY_ATTEMPTS_EXCEE
            WHERE k.status IN ('SUCCESS', 'ERROR', 'CANCELLED', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED')
            ORDER BY k.created_at DESC, k.workflow_uuid DESC
            LIMIT COALESCE(?2, 0))))
-LIMIT ?3
+LIMIT CAST(?3 AS INTEGER)
 "#;
 
 /// The tables deleted from explicitly, children first.
