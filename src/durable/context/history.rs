@@ -1,6 +1,9 @@
 //! The recorded history a run replays, held as a window of its `operation_outputs` rows read a
-//! page at a time ([`LoadSteps`]) as the body's durable calls advance, so a replay holds one page
-//! (at most [`PAGE_ROWS`] rows, outputs within [`PAGE_BYTES`]), never the whole history.
+//! page at a time ([`LoadSteps`]) as the body's durable calls advance, so a replay holds at most
+//! two pages (each at most [`PAGE_ROWS`] rows, outputs within [`PAGE_BYTES`]), never the whole
+//! history. While the body replays a page, the next is read ahead unless this page was cut short
+//! by size, so a deep history's reads stay off its replay's path and large outputs are held one
+//! page at a time.
 //!
 //! A page is read unsized (each row's output read when it is within its share of the budget,
 //! which Postgres reads without a running sum), and the page after one cut short by size is read
@@ -12,8 +15,9 @@
 //! "not recorded" for a number it has not read: a number behind the window (a concurrent call
 //! polled late, or a row asked for twice) is read on its own, a one-row page.
 
-use std::collections::BTreeMap;
 use std::sync::Mutex;
+
+use tokio::task::JoinHandle;
 
 use crate::engine::db::Db;
 use crate::error::DbError;
@@ -29,6 +33,22 @@ pub(crate) const PAGE_BYTES: u64 = 2 << 20;
 pub(crate) struct History {
     workflow_id: String,
     window: Mutex<Window>,
+    /// The page after the window, being read while the body replays the window.
+    ahead: Mutex<Option<Ahead>>,
+}
+
+/// A page read ahead: the one after `after`.
+struct Ahead {
+    after: u32,
+    page: JoinHandle<Result<StepPage, DbError>>,
+}
+
+impl Drop for History {
+    fn drop(&mut self) {
+        if let Some(ahead) = self.ahead.get_mut().ok().and_then(Option::take) {
+            ahead.page.abort();
+        }
+    }
 }
 
 /// What is known of the history: numbers in `(from, to]` were read, each recorded (in `calls`)
@@ -36,11 +56,37 @@ pub(crate) struct History {
 struct Window {
     from: u32,
     to: u32,
-    calls: BTreeMap<u32, Slot>,
+    calls: Calls,
     /// A preloaded history (replay-only verification): rows are lent by copy and never read.
     keep: bool,
     /// The last page was cut short by size: the next is read `sized` ([`LoadSteps`]).
     cut: bool,
+}
+
+/// The window's rows by call number, in order: pages come sorted, so a lookup is a binary
+/// search and a page is installed without a tree to build.
+#[derive(Default)]
+struct Calls(Vec<(u32, Slot)>);
+
+impl Calls {
+    fn of(mut calls: Vec<(u32, Slot)>) -> Calls {
+        calls.sort_by_key(|(id, _)| *id);
+        Calls(calls)
+    }
+
+    fn at(&self, function_id: u32) -> Option<usize> {
+        self.0
+            .binary_search_by_key(&function_id, |(id, _)| *id)
+            .ok()
+    }
+
+    fn get(&self, function_id: u32) -> Option<&Slot> {
+        self.at(function_id).map(|i| &self.0[i].1)
+    }
+
+    fn get_mut(&mut self, function_id: u32) -> Option<&mut Slot> {
+        self.at(function_id).map(|i| &mut self.0[i].1)
+    }
 }
 
 enum Slot {
@@ -73,7 +119,7 @@ enum Lookup {
 impl History {
     /// A run with no recorded steps (a fresh start): nothing is ever read.
     pub(crate) fn empty(workflow_id: &str) -> History {
-        History::of(workflow_id, Window::ended(BTreeMap::new(), false))
+        History::of(workflow_id, Window::ended(Calls::default(), false))
     }
 
     /// A whole history read before the run (replay-only verification).
@@ -82,14 +128,17 @@ impl History {
             .into_iter()
             .map(|r| (r.function_id, Slot::Row(r)))
             .collect();
-        History::of(workflow_id, Window::ended(calls, true))
+        History::of(workflow_id, Window::ended(Calls::of(calls), true))
     }
 
     /// A recovered run's history, its first page read.
     pub(crate) async fn open(db: &Db, workflow_id: &str) -> Result<History, DbError> {
-        let history = History::of(workflow_id, Window::ended(BTreeMap::new(), false));
+        let history = History::of(workflow_id, Window::ended(Calls::default(), false));
         let page = history.read(db, 0, PAGE_ROWS).await?;
-        history.lock().install(0, page);
+        let mut window = history.lock();
+        window.install(0, page);
+        history.read_on(db, &window);
+        drop(window);
         Ok(history)
     }
 
@@ -97,6 +146,7 @@ impl History {
         History {
             workflow_id: workflow_id.to_owned(),
             window: Mutex::new(window),
+            ahead: Mutex::new(None),
         }
     }
 
@@ -107,9 +157,10 @@ impl History {
         match lookup {
             Lookup::Found(row) => Ok(row),
             Lookup::Page => {
-                let page = self.read(db, after, PAGE_ROWS).await?;
+                let page = self.next_page(db, after).await?;
                 let mut window = self.lock();
                 window.install(after, page);
+                self.read_on(db, &window);
                 match window.take(function_id) {
                     Lookup::Found(row) => Ok(row),
                     // The page starts at this number with its payloads: unreachable, and a
@@ -136,7 +187,7 @@ impl History {
             return Ok(known);
         }
         let after = function_id.saturating_sub(1);
-        let page = self.read(db, after, PAGE_ROWS).await?;
+        let page = self.next_page(db, after).await?;
         let name = page
             .rows
             .iter()
@@ -145,6 +196,7 @@ impl History {
         let mut window = self.lock();
         if function_id > window.to {
             window.install(after, page);
+            self.read_on(db, &window);
         }
         Ok(name)
     }
@@ -157,34 +209,72 @@ impl History {
         if next <= to {
             return Ok(());
         }
-        let page = self.read(db, to, PAGE_ROWS).await?;
+        let page = self.next_page(db, to).await?;
         let mut window = self.lock();
         if window.to == to {
             window.install(to, page);
+            self.read_on(db, &window);
         }
         Ok(())
     }
 
+    /// The page after `after`: the one read ahead if it is that page, else read now.
+    async fn next_page(&self, db: &Db, after: u32) -> Result<StepPage, DbError> {
+        let ahead = self.ahead_lock().take();
+        match ahead {
+            Some(ahead) if ahead.after == after => ahead.page.await.map_err(|e| {
+                DbError::Transient(format!("reading the history ahead stopped: {e}"))
+            })?,
+            other => {
+                if let Some(stale) = other {
+                    stale.page.abort();
+                }
+                self.read(db, after, PAGE_ROWS).await
+            }
+        }
+    }
+
+    /// Starts reading the page after `window`, just installed, when there is more and the
+    /// window was not cut short by size (then the next page is read sized, when it is needed).
+    fn read_on(&self, db: &Db, window: &Window) {
+        if window.cut || window.to == u32::MAX {
+            return;
+        }
+        let (db, next) = (db.clone(), window.to);
+        let load = self.page_request(next, PAGE_ROWS, false);
+        let page = tokio::spawn(async move { db.load_page(load).await });
+        if let Some(stale) = self.ahead_lock().replace(Ahead { after: next, page }) {
+            stale.page.abort();
+        }
+    }
+
     async fn read(&self, db: &Db, after: u32, rows: u32) -> Result<StepPage, DbError> {
         let sized = self.lock().cut;
-        db.load_page(LoadSteps {
+        db.load_page(self.page_request(after, rows, sized)).await
+    }
+
+    fn page_request(&self, after: u32, rows: u32, sized: bool) -> LoadSteps {
+        LoadSteps {
             workflow_id: self.workflow_id.clone(),
             after,
             rows,
             bytes: PAGE_BYTES,
             sized,
-        })
-        .await
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Window> {
         self.window.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    fn ahead_lock(&self) -> std::sync::MutexGuard<'_, Option<Ahead>> {
+        self.ahead.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Window {
     /// A window that knows every number (nothing past `calls` is recorded).
-    fn ended(calls: BTreeMap<u32, Slot>, keep: bool) -> Window {
+    fn ended(calls: Calls, keep: bool) -> Window {
         Window {
             from: 0,
             to: u32::MAX,
@@ -200,16 +290,18 @@ impl Window {
         let more = page.more;
         self.cut = page.loaded < page.rows.len();
         let last = page.rows.last().map(|r| r.function_id);
-        self.calls.clear();
-        for (i, row) in page.rows.into_iter().enumerate() {
+        let loaded = page.loaded;
+        let slots = page.rows.into_iter().enumerate().map(|(i, row)| {
             let id = row.function_id;
-            let slot = if i < page.loaded {
-                Slot::Row(row)
-            } else {
-                Slot::Named(row.name)
-            };
-            self.calls.insert(id, slot);
-        }
+            match i < loaded {
+                true => (id, Slot::Row(row)),
+                false => (id, Slot::Named(row.name)),
+            }
+        });
+        self.calls.0.clear();
+        self.calls.0.extend(slots);
+        // Pages come in call order; sorting a sorted run is one pass.
+        self.calls.0.sort_by_key(|(id, _)| *id);
         self.from = after;
         self.to = match (more, last) {
             (true, Some(last)) => last,
@@ -224,7 +316,7 @@ impl Window {
         if function_id > self.to {
             return Lookup::Page;
         }
-        let Some(slot) = self.calls.get_mut(&function_id) else {
+        let Some(slot) = self.calls.get_mut(function_id) else {
             return Lookup::Found(None);
         };
         match slot {
@@ -245,7 +337,7 @@ impl Window {
         if function_id <= self.from || function_id > self.to {
             return None;
         }
-        Some(self.calls.get(&function_id).map(|s| s.name().to_owned()))
+        Some(self.calls.get(function_id).map(|s| s.name().to_owned()))
     }
 }
 
@@ -268,7 +360,7 @@ mod tests {
     /// A window holding the page read after `after`: rows `ids`, the first `loaded` with their
     /// payloads.
     fn window(after: u32, ids: &[u32], loaded: usize, more: bool) -> Window {
-        let mut w = Window::ended(BTreeMap::new(), false);
+        let mut w = Window::ended(Calls::default(), false);
         let rows = ids.iter().map(|&i| row(i, &format!("s{i}"))).collect();
         w.install(after, StepPage { rows, loaded, more });
         w
@@ -321,7 +413,7 @@ mod tests {
             .into_iter()
             .map(|r| (r.function_id, Slot::Row(r)))
             .collect();
-        let mut w = Window::ended(calls, true);
+        let mut w = Window::ended(Calls::of(calls), true);
         assert_eq!(found(w.take(2)), Some(2));
         assert_eq!(found(w.take(2)), Some(2));
         assert_eq!(found(w.take(3)), None);
