@@ -116,7 +116,7 @@ FROM (
         FROM operation_outputs
         WHERE workflow_uuid = ?1 AND function_id > ?2
         ORDER BY function_id
-        LIMIT ?3
+        LIMIT CAST(?3 AS INTEGER)
     )
 ) p
 JOIN operation_outputs o ON o.workflow_uuid = ?1 AND o.function_id = p.function_id
@@ -128,25 +128,72 @@ JOIN operation_outputs o ON o.workflow_uuid = ?1 AND o.function_id = p.function_
 /// (W7's history, 2026-12-06). As in `LOAD`, a row not loaded reads no column past `output`
 /// (its size comes from the record header).
 static LOAD_UNSIZED: LazyLock<String> = LazyLock::new(|| {
-    let loaded = "(coalesce(octet_length(output), 0) + coalesce(octet_length(error), 0) <= ?4 \
-        OR function_id = (SELECT min(function_id) FROM operation_outputs \
-                          WHERE workflow_uuid = ?1 AND function_id > ?2))";
+    let loaded = format!("({FITS} OR function_id = {FIRST})");
     format!(
         "SELECT workflow_uuid, function_id, function_name, \
                 CASE WHEN {loaded} THEN output END, CASE WHEN {loaded} THEN error END, \
                 CASE WHEN {loaded} THEN child_workflow_id END, \
                 CASE WHEN {loaded} THEN serialization END, {loaded} \
          FROM operation_outputs WHERE workflow_uuid = ?1 AND function_id > ?2 \
-         ORDER BY function_id LIMIT ?3"
+         ORDER BY function_id LIMIT CAST(?3 AS INTEGER)"
     )
 });
 
+/// A row's payloads are within the per-row share (`?4`).
+const FITS: &str = "coalesce(octet_length(output), 0) + coalesce(octet_length(error), 0) <= ?4";
+/// The page's first row.
+const FIRST: &str =
+    "(SELECT min(function_id) FROM operation_outputs WHERE workflow_uuid = ?1 AND function_id > ?2)";
+
+/// [`LOAD_UNSIZED`] as one row, a JSON array of `[function_id, name, output, error, child,
+/// serialization, fits]`, for shares up to [`JSON_SHARE`]: the driver hands rows over one at a
+/// time, copying each column, which cost more than replaying the step (2.8 µs a row). A first
+/// row past its share comes without payloads; it is read on its own, and held in its row.
+static LOAD_UNSIZED_JSON: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT json_group_array(json_array(function_id, function_name, o, e, c, s, fits)) \
+         FROM (SELECT function_id, function_name, CASE WHEN {FITS} THEN output END AS o, \
+                      CASE WHEN {FITS} THEN error END AS e, \
+                      CASE WHEN {FITS} THEN child_workflow_id END AS c, \
+                      CASE WHEN {FITS} THEN serialization END AS s, {FITS} AS fits \
+               FROM operation_outputs WHERE workflow_uuid = ?1 AND function_id > ?2 \
+               ORDER BY function_id LIMIT CAST(?3 AS INTEGER))"
+    )
+});
+
+/// The largest per-row share read as JSON: past it a page's outputs are long enough that a
+/// second (escaped) copy would matter more than the driver's per-row cost.
+const JSON_SHARE: u64 = 64 << 10;
+
+/// One row of [`LOAD_UNSIZED_JSON`].
+type JsonRow = (
+    i64,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    i64,
+);
+
 /// One page of recorded steps.
 async fn load(conn: &mut SqliteConnection, page: &LoadSteps) -> Result<StepPage, DbError> {
-    let (statement, budget): (&str, u64) = match page.sized {
-        true => (LOAD, page.bytes),
-        false => (&LOAD_UNSIZED, page.per_row()),
+    let found = match page.sized {
+        true => load_rows(conn, page, LOAD, page.bytes).await?,
+        false if page.per_row() <= JSON_SHARE => load_json(conn, page).await?,
+        false => load_rows(conn, page, &LOAD_UNSIZED, page.per_row()).await?,
     };
+    Ok(StepPage::new(page, found))
+}
+
+/// A page read by `statement`, a row at a time, with whether each row's payloads were read, in
+/// order.
+async fn load_rows(
+    conn: &mut SqliteConnection,
+    page: &LoadSteps,
+    statement: &str,
+    budget: u64,
+) -> Result<Vec<(StepRow, bool)>, DbError> {
     let rows = sqlx::query(AssertSqlSafe(statement))
         .bind(&page.workflow_id)
         .bind(i64::from(page.after))
@@ -161,7 +208,52 @@ async fn load(conn: &mut SqliteConnection, page: &LoadSteps) -> Result<StepPage,
         found.push((StepRow::from_sqlite(row)?, loaded));
     }
     found.sort_unstable_by_key(|(row, _)| row.function_id);
-    Ok(StepPage::new(page, found))
+    Ok(found)
+}
+
+/// An unsized page read as one JSON row ([`LOAD_UNSIZED_JSON`]).
+async fn load_json(
+    conn: &mut SqliteConnection,
+    page: &LoadSteps,
+) -> Result<Vec<(StepRow, bool)>, DbError> {
+    let json: String = sqlx::query_scalar(AssertSqlSafe(LOAD_UNSIZED_JSON.as_str()))
+        .bind(&page.workflow_id)
+        .bind(i64::from(page.after))
+        .bind(i64::from(page.rows))
+        .bind(i64::try_from(page.per_row()).unwrap_or(i64::MAX))
+        .fetch_one(&mut *conn)
+        .await?;
+    let rows: Vec<JsonRow> = serde_json::from_str(&json).map_err(|e| {
+        DbError::Query(format!(
+            "a page of {}'s steps read as JSON: {e}",
+            page.workflow_id
+        ))
+    })?;
+    let mut found = Vec::with_capacity(rows.len());
+    for (function_id, name, output, error, child_workflow_id, serialization, fits) in rows {
+        let fits = fits != 0;
+        if found.is_empty() && !fits {
+            let first = LoadSteps {
+                rows: 1,
+                ..page.clone()
+            };
+            found.extend(load_rows(conn, &first, &LOAD_UNSIZED, 0).await?);
+            continue;
+        }
+        let function_id = u32::try_from(function_id)
+            .map_err(|_| DbError::Query(format!("a step numbered {function_id}")))?;
+        let row = StepRow {
+            workflow_id: page.workflow_id.clone(),
+            function_id,
+            name,
+            output: output.map(Into::into),
+            error,
+            child_workflow_id,
+            serialization,
+        };
+        found.push((row, fits));
+    }
+    Ok(found)
 }
 
 /// One page of recorded steps per request.

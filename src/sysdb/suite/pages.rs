@@ -1,13 +1,15 @@
 //! Pages of a workflow's recorded steps (`LoadSteps`): in call order, a prefix of each page with
 //! its payloads, sized by a running budget or by each row's share of it.
 
+use super::step_write;
 use super::{store_tests, Fixture, Kind};
-use crate::sysdb::{LoadSteps, StepOutcome, StepPage, PIECE};
+use crate::sysdb::{LoadSteps, StepOutcome, StepPage, StepRow, PIECE};
 
 store_tests!(
     load_steps_reads_pages_in_call_order_within_a_byte_budget,
     an_unsized_page_reads_small_rows_and_its_first_whatever_its_size,
     long_outputs_are_read_whole_across_piece_boundaries,
+    every_column_reads_the_same_from_an_unsized_and_a_sized_page,
 );
 
 /// A request for the page of `id`'s steps after `after`.
@@ -166,4 +168,56 @@ async fn long_outputs_are_read_whole_across_piece_boundaries(kind: Kind) {
         assert_eq!(pages[0].loaded, 1, "after {after}");
         assert_eq!(pages[0].rows[0].output.as_deref(), Some(output.as_str()));
     }
+}
+
+/// Text that escapes differently in every format (quotes, backslashes, control characters,
+/// characters of two to four bytes) and NULLs read the same from an unsized page (one JSON
+/// row on SQLite) as from a sized one (a row per step), in every column.
+async fn every_column_reads_the_same_from_an_unsized_and_a_sized_page(kind: Kind) {
+    let f = Fixture::new(kind).await;
+    f.running("a").await;
+    let tricky = "\"q\\\"\\n\u{1}\t\u{7f}é\u{2028}\u{1D11E}\"";
+    let mut session = f.session().await;
+    for fid in 1..=4 {
+        let mut s = step_write("a", fid, tricky);
+        s.name = format!("s{fid}\"\\\u{1D11E}");
+        match fid {
+            2 => (s.output, s.error) = (None, Some(format!("{tricky}\u{1f}!"))),
+            3 => s.child_workflow_id = Some("child \"\u{1D11E}".into()),
+            4 => s.output = Some("null".into()),
+            _ => {}
+        }
+        let recorded = session.checkpoint(&[&s]).await.unwrap();
+        assert_eq!(recorded, [StepOutcome::Recorded]);
+    }
+    let read = |sized| LoadSteps {
+        sized,
+        ..page("a", 0, 10, 1 << 20)
+    };
+    let pages = session
+        .load_steps(&[&read(false), &read(true)])
+        .await
+        .unwrap();
+    let rows = |p: &StepPage| p.rows.iter().map(row_text).collect::<Vec<_>>();
+    assert_eq!(pages[0].loaded, 4);
+    assert_eq!(rows(&pages[0]), rows(&pages[1]));
+    assert_eq!(pages[0].rows[0].output.as_deref(), Some(tricky));
+    assert!(pages[1].rows[1]
+        .error
+        .as_deref()
+        .unwrap()
+        .ends_with("\u{1f}!"));
+}
+
+fn row_text(r: &StepRow) -> String {
+    format!(
+        "{} {} {:?} {:?} {:?} {:?} {:?}",
+        r.workflow_id,
+        r.function_id,
+        r.name,
+        r.output.as_deref(),
+        r.error,
+        r.child_workflow_id,
+        r.serialization
+    )
 }
