@@ -93,9 +93,12 @@ pub(crate) fn decode_inputs(text: &str) -> Result<Value, Error> {
 /// Encodes a value as compact portable JSON. Refused: a value whose `Serialize` panics, and
 /// one holding a NaN or infinite float (JSON writes it as `null`, so a replay would read back
 /// something else, or nothing its type accepts).
-pub(crate) fn encode<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<String, Error> {
+pub(crate) fn encode<T: Serialize + ?Sized>(
+    value: &T,
+    what: impl std::fmt::Display,
+) -> Result<String, Error> {
     let refused = |reason: String| Error::Encode {
-        what: what.to_owned(),
+        what: what.to_string(),
         reason,
     };
     let text = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -134,13 +137,16 @@ pub(crate) fn encode_input<I: Serialize + ?Sized>(
     workflow: &str,
     input: &I,
 ) -> Result<String, Error> {
-    encode(input, &format!("the input of workflow {workflow:?}"))
+    encode(input, format_args!("the input of workflow {workflow:?}"))
 }
 
 /// Decodes portable JSON text; a missing payload reads as `null`.
-pub(crate) fn decode<T: DeserializeOwned>(text: Option<&str>, what: &str) -> Result<T, Error> {
+pub(crate) fn decode<T: DeserializeOwned>(
+    text: Option<&str>,
+    what: impl std::fmt::Display,
+) -> Result<T, Error> {
     serde_json::from_str(text.unwrap_or("null")).map_err(|e| Error::Decode {
-        what: what.to_owned(),
+        what: what.to_string(),
         reason: e.to_string(),
     })
 }
@@ -163,11 +169,14 @@ pub(crate) fn decode_error(text: &str) -> PortableError {
 }
 
 /// Refuses payloads in any format but portable JSON, naming the format found.
-pub(crate) fn check_format(serialization: Option<&str>, what: &str) -> Result<(), Error> {
+pub(crate) fn check_format(
+    serialization: Option<&str>,
+    what: impl std::fmt::Display,
+) -> Result<(), Error> {
     match serialization {
         Some(PORTABLE_JSON) => Ok(()),
         other => Err(Error::UnsupportedSerialization {
-            what: what.to_owned(),
+            what: what.to_string(),
             format: other.unwrap_or("NULL (legacy)").to_owned(),
         }),
     }

@@ -388,7 +388,7 @@ fn replay<T: DeserializeOwned>(
 ) -> Result<std::result::Result<T, StepError>> {
     codec::check_format(
         row.serialization.as_deref(),
-        &format!("the recorded transaction {name:?} (call #{function_id})"),
+        format_args!("the recorded transaction {name:?} (call #{function_id})"),
     )?;
     match step::decode(
         row.output.as_deref(),

@@ -356,9 +356,9 @@ where
     ctx.metrics().step_finished(result.is_ok(), clock.elapsed());
     let (output, error) = match &result {
         Ok(value) => {
-            let what = format!("the output of step {name:?} (call #{function_id})");
+            let what = OutputOf(name, function_id);
             let output = codec::encode(value, &what)?;
-            ctx.check_value(&output, || what)?;
+            ctx.check_value(&output, || what.to_string())?;
             (Some(output), None)
         }
         Err(e) => (None, Some(codec::encode_error(&e.to_portable()))),
@@ -526,10 +526,20 @@ pub(crate) fn failed(name: &str, function_id: u32, attempts: Vec<String>) -> Ste
     }
 }
 
+/// "the output of step `name` (call #`function_id`)", formatted only when an error names it:
+/// a step's path pays no `format!`.
+struct OutputOf<'a>(&'a str, u32);
+
+impl std::fmt::Display for OutputOf<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the output of step {:?} (call #{})", self.0, self.1)
+    }
+}
+
 fn replay<T: DeserializeOwned>(row: &StepRow, name: &str, function_id: u32) -> Result<T> {
     codec::check_format(
         row.serialization.as_deref(),
-        &format!("the recorded outcome of step {name:?} (call #{function_id})"),
+        format_args!("the recorded outcome of step {name:?} (call #{function_id})"),
     )?;
     decode(
         row.output.as_deref(),
@@ -553,7 +563,7 @@ pub(crate) fn decode<T: DeserializeOwned>(
         )),
         None => codec::decode(
             output,
-            &format!("the recorded output of step {name:?} (call #{function_id})"),
+            format_args!("the recorded output of step {name:?} (call #{function_id})"),
         ),
     }
 }
