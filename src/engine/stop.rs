@@ -77,6 +77,8 @@ mod tests {
             .unwrap();
         assert_eq!(stop.reason(), Some(&Abort::Paused));
         // Set already: resolves at once.
-        stop.stopped().await;
+        tokio::time::timeout(std::time::Duration::from_secs(5), stop.stopped())
+            .await
+            .unwrap();
     }
 }

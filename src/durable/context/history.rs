@@ -136,8 +136,7 @@ impl History {
         let history = History::of(workflow_id, Window::ended(Calls::default(), false));
         let page = history.read(db, 0, PAGE_ROWS).await?;
         let mut window = history.lock();
-        window.install(0, page);
-        history.read_on(db, &window);
+        history.install(db, &mut window, 0, page);
         drop(window);
         Ok(history)
     }
@@ -159,8 +158,7 @@ impl History {
             Lookup::Page => {
                 let page = self.next_page(db, after).await?;
                 let mut window = self.lock();
-                window.install(after, page);
-                self.read_on(db, &window);
+                self.install(db, &mut window, after, page);
                 match window.take(function_id) {
                     Lookup::Found(row) => Ok(row),
                     // The page starts at this number with its payloads: unreachable, and a
@@ -195,8 +193,7 @@ impl History {
             .map(|r| r.name.clone());
         let mut window = self.lock();
         if function_id > window.to {
-            window.install(after, page);
-            self.read_on(db, &window);
+            self.install(db, &mut window, after, page);
         }
         Ok(name)
     }
@@ -212,8 +209,7 @@ impl History {
         let page = self.next_page(db, to).await?;
         let mut window = self.lock();
         if window.to == to {
-            window.install(to, page);
-            self.read_on(db, &window);
+            self.install(db, &mut window, to, page);
         }
         Ok(())
     }
@@ -234,9 +230,11 @@ impl History {
         }
     }
 
-    /// Starts reading the page after `window`, just installed, when there is more and the
-    /// window was not cut short by size (then the next page is read sized, when it is needed).
-    fn read_on(&self, db: &Db, window: &Window) {
+    /// Makes `page` (read after `after`) the window, and starts reading the page after it when
+    /// there is more and this one was not cut short by size (then the next is read sized, when
+    /// it is needed).
+    fn install(&self, db: &Db, window: &mut Window, after: u32, page: StepPage) {
+        window.install(after, page);
         if window.cut || window.to == u32::MAX {
             return;
         }
