@@ -130,8 +130,11 @@ pub(crate) struct StepPage {
 }
 
 impl StepPage {
-    /// The page `request` read: rows with whether their payloads were read (a prefix).
-    pub(crate) fn new(request: &LoadSteps, rows: Vec<(StepRow, bool)>) -> StepPage {
+    /// The page `request` read: rows, in any order, with whether their payloads were read (a
+    /// prefix, once in order).
+    pub(crate) fn new(request: &LoadSteps, mut rows: Vec<(StepRow, bool)>) -> StepPage {
+        // A store's rows usually come in order: then this is one pass.
+        rows.sort_unstable_by_key(|(row, _)| row.function_id);
         let loaded = rows.iter().take_while(|(_, loaded)| *loaded).count();
         let more = rows.len() >= request.rows as usize;
         // Past the prefix a row may have come with more than its name: it is not the page's.
@@ -164,6 +167,44 @@ mod tests {
             .enumerate()
             .map(|(i, piece)| (i * size, piece))
             .collect()
+    }
+
+    #[test]
+    fn a_page_in_any_order_is_put_in_call_order_and_its_loaded_prefix_kept() {
+        let row = |function_id: u32| StepRow {
+            workflow_id: "w".into(),
+            function_id,
+            name: format!("s{function_id}"),
+            output: Some(format!("{function_id}").into()),
+            error: None,
+            child_workflow_id: None,
+            serialization: None,
+        };
+        let request = LoadSteps {
+            workflow_id: "w".into(),
+            after: 0,
+            rows: 4,
+            bytes: 100,
+            sized: true,
+        };
+        let answer = vec![
+            (row(3), false),
+            (row(1), true),
+            (row(4), true),
+            (row(2), true),
+        ];
+        let page = StepPage::new(&request, answer);
+        let ids: Vec<u32> = page.rows.iter().map(|r| r.function_id).collect();
+        assert_eq!(ids, [1, 2, 3, 4]);
+        assert_eq!(
+            page.loaded, 2,
+            "the prefix ends at the first row not loaded"
+        );
+        assert_eq!(
+            page.rows[3].output, None,
+            "past the prefix a row is its name only"
+        );
+        assert!(page.more, "a full page");
     }
 
     #[test]

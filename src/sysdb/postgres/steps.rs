@@ -239,7 +239,9 @@ pub(super) async fn classify_one(
 }
 
 /// A sized page per request (`LoadSteps`): the rows after `after`, by the primary key, with a
-/// row's payloads only while the payload bytes before it stay under the budget. The sizes come
+/// row's payloads only while the payload bytes before it stay under the budget. Neither page
+/// statement sorts its answer: the sort copied every row and was half of a 500-row page's
+/// execution (0.3 of 0.57 ms); `StepPage::new` puts the rows in order. The sizes come
 /// from `octet_length`, which reads a stored value's size without detoasting it, so an output
 /// past the budget is never read (the window carries toast pointers, not values; joining the
 /// rows back by key, as SQLite must, measured slower for W7, on a loaded machine).
@@ -256,8 +258,7 @@ CROSS JOIN LATERAL (
     SELECT p.*, coalesce(sum(p.size) OVER (ORDER BY p.function_id
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
     FROM ({RANGE}) p
-) o
-ORDER BY r.i, o.function_id"#
+) o"#
     )
 });
 
@@ -280,8 +281,7 @@ CROSS JOIN LATERAL (
     SELECT min(function_id) AS first FROM {{s}}.operation_outputs
     WHERE workflow_uuid = r.id AND function_id > r.after
 ) f
-CROSS JOIN LATERAL ({RANGE}) o
-ORDER BY r.i, o.function_id"#
+CROSS JOIN LATERAL ({RANGE}) o"#
     )
 });
 
@@ -344,8 +344,8 @@ pub(super) async fn load(
     pages: &[&LoadSteps],
 ) -> Result<Vec<StepPage>, DbError> {
     let mut found: Vec<Vec<(StepRow, bool)>> = vec![Vec::new(); pages.len()];
-    // Rows whose output is read in pieces: (page, row).
-    let mut longs: Vec<(usize, usize)> = Vec::new();
+    // Rows whose output is read in pieces: (page, call number).
+    let mut longs: Vec<(usize, u32)> = Vec::new();
     let piece = i32::try_from(PIECE).unwrap_or(i32::MAX);
     for sized in [false, true] {
         let group: Vec<usize> = (0..pages.len())
@@ -372,23 +372,29 @@ pub(super) async fn load(
             .bind(rows)
             .bind(bytes)
             .bind(piece);
-        for row in query.fetch_all(&mut *conn).await? {
-            let i: i64 = row.try_get(8)?;
-            let loaded: bool = row.try_get(7)?;
-            let long = loaded && row.try_get::<i32, _>(9)? > piece;
-            let page = usize::try_from(i - 1)
-                .ok()
-                .and_then(|i| group.get(i).copied())
-                .filter(|&page| page < found.len())
-                .ok_or_else(|| DbError::Query("a page answered no request".into()))?;
-            if long {
-                longs.push((page, found[page].len()));
-            }
-            found[page].push((StepRow::from_row(&row)?, loaded));
-        }
+        // Each row is decoded as it arrives, while the server sends the next.
+        query
+            .fetch_each(&mut *conn, |row| {
+                let i: i64 = row.try_get(8)?;
+                let loaded: bool = row.try_get(7)?;
+                let long = loaded && row.try_get::<i32, _>(9)? > piece;
+                let page = usize::try_from(i - 1)
+                    .ok()
+                    .and_then(|i| group.get(i).copied())
+                    .filter(|&page| page < found.len())
+                    .ok_or_else(|| DbError::Query("a page answered no request".into()))?;
+                let step = StepRow::from_row(&row)?;
+                if long {
+                    longs.push((page, step.function_id));
+                }
+                found[page].push((step, loaded));
+                Ok::<_, DbError>(())
+            })
+            .await?;
     }
-    for (page, at) in longs {
-        if let Some((row, _)) = found.get_mut(page).and_then(|rows| rows.get_mut(at)) {
+    for (page, function_id) in longs {
+        let mut rows = found.get_mut(page).into_iter().flatten();
+        if let Some((row, _)) = rows.find(|(r, _)| r.function_id == function_id) {
             row.output = Some(
                 read_pieces(sql, conn, &row.workflow_id, row.function_id)
                     .await?

@@ -100,7 +100,7 @@ pub(super) async fn classify(
 /// A row past the prefix reads no column stored after `output` either: reaching one walks the
 /// output's whole overflow chain (2,560 page reads for 10 MB), which made each page of W8 read
 /// half its history (13 million `pread`s, 0.15 s a step). No `ORDER BY`: SQLite sorted the rows
-/// in a temporary b-tree, one more copy of each output; the rows are put in order here instead.
+/// in a temporary b-tree, one more copy of each output; `StepPage::new` puts the rows in order.
 const LOAD: &str = r#"
 SELECT o.workflow_uuid, o.function_id, o.function_name,
        CASE WHEN p.before < ?4 THEN o.output END AS output,
@@ -207,7 +207,6 @@ async fn load_rows(
         let loaded = row.try_get::<bool, _>(7)?;
         found.push((StepRow::from_sqlite(row)?, loaded));
     }
-    found.sort_unstable_by_key(|(row, _)| row.function_id);
     Ok(found)
 }
 
