@@ -19,6 +19,13 @@ pub(crate) struct StepRow {
     pub serialization: Option<String>,
 }
 
+impl StepRow {
+    /// The bytes of its output and error, as read.
+    pub(crate) fn payload_len(&self) -> usize {
+        self.output.as_deref().map_or(0, str::len) + self.error.as_deref().map_or(0, str::len)
+    }
+}
+
 /// A workflow's status row with its outcome payloads.
 #[derive(Debug, Clone)]
 pub(crate) struct StatusRow {

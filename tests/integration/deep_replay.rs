@@ -16,10 +16,11 @@ const STEPS: u32 = 2_600;
 /// The workflows whose second launch has begun (both backends run in this process).
 static SECOND_LAUNCH: Marks = Marks::new();
 
-/// What step `i` returns on its first run: every 250th a 1 MB output (its page is cut by
-/// bytes), the rest short.
+/// What step `i` returns on its first run: every 250th before 1,000 and from 2,250 a 1 MB
+/// output (its page is cut by bytes), the rest short (between, a page of short outputs is
+/// followed by a longer one, cut in its turn by the output at 2,250).
 fn first_output(i: u32) -> String {
-    if i.is_multiple_of(250) {
+    if i.is_multiple_of(250) && !(1_000..2_250).contains(&i) {
         format!("{i}:{}", "x".repeat(1 << 20))
     } else {
         format!("{i}")
