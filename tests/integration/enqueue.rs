@@ -291,9 +291,11 @@ async fn an_awaited_producer_that_fell_behind_finds_the_fast_path_again() {
         )
         .await
         .unwrap();
-    // Without waiting for the claim in flight: 0 of 200; with it, 170-195 here.
+    // Without waiting for the claim in flight: 0 of 200; with it, 170-195 alone and 89 beside
+    // the whole suite on 2 cores, where runs slow down, the queue fills and its enqueues rightly
+    // go to the table. The bug's mark is none at all.
     assert!(
-        fast >= 100,
+        fast >= 40,
         "{fast} of the last 200 enqueues took the fast path"
     );
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
