@@ -111,7 +111,6 @@ mod tests {
 
     fn row(function_id: u32, name: &str) -> StepRow {
         StepRow {
-            workflow_id: "w".into(),
             function_id,
             name: name.into(),
             output: None,

@@ -7,10 +7,9 @@ use super::text::Text;
 use crate::base::status::WorkflowStatus;
 use crate::error::DbError;
 
-/// One recorded durable call of a workflow.
+/// One recorded durable call of a workflow (whose id its reader knows: a page's rows carry none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StepRow {
-    pub workflow_id: String,
     pub function_id: u32,
     pub name: String,
     pub output: Option<Text>,

@@ -226,9 +226,9 @@ impl StatusCount {
 }
 
 impl StepRow {
-    /// Workflow id, function id, name, output, error, child id, serialization.
+    /// Function id, name, output, error, child id, serialization.
     pub(super) fn from_row(row: &impl AnyRow) -> Result<StepRow, sqlx::Error> {
-        let output = row.at::<Option<String>>(3)?.map(Text::from);
+        let output = row.at::<Option<String>>(2)?.map(Text::from);
         StepRow::around(row, output)
     }
 
@@ -236,20 +236,19 @@ impl StepRow {
     pub(super) fn from_sqlite(row: SqliteRow) -> Result<StepRow, sqlx::Error> {
         let step = StepRow::around(&row, None)?;
         Ok(StepRow {
-            output: Text::from_sqlite(row, 3)?,
+            output: Text::from_sqlite(row, 2)?,
             ..step
         })
     }
 
     fn around(row: &impl AnyRow, output: Option<Text>) -> Result<StepRow, sqlx::Error> {
         Ok(StepRow {
-            workflow_id: row.at(0)?,
-            function_id: row.at::<i32>(1)? as u32,
-            name: row.at(2)?,
+            function_id: row.at::<i32>(0)? as u32,
+            name: row.at(1)?,
             output,
-            error: row.at(4)?,
-            child_workflow_id: row.at(5)?,
-            serialization: row.at(6)?,
+            error: row.at(3)?,
+            child_workflow_id: row.at(4)?,
+            serialization: row.at(5)?,
         })
     }
 }

@@ -172,7 +172,6 @@ mod tests {
     #[test]
     fn a_page_in_any_order_is_put_in_call_order_and_its_loaded_prefix_kept() {
         let row = |function_id: u32| StepRow {
-            workflow_id: "w".into(),
             function_id,
             name: format!("s{function_id}"),
             output: Some(format!("{function_id}").into()),

@@ -163,9 +163,8 @@ impl HistoryStep {
         }
     }
 
-    fn to_row(&self, workflow_id: &str) -> StepRow {
+    fn to_row(&self) -> StepRow {
         StepRow {
-            workflow_id: workflow_id.to_owned(),
             function_id: self.function_id,
             name: self.name.clone(),
             output: join(&self.output, &self.output_text).map(Text::from),
@@ -261,7 +260,7 @@ impl History {
             status: Status::parse(&w.status).unwrap_or(Status::Unknown),
             serialization: w.serialization.clone(),
             input: w.input.clone(),
-            steps: self.steps.iter().map(|s| s.to_row(&w.id)).collect(),
+            steps: self.steps.iter().map(|s| s.to_row()).collect(),
         }
     }
 }
@@ -273,7 +272,6 @@ mod tests {
     #[test]
     fn payloads_round_trip_as_json_or_verbatim_and_newer_versions_are_refused() {
         let row = StepRow {
-            workflow_id: "w".into(),
             function_id: 2,
             name: "charge".into(),
             output: Some(r#"{"amount":12.5}"#.into()),

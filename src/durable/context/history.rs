@@ -380,7 +380,6 @@ mod tests {
 
     fn row(function_id: u32, name: &str) -> StepRow {
         StepRow {
-            workflow_id: "w".into(),
             function_id,
             name: name.into(),
             output: Some(format!("{function_id}").into()),

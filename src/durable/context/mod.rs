@@ -325,7 +325,6 @@ impl Context {
     pub(crate) fn replay_marker(&self, function_id: u32, marker: &str) -> Result<()> {
         let name = self.known_recorded_name(function_id).flatten();
         let row = name.map(|name| StepRow {
-            workflow_id: self.inner.run.workflow_id.clone(),
             function_id,
             name,
             output: None,

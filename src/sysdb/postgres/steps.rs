@@ -248,7 +248,7 @@ pub(super) async fn classify_one(
 static LOAD: LazyLock<String> = LazyLock::new(|| {
     format!(
         r#"
-SELECT o.workflow_uuid, o.function_id, o.function_name,
+SELECT o.function_id, o.function_name,
        CASE WHEN o.before < r.budget AND o.osize <= $5 THEN o.output END AS output,
        CASE WHEN o.before < r.budget THEN o.error END AS error,
        o.child_workflow_id, o.serialization, o.before < r.budget AS loaded, r.i, o.osize
@@ -269,7 +269,7 @@ CROSS JOIN LATERAL (
 static LOAD_UNSIZED: LazyLock<String> = LazyLock::new(|| {
     format!(
         r#"
-SELECT o.workflow_uuid, o.function_id, o.function_name,
+SELECT o.function_id, o.function_name,
        CASE WHEN (o.size <= r.per_row OR o.function_id = f.first) AND o.osize <= $5
             THEN o.output END AS output,
        CASE WHEN o.size <= r.per_row OR o.function_id = f.first THEN o.error END AS error,
@@ -287,7 +287,7 @@ CROSS JOIN LATERAL ({RANGE}) o"#
 
 /// A request's rows with their payload sizes, by the primary key.
 const RANGE: &str = "
-    SELECT workflow_uuid, function_id, function_name, output, error, child_workflow_id,
+    SELECT function_id, function_name, output, error, child_workflow_id,
            serialization, coalesce(octet_length(output), 0) AS osize,
            coalesce(octet_length(output), 0) + coalesce(octet_length(error), 0) AS size
     FROM {s}.operation_outputs
@@ -375,9 +375,9 @@ pub(super) async fn load(
         // Each row is decoded as it arrives, while the server sends the next.
         query
             .fetch_each(&mut *conn, |row| {
-                let i: i64 = row.try_get(8)?;
-                let loaded: bool = row.try_get(7)?;
-                let long = loaded && row.try_get::<i32, _>(9)? > piece;
+                let i: i64 = row.try_get(7)?;
+                let loaded: bool = row.try_get(6)?;
+                let long = loaded && row.try_get::<i32, _>(8)? > piece;
                 let page = usize::try_from(i - 1)
                     .ok()
                     .and_then(|i| group.get(i).copied())
@@ -396,7 +396,7 @@ pub(super) async fn load(
         let mut rows = found.get_mut(page).into_iter().flatten();
         if let Some((row, _)) = rows.find(|(r, _)| r.function_id == function_id) {
             row.output = Some(
-                read_pieces(sql, conn, &row.workflow_id, row.function_id)
+                read_pieces(sql, conn, &pages[page].workflow_id, row.function_id)
                     .await?
                     .into(),
             );

@@ -102,7 +102,7 @@ pub(super) async fn classify(
 /// half its history (13 million `pread`s, 0.15 s a step). No `ORDER BY`: SQLite sorted the rows
 /// in a temporary b-tree, one more copy of each output; `StepPage::new` puts the rows in order.
 const LOAD: &str = r#"
-SELECT o.workflow_uuid, o.function_id, o.function_name,
+SELECT o.function_id, o.function_name,
        CASE WHEN p.before < ?4 THEN o.output END AS output,
        CASE WHEN p.before < ?4 THEN o.error END AS error,
        CASE WHEN p.before < ?4 THEN o.child_workflow_id END,
@@ -130,7 +130,7 @@ JOIN operation_outputs o ON o.workflow_uuid = ?1 AND o.function_id = p.function_
 static LOAD_UNSIZED: LazyLock<String> = LazyLock::new(|| {
     let loaded = format!("({FITS} OR function_id = {FIRST})");
     format!(
-        "SELECT workflow_uuid, function_id, function_name, \
+        "SELECT function_id, function_name, \
                 CASE WHEN {loaded} THEN output END, CASE WHEN {loaded} THEN error END, \
                 CASE WHEN {loaded} THEN child_workflow_id END, \
                 CASE WHEN {loaded} THEN serialization END, {loaded} \
@@ -204,7 +204,7 @@ async fn load_rows(
     let mut found = Vec::with_capacity(rows.len());
     // A long output stays in its driver row, read in place when replayed: never a second copy.
     for row in rows {
-        let loaded = row.try_get::<bool, _>(7)?;
+        let loaded = row.try_get::<bool, _>(6)?;
         found.push((StepRow::from_sqlite(row)?, loaded));
     }
     Ok(found)
@@ -242,7 +242,6 @@ async fn load_json(
         let function_id = u32::try_from(function_id)
             .map_err(|_| DbError::Query(format!("a step numbered {function_id}")))?;
         let row = StepRow {
-            workflow_id: page.workflow_id.clone(),
             function_id,
             name,
             output: output.map(Into::into),
