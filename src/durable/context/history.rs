@@ -317,8 +317,9 @@ impl Window {
         }
     }
 
-    /// Replaces the window by `page`, read after `after`: the rows of the old one not yet
-    /// replayed are dropped (a late lookup of one reads it on its own).
+    /// Replaces the window by `page`, read after `after` (its rows in call order, as
+    /// `StepPage::new` puts them): the rows of the old one not yet replayed are dropped (a late
+    /// lookup of one reads it on its own).
     fn install(&mut self, after: u32, page: StepPage) {
         let more = page.more;
         self.cut = page.loaded < page.rows.len();
@@ -333,8 +334,6 @@ impl Window {
         });
         self.calls.0.clear();
         self.calls.0.extend(slots);
-        // Pages come in call order; sorting a sorted run is one pass.
-        self.calls.0.sort_by_key(|(id, _)| *id);
         self.from = after;
         self.to = match (more, last) {
             (true, Some(last)) => last,

@@ -186,8 +186,8 @@ async fn load(conn: &mut SqliteConnection, page: &LoadSteps) -> Result<StepPage,
     Ok(StepPage::new(page, found))
 }
 
-/// A page read by `statement`, a row at a time, with whether each row's payloads were read, in
-/// order.
+/// A page read by `statement`, a row at a time, with whether each row's payloads were read (put
+/// in order by `StepPage::new`).
 async fn load_rows(
     conn: &mut SqliteConnection,
     page: &LoadSteps,
