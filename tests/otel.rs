@@ -63,7 +63,8 @@ fn ids_of(span: &tracing::Span) -> (TraceId, SpanId) {
 /// The exported span whose `operationUUID` is `id` and whose `operationType` is `kind`,
 /// waiting for it to end.
 async fn span_of(id: &str, kind: &str) -> SpanData {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // A progress wait: the span ends when its workflow or step does, later on a loaded machine.
+    let deadline = Instant::now() + common::wait::SETUP;
     loop {
         let spans = exporter().get_finished_spans().unwrap();
         let found = spans.into_iter().find(|s| {

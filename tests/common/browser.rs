@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::http;
+use super::wait;
 use super::KillOnDrop;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -107,9 +108,10 @@ impl Browser {
         self.command("POST", "/execute/sync", Some(body)).await
     }
 
-    /// Runs `script` until it returns something other than `null` or `false`, for `secs`.
-    pub async fn wait_for(&self, script: &str, args: Value, secs: u64) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(secs);
+    /// Runs `script` until it returns something other than `null` or `false`: a progress wait
+    /// (the page refreshing onto new state), bounded by [`wait::SETUP`].
+    pub async fn wait_for(&self, script: &str, args: Value) -> Value {
+        let deadline = Instant::now() + wait::SETUP;
         loop {
             let got = self.script(script, args.clone()).await;
             if !got.is_null() && got != Value::Bool(false) {
@@ -193,7 +195,7 @@ fn end_session_blocking(base: &str, session: &str) {
 }
 
 async fn wait_ready(base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + wait::SETUP;
     loop {
         let up = tokio::net::TcpStream::connect(base.trim_start_matches("http://"))
             .await

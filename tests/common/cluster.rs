@@ -4,10 +4,14 @@
 //!
 //! Running as root (CI), the server programs run as the `postgres` user, as Debian's do.
 
+use std::collections::HashMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use super::wait;
 
 /// Why this machine cannot run a cluster test (no server binaries, no pgbouncer), if it can't.
 pub fn missing(need_bouncer: bool) -> Option<String> {
@@ -41,6 +45,10 @@ macro_rules! require_cluster {
 }
 
 const BOUNCER: &str = "/usr/sbin/pgbouncer";
+
+/// How long `pg_ctl` may wait for a start, stop or promotion ([`wait::SETUP`]): a loaded
+/// machine's start replays WAL and forks slowly, but finishes.
+const PG_CTL_WAIT: &str = "180";
 
 /// The newest installed server's programs (`/usr/lib/postgresql/<v>/bin`).
 fn bindir() -> Option<PathBuf> {
@@ -133,6 +141,65 @@ pub struct Cluster {
     bin: PathBuf,
     /// A filesystem mounted under `dir` for the data (unmounted on drop).
     mounted: Option<PathBuf>,
+    /// The test's turn among those owning clusters (declared last: released after the stop).
+    _turn: Turn,
+}
+
+/// How many tests own clusters at once. Starting one (initdb, a base backup, WAL replay) is
+/// seconds of CPU, and what these tests check (a standby catching up, a lease expiring, a
+/// pooler's reconnects) is timing; beside the rest of the suite on two cores, a few at a time
+/// keeps them honest without serialising them.
+const CLUSTER_TURNS: usize = 3;
+
+/// One test's turn to own clusters, taken by its first cluster; the test's further clusters
+/// (a standby, a second server) ride on it, so no test waits for itself.
+struct Turn {
+    thread: std::thread::ThreadId,
+    holds_slot: bool,
+}
+
+/// Slots taken, and how many clusters each test thread holds.
+static TURNS: Mutex<(usize, Option<HashMap<std::thread::ThreadId, usize>>)> = Mutex::new((0, None));
+static TURN_FREED: Condvar = Condvar::new();
+
+impl Turn {
+    fn take() -> Turn {
+        let thread = std::thread::current().id();
+        let mut turns = TURNS.lock().unwrap();
+        let held = turns
+            .1
+            .get_or_insert_with(HashMap::new)
+            .entry(thread)
+            .or_default();
+        *held += 1;
+        if *held > 1 {
+            return Turn {
+                thread,
+                holds_slot: false,
+            };
+        }
+        while turns.0 >= CLUSTER_TURNS {
+            turns = TURN_FREED.wait(turns).unwrap();
+        }
+        turns.0 += 1;
+        Turn {
+            thread,
+            holds_slot: true,
+        }
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut turns = TURNS.lock().unwrap();
+        if let Some(held) = turns.1.as_mut().and_then(|m| m.get_mut(&self.thread)) {
+            *held = held.saturating_sub(1);
+        }
+        if self.holds_slot {
+            turns.0 -= 1;
+            TURN_FREED.notify_one();
+        }
+    }
 }
 
 /// How a new cluster is set up.
@@ -153,6 +220,7 @@ impl Cluster {
 
     /// A running server set up as `setup` says.
     pub fn with(setup: Setup) -> Cluster {
+        let turn = Turn::take();
         let bin = bindir().expect("PostgreSQL server programs");
         let dir = owned_dir("stead-pg");
         let mut mounted = None;
@@ -203,6 +271,7 @@ impl Cluster {
             data,
             bin,
             mounted,
+            _turn: turn,
         };
         cluster.start_again();
         cluster
@@ -228,12 +297,12 @@ impl Cluster {
 
     /// Starts the (stopped) server and waits until it accepts connections.
     pub fn start_again(&self) {
-        self.pg_ctl(&["-w", "-t", "60", "start"]);
+        self.pg_ctl(&["-w", "-t", PG_CTL_WAIT, "start"]);
     }
 
     /// Stops the server (fast: connections are closed, the shutdown is clean).
     pub fn stop(&self) {
-        self.pg_ctl(&["-w", "-t", "60", "-m", "fast", "stop"]);
+        self.pg_ctl(&["-w", "-t", PG_CTL_WAIT, "-m", "fast", "stop"]);
     }
 
     /// Kills the postmaster with SIGKILL, as a crashed machine would lose it.
@@ -244,10 +313,7 @@ impl Cluster {
             .expect("postmaster.pid");
         let _ = Command::new("kill").args(["-KILL", &pid]).status();
         // The children notice the postmaster's death and exit; wait for the port to close.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline && self.accepting() {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait::until("the killed server's port closing", || !self.accepting());
     }
 
     /// Whether something answers on the port.
@@ -312,6 +378,7 @@ impl Cluster {
             data,
             bin: self.bin.clone(),
             mounted: None,
+            _turn: Turn::take(),
         };
         standby.start_again();
         standby
@@ -319,7 +386,7 @@ impl Cluster {
 
     /// Promotes this standby to a primary and waits until it accepts writes.
     pub fn promote(&self) {
-        self.pg_ctl(&["-w", "-t", "60", "promote"]);
+        self.pg_ctl(&["-w", "-t", PG_CTL_WAIT, "promote"]);
     }
 
     /// The filesystem the data directory is on, when it is the test's own tmpfs.
@@ -424,22 +491,15 @@ impl Bouncer {
         bouncer.write_ini(server_port);
         let ini = bouncer.dir.join("pgbouncer.ini");
         run(Path::new(BOUNCER), &["-d", &ini.to_string_lossy()]);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(pid) = std::fs::read_to_string(bouncer.dir.join("pgbouncer.pid")) {
-                if let Ok(pid) = pid.trim().parse() {
-                    bouncer.pid = pid;
-                    break;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(bouncer.pid != 0, "pgbouncer did not start");
-        while Instant::now() < deadline
-            && std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let pidfile = bouncer.dir.join("pgbouncer.pid");
+        wait::until("pgbouncer writing its pid file", || {
+            let pid = std::fs::read_to_string(&pidfile).ok();
+            bouncer.pid = pid.and_then(|p| p.trim().parse().ok()).unwrap_or(0);
+            bouncer.pid != 0
+        });
+        wait::until("pgbouncer accepting connections", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
         bouncer
     }
 

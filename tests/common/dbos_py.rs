@@ -130,7 +130,7 @@ pub fn dbos_migrate_schema(url: &str, schema: &str) {
 }
 
 /// How long one Python process may run before the test fails (and the process is killed).
-const PY_TIMEOUT: Duration = Duration::from_secs(25);
+const PY_TIMEOUT: Duration = super::wait::SETUP;
 
 /// Runs `tests/py/client.py` (the DBOS Python client) on `url` as application `app`:
 /// `command` with the JSON argument `arg`. Returns its answer, `{"ok": ...}` or `{"error": ...}`.

@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod marks;
 pub mod proxy;
 pub mod scratch;
+pub mod wait;
 
 use futures::future::BoxFuture;
 use sqlx::any::AnyPoolOptions;
@@ -190,18 +191,19 @@ pub async fn status_of(pool: &impl CheckPool, id: &str) -> Option<String> {
     }
 }
 
-/// Waits up to 20 s until workflow `id` has status `want`.
+/// Waits until workflow `id` has status `want` (a progress wait: bounded by [`wait::SETUP`]).
 pub async fn wait_status(pool: &impl CheckPool, id: &str, want: &str) {
     let sql = format!(
         "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = '{id}' AND status = '{want}'"
     );
-    wait_count(pool, &sql, 1, 20).await;
+    wait_count(pool, &sql, 1).await;
 }
 
-/// Waits until `sql` (a count query) returns at least `n`, or panics after `secs` seconds.
-/// Errors count as "not yet" (the tables may not exist until another process migrates).
-pub async fn wait_count(pool: &impl CheckPool, sql: &str, n: i64, secs: u64) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+/// Waits until `sql` (a count query) returns at least `n`, or panics after [`wait::SETUP`]: what
+/// it waits for always comes, sooner or later with the machine's load. Errors count as "not yet"
+/// (the tables may not exist until another process migrates).
+pub async fn wait_count(pool: &impl CheckPool, sql: &str, n: i64) {
+    let deadline = std::time::Instant::now() + wait::SETUP;
     loop {
         let got = pool.count(sql).await;
         if got.as_ref().is_ok_and(|&got| got >= n) {
@@ -217,11 +219,12 @@ pub async fn wait_count(pool: &impl CheckPool, sql: &str, n: i64, secs: u64) {
 
 pub mod wire;
 
-/// Awaits `f`, failing the test instead of hanging if it takes over a minute.
+/// Awaits `f`, failing the test instead of hanging: a guard against a hang, not a measure, so
+/// bounded by [`wait::SETUP`].
 pub async fn within<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(std::time::Duration::from_secs(60), f)
+    tokio::time::timeout(wait::SETUP, f)
         .await
-        .expect("timed out after 60 s")
+        .unwrap_or_else(|_| panic!("timed out after {:?}", wait::SETUP))
 }
 
 static BODY_RUNS: std::sync::OnceLock<

@@ -285,7 +285,6 @@ async fn a_batch_cancel_from_another_process_stops_its_runs() {
         &pool,
         "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = 'behind'",
         1,
-        60,
     )
     .await;
     assert_eq!(

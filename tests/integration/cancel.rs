@@ -85,6 +85,7 @@ async fn a_timeout_cancels_a_long_workflow_and_its_child(db) {
         .unwrap();
     let err = common::within(h.result::<()>()).await.unwrap_err();
     assert!(matches!(err, Error::Cancelled { .. }), "{err}");
+    // Behaviour: cancelled at the 200 ms deadline, not after the 30 s body; 3 s holds under load.
     assert!(
         began.elapsed() < Duration::from_secs(3),
         "cancelled at the deadline, not after 30 s"
@@ -106,7 +107,6 @@ async fn a_timeout_cancels_a_long_workflow_and_its_child(db) {
         &pool,
         "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = 'timed-1' AND status = 'CANCELLED'",
         1,
-        5,
     )
     .await;
     let child_deadline = common::scalar(
@@ -135,7 +135,6 @@ async fn a_local_cancel_interrupts_a_sleep_and_reports_cancelled(db) {
         &pool,
         "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'napper'",
         1,
-        10,
     )
     .await;
     let began = Instant::now();
@@ -166,7 +165,6 @@ async fn a_cancel_with_children_stops_the_descendants_a_plain_cancel_leaves_runn
         "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'tree-1' \
          AND function_name = 'DBOS.sleep'",
         1,
-        10,
     )
     .await;
     rt.client().cancel("tree").await.unwrap();
@@ -254,11 +252,10 @@ async fn a_cancel_from_another_process_stops_a_workflow_before_its_next_step() {
         &pool,
         "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid IN ('in-step', 'in-sleep')",
         2,
-        60,
     )
     .await;
     // "in-sleep" is asleep after step one; "in-step" is inside step one's body.
-    common::wait_count(&pool, "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'in-sleep' AND function_name = 'DBOS.sleep'", 1, 60).await;
+    common::wait_count(&pool, "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'in-sleep' AND function_name = 'DBOS.sleep'", 1).await;
     rt.client().cancel("in-step").await.unwrap();
     rt.client().cancel("in-sleep").await.unwrap();
     // The run of `a::b` hears its cancel and frees its slot: the workflow behind it runs.
@@ -266,7 +263,6 @@ async fn a_cancel_from_another_process_stops_a_workflow_before_its_next_step() {
         &pool,
         "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = 'behind'",
         1,
-        60,
     )
     .await;
     let cancelled = Instant::now();

@@ -5,11 +5,10 @@
 //! twice. Seeded: the seed is printed, and `STEAD_CHAOS_SEED=<seed>` replays the schedule.
 //!
 //! Direct and through PgBouncer in transaction mode. Short (CI, about a minute each, stops every
-//! 3–10 s):
-//! `cargo test --test integration chaos:: -- --ignored --nocapture --test-threads 1`
-//! Full (10 minutes, stops every 5–40 s): `STEAD_SOAK=full cargo test --release --test
-//! integration chaos:: -- --ignored --nocapture --test-threads 1` (one at a time: the soaks
-//! share what they record).
+//! 3–10 s): `cargo test --test integration chaos:: -- --ignored --nocapture --test-threads 1`
+//! (one at a time in a process: the soaks share what they record; `.ci/run` runs each in a
+//! process of its own, side by side). Full (10 minutes, stops every 5–40 s): `STEAD_SOAK=full
+//! cargo test --release --test integration chaos:: -- --ignored --nocapture --test-threads 1`.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -232,7 +231,7 @@ async fn soak(prefix: &str, cluster: Arc<Cluster>, url: &str) {
 
     let mut lost = Vec::new();
     for (i, h) in handles.iter().enumerate() {
-        match tokio::time::timeout(Duration::from_secs(180), h.result::<u64>()).await {
+        match tokio::time::timeout(common::wait::SETUP, h.result::<u64>()).await {
             Ok(Ok(sum)) => assert_eq!(sum, 3 * i as u64 + 1, "{prefix}{i}'s result"),
             other => lost.push(format!("{prefix}{i}: {other:?}")),
         }

@@ -52,7 +52,7 @@ async fn terminating_every_connection_loses_nothing_and_restarts_nothing() {
         })
     };
     for (w, h) in handles.iter().enumerate() {
-        let result = tokio::time::timeout(Duration::from_secs(60), h.result::<u32>())
+        let result = tokio::time::timeout(common::wait::SETUP, h.result::<u32>())
             .await
             .unwrap_or_else(|_| panic!("w-{w} did not finish"))
             .unwrap();

@@ -170,7 +170,7 @@ async fn a_crash_before_or_after_the_commit_neither_loses_nor_duplicates_a_run(d
             .env(CHILD_MODE, mode)
             .spawn()
             .unwrap();
-        common::wait_count(&pool, wait_for, 1, 60).await;
+        common::wait_count(&pool, wait_for, 1).await;
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let first = common::status_of(&pool, "crash").await;

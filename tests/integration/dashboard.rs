@@ -58,9 +58,9 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
     browser
         .goto(&format!("{}/?token={TOKEN}", server.url()))
         .await;
-    let shown = browser.wait_for(ROW_STATUS, json!(["slow-1"]), 15).await;
+    let shown = browser.wait_for(ROW_STATUS, json!(["slow-1"])).await;
     assert_eq!(shown, "PENDING", "the page lists the running workflow");
-    let finished = browser.wait_for(ROW_STATUS, json!(["quick-1"]), 5).await;
+    let finished = browser.wait_for(ROW_STATUS, json!(["quick-1"])).await;
     assert_eq!(finished, "SUCCESS");
     // Each status chip counts the workflows in that status; the heading gives the total.
     let counts = browser
@@ -70,7 +70,6 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
                           document.querySelector('#workflow-count').textContent]; \
              return all[0] === '1' && all[1] === '1' ? all : null;",
             json!([]),
-            10,
         )
         .await;
     assert_eq!(counts[2], "0", "{counts}");
@@ -84,7 +83,6 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
                       health: document.querySelector('#health').textContent }; \
              return p.queues > 0 && p.chart > 0 ? p : null;",
             json!([]),
-            10,
         )
         .await;
     assert_eq!(page["banner"], true, "no error shown: {page}");
@@ -99,7 +97,6 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
                 "const r = document.querySelector('#executors tbody tr'); \
                  return r ? [r.dataset.executor, r.querySelector('.pill').textContent] : null;",
                 json!([]),
-                10,
             )
             .await;
         assert_eq!(fleet, json!([ours[0].executor_id, "live"]));
@@ -114,7 +111,6 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
             "const s = document.querySelector('#timeline .step'); \
              return s ? s.textContent : null;",
             json!([]),
-            10,
         )
         .await;
     assert!(step.as_str().unwrap().contains("prepare"), "{step}");
@@ -125,7 +121,6 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
             "const o = document.querySelector('#timeline .step .step-output pre'); \
              return o ? o.textContent : null;",
             json!([]),
-            10,
         )
         .await;
     assert_eq!(output, "7");
@@ -138,7 +133,6 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
              const o = document.querySelector('#timeline .step .step-output pre'); \
              return o ? o.textContent : 'closed';",
             json!([updated]),
-            10,
         )
         .await;
     assert_eq!(kept, "7", "still open after a refresh");
@@ -148,7 +142,6 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
             "const s = document.querySelector('#timeline .step.waiting'); \
              return s ? s.textContent : null;",
             json!([]),
-            10,
         )
         .await;
     let sleeping = sleeping.as_str().unwrap();
@@ -157,18 +150,16 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
     browser
         .click_css(r#"button[data-action="cancel"][data-id="slow-1"]"#)
         .await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while rt.client().handle("slow-1").status().await.unwrap().status != Status::Cancelled {
-        assert!(std::time::Instant::now() < deadline, "never cancelled");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::wait::until_async("slow-1 cancelled by the click", Duration::from_millis(50), || async {
+        rt.client().handle("slow-1").status().await.unwrap().status == Status::Cancelled
+    })
+    .await;
     let now = browser
         .wait_for(
             &format!(
                 "const s = (() => {{ {ROW_STATUS} }})(); return s === 'CANCELLED' ? s : null;"
             ),
             json!(["slow-1"]),
-            10,
         )
         .await;
     assert_eq!(now, "CANCELLED", "the page shows the new status");
@@ -177,7 +168,6 @@ async fn the_dashboard_lists_a_workflow_and_a_click_cancels_it(db) {
             "const c = document.querySelector('[data-count=\"CANCELLED\"]').textContent; \
              return c === '1' ? c : null;",
             json!([]),
-            10,
         )
         .await;
     assert_eq!(cancelled, "1", "the chip counts the cancel");
@@ -235,7 +225,6 @@ async fn mounted_under_admin_of_an_app_a_deep_link_opens_the_workflows_steps(db)
                ? [document.querySelector('#detail-id').textContent, ...s.map((x) => x.textContent)] \
                : null;",
             json!([]),
-            15,
         )
         .await;
     assert_eq!(steps[0], "deep 1/a", "{steps}");
@@ -258,7 +247,6 @@ async fn mounted_under_admin_of_an_app_a_deep_link_opens_the_workflows_steps(db)
             "const c = document.querySelector('tr[data-workflow-id=\"refused-1\"] td.error-preview'); \
              return c && c.textContent ? c.textContent : null;",
             json!([]),
-            10,
         )
         .await;
     assert!(preview.as_str().unwrap().contains("card declined"), "{preview}");
@@ -275,7 +263,6 @@ async fn mounted_under_admin_of_an_app_a_deep_link_opens_the_workflows_steps(db)
              return document.querySelector('#detail-id').textContent === 'refused-1' && e \
                ? [e.textContent, location.hash] : null;",
             json!([]),
-            10,
         )
         .await;
     assert!(opened[0].as_str().unwrap().contains("card declined"), "{opened}");
@@ -304,7 +291,6 @@ async fn row_paused(browser: &Browser, id: &str, paused: &str) -> serde_json::Va
                  return r && r[1] === arguments[1] ? r : null;"
             ),
             json!([id, paused]),
-            15,
         )
         .await
 }
@@ -328,7 +314,7 @@ async fn clicks_pause_and_resume_a_workflow_and_a_queue(db) {
     browser
         .goto(&format!("{}/?token={TOKEN}", server.url()))
         .await;
-    let shown = browser.wait_for(ROW_STATUS, json!(["slow-p"]), 15).await;
+    let shown = browser.wait_for(ROW_STATUS, json!(["slow-p"])).await;
     assert_eq!(shown, "PENDING");
 
     // Pause: the run stops in its sleep and waits on its queue, shown as PAUSED.
@@ -343,7 +329,6 @@ async fn clicks_pause_and_resume_a_workflow_and_a_queue(db) {
             &("const r = (() => { ".to_owned() + ROW_PAUSE + " })(); \
              return r && r[0] === 'ENQUEUED' ? r[0] : null;"),
             json!(["slow-p"]),
-            15,
         )
         .await;
     assert_eq!(stored, "ENQUEUED", "the stored status stays DBOS's");
@@ -354,15 +339,11 @@ async fn clicks_pause_and_resume_a_workflow_and_a_queue(db) {
         .await;
     let row = row_paused(&browser, "slow-p", "false").await;
     assert_ne!(row[2], "PAUSED", "{row}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    common::wait::until_async("slow-p running again", Duration::from_millis(50), || async {
         let s = rt.client().handle("slow-p").status().await.unwrap();
-        if s.status == Status::Pending && !s.is_paused() {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "never ran again: {s:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        s.status == Status::Pending && !s.is_paused()
+    })
+    .await;
 
     // The queue panel pauses and resumes a queue.
     let queue_button = r#"button[data-queue="mail"]"#;
@@ -371,7 +352,6 @@ async fn clicks_pause_and_resume_a_workflow_and_a_queue(db) {
             &format!("const b = document.querySelector('{queue_button}'); \
                       return b ? b.textContent : null;"),
             json!([]),
-            10,
         )
         .await;
     assert_eq!(label, "Pause");
@@ -381,7 +361,6 @@ async fn clicks_pause_and_resume_a_workflow_and_a_queue(db) {
             &format!("const b = document.querySelector('{queue_button}'); \
                       return b && b.textContent === 'Resume' ? b.textContent : null;"),
             json!([]),
-            10,
         )
         .await;
     assert_eq!(label, "Resume");
@@ -393,7 +372,6 @@ async fn clicks_pause_and_resume_a_workflow_and_a_queue(db) {
             &format!("const b = document.querySelector('{queue_button}'); \
                       return b && b.textContent === 'Pause' ? b.textContent : null;"),
             json!([]),
-            10,
         )
         .await;
     assert!(rt.client().paused_queues().await.unwrap().is_empty());

@@ -77,7 +77,6 @@ async fn a_history_of_many_pages_replays_every_call_from_its_record(db) {
         &pool,
         &format!("SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = '{id}'"),
         i64::from(STEPS) + 1,
-        120,
     )
     .await;
     rt.shutdown(Duration::from_millis(200)).await.unwrap();

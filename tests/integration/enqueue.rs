@@ -145,7 +145,7 @@ async fn local_enqueues_do_not_take_the_slots_of_a_claim_in_flight() {
     }
     let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
                    WHERE c.relname = 'application_versions' AND NOT l.granted";
-    common::wait_count(&pool, waiting, 1, 10).await;
+    common::wait_count(&pool, waiting, 1).await;
     // The poll's claim now waits, asking for both slots. Two local enqueues meanwhile:
     let mut handles = Vec::new();
     for i in 0..2 {
@@ -157,7 +157,7 @@ async fn local_enqueues_do_not_take_the_slots_of_a_claim_in_flight() {
         );
     }
     lock.rollback().await.unwrap();
-    common::wait_count(&pool, pending, 2, 10).await;
+    common::wait_count(&pool, pending, 2).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         pool.count(pending).await.unwrap(),

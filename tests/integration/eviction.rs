@@ -139,6 +139,8 @@ async fn a_recv_is_evicted_and_woken_by_a_local_send(db) {
     rt.client().send(&id, &"hello", Some("t")).await.unwrap();
     let got = common::within(h.result::<Option<String>>()).await.unwrap();
     assert_eq!(got.as_deref(), Some("hello"));
+    // Behaviour: an evicted waiter is woken by the send, not by its timeout's poll (minutes away);
+    // the revival is a page of a short history, well inside 2 s under load.
     assert!(sent.elapsed() < Duration::from_secs(2), "woken by the send, not a poll");
     ran_once(&id, 2);
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -244,6 +246,7 @@ async fn a_parent_awaiting_its_child_is_evicted_and_woken_by_its_end(db) {
     rt.client().send(&format!("{id}-child"), &"to the child", Some("t")).await.unwrap();
     let got = common::within(h.result::<Option<String>>()).await.unwrap();
     assert_eq!(got.as_deref(), Some("to the child"));
+    // Behaviour: woken by the child's end, not a poll (minutes away); 2 s holds under load.
     assert!(sent.elapsed() < Duration::from_secs(2), "woken by the child's end, not a poll");
     ran_once(&format!("{id}-child"), 2);
     assert_eq!(rt.stats().workflows_evicted, 0);
@@ -280,6 +283,7 @@ async fn a_parent_evicted_in_one_process_is_woken_by_its_childs_end_in_another()
         .unwrap();
     let got = common::within(h.result::<Option<String>>()).await.unwrap();
     assert_eq!(got.as_deref(), Some("hi"));
+    // Behaviour: woken through NOTIFY, not a poll (minutes away); 2 s holds under load.
     assert!(
         sent.elapsed() < Duration::from_secs(2),
         "woken by NOTIFY, not a poll"

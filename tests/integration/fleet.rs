@@ -173,7 +173,7 @@ async fn parent(db: &common::TestDb, prefix: &str) -> (Runtime, PgPool) {
 /// Waits until the child executor has launched (it then serves its queues).
 async fn child_ready(pool: &PgPool, executor: &str) {
     let ready = format!("SELECT count(*) FROM ready WHERE executor = '{executor}'");
-    common::wait_count(pool, &ready, 1, 60).await;
+    common::wait_count(pool, &ready, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,7 +246,6 @@ async fn two_executors_drain_a_queue_and_run_each_workflow_once() {
         &pool,
         "SELECT count(*) FROM dbos.workflow_status WHERE queue_name = 'drain' AND status IN ('SUCCESS', 'ERROR')",
         N as i64,
-        120,
     )
     .await;
     let failed: i64 =
@@ -312,7 +311,6 @@ async fn a_killed_executors_claimed_workflows_finish_after_its_restart() {
         &pool,
         "SELECT count(*) FROM dbos.workflow_status s JOIN dbos.operation_outputs o USING (workflow_uuid) WHERE s.executor_id = 'crashy' AND s.status = 'PENDING'",
         5,
-        60,
     )
     .await;
     child.0.kill().unwrap();
@@ -337,7 +335,6 @@ async fn an_enqueue_in_another_process_wakes_the_queue_at_once() {
         &pool,
         "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = 'woken' AND status = 'SUCCESS'",
         1,
-        20,
     )
     .await;
     let latency: i64 = sqlx::query_scalar(
@@ -354,6 +351,8 @@ async fn an_enqueue_in_another_process_wakes_the_queue_at_once() {
         h.status().await.unwrap().executor_id.as_deref(),
         Some("parent")
     );
+    // Behaviour: the claim came from the wake-up, not the 30 s poll; 20 s leaves a loaded child
+    // process's launch its room and still tells the two apart.
     assert!(began.elapsed() < Duration::from_secs(20));
     rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }

@@ -213,7 +213,7 @@ async fn a_recovered_run_counts_its_replayed_calls(db) {
     let id = format!("gated-{:?}", db.backend);
     rt.start("gated", (), WorkflowOptions::with_id(&id)).await.unwrap();
     let recorded = format!("SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = '{id}'");
-    common::wait_count(&pool, &recorded, 6, 20).await;
+    common::wait_count(&pool, &recorded, 6).await;
     rt.shutdown(Duration::from_millis(200)).await.unwrap();
     SECOND_LAUNCH.mark(&id);
     let rt = launch().await.unwrap();

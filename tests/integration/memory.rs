@@ -50,7 +50,6 @@ async fn ten_thousand_sleeping_workflows_fit_in_200_mb() {
         &pool,
         "SELECT count(*) FROM dbos.operation_outputs WHERE function_name = 'DBOS.sleep'",
         N as i64,
-        120,
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -312,6 +312,8 @@ async fn assert_recv_woken_fast(db: &common::TestDb, via: Via, n: i64) {
         "recv wake-up: median {median:?}, max {:?}",
         latencies.last()
     );
+    // Behaviour: woken by the send. A median of n rounds; under load each of the few statements
+    // between send and result costs ms more, not the poll's second.
     assert!(
         median < Duration::from_millis(100),
         "median wake-up {median:?} ({latencies:?})"
@@ -326,7 +328,6 @@ async fn parked_in_recv(pool: &impl common::CheckPool, id: &str) {
         pool,
         &format!("SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = '{id}' AND function_name = 'DBOS.sleep'"),
         1,
-        10,
     )
     .await;
     tokio::time::sleep(Duration::from_millis(20)).await;

@@ -95,7 +95,6 @@ async fn old_runs_replay_the_old_branch_and_new_runs_take_the_new_one(db) {
         &db.checks().await,
         &format!("SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = '{held}'"),
         2,
-        30,
     )
     .await;
     rt.shutdown(Duration::from_millis(200)).await.unwrap();

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use stead::{Context, Queue, Runtime, WorkflowOptions};
 
+use crate::common;
 use crate::common::cluster::{Bouncer, Cluster, PoolMode, Setup};
 use crate::require_cluster;
 
@@ -57,7 +58,7 @@ async fn wave(rt: &Runtime, ns: std::ops::Range<u64>, mode: PoolMode) {
         handles.push((n, h.unwrap()));
     }
     for (n, h) in &handles {
-        let got = tokio::time::timeout(Duration::from_secs(60), h.result::<u64>())
+        let got = tokio::time::timeout(common::wait::SETUP, h.result::<u64>())
             .await
             .unwrap_or_else(|_| panic!("p-{n} did not finish ({mode:?})"))
             .unwrap_or_else(|e| panic!("p-{n} ({mode:?}): {e}"));
@@ -108,8 +109,9 @@ async fn reused(direct: &sqlx::PgPool, before: &[Routine]) {
             .sum()
     };
     let was = calls(before);
-    // Call counts reach the statistics when a server connection goes idle, within seconds.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    // Call counts reach the statistics when a server connection goes idle: seconds, more under
+    // load (a progress wait).
+    let deadline = std::time::Instant::now() + common::wait::SETUP;
     let after = loop {
         let now = routines(direct).await;
         if calls(&now) - was >= WAVE_CALLS || std::time::Instant::now() > deadline {
@@ -169,7 +171,7 @@ async fn run_through(mode: PoolMode, setting: &str) {
     let names = |rs: &[Routine]| rs.iter().map(|r| r.name.clone()).collect::<Vec<_>>();
     let mut made = routines().await;
     let settle = std::time::Instant::now();
-    while mode == PoolMode::Transaction && settle.elapsed() < Duration::from_secs(30) {
+    while mode == PoolMode::Transaction && settle.elapsed() < common::wait::SETUP {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let now = routines().await;
         if names(&now) == names(&made) {
@@ -260,14 +262,12 @@ async fn the_fleet_sees_executors_behind_a_transaction_pooler() {
     assert_eq!(live(&a).await, ["pooled-a", "pooled-b"]);
     a.shutdown(Duration::from_secs(5)).await.unwrap();
     // The pooler closes the server connection of a client gone mid-transaction: soon, not at once.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while live(&b).await != ["pooled-b"] {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "pooled-a still live after shutdown"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::wait::until_async(
+        "pooled-a no longer live after its shutdown",
+        Duration::from_millis(100),
+        || async { live(&b).await == ["pooled-b"] },
+    )
+    .await;
     b.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
@@ -279,7 +279,7 @@ async fn a_transaction_pooler_without_the_setting_is_named_in_the_error() {
     let (_cluster, bouncer) = behind(PoolMode::Transaction);
     // Session-mode settings (no extra_float_digits) so the connection itself is accepted.
     let url = format!("{}?pooler=session", bouncer.url("t"));
-    let launched = tokio::time::timeout(Duration::from_secs(60), async {
+    let launched = tokio::time::timeout(common::wait::SETUP, async {
         let rt = executor(&url, "unpooled").launch().await?;
         // Enough statements from enough connections that two meet on one server connection.
         let mut handles = Vec::new();
@@ -307,7 +307,7 @@ async fn a_pooler_refusing_startup_parameters_is_named_in_the_error() {
     require_cluster!(bouncer);
     let (_cluster, bouncer) = behind(PoolMode::Session);
     let launched = tokio::time::timeout(
-        Duration::from_secs(60),
+        common::wait::SETUP,
         executor(&bouncer.url("t"), "unset").launch(),
     )
     .await

@@ -96,6 +96,7 @@ async fn a_rate_limit_caps_starts_in_every_trailing_window(db) {
     for h in &handles {
         common::within(h.result::<String>()).await.unwrap();
     }
+    // A lower bound: load can only lengthen the run, so it holds on any machine.
     assert!(
         began.elapsed() >= Duration::from_secs(3),
         "20 starts at 5/s take over 3 s"
@@ -127,7 +128,7 @@ async fn lower_priority_values_run_first_and_fifo_within_a_value(db) {
         )
         .await
         .unwrap();
-    common::wait_count(&pool, &format!("SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = '{}' AND status = 'PENDING'", blocker.id()), 1, 10).await;
+    common::wait_count(&pool, &format!("SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = '{}' AND status = 'PENDING'", blocker.id()), 1).await;
     let mut handles = Vec::new();
     for (tag, priority) in [("a", 5), ("b", 1), ("c", 5), ("d", 1), ("e", 3)] {
         let options = WorkflowOptions::default().priority(priority);
@@ -162,14 +163,14 @@ async fn a_row_that_appears_below_the_floor_still_runs(db) {
         rt.enqueue("fl", "job", tagged(&db, tag, gate, 0), WorkflowOptions::with_id(tag))
     };
     let first = enqueue("fl-first", "fl-gate-1").await.unwrap();
-    common::wait_count(&pool, &pending(first.id().to_owned()), 1, 10).await;
+    common::wait_count(&pool, &pending(first.id().to_owned()), 1).await;
     let mut handles = vec![enqueue("fl-second", "fl-gate-2").await.unwrap()];
     for tag in ["fl-a", "fl-b", "fl-late"] {
         handles.push(enqueue(tag, "").await.unwrap());
     }
     // The claim that takes the second sees the rest: its floor sits just below the second.
     open(&db, "fl-gate-1");
-    common::wait_count(&pool, &pending("fl-second".into()), 1, 10).await;
+    common::wait_count(&pool, &pending("fl-second".into()), 1).await;
     sqlx::query(AssertSqlSafe(
         "UPDATE dbos.workflow_status SET created_at = created_at - 10000 \
          WHERE workflow_uuid = 'fl-late'",
@@ -324,6 +325,7 @@ async fn a_partition_rate_limit_caps_each_key_and_leaves_the_others_alone(db) {
     for h in &handles {
         common::within(h.result::<String>()).await.unwrap();
     }
+    // A lower bound: load can only lengthen the run, so it holds on any machine.
     assert!(
         began.elapsed() >= Duration::from_secs(2),
         "9 starts of one key at 3/s take over 2 s"
@@ -419,6 +421,8 @@ async fn an_enqueue_and_a_freed_slot_start_work_without_waiting_for_a_poll(db) {
         .await
         .unwrap();
     common::within(second.result::<String>()).await.unwrap();
+    // Behaviour: the enqueue woke the queue; the 30 s poll is 15 times the bound, which a loaded
+    // machine's two runs never approach.
     assert!(
         began.elapsed() < Duration::from_secs(2),
         "took {:?} with a 30 s poll",
@@ -489,11 +493,10 @@ async fn queues_defined_changed_and_deleted_at_runtime(db) {
         .unwrap();
     common::within(p.result::<String>()).await.unwrap();
     rt.client().delete_queue("fresh").await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while rt.queue_ref("fresh").is_ok() {
-        assert!(Instant::now() < deadline, "the deleted queue's actor stops");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::wait::until_async("the deleted queue's actor stopping", Duration::from_millis(10), || async {
+        rt.queue_ref("fresh").is_err()
+    })
+    .await;
     assert!(matches!(
         rt.client().delete_queue("fresh").await,
         Err(Error::UnknownQueue(_))
@@ -575,13 +578,12 @@ async fn a_crashed_queue_actor_is_restarted_and_loses_none_of_its_workflows(db) 
                 .unwrap(),
         );
     }
-    common::wait_count(&pool, "SELECT count(*) FROM dbos.operation_outputs", 5, 10).await;
+    common::wait_count(&pool, "SELECT count(*) FROM dbos.operation_outputs", 5).await;
     assert!(rt.inject_fault(Fault::PanicQueue("crashy".into())));
     common::wait_count(
         &pool,
         "SELECT count(*) FROM dbos.workflow_status WHERE recovery_attempts = 2",
         5,
-        10,
     )
     .await;
     released()

@@ -207,7 +207,6 @@ async fn the_periodic_task_collects_by_itself(db) {
         "SELECT CAST(CASE WHEN count(*) = 0 THEN 1 ELSE 0 END AS BIGINT) FROM dbos.workflow_status \
          WHERE workflow_uuid LIKE 'f-%'",
         1,
-        10,
     )
     .await;
     assert_unfinished_untouched(&pool).await;

@@ -1,7 +1,7 @@
 //! The runtime's lifecycle: clear errors for bad or unreachable databases, shutdown, and a
 //! dropped runtime that leaves nothing running.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use stead::{Context, Error, Runtime, WorkflowOptions};
 
@@ -151,14 +151,10 @@ async fn a_dropped_runtime_leaves_no_tasks_running(db) {
         "actors run as tasks ({before} → {during})"
     );
     drop(rt);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while metrics.num_alive_tasks() > before {
-        assert!(
-            Instant::now() < deadline,
-            "{} tasks still alive after the drop (baseline {before})",
-            metrics.num_alive_tasks()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // Every task ends (the behaviour); how soon depends on the machine's load.
+    common::wait::until_async("the runtime's tasks ending after the drop", Duration::from_millis(20), || async {
+        metrics.num_alive_tasks() <= before
+    })
+    .await;
 }
 }

@@ -57,7 +57,6 @@ async fn the_timeline_opens_in_a_second(server: &AdminServer) {
         .wait_for(
             "return document.querySelector('tr[data-workflow-id=\"long\"]') !== null;",
             json!([]),
-            15,
         )
         .await;
     // Opened as a link opens it; timed by the page (when the timeline first holds steps), not
@@ -83,7 +82,6 @@ async fn the_timeline_opens_in_a_second(server: &AdminServer) {
             .wait_for(
                 "return document.querySelector('#more-steps') && window.shown;",
                 json!([]),
-                15,
             )
             .await;
         assert_eq!(shown[0], 200, "{shown}");
@@ -102,7 +100,6 @@ async fn the_timeline_opens_in_a_second(server: &AdminServer) {
             "const n = document.querySelectorAll('#timeline .step').length; \
              return n > 200 ? n : null;",
             json!([]),
-            15,
         )
         .await;
     assert_eq!(more, 400);
@@ -133,6 +130,8 @@ async fn a_hundred_thousand_steps_list_in_pages_without_their_outputs(db) {
     let first = http::get(&format!("{steps}?outputs=false"), None).await;
     let took = began.elapsed();
     assert_eq!(first.status, 200, "{}", first.body);
+    // Behaviour: a page costs what a short history's does. Under load a 1,000-row page is still
+    // tens of ms; reading the whole 100,000-step history would take seconds.
     assert!(took < Duration::from_secs(1), "the first page took {took:?}");
     assert!(first.body.len() < 500_000, "{} bytes", first.body.len());
     let page = first.json();

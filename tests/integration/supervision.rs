@@ -71,14 +71,12 @@ async fn supervised_actors_are_restarted_and_lose_nothing(db) {
         &pool,
         &format!("SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid LIKE '{b}-q-%'"),
         10,
-        10,
     )
     .await;
     assert!(rt.inject_fault(Fault::PanicQueue("_dbos_internal_queue".into())));
     common::wait_count(
         &pool,
         &format!("SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid LIKE '{b}-q-%' AND recovery_attempts = 2"),
-        10,
         10,
     )
     .await;
@@ -141,17 +139,17 @@ async fn an_actor_that_keeps_failing_stops_the_runtime_with_a_fatal_error(db) {
         .unwrap();
     for expected in 1..=3u64 {
         // The restart is counted before the new actor is in place: retry until one takes it.
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while !rt.inject_fault(Fault::PanicDatabase) {
-            assert!(std::time::Instant::now() < deadline, "panic #{expected} delivered");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let delivered = format!("panic #{expected} delivered");
+        common::wait::until_async(&delivered, Duration::from_millis(5), || async {
+            rt.inject_fault(Fault::PanicDatabase)
+        })
+        .await;
         if expected < 3 {
-            let deadline = std::time::Instant::now() + Duration::from_secs(5);
-            while rt.stats().actor_restarts < expected {
-                assert!(std::time::Instant::now() < deadline, "restart #{expected}");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            let restarted = format!("restart #{expected}");
+            common::wait::until_async(&restarted, Duration::from_millis(5), || async {
+                rt.stats().actor_restarts >= expected
+            })
+            .await;
         }
     }
     let stopped = common::within(rt.stopped()).await;

@@ -320,13 +320,12 @@ fn spawn_child(db: &TestDb, mode: &str) -> Child {
 }
 
 async fn wait_for(db: &TestDb, sql: &str, at_least: i64) {
-    for _ in 0..600 {
-        if count(db, sql).await >= at_least {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{sql} never reached {at_least}");
+    common::wait::until_async(
+        &format!("{sql} reaching {at_least}"),
+        Duration::from_millis(50),
+        || async { count(db, sql).await >= at_least },
+    )
+    .await;
 }
 
 both_backends! {

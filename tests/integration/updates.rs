@@ -361,7 +361,7 @@ async fn an_answer_survives_a_crash_after_acceptance(db) {
         .unwrap();
     let mut child = common::KillOnDrop(child);
     let exists = format!("SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = '{id}'");
-    common::wait_count(&pool, &exists, 1, 60).await;
+    common::wait_count(&pool, &exists, 1).await;
     let client = common::client(&db, stead::runtime::DEFAULT_APP_NAME).await;
     let first = client.update::<u64, u64>(id, "add", &30, UpdateOptions::with_id("k1"));
     assert_eq!(common::within(first).await.unwrap(), 30);

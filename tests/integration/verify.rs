@@ -115,7 +115,6 @@ async fn verification_reports_a_renamed_step_and_passes_unchanged_code(db) {
         &pool,
         "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'o-3'",
         4,
-        10,
     )
     .await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();

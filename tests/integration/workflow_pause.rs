@@ -112,14 +112,11 @@ fn key(db: &TestDb, k: &str) -> String {
 }
 
 async fn wait_note(key: &str, what: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !notes(key).iter().any(|n| n == what) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{key} never noted {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let noted = format!("{key} noting {what}");
+    common::wait::until_async(&noted, Duration::from_millis(10), || async {
+        notes(key).iter().any(|n| n == what)
+    })
+    .await;
 }
 
 async fn paused_status(rt: &Runtime, id: &str) -> (Status, bool) {
@@ -262,11 +259,10 @@ async fn an_evicted_workflow_is_paused_without_waking_and_resumes_from_its_wait(
     let checks = db.checks().await;
     let k = key(&db, "e1");
     rt.enqueue(QUEUE, "sleeper", &k, WorkflowOptions::with_id("e1")).await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while rt.client().stats().workflows_evicted == 0 {
-        assert!(std::time::Instant::now() < deadline, "never evicted");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::wait::until_async("e1 evicted", Duration::from_millis(10), || async {
+        rt.client().stats().workflows_evicted > 0
+    })
+    .await;
     assert!(rt.client().pause_workflow("e1").await.unwrap());
     common::wait_status(&checks, "e1", "ENQUEUED").await;
     assert_eq!(rt.client().stats().workflows_evicted, 0, "its entry and slot are gone");
@@ -331,7 +327,6 @@ async fn a_pause_from_another_process_stops_the_run_where_it_runs() {
         &pool,
         "SELECT count(*) FROM pause_notes WHERE key = 'x1' AND what = 'two>'",
         1,
-        60,
     )
     .await;
 

@@ -41,6 +41,10 @@ use super::{
 use crate::base::clock::now_ms;
 use crate::base::queue::Queue;
 
+/// How long a test waits for an announcement (NOTIFY) another connection made: whether it
+/// arrives is the behaviour; how soon depends on the machine's load, so only a hang reaches this.
+const HEARD: Duration = Duration::from_secs(60);
+
 thread_local! {
     /// Set by the `on_postgres_inline` tests: the store's URL names a transaction pooler, so
     /// every statement goes inline (the test runs on one thread, as `#[tokio::test]` does).

@@ -98,7 +98,7 @@ async fn a_resume_is_announced_to_other_processes(kind: Kind) {
     let other = f.reconnect().await;
     other.pause_queue("orders", 1).await.unwrap();
     other.resume_queue("orders").await.unwrap();
-    let heard = tokio::time::timeout(Duration::from_secs(5), listener.next())
+    let heard = tokio::time::timeout(super::HEARD, listener.next())
         .await
         .expect("an announcement")
         .unwrap()
@@ -250,7 +250,7 @@ async fn a_workflow_pause_is_announced_and_goes_with_its_workflow(kind: Kind) {
     };
     f.reconnect().await.pause_workflow("d", 1).await.unwrap();
     if let Some(listener) = listener.as_mut() {
-        let heard = tokio::time::timeout(Duration::from_secs(5), listener.next())
+        let heard = tokio::time::timeout(super::HEARD, listener.next())
             .await
             .expect("an announcement")
             .unwrap()

@@ -1,8 +1,6 @@
 //! Reads and observation: a workflow's status row, events, the queue counts and the
 //! completions per bucket, the ping, and hearing announcements.
 
-use std::time::Duration;
-
 use super::{enqueued, owner_of, store_tests, workflow, Fixture, Kind};
 use crate::base::clock::now_ms;
 use crate::base::status::Status;
@@ -165,7 +163,7 @@ async fn listen_hears_other_processes_announcements_on_postgres_only(kind: Kind)
     let other = f.reconnect().await;
     let mut theirs = other.open_session().await.unwrap();
     theirs.start(&[&enqueued("c", "invoices")]).await.unwrap();
-    let heard = tokio::time::timeout(Duration::from_secs(5), listener.next())
+    let heard = tokio::time::timeout(super::HEARD, listener.next())
         .await
         .expect("an announcement")
         .unwrap()
@@ -178,7 +176,7 @@ async fn listen_hears_other_processes_announcements_on_postgres_only(kind: Kind)
     drop(own);
     f.start(&workflow("b")).await;
     f.store.cancel("b", false).await.unwrap();
-    let heard = tokio::time::timeout(Duration::from_secs(5), listener.next())
+    let heard = tokio::time::timeout(super::HEARD, listener.next())
         .await
         .expect("an announcement")
         .unwrap()

@@ -36,7 +36,7 @@ async fn a_process_frozen_for_20_s_is_adopted_and_starts_nothing_after_it_thaws(
         let options = WorkflowOptions::with_id(format!("{prefix}{i}"));
         handles.push(client.enqueue("work", "job", i, options).await.unwrap());
     }
-    common::wait_count(&effects, "SELECT count(*) FROM effects", n as i64, 60).await;
+    common::wait_count(&effects, "SELECT count(*) FROM effects", n as i64).await;
     let survivor = executor(&db.url, "survivor", "v1").launch().await.unwrap();
     // Frozen (as by a long pause or a lost network): its lease session ends on the server.
     signal(&frozen.0, "-STOP");
@@ -103,9 +103,9 @@ async fn a_process_cut_off_its_database_for_20_s_fences_and_its_work_runs_once()
         let options = WorkflowOptions::with_id(format!("{prefix}{i}"));
         handles.push(client.enqueue("work", "job", i, options).await.unwrap());
     }
-    common::wait_count(&effects, "SELECT count(*) FROM effects", n as i64, 60).await;
+    common::wait_count(&effects, "SELECT count(*) FROM effects", n as i64).await;
     let survivor = executor(&db.url, "survivor", "v1").launch().await.unwrap();
-    common::wait_count(&effects, "SELECT count(*) FROM effects", 15, 60).await;
+    common::wait_count(&effects, "SELECT count(*) FROM effects", 15).await;
     let before = server_now(&effects).await;
     let dropped = proxy.cut();
     let after = server_now(&effects).await;

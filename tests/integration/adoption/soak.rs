@@ -41,7 +41,6 @@ async fn fleet_soak() {
             &pool,
             "SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'",
             *at as i64,
-            180,
         )
         .await;
         // A random-ish moment past the mark.
@@ -73,7 +72,6 @@ async fn fleet_soak() {
         &pool,
         "SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'",
         n as i64,
-        180,
     )
     .await;
     let wrong: i64 = sqlx::query_scalar(
@@ -92,6 +90,7 @@ async fn fleet_soak() {
         began.elapsed()
     );
     assert!(repeated <= in_flight && most <= 2);
+    // Behaviour: adoption within about ten seconds (lease expiry plus a round), as in survivors.rs.
     assert!(latencies.iter().all(|l| *l < Duration::from_secs(10)));
     client.shutdown(Duration::from_secs(5)).await.unwrap();
 }

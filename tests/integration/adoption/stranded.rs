@@ -23,7 +23,6 @@ async fn a_retired_versions_work_is_stranded_until_one_command_moves_it() {
         &pool,
         "SELECT count(*) FROM dbos.operation_outputs",
         n as i64,
-        60,
     )
     .await;
     a.0.kill().unwrap();
@@ -105,7 +104,6 @@ async fn a_dbos_python_apps_pending_work_is_never_adopted() {
         "SELECT count(*) FROM dbos.workflow_status s JOIN dbos.operation_outputs o \
          USING (workflow_uuid) WHERE s.status = 'PENDING' AND s.application_name = 'pyapp'",
         2,
-        60,
     )
     .await;
     let before: Vec<(String, String, i64)> = sqlx::query_as(

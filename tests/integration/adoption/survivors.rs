@@ -14,7 +14,7 @@ async fn a_second_launch_under_a_live_id_is_refused_and_touches_nothing() {
         .await
         .unwrap();
     let pool = db.pool().await;
-    common::wait_count(&effects, "SELECT count(*) FROM effects", 1, 30).await;
+    common::wait_count(&effects, "SELECT count(*) FROM effects", 1).await;
     let before: (String, i64) = sqlx::query_as(
         "SELECT executor_id, recovery_attempts FROM dbos.workflow_status \
          WHERE workflow_uuid = 'twin-1'",
@@ -62,7 +62,7 @@ async fn a_killed_executors_work_is_adopted_once_by_a_survivor() {
         handles.push(client.enqueue("work", "job", i, options).await.unwrap());
     }
     // Only the child serves the queue until it is well into the work.
-    common::wait_count(&effects, "SELECT count(*) FROM effects", 40, 60).await;
+    common::wait_count(&effects, "SELECT count(*) FROM effects", 40).await;
     let mut doomed = _doomed;
     doomed.0.kill().unwrap();
     let killed = Instant::now();
@@ -96,6 +96,8 @@ async fn a_killed_executors_work_is_adopted_once_by_a_survivor() {
     .await
     .unwrap();
     assert!(adopted >= in_flight, "the survivor ran the dead one's work");
+    // Behaviour: adoption within about ten seconds (the default lease's expiry plus a fleet
+    // round); lease expiry is wall-clock, so load adds only the round's own statements.
     assert!(
         latency < Duration::from_secs(10),
         "adopted after {latency:?}"

@@ -125,7 +125,7 @@ fn set(ids: &[&str]) -> BTreeSet<String> {
 }
 
 async fn wait_for(client: &Client, id: &str, want: &[Status]) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + common::wait::SETUP;
     loop {
         let now = client.handle(id).status().await.map(|s| s.status);
         if now.as_ref().is_ok_and(|s| want.contains(s)) {

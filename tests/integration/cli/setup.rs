@@ -90,10 +90,13 @@ async fn an_unreachable_database_fails_fast_with_one_line() {
             "{line}"
         );
         assert!(line.contains("refused"), "{line}");
+        // Behaviour: a refused connection fails at once, not after the 30 s connect timeout; a loaded
+        // machine's process start is a second or two.
         assert!(r.took < Duration::from_secs(10), "took {:?}", r.took);
     }
     let quick = stead(url, &["--connect-timeout", "300ms", "queue", "list"]).await;
     failed(&quick, 4);
+    // Behaviour: --connect-timeout 300ms is obeyed; 3 s is the process start under load with room.
     assert!(quick.took < Duration::from_secs(3), "took {:?}", quick.took);
 }
 

@@ -110,7 +110,6 @@ async fn resuming_a_live_workflow_from_another_process_runs_each_step_once() {
         &pool,
         "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'live' AND function_name = 'one'",
         1,
-        60,
     )
     .await;
     let owner = |pool: PgPool| async move {
@@ -128,7 +127,6 @@ async fn resuming_a_live_workflow_from_another_process_runs_each_step_once() {
         &pool,
         "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid = 'live' AND status = 'PENDING'",
         1,
-        20,
     )
     .await;
     client.send("live", &"go", Some("go")).await.unwrap();

@@ -59,7 +59,6 @@ async fn a_replayed_fork_inside_a_workflow_returns_the_same_copy(db) {
         &pool,
         "SELECT count(*) FROM dbos.operation_outputs WHERE workflow_uuid = 'fw'",
         1,
-        20,
     )
     .await;
     // Stop it mid-way and run it again: the fork call replays.

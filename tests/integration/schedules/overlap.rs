@@ -98,7 +98,6 @@ async fn wait_status(pool: &AnyPool, id: &str, want: &str) {
              WHERE workflow_uuid = '{id}' AND status = '{want}'"
         ),
         1,
-        30,
     )
     .await;
 }
@@ -261,7 +260,7 @@ async fn the_scheduler_skips_firings_while_its_run_holds(db) {
         .context(serde_json::json!({"db": db.url}));
     rt.client().create_schedule(s).await.unwrap();
     let runs = "SELECT count(*) FROM dbos.workflow_status WHERE schedule_name = 'live-skip'";
-    common::wait_count(&pool, runs, 1, 30).await;
+    common::wait_count(&pool, runs, 1).await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(count(&pool, runs).await, 1, "later seconds were skipped");
     release(&pool).await;
@@ -270,7 +269,6 @@ async fn the_scheduler_skips_firings_while_its_run_holds(db) {
         "SELECT CASE WHEN count(*) >= 2 THEN 1 ELSE 0 END FROM dbos.workflow_status \
          WHERE schedule_name = 'live-skip'",
         1,
-        30,
     )
     .await;
     rt.client().delete_schedule("live-skip").await.unwrap();
@@ -279,7 +277,6 @@ async fn the_scheduler_skips_firings_while_its_run_holds(db) {
         "SELECT CASE WHEN count(*) = 0 THEN 1 ELSE 0 END FROM dbos.workflow_status \
          WHERE schedule_name = 'live-skip' AND status IN ('ENQUEUED', 'PENDING', 'DELAYED')",
         1,
-        30,
     )
     .await;
     rt.shutdown(Duration::from_secs(5)).await.unwrap();

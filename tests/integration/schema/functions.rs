@@ -201,7 +201,7 @@ async fn sql_functions_keep_dbos_semantics() {
             .await
             .unwrap();
     assert_eq!(rows, [("m-1".to_owned(), "__null__topic__".to_owned())]);
-    let note = tokio::time::timeout(std::time::Duration::from_secs(10), listener.recv())
+    let note = tokio::time::timeout(crate::common::wait::SETUP, listener.recv())
         .await
         .expect("no notification within 10 s")
         .unwrap();
