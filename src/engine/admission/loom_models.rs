@@ -2,7 +2,7 @@
 //! slots or go to the table while the machine offers, withdraws, claims and frees slots. The
 //! machine itself runs on the model's main thread, as its actor runs it; claims are answered
 //! from a table under a lock. Run with
-//! `RUSTFLAGS="--cfg stead_loom" CARGO_TARGET_DIR=target/loom cargo test --release --lib admission`.
+//! `RUSTFLAGS="--cfg stead_loom" CARGO_TARGET_DIR=target/loom cargo test --profile loom --lib admission`.
 
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::{Arc, Mutex};

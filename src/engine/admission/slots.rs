@@ -16,7 +16,7 @@
 //! claim that began once every tabled write had landed (`Tabled` guards), saw none tabled since,
 //! left nothing waiting and heard no wake-up after it looked. Model-checked with loom (a cfg of our
 //! own, so tokio stays as it is): `RUSTFLAGS="--cfg stead_loom" CARGO_TARGET_DIR=target/loom cargo
-//! test --release --lib admission`.
+//! test --profile loom --lib admission`.
 
 #[cfg(all(test, stead_loom))]
 use loom::sync::{
