@@ -280,6 +280,10 @@ impl Context {
             return Ok(Begun::Recorded(row));
         }
         let busy = self.fresh().await?;
+        // Writing the held records took a round trip, during which the lease may have run out
+        // (a freeze, a lost network): the gate is passed again right before the call begins,
+        // which on the usual path is one load.
+        self.live().await?;
         #[cfg(feature = "testing")]
         self.crash_point(name)?;
         Ok(Begun::Fresh(busy))

@@ -1,6 +1,7 @@
 //! The long tests (ignored; run by `.ci/run`): a process frozen for 20 s is adopted and starts
 //! nothing after it thaws; one cut off its database for 20 s fences itself, and its work runs
-//! once.
+//! once. And one short: a lease lost while a step's held record is written starts no step until
+//! it is back (the gate is passed again after the write).
 
 use super::*;
 
@@ -203,4 +204,76 @@ async fn a_process_cut_off_its_database_for_20_s_fences_and_its_work_runs_once()
     );
     survivor.shutdown(Duration::from_secs(5)).await.unwrap();
     client.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// The gate is the last thing before a step's body: a lease that runs out while the previous
+/// step's held record is being written (here: its insert waits on a table lock, and so do the
+/// pings) starts the next body only once the lease is back, not as soon as the write lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_lost_while_a_record_is_written_starts_no_step_until_it_is_back() {
+    static BEGAN: Mutex<Vec<(u32, Instant)>> = Mutex::new(Vec::new());
+    async fn two_steps(ctx: Context, _: ()) -> stead::Result<()> {
+        for i in 0..2u32 {
+            ctx.step("s", move || async move {
+                BEGAN.lock().unwrap().push((i, Instant::now()));
+                Ok(())
+            })
+            .await?;
+        }
+        Ok(())
+    }
+    let db = common::TestDb::new().await;
+    let rt = Runtime::builder()
+        .database_url(&db.url)
+        .executor_id("gated")
+        .lease(Duration::from_secs(2))
+        .workflow("two", two_steps)
+        .launch()
+        .await
+        .unwrap();
+    let pool = db.pool().await;
+    let lock = |table: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let mut tx = pool.begin().await.unwrap();
+            let sql = format!("LOCK TABLE dbos.{table} IN EXCLUSIVE MODE");
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            tx
+        }
+    };
+    // Step 0's record is written when step 1 begins: it waits on this lock, and so do pings.
+    let records = lock("operation_outputs").await;
+    let pings = lock("stead_executors").await;
+    let h = rt
+        .start("two", (), WorkflowOptions::with_id("g"))
+        .await
+        .unwrap();
+    common::wait::until_async("step 0 ran", Duration::from_millis(10), || async {
+        !BEGAN.lock().unwrap().is_empty()
+    })
+    .await;
+    // Past the lease: the gate is shut. Then the record lands while pings still wait.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    records.commit().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let renewable = Instant::now();
+    pings.commit().await.unwrap();
+    common::within(h.result::<()>()).await.unwrap();
+    let began = BEGAN.lock().unwrap().clone();
+    assert_eq!(
+        began.iter().filter(|(i, _)| *i == 0).count(),
+        1,
+        "{began:?}"
+    );
+    let step1: Vec<_> = began.iter().filter(|(i, _)| *i == 1).collect();
+    assert_eq!(step1.len(), 1, "{began:?}");
+    assert!(
+        step1[0].1 > renewable,
+        "step 1 began {:?} before the pings could renew the lease",
+        renewable - step1[0].1
+    );
+    rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
