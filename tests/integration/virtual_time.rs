@@ -22,10 +22,12 @@ fn ms(d: Duration) -> i64 {
     d.as_millis() as i64
 }
 
-/// Asserts the scenario's real time (launch and shutdown aside) stayed under a second.
+/// Asserts the scenario's real time (launch and shutdown aside) stayed under ten seconds: each
+/// scenario spans hours to days of workflow time, so ten seconds tells virtual time from real
+/// time as well as one did, and holds when a loaded machine runs its few statements slowly.
 fn quick(began: Instant) {
     let real = began.elapsed();
-    assert!(real < Duration::from_secs(1), "took {real:?} of real time");
+    assert!(real < Duration::from_secs(10), "took {real:?} of real time");
 }
 
 /// Sleeps `days` and answers how much virtual time passed, as `ctx.now()` records it.
@@ -149,7 +151,8 @@ async fn an_hourly_schedule_fires_24_times_in_a_virtual_day() {
     rt.clock().advance(DAY).await;
     let fired = loop {
         let fired = fired.lock().unwrap().clone();
-        if fired.len() >= 24 || began.elapsed() > Duration::from_secs(2) {
+        // The firings run after the advance returns; `quick`'s bound is theirs too.
+        if fired.len() >= 24 || began.elapsed() > Duration::from_secs(10) {
             break fired;
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
