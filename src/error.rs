@@ -308,6 +308,10 @@ pub enum DbError {
     /// A row refers to one that does not exist (e.g. a message to an unknown workflow).
     #[error("foreign key {constraint} violated")]
     MissingReference { constraint: String },
+    /// Sharded mode: this workflow id names workflows under more than one shard key, and the
+    /// call did not say which.
+    #[error("workflow id {id:?} exists under more than one shard key (buckets {buckets:?})")]
+    AmbiguousWorkflow { id: String, buckets: Vec<u16> },
 }
 
 impl DbError {

@@ -18,11 +18,21 @@ pub fn server_url() -> String {
     std::env::var("STEAD_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
 }
 
+/// The Citus cluster the sharded tests use: `STEAD_TEST_CITUS`, a coordinator's URL without a
+/// database name (`.ci/run` starts one with `../shared/tools/citus.sh up 2`); `None` without it.
+pub fn citus_url() -> Option<String> {
+    std::env::var("STEAD_TEST_CITUS")
+        .ok()
+        .filter(|u| !u.is_empty())
+}
+
 /// Which system database a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Postgres,
     Sqlite,
+    /// A database of its own on the Citus cluster, sharded into this many buckets.
+    Citus(u16),
 }
 
 /// A database created for one test and dropped when the value is dropped (also when the test
@@ -45,6 +55,7 @@ pub struct TestDb {
 struct Turn {
     thread: ThreadId,
     _permit: Option<OwnedSemaphorePermit>,
+    _citus: Option<tokio::sync::SemaphorePermit<'static>>,
 }
 
 /// Turns held, by the thread that holds them.
@@ -67,6 +78,7 @@ impl Turn {
             return Turn {
                 thread,
                 _permit: None,
+                _citus: None,
             };
         }
         let turns = TURNS
@@ -89,12 +101,34 @@ impl Turn {
         Turn {
             thread,
             _permit: Some(permit),
+            _citus: None,
+        }
+    }
+}
+
+impl Turn {
+    /// A turn on the Citus cluster: its nodes keep the default `max_connections` (100), and
+    /// each runtime's connections fan out to the workers, so three tests at a time.
+    async fn citus() -> Turn {
+        static TURNS: Semaphore = Semaphore::const_new(3);
+        Turn {
+            thread: std::thread::current().id(),
+            _permit: None,
+            _citus: Some(
+                TURNS
+                    .acquire()
+                    .await
+                    .expect("the semaphore is never closed"),
+            ),
         }
     }
 }
 
 impl Drop for Turn {
     fn drop(&mut self) {
+        if self._citus.is_some() {
+            return; // not counted in HELD
+        }
         if let Some(held) = HELD.lock().unwrap().as_mut() {
             if let Some(count) = held.get_mut(&self.thread) {
                 *count = count.saturating_sub(1);
@@ -164,6 +198,35 @@ impl TestDb {
         match backend {
             Backend::Postgres => TestDb::new().await,
             Backend::Sqlite => TestDb::sqlite().await,
+            Backend::Citus(shards) => TestDb::citus(shards).await,
+        }
+    }
+
+    /// A database of its own on the Citus cluster (`citus_url`), with the `citus` extension on
+    /// every node and the workers added, as an operator sets one up; stead's URL for it
+    /// (`stead_url`) asks for `shards` buckets. Panics without a cluster: callers check
+    /// `citus_url` first.
+    pub async fn citus(shards: u16) -> TestDb {
+        let server = citus_url().expect("STEAD_TEST_CITUS names a Citus coordinator");
+        let name = unique_name();
+        let turn = Turn::citus().await;
+        citus::create(&server, &name).await;
+        TestDb {
+            url: format!("{server}/{name}"),
+            name,
+            backend: Backend::Citus(shards),
+            owned: true,
+            dir: None,
+            _turn: Some(turn),
+        }
+    }
+
+    /// The URL stead is given: on Citus, with the layout's request (`sharding=citus&shards=N`,
+    /// read by the first migration; later ones find the layout in the database).
+    pub fn stead_url(&self) -> String {
+        match self.backend {
+            Backend::Citus(n) => format!("{}?sharding=citus&shards={n}", self.url),
+            _ => self.url.clone(),
         }
     }
 
@@ -189,6 +252,102 @@ impl TestDb {
     }
 }
 
+/// Databases of their own on a Citus cluster: made as an operator makes one (the database on
+/// every node, the extension in each, the workers added), dropped on every node.
+mod citus {
+    use sqlx::{AssertSqlSafe, Connection, Executor, PgConnection};
+
+    async fn connect(url: &str) -> PgConnection {
+        PgConnection::connect(url)
+            .await
+            .unwrap_or_else(|e| panic!("connect to the Citus cluster at {url}: {e}"))
+    }
+
+    /// The workers' `host:port`s, as the cluster's own `citus` database lists them.
+    async fn workers(server: &str) -> Vec<(String, i32)> {
+        let mut conn = connect(&format!("{server}/citus")).await;
+        let nodes = sqlx::query_as(
+            "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid > 0 ORDER BY nodeid",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .expect("the cluster's workers");
+        let _ = conn.close().await;
+        nodes
+    }
+
+    pub(super) async fn create(server: &str, name: &str) {
+        let mut admin = connect(&format!("{server}/citus")).await;
+        admin
+            .execute("SET citus.enable_create_database_propagation = on")
+            .await
+            .expect("propagate CREATE DATABASE");
+        admin
+            .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .await
+            .expect("create a Citus test database");
+        let _ = admin.close().await;
+        let (host, port) = host_port(server);
+        let mut db = connect(&format!("{server}/{name}")).await;
+        db.execute("CREATE EXTENSION IF NOT EXISTS citus")
+            .await
+            .expect("citus on the coordinator");
+        let workers = workers(server).await;
+        for (worker_host, worker_port) in &workers {
+            let mut w = connect(&format!(
+                "postgres://postgres@{worker_host}:{worker_port}/{name}"
+            ))
+            .await;
+            w.execute("CREATE EXTENSION IF NOT EXISTS citus")
+                .await
+                .expect("citus on a worker");
+            let _ = w.close().await;
+        }
+        sqlx::query("SELECT citus_set_coordinator_host($1, $2)")
+            .bind(&host)
+            .bind(port)
+            .execute(&mut db)
+            .await
+            .expect("the coordinator's address");
+        for (worker_host, worker_port) in &workers {
+            sqlx::query("SELECT citus_add_node($1, $2)")
+                .bind(worker_host)
+                .bind(worker_port)
+                .execute(&mut db)
+                .await
+                .expect("add a worker");
+        }
+        let _ = db.close().await;
+    }
+
+    /// The coordinator's host and port, from a URL `postgres://user@host:port`.
+    fn host_port(server: &str) -> (String, i32) {
+        let rest = server.rsplit('@').next().unwrap_or(server);
+        let rest = rest
+            .trim_start_matches("postgres://")
+            .trim_start_matches("postgresql://");
+        let hostport = rest.split('/').next().unwrap_or(rest);
+        match hostport.rsplit_once(':') {
+            Some((host, port)) => (host.to_owned(), port.parse().unwrap_or(5432)),
+            None => (hostport.to_owned(), 5432),
+        }
+    }
+
+    pub(super) async fn drop(server: &str, name: &str) {
+        if let Ok(mut admin) = PgConnection::connect(&format!("{server}/citus")).await {
+            let _ = admin
+                .execute("SET citus.enable_create_database_propagation = on")
+                .await;
+            let _ = admin
+                .execute(AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .await;
+            let _ = admin.close().await;
+        }
+    }
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         if !self.owned {
@@ -196,6 +355,18 @@ impl Drop for TestDb {
         }
         if let Some(dir) = &self.dir {
             let _ = std::fs::remove_dir_all(dir);
+            return;
+        }
+        if let Backend::Citus(_) = self.backend {
+            let (server, name) = (citus_url().unwrap_or_default(), self.name.clone());
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                rt.block_on(citus::drop(&server, &name));
+            })
+            .join();
             return;
         }
         let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);

@@ -40,7 +40,7 @@ fn change(action: usize) -> (&'static str, &'static str, &'static str) {
              FROM page WHERE w.workflow_uuid = page.workflow_uuid AND page.hit \
              RETURNING w.workflow_uuid, NULL::text AS queue, NULL::text AS owner",
             ", note AS (SELECT pg_notify('stead_cancel_channel', \
-                 json_build_array(workflow_uuid)::text) FROM done)",
+                 json_build_array(workflow_uuid)::text)::text FROM done)",
             "(SELECT count(*) FROM note)",
         ),
         1 => (
@@ -51,9 +51,9 @@ fn change(action: usize) -> (&'static str, &'static str, &'static str) {
              FROM page WHERE w.workflow_uuid = page.workflow_uuid AND page.hit \
              RETURNING w.workflow_uuid, $20::text AS queue, page.owner_xid AS owner",
             ", taken AS (SELECT pg_notify('stead_cancel_channel', \
-                 json_build_array(workflow_uuid, owner)::text) FROM done \
+                 json_build_array(workflow_uuid, owner)::text)::text FROM done \
                  WHERE owner IS NOT NULL) \
-             , wake AS (SELECT pg_notify('stead_queue_channel', $20) \
+             , wake AS (SELECT pg_notify('stead_queue_channel', $20)::text \
                  FROM (SELECT 1 FROM done LIMIT 1) one) \
              , unpaused AS (DELETE FROM {s}.stead_workflow_pauses \
                  WHERE workflow_uuid IN (SELECT workflow_uuid FROM done))",
@@ -77,7 +77,7 @@ fn change(action: usize) -> (&'static str, &'static str, &'static str) {
              RETURNING w.workflow_uuid, \
                  CASE WHEN w.status = 'ENQUEUED' THEN w.queue_name END AS queue, \
                  NULL::text AS owner",
-            ", wake AS (SELECT pg_notify('stead_queue_channel', q) \
+            ", wake AS (SELECT pg_notify('stead_queue_channel', q)::text \
                  FROM (SELECT DISTINCT queue AS q FROM done WHERE queue IS NOT NULL) x)",
             "(SELECT count(*) FROM wake)",
         ),

@@ -34,7 +34,7 @@ WITH RECURSIVE tree AS (
     WHERE w.workflow_uuid = tree.id AND w.status NOT IN ('SUCCESS', 'ERROR')
     RETURNING w.workflow_uuid
 ), note AS (
-    SELECT pg_notify('stead_cancel_channel', json_build_array(workflow_uuid)::text) FROM done
+    SELECT pg_notify('stead_cancel_channel', json_build_array(workflow_uuid)::text)::text FROM done
 )
 SELECT (SELECT count(*) FROM {s}.workflow_status WHERE workflow_uuid = $1),
        (SELECT count(*) FROM note),

@@ -114,7 +114,7 @@ const PICK_PARTITIONED: &str = r#", part_pending AS (
 /// report); claimed workflows fill the remaining columns of each row.
 const TAKE: &str = r#", claimed AS (
     UPDATE {s}.workflow_status w
-    SET status = 'PENDING', owner_xid = gen_random_uuid()::text, executor_id = $5,
+    SET status = 'PENDING', owner_xid = {FRESH_OWNER}, executor_id = $5,
         application_version = $2, started_at_epoch_ms = $6, updated_at = $6,
         recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1,
         -- An unowned row becomes this application's once it runs here.
@@ -198,9 +198,14 @@ const FLOOR_T: &str = "COALESCE($15::int8, (-9223372036854775808)::int8)";
 /// what lies below.
 const FLOOR: &str = "(priority, created_at) >= ({FLOOR_P}, {FLOOR_T})";
 
+/// Each claimed row's owner token: fresh per claim ($16, a random UUID) and per workflow. Not
+/// `gen_random_uuid()`, which Citus refuses in a write.
+const FRESH_OWNER: &str = "md5($16 || w.workflow_uuid)::uuid::text";
+
 /// Splices the shared fragments into a claim statement.
 fn spliced(sql: String) -> String {
-    sql.replace("{RUNNABLE}", RUNNABLE)
+    sql.replace("{FRESH_OWNER}", FRESH_OWNER)
+        .replace("{RUNNABLE}", RUNNABLE)
         .replace("{UNPAUSED}", UNPAUSED)
         .replace("{NEWER}", NEWER)
         .replace("{FLOOR}", FLOOR)
@@ -252,6 +257,7 @@ async fn run_claim(
         .bind(q.partition_rate_limit.map(|l| millis(l.period)))
         .bind(r.floor.map(|f| f.0))
         .bind(r.floor.map(|f| f.1))
+        .bind(uuid::Uuid::new_v4().to_string())
         .fetch_all(&mut *conn)
         .await?;
     let mut out = ClaimOutcome::default();
@@ -281,8 +287,11 @@ async fn run_locked(
     r: &ClaimRequest,
 ) -> Result<ClaimOutcome, DbError> {
     let key = lock_key(&sql.schema, &r.queue.name);
+    // Anchored to a table of the schema: on Citus the lock is then taken on the schema's node,
+    // whichever node this connection is on (an advisory lock is per node).
     sqlx::raw_sql(AssertSqlSafe(format!(
-        "BEGIN; SELECT pg_advisory_xact_lock({key})"
+        "BEGIN; SELECT pg_advisory_xact_lock({key}), count(*) FROM \"{}\".dbos_migrations",
+        sql.schema
     )))
     .execute(&mut *conn)
     .await?;

@@ -166,7 +166,7 @@ impl Postgres {
         let made = Continued::from_row(next, &made, 0)?;
         if let Some(queue) = &made.queue {
             self.sql
-                .query("SELECT pg_notify('stead_queue_channel', $1)")
+                .query("SELECT pg_notify('stead_queue_channel', $1)::text")
                 .bind(queue)
                 .execute(&mut *tx)
                 .await?;

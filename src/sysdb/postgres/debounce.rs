@@ -42,7 +42,7 @@ WITH bounce AS (
     SELECT workflow_uuid, $7, $11 FROM fresh
     ON CONFLICT (workflow_uuid) DO NOTHING
 ), note AS (
-    SELECT pg_notify('stead_queue_channel', $3) FROM fresh
+    SELECT pg_notify('stead_queue_channel', $3)::text FROM fresh
 )
 SELECT (SELECT workflow_uuid FROM bounce), (SELECT workflow_uuid FROM fresh),
        (SELECT count(*) FROM note), h.workflow_uuid, h.is_debounced, h.name,

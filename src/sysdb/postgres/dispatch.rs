@@ -22,7 +22,7 @@ WHERE status = 'PENDING' AND (executor_id = $1 OR $6) AND application_version = 
 
 const REDISPATCH: &str = r#"
 UPDATE {s}.workflow_status w
-SET owner_xid = gen_random_uuid()::text, updated_at = $5,
+SET owner_xid = md5($8 || w.workflow_uuid)::uuid::text, updated_at = $5,
     recovery_attempts = COALESCE(w.recovery_attempts, 0) + 1
 WHERE w.status = 'PENDING' AND w.executor_id = $1 AND w.application_version = $2
   AND (w.queue_name = $3 OR ($4 AND w.queue_name IS NULL))
@@ -81,6 +81,7 @@ impl Dispatch for Postgres {
             .bind(now_ms())
             .bind(running)
             .bind(decided_ms)
+            .bind(uuid::Uuid::new_v4().to_string())
             .fetch_all(&self.pool)
             .await?;
         Ok(in_dispatch_order(all(&rows, |r| {

@@ -66,7 +66,7 @@ fn cte(p: usize, guard: &str) -> String {
     RETURNING w.workflow_uuid, w.parent_workflow_id
 ), f_child AS (
     -- A child's end wakes its parent wherever it waits (`sysdb::CHILD_CHANNEL`).
-    SELECT pg_notify('stead_child_channel', workflow_uuid) FROM f_upd
+    SELECT pg_notify('stead_child_channel', workflow_uuid)::text FROM f_upd
     WHERE parent_workflow_id IS NOT NULL
 ), f_out AS (
     -- A payload row an earlier run left (DBOS writes one) would shadow the new outcome.

@@ -19,8 +19,10 @@ use crate::sysdb::fleet::{
 };
 
 /// The server's clock in epoch ms: every roster time is the database's, so no two hosts'
-/// clocks are ever compared.
-const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::int8";
+/// clocks are ever compared. The statement's start, not the transaction's (a lease's transaction
+/// stays open), and not `clock_timestamp()`, which Citus refuses in a write (on Citus it is the
+/// clock of the node the executor is connected to: the nodes' clocks must agree).
+const NOW: &str = "(extract(epoch from statement_timestamp()) * 1000)::int8";
 
 /// Whether roster row `e`'s lock is held by some session of this database.
 const LIVE: &str = "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' \
@@ -35,7 +37,7 @@ INSERT INTO {s}.stead_executors AS e (executor_id, host, pid, application_name,
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, {NOW}, {NOW})
 ON CONFLICT (executor_id) DO UPDATE SET host = $2, pid = $3, application_name = $4,
     application_version = $5, lock_key1 = $6, lock_key2 = $7, lease_ms = $8,
-    started_at = {NOW}, last_seen = {NOW}
+    started_at = EXCLUDED.started_at, last_seen = EXCLUDED.last_seen
 "#;
 
 const PING: &str = "UPDATE {s}.stead_executors SET last_seen = {NOW} WHERE executor_id = $1";
@@ -89,7 +91,7 @@ WITH got AS MATERIALIZED (
 ), queues AS (
     SELECT DISTINCT queue_name FROM moved
 ), told AS (
-    SELECT pg_notify('stead_queue_channel', queue_name) FROM queues
+    SELECT pg_notify('stead_queue_channel', queue_name)::text FROM queues
 )
 SELECT COALESCE((SELECT ok FROM got), false), (SELECT count(*) FROM moved),
        (SELECT COALESCE(json_agg(queue_name), '[]')::text FROM queues), (SELECT count(*) FROM told)
@@ -131,7 +133,7 @@ WITH dead AS MATERIALIZED (
       AND w.executor_id IN (SELECT executor_id FROM dead WHERE ok)
     RETURNING w.queue_name
 ), told AS (
-    SELECT pg_notify('stead_queue_channel', q) FROM (SELECT DISTINCT queue_name AS q FROM moved) x
+    SELECT pg_notify('stead_queue_channel', q)::text FROM (SELECT DISTINCT queue_name AS q FROM moved) x
 )
 SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM told)
 "#;
@@ -180,11 +182,15 @@ fn lease_settings(timeout_ms: u64) -> String {
 /// that level holds no snapshot, so the open lease never holds back vacuum.
 async fn lock_in_transaction(
     conn: &mut PgConnection,
+    schema: &str,
     key: (i32, i32),
     timeout_ms: u64,
 ) -> Result<bool, DbError> {
+    // Anchored to a table of the schema: on Citus the lock lives on the schema's node, where
+    // every `pg_locks` probe of the roster (routed there with it) looks for it.
     let text = format!(
-        "BEGIN ISOLATION LEVEL READ COMMITTED; {} SELECT pg_try_advisory_xact_lock({}, {})",
+        "BEGIN ISOLATION LEVEL READ COMMITTED; {} SELECT pg_try_advisory_xact_lock({}, {}), \
+         count(*) FROM \"{schema}\".dbos_migrations",
         lease_settings(timeout_ms),
         key.0,
         key.1
@@ -253,7 +259,7 @@ impl Fleet for Postgres {
     ) -> Result<Option<Box<dyn Lease>>, DbError> {
         let mut conn = self.connect.clone().connect().await?;
         let key = lock_key(&self.sql.schema, executor_id);
-        if !lock_in_transaction(&mut conn, key, timeout_ms).await? {
+        if !lock_in_transaction(&mut conn, &self.sql.schema, key, timeout_ms).await? {
             let _ = conn.close().await;
             return Ok(None);
         }

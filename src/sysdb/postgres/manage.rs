@@ -104,10 +104,10 @@ WITH old AS (
     WHERE w.workflow_uuid = old.workflow_uuid AND old.status NOT IN ('SUCCESS', 'ERROR')
     RETURNING w.workflow_uuid
 ), taken AS (
-    SELECT pg_notify('stead_cancel_channel', json_build_array(old.workflow_uuid, old.owner_xid)::text)
+    SELECT pg_notify('stead_cancel_channel', json_build_array(old.workflow_uuid, old.owner_xid)::text)::text
     FROM old JOIN upd ON upd.workflow_uuid = old.workflow_uuid WHERE old.owner_xid IS NOT NULL
 ), wake AS (
-    SELECT pg_notify('stead_queue_channel', $2) FROM upd
+    SELECT pg_notify('stead_queue_channel', $2)::text FROM upd
 )
 SELECT (SELECT count(*) FROM old), (SELECT count(*) FROM upd), (SELECT owner_xid FROM old),
        (SELECT count(*) FROM taken), (SELECT count(*) FROM wake)
@@ -161,7 +161,7 @@ WITH src AS (
     UPDATE {s}.workflow_status SET was_forked_from = true
     WHERE workflow_uuid = $1 AND EXISTS (SELECT 1 FROM made)
 ), wake AS (
-    SELECT pg_notify('stead_queue_channel', $3) FROM made
+    SELECT pg_notify('stead_queue_channel', $3)::text FROM made
 )
 SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM made), (SELECT count(*) FROM wake)
 "#;
@@ -203,7 +203,7 @@ WITH upd AS (
     UPDATE {s}.workflow_status SET delay_until_epoch_ms = $2, updated_at = $3
     WHERE workflow_uuid = $1 AND status = 'DELAYED' RETURNING queue_name
 ), wake AS (
-    SELECT pg_notify('stead_queue_channel', queue_name) FROM upd WHERE queue_name IS NOT NULL
+    SELECT pg_notify('stead_queue_channel', queue_name)::text FROM upd WHERE queue_name IS NOT NULL
 )
 SELECT w.status, w.queue_name, (SELECT count(*) FROM wake)
 FROM {s}.workflow_status w WHERE w.workflow_uuid = $1

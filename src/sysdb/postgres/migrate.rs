@@ -16,13 +16,20 @@
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 
+use std::sync::Arc;
+
 use super::exec::Lit;
+use super::shards::{bucket_schema, Sharding};
+use super::sql::Sql;
 use super::Postgres;
 use crate::error::DbError;
 use crate::sysdb::migrate::{MigrationReport, Schema, DBOS_SCHEMA_VERSION};
 
 /// The advisory-lock key DBOS takes around its migrations.
 const MIGRATION_LOCK: i64 = 1_234_567_890;
+
+/// stead's functions on a sharded layout (`migrations/postgres/citus.sql`).
+const CITUS_FUNCTIONS: &str = include_str!("../../../migrations/postgres/citus.sql");
 
 /// The schema template; `{s}` stands for the quoted schema name.
 const SCRIPT: &str = include_str!("../../../migrations/postgres/0001_dbos_3_4.sql");
@@ -36,6 +43,8 @@ const STEAD_SCRIPTS: [&str; 5] = [
     include_str!("../../../migrations/postgres/stead_continuations.sql"),
 ];
 
+mod layout;
+
 const SCHEMA_VERSION: &str = "SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL \
     ELSE (xpath('/row/v/text()', query_to_xml(format('SELECT max(version) AS v FROM %s', $1), \
     false, true, '')))[1]::text::int8 END";
@@ -44,9 +53,29 @@ const SCHEMA_VERSION: &str = "SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL
 impl Schema for Postgres {
     /// The lock is a transaction lock: the commit or the rollback releases it; a caller that
     /// cancels this future drops the connection, which releases it as well.
+    ///
+    /// A sharded layout (`shards.rs`) migrates each bucket schema in a transaction of its own,
+    /// the home first; a new layout's `stead_sharding` row is written last, so a migration cut
+    /// short is made again whole.
     async fn migrate(&self) -> Result<MigrationReport, DbError> {
         let mut conn = self.pool.acquire().await?;
-        let report = migrate_pg(&mut conn, &self.sql.schema).await?;
+        let home = self.sql.schema.clone();
+        let found = layout::read(&mut conn, &home).await?;
+        let buckets = layout::decide(found, self.sharding)?;
+        let citus = buckets > 1 || self.sharding != Sharding::Unset;
+        if citus {
+            layout::require_citus(&mut conn).await?;
+        }
+        let mut report = migrate_pg(&mut conn, &home, citus).await?;
+        for b in 1..buckets {
+            let schema = bucket_schema(&home, b);
+            let bucket = migrate_pg(&mut conn, &schema, citus).await?;
+            report.applied |= bucket.applied;
+        }
+        if found.is_none() && citus {
+            layout::write(&mut conn, &home, buckets).await?;
+        }
+        self.set_layout(buckets, citus);
         self.set_links(true);
         Ok(report)
     }
@@ -67,7 +96,33 @@ impl Schema for Postgres {
             .fetch_one(&self.pool)
             .await?;
         self.set_links(exist.try_get(0)?);
+        let mut conn = self.pool.acquire().await?;
+        let found = layout::read(&mut conn, &self.sql.schema).await?;
+        self.set_layout(found.unwrap_or(1), found.is_some());
         Ok(row.try_get(0)?)
+    }
+}
+
+impl Postgres {
+    /// Uses `n` buckets of this store's home schema from now on, Citus's or not.
+    fn set_layout(&self, n: u16, citus: bool) {
+        self.sql.set_citus(citus);
+        self.lane_sql.set_citus(citus);
+        if n == self.shards.count() as u16 && citus == self.shards.citus() {
+            return;
+        }
+        let home = &self.sql.schema;
+        let buckets = (0..n)
+            .map(|b| match b {
+                0 => self.sql.clone(),
+                b => {
+                    let sql = Sql::new(&bucket_schema(home, b), None);
+                    sql.set_citus(citus);
+                    Arc::new(sql)
+                }
+            })
+            .collect();
+        self.shards.set(buckets, citus);
     }
 }
 
@@ -77,9 +132,10 @@ impl Schema for Postgres {
 pub(super) async fn migrate_pg(
     conn: &mut PgConnection,
     schema: &str,
+    citus: bool,
 ) -> Result<MigrationReport, DbError> {
     let mut tx = conn.begin().await?;
-    match migrate_in(&mut tx, schema).await {
+    match migrate_in(&mut tx, schema, citus).await {
         Ok(report) => {
             tx.commit().await?;
             Ok(report)
@@ -92,32 +148,53 @@ pub(super) async fn migrate_pg(
     }
 }
 
-async fn migrate_in(conn: &mut PgConnection, schema: &str) -> Result<MigrationReport, DbError> {
+async fn migrate_in(
+    conn: &mut PgConnection,
+    schema: &str,
+    citus: bool,
+) -> Result<MigrationReport, DbError> {
     let quoted = format!("\"{schema}\"");
     sqlx::raw_sql(AssertSqlSafe(format!(
         "SELECT pg_advisory_xact_lock({MIGRATION_LOCK})"
     )))
     .execute(&mut *conn)
     .await?;
-    let found_version = read_version(conn, schema, &quoted).await?;
-    let current = found_version.filter(|v| *v >= DBOS_SCHEMA_VERSION);
-    if current.is_none() {
-        sqlx::raw_sql(AssertSqlSafe(SCRIPT.replace("{s}", &quoted)))
-            .execute(&mut *conn)
-            .await?;
-        sqlx::raw_sql(AssertSqlSafe(format!(
-            "CREATE TABLE IF NOT EXISTS {quoted}.dbos_migrations \
-                 (version bigint NOT NULL PRIMARY KEY);
-             DELETE FROM {quoted}.dbos_migrations;
-             INSERT INTO {quoted}.dbos_migrations (version) VALUES ({DBOS_SCHEMA_VERSION});"
-        )))
+    if citus {
+        // A new schema becomes a distributed schema (placed whole on one node), and DBOS's
+        // notifications trigger is allowed on its tables: it fires on that node, with its row.
+        sqlx::raw_sql(
+            "SET LOCAL citus.enable_schema_based_sharding = on; \
+                       SET LOCAL citus.enable_unsafe_triggers = on",
+        )
         .execute(&mut *conn)
         .await?;
     }
+    let found_version = read_version(conn, schema, &quoted).await?;
+    let current = found_version.filter(|v| *v >= DBOS_SCHEMA_VERSION);
+    if current.is_none() {
+        run_script(conn, &SCRIPT.replace("{s}", &quoted), citus).await?;
+        run_script(
+            conn,
+            &format!(
+                "CREATE TABLE IF NOT EXISTS {quoted}.dbos_migrations \
+                     (version bigint NOT NULL PRIMARY KEY);
+                 DELETE FROM {quoted}.dbos_migrations;
+                 INSERT INTO {quoted}.dbos_migrations (version) VALUES ({DBOS_SCHEMA_VERSION});"
+            ),
+            citus,
+        )
+        .await?;
+    }
     for script in STEAD_SCRIPTS {
-        sqlx::raw_sql(AssertSqlSafe(script.replace("{s}", &quoted)))
-            .execute(&mut *conn)
-            .await?;
+        run_script(conn, &script.replace("{s}", &quoted), citus).await?;
+    }
+    if citus {
+        layout::distribute(conn, schema).await?;
+        // `create_distributed_function` takes the name as text, unquoted where it can be.
+        let functions = CITUS_FUNCTIONS
+            .replace("'{s}.", &format!("'{quoted}."))
+            .replace("{s}", &quoted);
+        run_script(conn, &functions, true).await?;
     }
     Ok(MigrationReport {
         schema: schema.to_owned(),
@@ -125,6 +202,23 @@ async fn migrate_in(conn: &mut PgConnection, schema: &str) -> Result<MigrationRe
         version: current.unwrap_or(DBOS_SCHEMA_VERSION),
         applied: current.is_none(),
     })
+}
+
+/// Runs a script: as one string on Postgres; on Citus statement by statement, since Citus
+/// refuses a string of several commands that it must propagate to other nodes.
+async fn run_script(conn: &mut PgConnection, script: &str, citus: bool) -> Result<(), DbError> {
+    if !citus {
+        sqlx::raw_sql(AssertSqlSafe(script.to_owned()))
+            .execute(&mut *conn)
+            .await?;
+        return Ok(());
+    }
+    for statement in layout::statements(script) {
+        sqlx::raw_sql(AssertSqlSafe(statement.to_owned()))
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
 }
 
 /// The recorded version, or None when the schema or its `dbos_migrations` table is missing
@@ -190,7 +284,7 @@ mod tests {
         conn.execute("CREATE SCHEMA broken; CREATE VIEW broken.workflow_output AS SELECT 1 AS x")
             .await
             .unwrap();
-        let err = migrate_pg(&mut conn, "broken").await.unwrap_err();
+        let err = migrate_pg(&mut conn, "broken", false).await.unwrap_err();
         assert!(matches!(err, DbError::Query(_)), "{err:?}");
         assert!(
             lock_is_free(&url).await,
@@ -204,7 +298,7 @@ mod tests {
                 .unwrap();
         assert_eq!(tables, 0);
 
-        let report = migrate_pg(&mut conn, "dbos").await.unwrap();
+        let report = migrate_pg(&mut conn, "dbos", false).await.unwrap();
         assert!(report.applied);
         assert!(
             lock_is_free(&url).await,

@@ -31,6 +31,7 @@ mod routines;
 mod rowsource;
 mod schedules;
 mod session;
+mod shards;
 mod sql;
 mod start;
 mod steps;
@@ -48,6 +49,7 @@ use super::urls;
 use crate::error::Error;
 pub(super) use exec::Lit;
 use routines::Routines;
+use shards::{Sharding, Shards};
 use sql::Sql;
 
 /// A Postgres system database.
@@ -69,6 +71,10 @@ pub(crate) struct Postgres {
     /// `stead_continuations` exists (learnt by a migration or a schema check): reads show the
     /// chain links; a DBOS-only schema read by a client (which never migrates) shows none.
     links: std::sync::atomic::AtomicBool,
+    /// The buckets (one unless the layout is sharded) and where workflows live.
+    shards: Arc<Shards>,
+    /// What the URL asked of the layout (`sharding=citus`).
+    sharding: Sharding,
 }
 
 impl Postgres {
@@ -89,7 +95,7 @@ impl Postgres {
         pool_size: u32,
         connect_timeout: Duration,
     ) -> Result<Postgres, Error> {
-        let (url, pooler) = Pooler::from_url(url)?;
+        let (url, pooler, sharding) = url_settings(url)?;
         let url = url.as_str();
         let connect = pooler.adapt(connect_options(url)?);
         // No health ping on acquire: a dead connection fails its statement with a transient
@@ -123,15 +129,18 @@ impl Postgres {
         } else {
             (Sql::new(schema, None), Sql::new(schema, None))
         };
+        let sql = Arc::new(sql);
         Ok(Postgres {
             pool,
             connect,
-            sql: Arc::new(sql),
+            shards: Arc::new(Shards::single(sql.clone())),
+            sql,
             lane_sql: Arc::new(lane_sql),
             pooler,
             owns_pool: true,
             lane_pids: Arc::default(),
             links: Default::default(),
+            sharding,
         })
     }
 
@@ -151,12 +160,14 @@ impl Postgres {
         Ok(Postgres {
             pool,
             connect,
+            shards: Arc::new(Shards::single(sql.clone())),
             lane_sql: sql.clone(),
             sql,
             pooler: Pooler::None,
             owns_pool: false,
             lane_pids: Arc::default(),
             links: Default::default(),
+            sharding: Sharding::Unset,
         })
     }
 }
@@ -181,41 +192,67 @@ pub(crate) enum Pooler {
     Transaction,
 }
 
-impl Pooler {
-    /// `url` without its `pooler` parameter, and the pooler it named.
-    fn from_url(url: &str) -> Result<(String, Pooler), Error> {
-        let Some((base, query)) = url.split_once('?') else {
-            return Ok((url.to_owned(), Pooler::None));
-        };
-        let mut pooler = Pooler::None;
-        let mut kept = Vec::new();
-        for pair in query.split('&') {
-            match pair.split_once('=') {
-                Some(("pooler", value)) => {
-                    pooler = match value {
-                        "none" => Pooler::None,
-                        "session" => Pooler::Session,
-                        "transaction" => Pooler::Transaction,
-                        other => {
-                            return Err(urls::invalid(
-                                "postgres",
-                                format!(
-                                    "the parameter pooler={other:?} is none of \
-                                     `none`, `session` or `transaction`"
-                                ),
-                            ))
-                        }
-                    }
-                }
-                _ => kept.push(pair),
+/// stead's own URL parameters (`pooler`, `sharding`, `shards`), taken out before the URL reaches
+/// the driver: the URL without them, and what they said.
+fn url_settings(url: &str) -> Result<(String, Pooler, Sharding), Error> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), Pooler::None, Sharding::Unset));
+    };
+    let invalid = |reason: String| urls::invalid("postgres", reason);
+    let (mut pooler, mut citus, mut shards) = (Pooler::None, false, None);
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("pooler", value)) => pooler = Pooler::parse(value).map_err(invalid)?,
+            Some(("sharding", "citus")) => citus = true,
+            Some(("sharding", "none")) => citus = false,
+            Some(("sharding", other)) => {
+                return Err(invalid(format!(
+                    "the parameter sharding={other:?} is neither `citus` nor `none`"
+                )))
             }
+            Some(("shards", value)) => shards = Some(shards::parse_shards(value).map_err(invalid)?),
+            _ => kept.push(pair),
         }
-        let url = if kept.is_empty() {
-            base.to_owned()
-        } else {
-            format!("{base}?{}", kept.join("&"))
-        };
-        Ok((url, pooler))
+    }
+    let sharding = match (citus, shards) {
+        (true, n) => Sharding::Citus {
+            shards: n.unwrap_or(shards::DEFAULT_SHARDS),
+        },
+        (false, None) => Sharding::Unset,
+        (false, Some(_)) => {
+            return Err(invalid(
+                "the parameter shards= needs sharding=citus beside it".into(),
+            ))
+        }
+    };
+    if sharding != Sharding::Unset && pooler == Pooler::Transaction {
+        return Err(Error::Config(
+            "sharding=citus cannot run behind a transaction pooler (pooler=transaction): its \
+             stored routines and the fleet's locks need a session on the cluster; connect to \
+             the Citus nodes directly or through a session pooler"
+                .into(),
+        ));
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, pooler, sharding))
+}
+
+impl Pooler {
+    /// The pooler a `pooler=` value names.
+    fn parse(value: &str) -> Result<Pooler, String> {
+        match value {
+            "none" => Ok(Pooler::None),
+            "session" => Ok(Pooler::Session),
+            "transaction" => Ok(Pooler::Transaction),
+            other => Err(format!(
+                "the parameter pooler={other:?} is none of `none`, `session` or `transaction`"
+            )),
+        }
     }
 
     /// Connection settings a pooler accepts.

@@ -108,7 +108,7 @@ fn event(gate: &str, history: bool) -> String {
            ON CONFLICT (workflow_uuid, key) \
            DO UPDATE SET value = EXCLUDED.value, serialization = EXCLUDED.serialization \
            RETURNING 1){hist}, \
-         note AS (SELECT pg_notify('dbos_workflow_events_channel', $1 || '::' || $7) \
+         note AS (SELECT pg_notify('dbos_workflow_events_channel', $1 || '::' || $7)::text \
            WHERE EXISTS (SELECT 1 FROM ev))"
     )
 }
@@ -163,7 +163,7 @@ fn write_stream_sql() -> String {
            SELECT $1, $7, $8, COALESCE((SELECT max(\"offset\") + 1 FROM {{s}}.streams \
              WHERE workflow_uuid = $1 AND key = $7), 0), $3, 'portable_json' \
            WHERE EXISTS (SELECT 1 FROM step) RETURNING 1), \
-         note AS (SELECT pg_notify('dbos_streams_channel', $1 || '::' || $7) \
+         note AS (SELECT pg_notify('dbos_streams_channel', $1 || '::' || $7)::text \
            WHERE EXISTS (SELECT 1 FROM ins)) \
          SELECT (SELECT count(*) FROM step), NULL::text, NULL::text, \
                 EXISTS (SELECT 1 FROM own), (SELECT count(*) FROM note)",

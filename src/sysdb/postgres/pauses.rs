@@ -18,7 +18,7 @@ const PAUSE: &str = "INSERT INTO {s}.stead_queue_pauses (queue_name, paused_at) 
 /// reads `note`, so the notification is never planned away.
 const RESUME: &str = "WITH gone AS (DELETE FROM {s}.stead_queue_pauses WHERE queue_name = $1 \
          RETURNING queue_name), \
-     note AS (SELECT pg_notify('stead_queue_channel', queue_name) FROM gone) \
+     note AS (SELECT pg_notify('stead_queue_channel', queue_name)::text FROM gone) \
      SELECT count(*) FROM note";
 
 const LIST: &str = "SELECT queue_name, paused_at FROM {s}.stead_queue_pauses ORDER BY queue_name";
@@ -34,7 +34,7 @@ added AS (
     ON CONFLICT (workflow_uuid) DO NOTHING
     RETURNING 1
 ), note AS (
-    SELECT pg_notify('stead_pause_channel', $1) FROM w
+    SELECT pg_notify('stead_pause_channel', $1)::text FROM w
     WHERE w.status IN ('PENDING', 'ENQUEUED', 'DELAYED')
 )
 SELECT (SELECT status FROM w), (SELECT count(*) FROM added), (SELECT count(*) FROM note)
@@ -46,7 +46,7 @@ WITH gone AS (
     DELETE FROM {s}.stead_workflow_pauses WHERE workflow_uuid = $1 RETURNING 1
 ), w AS (SELECT status, queue_name FROM {s}.workflow_status WHERE workflow_uuid = $1),
 note AS (
-    SELECT pg_notify('stead_queue_channel', w.queue_name) FROM w, gone
+    SELECT pg_notify('stead_queue_channel', w.queue_name)::text FROM w, gone
     WHERE w.status = 'ENQUEUED' AND w.queue_name IS NOT NULL
 )
 SELECT w.status, w.queue_name, (SELECT count(*) FROM gone), (SELECT count(*) FROM note) FROM w
@@ -61,7 +61,7 @@ WITH moved AS (
         updated_at = $4, recovery_attempts = GREATEST(COALESCE(recovery_attempts, 1) - 1, 0)
     WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
     RETURNING queue_name
-), note AS (SELECT pg_notify('stead_queue_channel', queue_name) FROM moved)
+), note AS (SELECT pg_notify('stead_queue_channel', queue_name)::text FROM moved)
 SELECT queue_name, (SELECT count(*) FROM note) FROM moved
 "#;
 

@@ -37,7 +37,7 @@ async fn plan(conn: &mut PgConnection, q: PgQuery<'_>) -> String {
 async fn migrated() -> (TestDb, PgConnection, Sql) {
     let db = TestDb::new().await;
     let mut conn = PgConnection::connect(&db.url).await.unwrap();
-    migrate_pg(&mut conn, "dbos").await.unwrap();
+    migrate_pg(&mut conn, "dbos", false).await.unwrap();
     sqlx::query("SET enable_seqscan = off")
         .execute(&mut conn)
         .await
@@ -210,8 +210,9 @@ async fn claim_plan() -> String {
         &mut conn,
         &sql,
         &super::claim::CLAIM,
-        "text, text, text, int8, text, int8, int8, int8, int8, text, text, int8, int8, int4, int8",
-        "'q', 'v', 'app', 50, 'e', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL",
+        "text, text, text, int8, text, int8, int8, int8, int8, text, text, int8, int8, int4, int8, \
+         text",
+        "'q', 'v', 'app', 50, 'e', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'tok'",
     )
     .await;
     p

@@ -105,7 +105,7 @@ impl Rewinds for Postgres {
             .execute(&mut *tx)
             .await?;
         self.sql
-            .query("SELECT pg_notify('stead_queue_channel', $1)")
+            .query("SELECT pg_notify('stead_queue_channel', $1)::text")
             .bind(&r.queue)
             .execute(&mut *tx)
             .await?;

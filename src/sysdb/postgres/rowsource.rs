@@ -48,6 +48,23 @@ pub(super) fn single(columns: &[Column], p: usize, numbered: bool) -> String {
     format!("(SELECT {}) AS r", values.join(", "))
 }
 
+/// A call of `function` (schema-qualified with `{s}`) with one array per column, parameters from
+/// `${p}`; with `lone`, each parameter is a scalar wrapped in a one-element array (the Citus
+/// form of [`arrays`] and [`single`]: the function takes the batch's arrays).
+pub(super) fn call(function: &str, columns: &[Column], p: usize, lone: bool) -> String {
+    let args: Vec<String> = (p..)
+        .zip(columns)
+        .map(|(i, (_, ty))| {
+            if lone {
+                format!("ARRAY[${i}::{ty}]")
+            } else {
+                format!("${i}::{ty}[]")
+            }
+        })
+        .collect();
+    format!("SELECT * FROM {{s}}.{function}({})", args.join(", "))
+}
+
 /// The columns' types in order, as a `PREPARE` lists its parameters (plan tests).
 #[cfg(test)]
 pub(super) fn types(columns: &[Column]) -> String {

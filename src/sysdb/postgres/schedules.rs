@@ -111,7 +111,7 @@ WITH f AS (
     UPDATE {s}.workflow_schedules SET last_fired_at = $10
     WHERE schedule_name = $8 AND $10::text IS NOT NULL
 ), note AS (
-    SELECT pg_notify('stead_queue_channel', $5) WHERE EXISTS (SELECT 1 FROM ins)
+    SELECT pg_notify('stead_queue_channel', $5)::text WHERE EXISTS (SELECT 1 FROM ins)
 )
 SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM note)
 "#;
@@ -176,7 +176,9 @@ impl Schedules for Postgres {
         let mut held = 0;
         if f.overlap != Overlap::AllowAll {
             // Serializes this check and insert with every other firing of the schedule.
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            // Anchored to a table of the schema, so on Citus every node takes it on one node.
+            self.sql
+                .query("SELECT pg_advisory_xact_lock($1), count(*) FROM {s}.dbos_migrations")
                 .bind(lock_key(&self.sql.schema, &f.schedule))
                 .execute(&mut *tx)
                 .await?;

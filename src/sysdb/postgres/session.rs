@@ -44,21 +44,31 @@ impl Store for Postgres {
     /// know.
     async fn open_session(&self) -> Result<Box<dyn Session>, DbError> {
         let mut pid = 0;
+        // Citus plans a routed statement anew each time; forcing a generic plan stops it
+        // from routing at all, and workers never see a session's settings.
+        let settings: &[(&str, &str)] = if self.shards.citus() { &[] } else { &SETTINGS };
         let conn = match self.pooler {
             Pooler::None => {
-                let mut conn = self.connect.clone().options(SETTINGS).connect().await?;
+                let mut conn = self
+                    .connect
+                    .clone()
+                    .options(settings.iter().copied())
+                    .connect()
+                    .await?;
                 pid = backend_pid(&mut conn).await?;
                 conn
             }
             Pooler::Session => {
                 let mut conn = self.connect.clone().connect().await?;
-                let set: String = SETTINGS
+                let set: String = settings
                     .iter()
                     .map(|(k, v)| format!("SET {k} = {v};"))
                     .collect();
-                sqlx::raw_sql(sqlx::AssertSqlSafe(set))
-                    .execute(&mut conn)
-                    .await?;
+                if !set.is_empty() {
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(set))
+                        .execute(&mut conn)
+                        .await?;
+                }
                 pid = backend_pid(&mut conn).await?;
                 conn
             }

@@ -3,6 +3,7 @@
 //! so the concept modules import it and it imports none of them.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use sqlx::postgres::PgArguments;
@@ -21,6 +22,9 @@ pub(super) struct Sql {
     pub(super) inline: Option<Arc<Routines>>,
     /// Spliced statements by their template's address and length (templates are `'static`).
     built: RwLock<HashMap<(usize, usize), SqlStr>>,
+    /// The schema is Citus's (`shards.rs`): statements Citus cannot run as written are sent in
+    /// their Citus form ([`Sql::dialect`]).
+    citus: AtomicBool,
 }
 
 impl Sql {
@@ -30,6 +34,28 @@ impl Sql {
             schema: schema.to_owned(),
             inline,
             built: RwLock::default(),
+            citus: AtomicBool::new(false),
+        }
+    }
+
+    /// Marks the schema as Citus's, or not.
+    pub(super) fn set_citus(&self, citus: bool) {
+        self.citus.store(citus, Ordering::Release);
+    }
+
+    /// Whether the schema is Citus's.
+    pub(super) fn is_citus(&self) -> bool {
+        self.citus.load(Ordering::Acquire)
+    }
+
+    /// `plain` on Postgres; on Citus, `citus`: the same statement (same parameters, same
+    /// columns) in a form Citus runs on one node, a call of one of the functions the sharded
+    /// migration installs (`migrations/postgres/citus.sql`).
+    pub(super) fn dialect(&self, plain: &'static str, citus: &'static str) -> &'static str {
+        if self.is_citus() {
+            citus
+        } else {
+            plain
         }
     }
 

@@ -69,7 +69,7 @@ fn cte(rows: &str) -> String {
     ON CONFLICT DO NOTHING
     RETURNING w.workflow_uuid
 ), s_announce AS (
-    SELECT pg_notify('stead_queue_channel', q.queue)
+    SELECT pg_notify('stead_queue_channel', q.queue)::text
     FROM (SELECT DISTINCT r.queue FROM sr r JOIN s_ins ON s_ins.workflow_uuid = r.id
           WHERE r.queue IS NOT NULL AND r.owner IS NULL) q
 )"#,

@@ -22,6 +22,12 @@ static STATEMENT: LazyLock<String> = LazyLock::new(|| statement(&cte(1)));
 pub(super) static SINGLE: LazyLock<String> =
     LazyLock::new(|| statement(&insert(&rowsource::single(&COLUMNS, 1, false))));
 
+/// The Citus forms of [`STATEMENT`] and [`SINGLE`] (`migrations/postgres/citus.sql`).
+static CITUS: LazyLock<String> =
+    LazyLock::new(|| rowsource::call("stead_checkpoint", &COLUMNS, 1, false));
+static CITUS_SINGLE: LazyLock<String> =
+    LazyLock::new(|| rowsource::call("stead_checkpoint", &COLUMNS, 1, true));
+
 /// The steps' columns (`bind`, `bind_single`).
 pub(super) const COLUMNS: [Column; 10] = [
     ("id", "text"),
@@ -139,8 +145,8 @@ pub(super) async fn record(
     batch: &[&StepWrite],
 ) -> Result<Vec<StepOutcome>, DbError> {
     let query = match batch {
-        [lone] => bind_single(sql.query(&SINGLE), lone),
-        _ => bind(sql.query(&STATEMENT), batch),
+        [lone] => bind_single(sql.query(sql.dialect(&SINGLE, &CITUS_SINGLE)), lone),
+        _ => bind(sql.query(sql.dialect(&STATEMENT, &CITUS)), batch),
     };
     let rows = query.fetch_all(&mut *conn).await?;
     // The insert returns one row per row it wrote: all of them is the common case, with no

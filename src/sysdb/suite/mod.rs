@@ -80,6 +80,16 @@ macro_rules! store_tests {
                 }
             )*
         }
+        mod on_citus {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some(kind) = $crate::sysdb::suite::citus() {
+                        super::$name(kind).await;
+                    }
+                }
+            )*
+        }
     };
 }
 pub(super) use store_tests;
@@ -87,6 +97,31 @@ pub(super) use store_tests;
 // Which implementation a test runs on.
 pub(crate) use scratch::Backend as Kind;
 pub(crate) use scratch::TestDb;
+
+/// The Citus target (a sharded layout of [`CITUS_SHARDS`] buckets) when a cluster is named
+/// (`STEAD_TEST_CITUS`); without one, `None` after one `SKIPPED` line per process, or a failure
+/// when `CI` is set (CI builds and starts the cluster, so nothing may skip there).
+pub(crate) fn citus() -> Option<Kind> {
+    static SKIPPED: std::sync::Once = std::sync::Once::new();
+    if scratch::citus_url().is_some() {
+        return Some(Kind::Citus(CITUS_SHARDS));
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "the store suite must run on Citus in CI: STEAD_TEST_CITUS is not set"
+    );
+    SKIPPED.call_once(|| {
+        eprintln!(
+            "SKIPPED src/sysdb/suite (on_citus): STEAD_TEST_CITUS names no Citus coordinator \
+             (../shared/tools/citus.sh up 2 starts one)"
+        );
+    });
+    None
+}
+
+/// The suite's Citus layout: one bucket, so every row a test reads back is in the home schema
+/// (routing between buckets has tests of its own).
+const CITUS_SHARDS: u16 = 1;
 
 /// Reads rows on its own connection, to check what an operation wrote.
 enum Probe {
@@ -131,7 +166,7 @@ impl Fixture {
         let scratch = TestDb::on(kind).await;
         let store = Fixture::connect(&scratch).await;
         let probe = match kind {
-            Kind::Postgres => Probe::Postgres(
+            Kind::Postgres | Kind::Citus(_) => Probe::Postgres(
                 PgPoolOptions::new()
                     .max_connections(2)
                     .connect(&scratch.url)
@@ -159,7 +194,7 @@ impl Fixture {
             Kind::Postgres if INLINE.with(|inline| inline.get()) => {
                 format!("{}?pooler=transaction", scratch.url)
             }
-            _ => scratch.url.clone(),
+            _ => scratch.stead_url(),
         };
         connect(&url, DEFAULT_SCHEMA, 4, Duration::from_secs(10), true)
             .await

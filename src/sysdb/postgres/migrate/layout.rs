@@ -1,0 +1,194 @@
+//! A sharded layout's record and making (`shards.rs` says what the layout is): the home's
+//! `stead_sharding` row, the checks that the database is Citus, distributing a bucket schema,
+//! and splitting a script into the single statements Citus takes.
+
+use sqlx::{AssertSqlSafe, PgConnection, Row};
+
+use crate::error::DbError;
+use crate::sysdb::postgres::shards::Sharding;
+
+/// The layout's bucket count recorded in `home`, if it is sharded.
+pub(super) async fn read(conn: &mut PgConnection, home: &str) -> Result<Option<u16>, DbError> {
+    let table = format!("\"{home}\".stead_sharding");
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+        .bind(&table)
+        .fetch_one(&mut *conn)
+        .await?;
+    if !exists {
+        return Ok(None);
+    }
+    let row = sqlx::raw_sql(AssertSqlSafe(format!("SELECT max(buckets) FROM {table}")))
+        .fetch_one(&mut *conn)
+        .await?;
+    let n: Option<i32> = row.try_get(0)?;
+    Ok(n.and_then(|n| u16::try_from(n).ok()).filter(|n| *n >= 1))
+}
+
+/// How many buckets a migration keeps or makes: the recorded count, which a different request
+/// may not change; else the requested one; else one (unsharded).
+pub(super) fn decide(found: Option<u16>, asked: Sharding) -> Result<u16, DbError> {
+    match (found, asked.shards()) {
+        (Some(n), Some(want)) if n != want => Err(DbError::Query(format!(
+            "the system database is sharded into {n} buckets, and shards={want} asks for \
+             another count: the count is fixed when the layout is made (export and import the \
+             workflows into a new layout to change it)"
+        ))),
+        (Some(n), _) => Ok(n),
+        (None, Some(want)) => Ok(want),
+        (None, None) => Ok(1),
+    }
+}
+
+/// Refuses to make a sharded layout where the `citus` extension is missing.
+pub(super) async fn require_citus(conn: &mut PgConnection) -> Result<(), DbError> {
+    let version: Option<String> =
+        sqlx::query_scalar("SELECT extversion FROM pg_extension WHERE extname = 'citus'")
+            .fetch_optional(&mut *conn)
+            .await?;
+    match version {
+        Some(_) => Ok(()),
+        None => Err(DbError::Query(
+            "sharding=citus needs the citus extension in this database (CREATE EXTENSION \
+             citus, on a Citus coordinator with its workers added)"
+                .into(),
+        )),
+    }
+}
+
+/// Records the layout in `home` (once: a layout's count never changes). The table is made in
+/// the home schema, which is distributed by then, so it lives beside the home's other tables.
+pub(super) async fn write(
+    conn: &mut PgConnection,
+    home: &str,
+    buckets: u16,
+) -> Result<(), DbError> {
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE TABLE IF NOT EXISTS \"{home}\".stead_sharding (
+             one boolean PRIMARY KEY DEFAULT true CHECK (one),
+             buckets integer NOT NULL,
+             made_at bigint NOT NULL DEFAULT (extract(epoch FROM now()) * 1000.0)::bigint)"
+    )))
+    .execute(&mut *conn)
+    .await?;
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "INSERT INTO \"{home}\".stead_sharding (buckets) VALUES ({buckets}) ON CONFLICT DO NOTHING"
+    )))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Makes `schema` a distributed schema if it is not one yet (a schema made before the
+/// database was sharded, such as an unsharded home being moved into sharded mode).
+pub(super) async fn distribute(conn: &mut PgConnection, schema: &str) -> Result<(), DbError> {
+    let distributed: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_schema d \
+         JOIN pg_catalog.pg_namespace n ON n.oid = d.schemaid WHERE n.nspname = $1)",
+    )
+    .bind(schema)
+    .fetch_one(&mut *conn)
+    .await?;
+    if !distributed {
+        sqlx::query("SELECT citus_schema_distribute($1::regnamespace)")
+            .bind(format!("\"{schema}\""))
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// `script`'s statements, one by one: split at semicolons outside quotes, dollar quotes and
+/// comments; empty ones dropped.
+pub(crate) fn statements(script: &str) -> Vec<&str> {
+    let bytes = script.as_bytes();
+    let (mut out, mut start, mut i) = (Vec::new(), 0, 0);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\'' => i = skip_past(bytes, i + 1, b"'"),
+            b'"' => i = skip_past(bytes, i + 1, b"\""),
+            b'-' if bytes.get(i + 1) == Some(&b'-') => i = skip_past(bytes, i, b"\n"),
+            b'/' if bytes.get(i + 1) == Some(&b'*') => i = skip_past(bytes, i + 2, b"*/"),
+            b'$' => match dollar_tag(&bytes[i..]) {
+                Some(tag) => i = skip_past(bytes, i + tag.len(), tag),
+                None => i += 1,
+            },
+            b';' => {
+                out.push(&script[start..i]);
+                i += 1;
+                start = i;
+            }
+            _ => i += 1,
+        }
+    }
+    out.push(&script[start..]);
+    out.into_iter()
+        .filter(|s| {
+            s.lines()
+                .any(|l| !l.trim().is_empty() && !l.trim().starts_with("--"))
+        })
+        .collect()
+}
+
+/// The index just past the next `end` at or after `from` (the end of the text if none).
+fn skip_past(bytes: &[u8], from: usize, end: &[u8]) -> usize {
+    bytes[from.min(bytes.len())..]
+        .windows(end.len())
+        .position(|w| w == end)
+        .map_or(bytes.len(), |p| from + p + end.len())
+}
+
+/// A dollar-quote opening (`$$` or `$tag$`) at the start of `s`.
+fn dollar_tag(s: &[u8]) -> Option<&[u8]> {
+    let close = s[1..].iter().position(|c| *c == b'$')? + 1;
+    let tag = &s[1..close];
+    let ok = tag.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        && !tag.first().is_some_and(u8::is_ascii_digit);
+    ok.then(|| &s[..=close])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_script_splits_at_semicolons_outside_quotes_and_bodies() {
+        let script = "CREATE TABLE a (x text DEFAULT ';');\n-- a comment; still one\n\
+                      CREATE FUNCTION f() RETURNS int AS $fn$ BEGIN RETURN 1; END $fn$ LANGUAGE plpgsql;\n\
+                      DO $$ BEGIN PERFORM 1; END $$;\n/* block; */ SELECT \"a;b\" FROM t;\n";
+        let got: Vec<String> = statements(script)
+            .iter()
+            .map(|s| s.trim().to_owned())
+            .collect();
+        assert_eq!(got.len(), 4, "{got:#?}");
+        assert!(got[0].starts_with("CREATE TABLE a") && got[0].ends_with("';')"));
+        assert!(
+            got[1].contains("RETURN 1; END $fn$ LANGUAGE plpgsql"),
+            "{}",
+            got[1]
+        );
+        assert!(got[2].starts_with("DO $$"));
+        assert!(got[3].ends_with("FROM t"));
+    }
+
+    #[test]
+    fn the_real_scripts_split_into_whole_statements() {
+        let script = super::super::SCRIPT.replace("{s}", "\"dbos\"");
+        for statement in statements(&script) {
+            let s = statement.trim_start();
+            let balanced =
+                s.matches("$fn$").count() % 2 == 0 && s.matches("$mig$").count() % 2 == 0;
+            assert!(balanced, "a statement cut inside a body: {s}");
+        }
+    }
+
+    #[test]
+    fn a_layout_keeps_its_count_and_a_request_makes_one() {
+        let citus = |n| Sharding::Citus { shards: n };
+        assert_eq!(decide(None, Sharding::Unset).unwrap(), 1);
+        assert_eq!(decide(None, citus(8)).unwrap(), 8);
+        assert_eq!(decide(Some(4), Sharding::Unset).unwrap(), 4);
+        assert_eq!(decide(Some(4), citus(4)).unwrap(), 4);
+        let err = decide(Some(4), citus(8)).unwrap_err().to_string();
+        assert!(err.contains("sharded into 4 buckets"), "{err}");
+    }
+}
