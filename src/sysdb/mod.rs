@@ -117,6 +117,7 @@ pub(crate) async fn connect(
         ))
     } else {
         let db = postgres::Postgres::connect(url, schema, pool_size, connect_timeout).await?;
+        db.read_layout().await?;
         Ok(Arc::new(db))
     }
 }
@@ -176,7 +177,11 @@ pub(crate) async fn from_pool(
 ) -> Result<Arc<dyn Store>, Error> {
     validate_schema(schema)?;
     match pool {
-        DatabasePool::Postgres(pool) => Ok(Arc::new(postgres::Postgres::from_pool(pool, schema)?)),
+        DatabasePool::Postgres(pool) => {
+            let db = postgres::Postgres::from_pool(pool, schema)?;
+            db.read_layout().await?;
+            Ok(Arc::new(db))
+        }
         DatabasePool::Sqlite(pool) => {
             if schema != DEFAULT_SCHEMA {
                 return Err(sqlite_schema_refused(schema, "the SQLite pool"));

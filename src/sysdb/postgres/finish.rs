@@ -115,6 +115,9 @@ pub(super) async fn run(
     batch: &[&FinishWrite],
 ) -> Result<Vec<FinishOutcome>, DbError> {
     let held: Vec<&StepWrite> = batch.iter().filter_map(|f| f.step.as_ref()).collect();
+    if sql.is_citus() && !held.is_empty() {
+        return run_citus(sql, conn, batch, &held).await;
+    }
     let query = if held.is_empty() {
         bind(sql.query(&STATEMENT), batch, now_ms())
     } else {
@@ -127,6 +130,41 @@ pub(super) async fn run(
         .iter()
         .map(|row| row.try_get(0))
         .collect::<Result<_, _>>()?;
+    outcomes(sql, conn, batch, &updated).await
+}
+
+/// On Citus, the held steps first (their own statement: Citus cannot run an insert and an update
+/// as one), then the outcomes of the workflows whose step was written now; the others are left
+/// for `outcomes` to classify, as the one statement leaves them (a step recorded before, by an
+/// attempt cut off before its outcome, is a `StepConflict`: the run replays it).
+async fn run_citus(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    batch: &[&FinishWrite],
+    held: &[&StepWrite],
+) -> Result<Vec<FinishOutcome>, DbError> {
+    let written = steps::record(sql, conn, held).await?;
+    let blocked: HashSet<&str> = held
+        .iter()
+        .zip(&written)
+        .filter(|(_, o)| !matches!(o, crate::sysdb::StepOutcome::Recorded))
+        .map(|(s, _)| s.workflow_id.as_str())
+        .collect();
+    let go: Vec<&FinishWrite> = batch
+        .iter()
+        .copied()
+        .filter(|f| !blocked.contains(f.workflow_id.as_str()))
+        .collect();
+    let updated: HashSet<String> = if go.is_empty() {
+        HashSet::new()
+    } else {
+        bind(sql.query(&STATEMENT), &go, now_ms())
+            .fetch_all(&mut *conn)
+            .await?
+            .iter()
+            .map(|row| row.try_get(0))
+            .collect::<Result<_, _>>()?
+    };
     outcomes(sql, conn, batch, &updated).await
 }
 

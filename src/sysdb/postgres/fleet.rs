@@ -24,10 +24,12 @@ use crate::sysdb::fleet::{
 /// clock of the node the executor is connected to: the nodes' clocks must agree).
 const NOW: &str = "(extract(epoch from statement_timestamp()) * 1000)::int8";
 
-/// Whether roster row `e`'s lock is held by some session of this database.
+/// Whether roster row `e`'s lock is held by some session of this database. The database is
+/// this backend's (a function, not the `pg_database` catalog, which Citus would read on the
+/// coordinator and take `pg_locks` there with it, away from the lock's node).
 const LIVE: &str = "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' \
     AND l.granted AND l.objsubid = 2 \
-    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+    AND l.database = (SELECT a.datid FROM pg_stat_get_activity(pg_backend_pid()) a) \
     AND l.classid::int8 = (e.lock_key1::int8 & 4294967295) \
     AND l.objid::int8 = (e.lock_key2::int8 & 4294967295))";
 
@@ -111,8 +113,8 @@ WHERE w.status = 'PENDING' AND EXISTS (SELECT 1 FROM e)
                     AND e2.application_name IS NOT DISTINCT FROM e.application_name
                     AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory'
                         AND l.granted AND l.objsubid = 2
-                        AND l.database = (SELECT oid FROM pg_database
-                                          WHERE datname = current_database())
+                        AND l.database = (SELECT a.datid
+                                          FROM pg_stat_get_activity(pg_backend_pid()) a)
                         AND l.classid::int8 = (e2.lock_key1::int8 & 4294967295)
                         AND l.objid::int8 = (e2.lock_key2::int8 & 4294967295)))
 ORDER BY w.created_at, w.workflow_uuid

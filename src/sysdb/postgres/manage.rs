@@ -166,6 +166,10 @@ WITH src AS (
 SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM made), (SELECT count(*) FROM wake)
 "#;
 
+/// [`FORK`]'s Citus form (`migrations/postgres/citus.sql`).
+const CITUS_FORK: &str = "SELECT * FROM {s}.stead_fork($1::text, $2::text, $3::text, $4::text, \
+    $5::int4, $6::int8)";
+
 /// Deletes workflow `$1` (and its descendants when `$2`) with every row that belongs to it.
 const DELETE: &str = r#"
 WITH RECURSIVE tree AS (
@@ -261,7 +265,7 @@ impl Manage for Postgres {
     async fn fork(&self, f: &Fork) -> Result<Forked, DbError> {
         let row = self
             .sql
-            .query(FORK)
+            .query(self.sql.dialect(FORK, CITUS_FORK))
             .bind(&f.id)
             .bind(&f.new_id)
             .bind(&f.queue)

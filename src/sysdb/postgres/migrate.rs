@@ -96,14 +96,21 @@ impl Schema for Postgres {
             .fetch_one(&self.pool)
             .await?;
         self.set_links(exist.try_get(0)?);
-        let mut conn = self.pool.acquire().await?;
-        let found = layout::read(&mut conn, &self.sql.schema).await?;
-        self.set_layout(found.unwrap_or(1), found.is_some());
+        self.read_layout().await?;
         Ok(row.try_get(0)?)
     }
 }
 
 impl Postgres {
+    /// Reads the layout the schema has (sharded or not), so every later statement goes where
+    /// it should; a schema not made yet is one bucket until a migration makes it.
+    pub(crate) async fn read_layout(&self) -> Result<(), DbError> {
+        let mut conn = self.pool.acquire().await?;
+        let found = layout::read(&mut conn, &self.sql.schema).await?;
+        self.set_layout(found.unwrap_or(1), found.is_some());
+        Ok(())
+    }
+
     /// Uses `n` buckets of this store's home schema from now on, Citus's or not.
     fn set_layout(&self, n: u16, citus: bool) {
         self.sql.set_citus(citus);

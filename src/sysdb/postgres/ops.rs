@@ -171,16 +171,30 @@ fn write_stream_sql() -> String {
     )
 }
 
+/// The ops' Citus forms (`migrations/postgres/citus.sql`): the same parameters and answer.
+const CITUS_SEND: &str = "SELECT * FROM {s}.stead_op_send($1::text, $2::text, $3::int4, \
+    $4::int8, $5::int8, $6::text, $7::text, $8::text, $9::text, $10::text)";
+const CITUS_RECV: &str = "SELECT * FROM {s}.stead_op_recv($1::text, $2::text, $3::int4, \
+    $4::int8, $5::int8, $6::text, $7::text, $8::bool)";
+const CITUS_SET_EVENT: &str = "SELECT * FROM {s}.stead_op_set_event($1::text, $2::text, \
+    $3::int4, $4::int8, $5::int8, $6::text, $7::text, $8::text)";
+const CITUS_WRITE_STREAM: &str = "SELECT * FROM {s}.stead_op_write_stream($1::text, $2::text, \
+    $3::int4, $4::int8, $5::int8, $6::text, $7::text, $8::text, $9::text)";
+const CITUS_ACCEPT_UPDATE: &str = "SELECT * FROM {s}.stead_op_accept_update($1::text, $2::text, \
+    $3::int4, $4::int8, $5::int8, $6::text, $7::text, $8::text, $9::text, $10::text)";
+const CITUS_REJECT_UPDATE: &str = "SELECT * FROM {s}.stead_op_reject_update($1::text, $2::text, \
+    $3::int4, $4::int8, $5::int8, $6::text, $7::text, $8::text, $9::text)";
+
 /// Runs one op: the effect and its record in one statement.
 pub(super) async fn run(sql: &Sql, conn: &mut PgConnection, op: &Op) -> Result<OpOutcome, DbError> {
     let s = op.step();
     let statement = match op {
-        Op::Send { .. } => &OP_SEND,
-        Op::Recv { .. } => &OP_RECV,
-        Op::SetEvent { .. } => &OP_SET_EVENT,
-        Op::WriteStream { .. } => &OP_WRITE_STREAM,
-        Op::AcceptUpdate { .. } => &OP_ACCEPT_UPDATE,
-        Op::RejectUpdate { .. } => &OP_REJECT_UPDATE,
+        Op::Send { .. } => sql.dialect(&OP_SEND, CITUS_SEND),
+        Op::Recv { .. } => sql.dialect(&OP_RECV, CITUS_RECV),
+        Op::SetEvent { .. } => sql.dialect(&OP_SET_EVENT, CITUS_SET_EVENT),
+        Op::WriteStream { .. } => sql.dialect(&OP_WRITE_STREAM, CITUS_WRITE_STREAM),
+        Op::AcceptUpdate { .. } => sql.dialect(&OP_ACCEPT_UPDATE, CITUS_ACCEPT_UPDATE),
+        Op::RejectUpdate { .. } => sql.dialect(&OP_REJECT_UPDATE, CITUS_REJECT_UPDATE),
     };
     let q = sql
         .query(statement)
@@ -278,10 +292,14 @@ pub(super) async fn send_on(
     Ok(())
 }
 
+/// [`SEND_BULK`]'s Citus form.
+const CITUS_SEND_BULK: &str = "SELECT {s}.stead_send_bulk($1::text[], $2::text[], $3::text[], \
+    $4::text[], $5::int8[])";
+
 fn send_query<'q>(sql: &'q Sql, messages: &[&'q OutgoingMessage]) -> Stmt<'q> {
     let column =
         |f: fn(&'q OutgoingMessage) -> &'q str| messages.iter().map(|m| f(m)).collect::<Vec<_>>();
-    sql.query(SEND_BULK)
+    sql.query(sql.dialect(SEND_BULK, CITUS_SEND_BULK))
         .bind(column(|m| &m.id))
         .bind(column(|m| &m.destination))
         .bind(column(|m| &m.topic))

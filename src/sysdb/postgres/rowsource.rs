@@ -51,8 +51,15 @@ pub(super) fn single(columns: &[Column], p: usize, numbered: bool) -> String {
 /// A call of `function` (schema-qualified with `{s}`) with one array per column, parameters from
 /// `${p}`; with `lone`, each parameter is a scalar wrapped in a one-element array (the Citus
 /// form of [`arrays`] and [`single`]: the function takes the batch's arrays).
-pub(super) fn call(function: &str, columns: &[Column], p: usize, lone: bool) -> String {
-    let args: Vec<String> = (p..)
+/// `extra` are further arguments after the arrays, as written.
+pub(super) fn call(
+    function: &str,
+    columns: &[Column],
+    p: usize,
+    lone: bool,
+    extra: &[&str],
+) -> String {
+    let mut args: Vec<String> = (p..)
         .zip(columns)
         .map(|(i, (_, ty))| {
             if lone {
@@ -62,6 +69,7 @@ pub(super) fn call(function: &str, columns: &[Column], p: usize, lone: bool) -> 
             }
         })
         .collect();
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
     format!("SELECT * FROM {{s}}.{function}({})", args.join(", "))
 }
 

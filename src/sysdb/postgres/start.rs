@@ -22,6 +22,20 @@ static STATEMENT: LazyLock<String> =
 static SINGLE: LazyLock<String> =
     LazyLock::new(|| statement(&rowsource::single(&COLUMNS, 1, true)));
 
+/// The Citus forms of [`STATEMENT`] and [`SINGLE`] (`migrations/postgres/citus.sql`).
+static CITUS: LazyLock<String> = LazyLock::new(|| citus(false));
+static CITUS_SINGLE: LazyLock<String> = LazyLock::new(|| citus(true));
+
+fn citus(lone: bool) -> String {
+    rowsource::call(
+        "stead_start",
+        &COLUMNS,
+        1,
+        lone,
+        &["$17::text", "$18::text"],
+    )
+}
+
 /// The requests' columns, parameters 1 to 16 (`bind`, `bind_single`).
 const COLUMNS: [Column; 16] = [
     ("id", "text"),
@@ -199,8 +213,8 @@ async fn answer(
     batch: &[&NewWorkflow],
 ) -> Result<Vec<StartRow>, DbError> {
     let query = match batch {
-        [lone] => bind_single(sql.query(&SINGLE), lone),
-        _ => bind(sql.query(&STATEMENT), batch),
+        [lone] => bind_single(sql.query(sql.dialect(&SINGLE, &CITUS_SINGLE)), lone),
+        _ => bind(sql.query(sql.dialect(&STATEMENT, &CITUS)), batch),
     };
     let mut rows = Vec::with_capacity(batch.len());
     for row in query.fetch_all(&mut *conn).await? {

@@ -24,9 +24,9 @@ pub(super) static SINGLE: LazyLock<String> =
 
 /// The Citus forms of [`STATEMENT`] and [`SINGLE`] (`migrations/postgres/citus.sql`).
 static CITUS: LazyLock<String> =
-    LazyLock::new(|| rowsource::call("stead_checkpoint", &COLUMNS, 1, false));
+    LazyLock::new(|| rowsource::call("stead_checkpoint", &COLUMNS, 1, false, &[]));
 static CITUS_SINGLE: LazyLock<String> =
-    LazyLock::new(|| rowsource::call("stead_checkpoint", &COLUMNS, 1, true));
+    LazyLock::new(|| rowsource::call("stead_checkpoint", &COLUMNS, 1, true, &[]));
 
 /// The steps' columns (`bind`, `bind_single`).
 pub(super) const COLUMNS: [Column; 10] = [

@@ -157,17 +157,25 @@ async fn listen_hears_other_processes_announcements_on_postgres_only(kind: Kind)
     }
     let mut listener = listening.unwrap();
     // An enqueue by this store's own lane is not heard (its writer tells the actors itself);
-    // one by another process is.
+    // one by another process is. On Citus the announcement comes from the node holding the
+    // bucket, by Citus's connection, so the own one is heard too (one more wake-up).
     let mut own = f.session().await;
     own.start(&[&enqueued("a", "orders")]).await.unwrap();
     let other = f.reconnect().await;
     let mut theirs = other.open_session().await.unwrap();
     theirs.start(&[&enqueued("c", "invoices")]).await.unwrap();
-    let heard = tokio::time::timeout(super::HEARD, listener.next())
+    let mut heard = tokio::time::timeout(super::HEARD, listener.next())
         .await
         .expect("an announcement")
         .unwrap()
         .unwrap();
+    if matches!(kind, Kind::Citus(_)) && heard.payload == "orders" {
+        heard = tokio::time::timeout(super::HEARD, listener.next())
+            .await
+            .expect("an announcement")
+            .unwrap()
+            .unwrap();
+    }
     assert_eq!(
         (heard.channel.as_str(), heard.payload.as_str()),
         (QUEUE_CHANNEL, "invoices"),

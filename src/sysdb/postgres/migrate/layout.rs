@@ -7,14 +7,17 @@ use sqlx::{AssertSqlSafe, PgConnection, Row};
 use crate::error::DbError;
 use crate::sysdb::postgres::shards::Sharding;
 
-/// The layout's bucket count recorded in `home`, if it is sharded.
+/// The layout's bucket count recorded in `home`, if it is sharded. Simple-protocol statements
+/// (no prepared statement to meet behind a transaction pooler); `home` is a validated identifier.
 pub(super) async fn read(conn: &mut PgConnection, home: &str) -> Result<Option<u16>, DbError> {
     let table = format!("\"{home}\".stead_sharding");
-    let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-        .bind(&table)
-        .fetch_one(&mut *conn)
-        .await?;
-    if !exists {
+    let row = sqlx::raw_sql(AssertSqlSafe(format!(
+        "SELECT to_regclass('{}') IS NOT NULL",
+        table.replace('\'', "''")
+    )))
+    .fetch_one(&mut *conn)
+    .await?;
+    if !row.try_get::<bool, _>(0)? {
         return Ok(None);
     }
     let row = sqlx::raw_sql(AssertSqlSafe(format!("SELECT max(buckets) FROM {table}")))
