@@ -176,6 +176,20 @@ impl Queue {
 
     /// True when a claim must count a limit shared by every executor, so claims of this queue
     /// are serialised across executors.
+    /// This definition with `running` workflows and `recent` starts already counted against its
+    /// concurrency and rate limit (elsewhere: other buckets of a sharded database).
+    pub(crate) fn less(&self, running: i64, recent: i64) -> Queue {
+        let take = |n: u32, used: i64| u32::try_from(i64::from(n) - used).unwrap_or(0);
+        Queue {
+            concurrency: self.concurrency.map(|n| take(n, running)),
+            rate_limit: self.rate_limit.map(|l| RateLimit {
+                limit: take(l.limit, recent),
+                ..l
+            }),
+            ..self.clone()
+        }
+    }
+
     pub(crate) fn shared_limits(&self) -> bool {
         self.concurrency.is_some()
             || self.rate_limit.is_some()

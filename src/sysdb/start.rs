@@ -48,6 +48,9 @@ pub(crate) struct NewWorkflow {
     /// Signal-with-start's message to this workflow, sent in the start's transaction when the
     /// row is created or already is this workflow (never on a conflict or a duplicate).
     pub message: Option<Box<OutgoingMessage>>,
+    /// The shard key it lives under on a sharded layout (a tenant); `None`: its id. Ignored
+    /// on one bucket.
+    pub shard_key: Option<String>,
 }
 
 impl NewWorkflow {
@@ -67,6 +70,18 @@ impl NewWorkflow {
                 StartOutcome::Existing { name, .. } => *name == self.name,
                 StartOutcome::Duplicate { .. } => false,
             }
+    }
+
+    /// The key its bucket is chosen by on a sharded layout: the shard key the caller gave, else
+    /// its queue's deduplication id (so every workflow holding one meets in one bucket's unique
+    /// index, and deduplication holds across buckets), else its partition key (so a partition's
+    /// limits are counted where all its workflows are), else its id.
+    pub(crate) fn placement_key(&self) -> &str {
+        self.shard_key
+            .as_deref()
+            .or(self.dedup_id.as_deref())
+            .or(self.partition_key.as_deref())
+            .unwrap_or(&self.id)
     }
 
     /// The queue's deduplication key, when it has one.

@@ -29,7 +29,7 @@ impl TestDb {
     pub async fn checks(&self) -> AnyPool {
         sqlx::any::install_default_drivers();
         match self.backend {
-            Backend::Postgres => AnyPoolOptions::new()
+            Backend::Postgres | Backend::Citus(_) => AnyPoolOptions::new()
                 .max_connections(4)
                 .connect(&self.url)
                 .await

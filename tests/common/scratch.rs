@@ -252,6 +252,17 @@ impl TestDb {
     }
 }
 
+impl Backend {
+    /// The same backend with one bucket (a Citus layout not spread over several), for a test
+    /// that writes a workflow's rows itself.
+    pub fn one_bucket(self) -> Backend {
+        match self {
+            Backend::Citus(_) => Backend::Citus(1),
+            other => other,
+        }
+    }
+}
+
 /// Databases of their own on a Citus cluster: made as an operator makes one (the database on
 /// every node, the extension in each, the workers added), dropped on every node.
 mod citus {

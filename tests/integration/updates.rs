@@ -237,7 +237,7 @@ async fn signal_with_start_starts_nothing_when_its_message_is_refused(db) {
     let (rt, client) = inbox_runtime(&db).await;
     let pool = db.checks().await;
     let refuse = match db.backend {
-        common::Backend::Postgres => vec![
+        common::Backend::Postgres | common::Backend::Citus(_) => vec![
             "CREATE FUNCTION dbos.refuse() RETURNS trigger LANGUAGE plpgsql AS \
              $$ BEGIN RAISE EXCEPTION 'refused by test'; END $$",
             "CREATE TRIGGER refuse BEFORE INSERT ON dbos.notifications FOR EACH ROW \

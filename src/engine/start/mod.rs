@@ -141,6 +141,9 @@ pub(crate) fn begin(
         }
         None => new_workflow_id(),
     };
+    if let Some(key) = &options.shard_key {
+        crate::names::validate_name(key, "shard key")?;
+    }
     let mut new = new_row(shared, target, workflow, input_json, &options, id)?;
     shared.config.check_value(&new.inputs, || {
         format!("the input of workflow {workflow:?} ({})", new.id)

@@ -78,6 +78,7 @@ pub(super) fn new_row(
             .or_else(|| shared.config.app_name.clone()),
         attributes: stored_attributes(options.attributes.as_ref())?,
         created_at: sysdb::next_created_at(),
+        shard_key: options.shard_key.clone(),
         message: None,
     })
 }

@@ -8,10 +8,12 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 
 use super::manage::LIST_WHERE;
+use super::sql::Sql;
 use super::Postgres;
 use crate::error::DbError;
 use crate::sysdb::batch::{BatchAction, BatchPage, BatchRow, Batches};
 use crate::sysdb::rows::{all, bind_batch};
+use crate::sysdb::ListQuery;
 
 /// Matches after the cursor (`$17`, `$18`): a range of the `created_at` index.
 const AFTER: &str = "(w.created_at, w.workflow_uuid) > ($17::int8, $18::text)";
@@ -138,8 +140,49 @@ impl Batches for Postgres {
         let statement: &'static str = &STATEMENTS[index(&page.action)][usize::from(page.dry_run)];
         let mut q = page.filter.clone();
         (q.limit, q.offset) = (Some(page.size), 0);
-        let query = self.sql.query(statement).bind(&q.ids).bind(&q.statuses);
-        let rows = bind_batch(query, &q, page).fetch_all(&self.pool).await?;
+        if !self.shards.sharded() {
+            return self.page_in(&self.sql, statement, &q, page).await;
+        }
+        // A page across buckets: each bucket's first rows after the cursor (read, not
+        // changed), merged into the page's `size` first; then each bucket applies its share of
+        // the page, no more, so a page changes exactly the rows it reports (this fans out).
+        let dry: &'static str = &STATEMENTS[index(&page.action)][1];
+        let mut seen = Vec::new();
+        for (b, sql) in self.buckets().iter().enumerate() {
+            for row in self.page_in(sql, dry, &q, page).await? {
+                seen.push((b, row));
+            }
+        }
+        seen.sort_by(|x, y| (x.1.created_at, &x.1.id).cmp(&(y.1.created_at, &y.1.id)));
+        seen.truncate(usize::try_from(page.size).unwrap_or(0));
+        if page.dry_run {
+            return Ok(seen.into_iter().map(|(_, row)| row).collect());
+        }
+        let mut done = Vec::new();
+        for (b, sql) in self.buckets().iter().enumerate() {
+            let share = seen.iter().filter(|(of, _)| *of == b).count();
+            if share > 0 {
+                let mut mine = q.clone();
+                mine.limit = Some(share as i64);
+                done.extend(self.page_in(sql, statement, &mine, page).await?);
+            }
+        }
+        done.sort_by(|x, y| (x.created_at, &x.id).cmp(&(y.created_at, &y.id)));
+        Ok(done)
+    }
+}
+
+impl Postgres {
+    /// One bucket's page of `q` (its `limit` rows after the page's cursor).
+    async fn page_in(
+        &self,
+        sql: &Sql,
+        statement: &'static str,
+        q: &ListQuery,
+        page: &BatchPage,
+    ) -> Result<Vec<BatchRow>, DbError> {
+        let query = sql.query(statement).bind(&q.ids).bind(&q.statuses);
+        let rows = bind_batch(query, q, page).fetch_all(&self.pool).await?;
         all(&rows, BatchRow::from_row)
     }
 }

@@ -4,6 +4,8 @@
 use async_trait::async_trait;
 use sqlx::Row;
 
+use super::route;
+use super::sql::Sql;
 use super::Postgres;
 use crate::base::clock::now_ms;
 use crate::error::DbError;
@@ -44,9 +46,39 @@ FROM (SELECT 1) one LEFT JOIN done d ON true
 
 #[async_trait]
 impl Cancels for Postgres {
+    /// On a sharded layout a tree spans buckets: its workflows are found first, then each is
+    /// cancelled where it lives.
     async fn cancel(&self, id: &str, cascade: bool) -> Result<Cancelled, DbError> {
-        let rows = self
-            .sql
+        if !(cascade && self.shards.sharded()) {
+            return self.cancel_in(&*self.locate(id).await?, id, cascade).await;
+        }
+        let tree = self.descendants(id).await?;
+        let mut out = self.cancel_in(&*self.locate(id).await?, id, false).await?;
+        for child in &tree[1..] {
+            let done = self
+                .cancel_in(&*self.locate(child).await?, child, false)
+                .await?;
+            out.ids.extend(done.ids);
+        }
+        Ok(out)
+    }
+
+    async fn lost_runs(&self, runs: &[HeldRun]) -> Result<Vec<LostRun>, DbError> {
+        let router = self.router();
+        let buckets = router
+            .locate_all(runs.iter().map(|r| r.id.as_str()))
+            .await?;
+        let mut lost = Vec::new();
+        for (b, _, group) in route::split_by(&runs.iter().collect::<Vec<_>>(), &buckets) {
+            lost.extend(self.lost_in(&self.shards.bucket(b), &group).await?);
+        }
+        Ok(lost)
+    }
+}
+
+impl Postgres {
+    async fn cancel_in(&self, sql: &Sql, id: &str, cascade: bool) -> Result<Cancelled, DbError> {
+        let rows = sql
             .query(CANCEL)
             .bind(id)
             .bind(cascade)
@@ -66,11 +98,10 @@ impl Cancels for Postgres {
         Ok(out)
     }
 
-    async fn lost_runs(&self, runs: &[HeldRun]) -> Result<Vec<LostRun>, DbError> {
+    async fn lost_in(&self, sql: &Sql, runs: &[&HeldRun]) -> Result<Vec<LostRun>, DbError> {
         let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
         let owners: Vec<&str> = runs.iter().map(|r| r.owner.as_str()).collect();
-        let rows = self
-            .sql
+        let rows = sql
             .query(LOST)
             .bind(ids)
             .bind(owners)

@@ -28,7 +28,7 @@ use super::sql::Sql;
 use crate::base::clock::millis;
 use crate::error::DbError;
 use crate::sysdb::claim::in_dispatch_order;
-use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed};
+use crate::sysdb::{ClaimOutcome, ClaimRequest, Claimed, QueueKey};
 
 /// Built once per process; `Sql::get` splices the schema in.
 static CLAIM_PARTITIONED: LazyLock<String> = LazyLock::new(claim_partitioned_sql);
@@ -203,7 +203,7 @@ const FLOOR: &str = "(priority, created_at) >= ({FLOOR_P}, {FLOOR_T})";
 const FRESH_OWNER: &str = "md5($16 || w.workflow_uuid)::uuid::text";
 
 /// Splices the shared fragments into a claim statement.
-fn spliced(sql: String) -> String {
+pub(super) fn spliced(sql: String) -> String {
     sql.replace("{FRESH_OWNER}", FRESH_OWNER)
         .replace("{RUNNABLE}", RUNNABLE)
         .replace("{UNPAUSED}", UNPAUSED)
@@ -223,16 +223,28 @@ fn claim_partitioned_sql() -> String {
 }
 
 /// A stable 64-bit key for the queue's advisory lock (FNV-1a of schema and name).
-fn lock_key(schema: &str, queue: &str) -> i64 {
+pub(super) fn lock_key(schema: &str, queue: &str) -> i64 {
     let key = format!("stead.claim:{schema}:{queue}");
     crate::base::hash::fnv1a(key.bytes()) as i64
 }
 
-async fn run_claim(
+pub(super) async fn run_claim(
     sql: &Sql,
     conn: &mut PgConnection,
     r: &ClaimRequest,
 ) -> Result<ClaimOutcome, DbError> {
+    let (mut out, keyed) = run_claim_keyed(sql, conn, r).await?;
+    out.claimed = in_dispatch_order(keyed);
+    Ok(out)
+}
+
+/// [`run_claim`], its claimed workflows left with their dispatch keys (for a claim across
+/// buckets, which orders them all).
+pub(super) async fn run_claim_keyed(
+    sql: &Sql,
+    conn: &mut PgConnection,
+    r: &ClaimRequest,
+) -> Result<(ClaimOutcome, Vec<(QueueKey, Claimed)>), DbError> {
     let q = &r.queue;
     let statement: &'static str = if q.partitioned {
         &CLAIM_PARTITIONED
@@ -276,8 +288,7 @@ async fn run_claim(
             keyed.push(Claimed::keyed_from_row(row, 9)?);
         }
     }
-    out.claimed = in_dispatch_order(keyed);
-    Ok(out)
+    Ok((out, keyed))
 }
 
 /// A claim under the queue's advisory lock, so its counts of shared limits are exact.

@@ -77,34 +77,31 @@ impl Postgres {
         tx: &mut PgConnection,
         w: &ContinueWrite,
     ) -> Result<ContinueOutcome, DbError> {
+        let bucket = self.router().locate(&w.workflow_id).await?;
+        let at = self.shards.bucket(bucket);
         let id = &w.workflow_id;
-        if let Some(row) = self
-            .sql
-            .query(MADE)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?
-        {
+        if let Some(row) = at.query(MADE).bind(id).fetch_optional(&mut *tx).await? {
             return Ok(ContinueOutcome::Continued(Continued::from_row(
                 row.try_get(0)?,
                 &row,
                 1,
             )?));
         }
-        let previous = self
-            .sql
-            .query(PREVIOUS)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let previous = at.query(PREVIOUS).bind(id).fetch_optional(&mut *tx).await?;
         let previous = match previous {
             Some(row) => Some((row.try_get(0)?, row.try_get(1)?)),
             None => None,
         };
         let (root, generation) = place_in_chain(id, previous);
         let next = next_id(&root, generation);
-        if self
-            .sql
+        // The next run's id may be taken in another bucket (by a workflow under another key).
+        if self.shards.sharded() {
+            let found = self.router().find(&next).await?;
+            if found.is_some_and(|b| b != bucket) {
+                return Ok(ContinueOutcome::Exists(next));
+            }
+        }
+        if at
             .query(EXISTS)
             .bind(&next)
             .fetch_optional(&mut *tx)
@@ -114,8 +111,7 @@ impl Postgres {
             return Ok(ContinueOutcome::Exists(next));
         }
         let output = marker(&next);
-        let finished = self
-            .sql
+        let finished = at
             .query(FINISH)
             .bind(id)
             .bind(&w.owner)
@@ -124,25 +120,18 @@ impl Postgres {
             .fetch_optional(&mut *tx)
             .await?;
         let Some(finished) = finished else {
-            let status = self
-                .sql
-                .query(STATUS)
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?;
+            let status = at.query(STATUS).bind(id).fetch_optional(&mut *tx).await?;
             let status: Option<String> = status.map(|r| r.try_get(0)).transpose()?.flatten();
             return Ok(ContinueOutcome::refused(status.as_deref()));
         };
         let queue: Option<String> = finished.try_get(0)?;
         let here = runs_here(queue.as_deref());
-        self.sql
-            .query(OUTPUT)
+        at.query(OUTPUT)
             .bind(id)
             .bind(&output)
             .execute(&mut *tx)
             .await?;
-        let made = self
-            .sql
+        let made = at
             .query(CREATE)
             .bind(id)
             .bind(&next)
@@ -154,8 +143,7 @@ impl Postgres {
             .bind(&w.inputs)
             .fetch_one(&mut *tx)
             .await?;
-        self.sql
-            .query(LINK)
+        at.query(LINK)
             .bind(id)
             .bind(&next)
             .bind(&root)
@@ -163,10 +151,11 @@ impl Postgres {
             .bind(w.now)
             .execute(&mut *tx)
             .await?;
+        // The next run lives where its chain does.
+        self.shards.remember(&next, bucket);
         let made = Continued::from_row(next, &made, 0)?;
         if let Some(queue) = &made.queue {
-            self.sql
-                .query("SELECT pg_notify('stead_queue_channel', $1)::text")
+            at.query("SELECT pg_notify('stead_queue_channel', $1)::text")
                 .bind(queue)
                 .execute(&mut *tx)
                 .await?;

@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 use sqlx::Row;
 
+use super::shards;
 use super::Postgres;
 use crate::error::DbError;
 use crate::sysdb::debounce::Debounce;
@@ -54,9 +55,13 @@ LEFT JOIN {s}.workflow_status h ON h.queue_name = $3 AND h.deduplication_id = $4
 
 #[async_trait]
 impl Debounce for Postgres {
+    /// On a sharded layout a debounce key's workflow lives under the key: every call with it
+    /// meets the same bucket's deduplication index.
     async fn bounce(&self, b: &Bounce) -> Result<Bounced, DbError> {
+        let at = shards::bucket_of(&b.dedup_id, self.shards.count());
         let row = self
-            .sql
+            .shards
+            .bucket(at)
             .query(BOUNCE)
             .bind(&b.id)
             .bind(&b.workflow)
@@ -72,9 +77,11 @@ impl Debounce for Postgres {
             .fetch_one(&self.pool)
             .await?;
         if let Some(id) = row.try_get::<Option<String>, _>(0)? {
+            self.shards.remember(&id, at);
             return Ok(Bounced::Extended(id));
         }
         if let Some(id) = row.try_get::<Option<String>, _>(1)? {
+            self.shards.remember(&id, at);
             return Ok(Bounced::Created(id));
         }
         Ok(match row.try_get::<Option<String>, _>(3)? {

@@ -48,19 +48,23 @@ RETURNING recovery_attempts
 
 #[async_trait]
 impl Dispatch for Postgres {
+    /// Every bucket's rows.
     async fn recover(&self, me: &Executor<'_>, any_executor: bool) -> Result<u64, DbError> {
-        let done = self
-            .sql
-            .query(RECOVER)
-            .bind(me.executor_id)
-            .bind(me.app_version)
-            .bind(me.app_name)
-            .bind(INTERNAL_QUEUE)
-            .bind(now_ms())
-            .bind(any_executor)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected())
+        let mut recovered = 0;
+        for sql in self.buckets().iter() {
+            let done = sql
+                .query(RECOVER)
+                .bind(me.executor_id)
+                .bind(me.app_version)
+                .bind(me.app_name)
+                .bind(INTERNAL_QUEUE)
+                .bind(now_ms())
+                .bind(any_executor)
+                .execute(&self.pool)
+                .await?;
+            recovered += done.rows_affected();
+        }
+        Ok(recovered)
     }
 
     async fn redispatch(
@@ -71,27 +75,32 @@ impl Dispatch for Postgres {
         running: &[String],
         decided_ms: i64,
     ) -> Result<Vec<Claimed>, DbError> {
-        let rows = self
-            .sql
-            .query(REDISPATCH)
-            .bind(me.executor_id)
-            .bind(me.app_version)
-            .bind(queue)
-            .bind(with_direct)
-            .bind(now_ms())
-            .bind(running)
-            .bind(decided_ms)
-            .bind(uuid::Uuid::new_v4().to_string())
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(in_dispatch_order(all(&rows, |r| {
-            Claimed::keyed_from_row(r, 0)
-        })?))
+        let mut taken = Vec::new();
+        for (b, sql) in self.buckets().iter().enumerate() {
+            let rows = sql
+                .query(REDISPATCH)
+                .bind(me.executor_id)
+                .bind(me.app_version)
+                .bind(queue)
+                .bind(with_direct)
+                .bind(now_ms())
+                .bind(running)
+                .bind(decided_ms)
+                .bind(uuid::Uuid::new_v4().to_string())
+                .fetch_all(&self.pool)
+                .await?;
+            for claimed in all(&rows, |r| Claimed::keyed_from_row(r, 0))? {
+                self.shards.remember(&claimed.1.id, b as u16);
+                taken.push(claimed);
+            }
+        }
+        Ok(in_dispatch_order(taken))
     }
 
     async fn bump_attempts(&self, id: &str, owner: &str) -> Result<Option<i64>, DbError> {
         Ok(self
-            .sql
+            .locate(id)
+            .await?
             .query(BUMP_ATTEMPTS)
             .bind(id)
             .bind(owner)

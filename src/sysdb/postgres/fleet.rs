@@ -24,6 +24,10 @@ use crate::sysdb::fleet::{
 /// clock of the node the executor is connected to: the nodes' clocks must agree).
 const NOW: &str = "(extract(epoch from statement_timestamp()) * 1000)::int8";
 
+/// [`LIVE`] and the quiet test, spliced (for `fleet_sharded.rs`).
+pub(super) const LIVE_SQL: &str = LIVE;
+pub(super) static QUIET_SQL: LazyLock<String> = LazyLock::new(|| splice("{QUIET}"));
+
 /// Whether roster row `e`'s lock is held by some session of this database. The database is
 /// this backend's (a function, not the `pg_database` catalog, which Citus would read on the
 /// coordinator and take `pg_locks` there with it, away from the lock's node).
@@ -282,10 +286,19 @@ impl Fleet for Postgres {
             .fetch_all(&self.pool)
             .await;
         let rows = or_no_roster(rows, Vec::new())?;
+        let beyond = match self.shards.sharded() {
+            true => self.pending_beyond_home().await?,
+            false => Vec::new(),
+        };
         rows.iter()
             .map(|r| {
+                let executor_id: String = r.try_get(0)?;
+                let more = beyond
+                    .iter()
+                    .find(|(e, _)| *e == executor_id)
+                    .map_or(0, |(_, n)| *n);
                 Ok(ExecutorInfo {
-                    executor_id: r.try_get(0)?,
+                    executor_id,
                     host: r.try_get(1)?,
                     pid: r.try_get(2)?,
                     app_name: r.try_get(3)?,
@@ -293,7 +306,7 @@ impl Fleet for Postgres {
                     started_at_ms: r.try_get(5)?,
                     last_seen_ms: r.try_get(6)?,
                     live: r.try_get(7)?,
-                    pending: r.try_get(8)?,
+                    pending: r.try_get::<i64, _>(8)? + more,
                 })
             })
             .collect::<Result<_, sqlx::Error>>()
@@ -311,6 +324,9 @@ impl Fleet for Postgres {
     }
 
     async fn adoptable(&self, me: &Executor<'_>) -> Result<Vec<String>, DbError> {
+        if self.shards.sharded() {
+            return self.adoptable_sharded(me).await;
+        }
         Ok(self
             .sql
             .query(&ADOPTABLE_SQL)
@@ -322,6 +338,9 @@ impl Fleet for Postgres {
     }
 
     async fn adopt(&self, a: &Adoption<'_>) -> Result<Option<Adopted>, DbError> {
+        if self.shards.sharded() {
+            return self.adopt_sharded(a).await;
+        }
         let row = self
             .sql
             .query(&ADOPT_SQL)
@@ -344,6 +363,9 @@ impl Fleet for Postgres {
     }
 
     async fn stranded(&self, app: Option<&str>) -> Result<Vec<String>, DbError> {
+        if self.shards.sharded() {
+            return self.stranded_sharded(app).await;
+        }
         let ids = self
             .sql
             .query(&STRANDED_SQL)
@@ -354,6 +376,9 @@ impl Fleet for Postgres {
     }
 
     async fn move_stranded(&self, ids: &[String], version: &str) -> Result<u64, DbError> {
+        if self.shards.sharded() {
+            return self.move_stranded_sharded(ids, version).await;
+        }
         let moved: i64 = self
             .sql
             .query(&MOVE_SQL)

@@ -222,21 +222,60 @@ impl Manage for Postgres {
             (true, false) => &LIST_DESC_NO_LINKS,
             (false, false) => &LIST_ASC_NO_LINKS,
         };
-        let query = self.sql.query(statement).bind(&q.ids).bind(&q.statuses);
-        let rows = bind_filters(query, q).fetch_all(&self.pool).await?;
-        rows.iter().map(ListedRow::from_row).collect()
+        if !self.shards.sharded() {
+            let query = self.sql.query(statement).bind(&q.ids).bind(&q.statuses);
+            let rows = bind_filters(query, q).fetch_all(&self.pool).await?;
+            return rows.iter().map(ListedRow::from_row).collect();
+        }
+        // Every bucket's first offset + limit rows, merged in the listing's order: a page costs
+        // a read per bucket (this fans out).
+        let each = ListQuery {
+            limit: q.limit.map(|l| l.saturating_add(q.offset)),
+            offset: 0,
+            ..q.clone()
+        };
+        let mut listed = Vec::new();
+        for sql in self.buckets().iter() {
+            let query = sql.query(statement).bind(&each.ids).bind(&each.statuses);
+            for row in bind_filters(query, &each).fetch_all(&self.pool).await? {
+                listed.push(ListedRow::from_row(&row)?);
+            }
+        }
+        listed.sort_by(|a, b| {
+            let key = |r: &ListedRow| (r.status.created_at_ms, r.status.id.clone());
+            match q.newest_first {
+                true => key(b).cmp(&key(a)),
+                false => key(a).cmp(&key(b)),
+            }
+        });
+        let skip = usize::try_from(q.offset).unwrap_or(0);
+        let take = q
+            .limit
+            .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(0));
+        Ok(listed.into_iter().skip(skip).take(take).collect())
     }
 
+    /// Every bucket's counts, added up (this fans out).
     async fn count_workflows(&self, q: &ListQuery) -> Result<Vec<StatusCount>, DbError> {
-        let query = self.sql.query(&COUNT).bind(&q.ids).bind(&q.statuses);
-        let rows = bind_filters(query, q).fetch_all(&self.pool).await?;
-        all(&rows, StatusCount::from_row)
+        let mut counts: Vec<StatusCount> = Vec::new();
+        for sql in self.buckets().iter() {
+            let query = sql.query(&COUNT).bind(&q.ids).bind(&q.statuses);
+            let rows = bind_filters(query, q).fetch_all(&self.pool).await?;
+            for count in all(&rows, StatusCount::from_row)? {
+                match counts.iter_mut().find(|c| c.status == count.status) {
+                    Some(c) => c.count += count.count,
+                    None => counts.push(count),
+                }
+            }
+        }
+        Ok(counts)
     }
 
     async fn list_steps(&self, id: &str, q: &StepQuery) -> Result<Vec<StepListing>, DbError> {
         let statement: &'static str = if q.outputs { &STEPS } else { &STEPS_BARE };
         let rows = self
-            .sql
+            .locate(id)
+            .await?
             .query(statement)
             .bind(id)
             .bind(q.after)
@@ -248,7 +287,8 @@ impl Manage for Postgres {
 
     async fn resume(&self, id: &str, queue: &str) -> Result<Resumed, DbError> {
         let row = self
-            .sql
+            .locate(id)
+            .await?
             .query(RESUME)
             .bind(id)
             .bind(queue)
@@ -262,10 +302,11 @@ impl Manage for Postgres {
         })
     }
 
+    /// A fork lives in its original's bucket (under its shard key).
     async fn fork(&self, f: &Fork) -> Result<Forked, DbError> {
-        let row = self
-            .sql
-            .query(self.sql.dialect(FORK, CITUS_FORK))
+        let sql = self.locate(&f.id).await?;
+        let row = sql
+            .query(sql.dialect(FORK, CITUS_FORK))
             .bind(&f.id)
             .bind(&f.new_id)
             .bind(&f.queue)
@@ -275,20 +316,40 @@ impl Manage for Postgres {
             .bind(crate::sysdb::next_created_at())
             .fetch_one(&self.pool)
             .await?;
-        Ok(Forked {
+        let forked = Forked {
             exists: row.try_get::<i64, _>(0)? > 0,
             made: row.try_get::<i64, _>(1)? > 0,
-        })
+        };
+        if forked.made && self.shards.sharded() {
+            let b = self.router().locate(&f.id).await?;
+            self.shards.remember(&f.new_id, b);
+        }
+        Ok(forked)
     }
 
+    /// On a sharded layout a tree spans buckets: its workflows are found first, then each is
+    /// deleted where it lives.
     async fn delete_workflow(&self, id: &str, cascade: bool) -> Result<Vec<String>, DbError> {
-        Ok(self
-            .sql
-            .query(DELETE)
-            .bind(id)
-            .bind(cascade)
-            .fetch_scalars(&self.pool)
-            .await?)
+        let tree = match cascade && self.shards.sharded() {
+            true => self.descendants(id).await?,
+            false => vec![id.to_owned()],
+        };
+        let mut gone = Vec::new();
+        for one in &tree {
+            let deleted: Vec<String> = self
+                .locate(one)
+                .await?
+                .query(DELETE)
+                .bind(one)
+                .bind(cascade && !self.shards.sharded())
+                .fetch_scalars(&self.pool)
+                .await?;
+            for id in &deleted {
+                self.shards.forget(id);
+            }
+            gone.extend(deleted);
+        }
+        Ok(gone)
     }
 
     async fn update_attributes(
@@ -301,7 +362,8 @@ impl Manage for Postgres {
             AttributesUpdate::Merge(value) => (Some(value.as_str()), true),
         };
         let done = self
-            .sql
+            .locate(id)
+            .await?
             .query(UPDATE_ATTRIBUTES)
             .bind(id)
             .bind(value)
@@ -314,7 +376,8 @@ impl Manage for Postgres {
 
     async fn set_delay(&self, id: &str, until: i64) -> Result<Option<Delayed>, DbError> {
         let row = self
-            .sql
+            .locate(id)
+            .await?
             .query(SET_DELAY)
             .bind(id)
             .bind(until)

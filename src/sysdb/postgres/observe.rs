@@ -54,30 +54,45 @@ impl Observe for Postgres {
         Ok(())
     }
 
+    /// Every bucket's counts, added up (this fans out).
     async fn queue_counts(&self, queues: &[String]) -> Result<Vec<QueueCounts>, DbError> {
-        let rows = self
-            .sql
-            .query(QUEUE_COUNTS)
-            .bind(queues)
-            .fetch_all(&self.pool)
-            .await?;
-        all(&rows, QueueCounts::from_row)
+        let mut counts: Vec<QueueCounts> = Vec::new();
+        for sql in self.buckets().iter() {
+            let rows = sql
+                .query(QUEUE_COUNTS)
+                .bind(queues)
+                .fetch_all(&self.pool)
+                .await?;
+            for c in all(&rows, QueueCounts::from_row)? {
+                match counts.iter_mut().find(|have| have.queue == c.queue) {
+                    Some(have) => {
+                        have.enqueued += c.enqueued;
+                        have.pending += c.pending;
+                        have.oldest_enqueued = earliest(have.oldest_enqueued, c.oldest_enqueued);
+                    }
+                    None => counts.push(c),
+                }
+            }
+        }
+        Ok(counts)
     }
 
+    /// Every bucket's waiting rows (this fans out).
     async fn waiting(&self, queue: &str, floor: Option<QueueKey>) -> Result<Waiting, DbError> {
-        let row = self
-            .sql
-            .query(WAITING)
-            .bind(queue)
-            .bind(floor.map(|f| f.0))
-            .bind(floor.map(|f| f.1))
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(Waiting {
-            enqueued: row.try_get(0)?,
-            oldest: row.try_get(1)?,
-            below_floor: row.try_get(2)?,
-        })
+        let mut waiting = Waiting::default();
+        for sql in self.buckets().iter() {
+            let row = sql
+                .query(WAITING)
+                .bind(queue)
+                .bind(floor.map(|f| f.0))
+                .bind(floor.map(|f| f.1))
+                .fetch_one(&self.pool)
+                .await?;
+            waiting.enqueued += row.try_get::<i64, _>(0)?;
+            waiting.oldest = earliest(waiting.oldest, row.try_get(1)?);
+            waiting.below_floor |= row.try_get::<bool, _>(2)?;
+        }
+        Ok(waiting)
     }
 
     async fn completed(
@@ -86,14 +101,33 @@ impl Observe for Postgres {
         bucket_ms: i64,
         buckets: i64,
     ) -> Result<Vec<CompletedBucket>, DbError> {
-        let rows = self
-            .sql
-            .query(THROUGHPUT)
-            .bind(since_ms)
-            .bind(bucket_ms)
-            .bind(buckets)
-            .fetch_all(&self.pool)
-            .await?;
-        all(&rows, CompletedBucket::from_row)
+        let mut done: Vec<CompletedBucket> = Vec::new();
+        for sql in self.buckets().iter() {
+            let rows = sql
+                .query(THROUGHPUT)
+                .bind(since_ms)
+                .bind(bucket_ms)
+                .bind(buckets)
+                .fetch_all(&self.pool)
+                .await?;
+            for b in all(&rows, CompletedBucket::from_row)? {
+                match done.iter_mut().find(|have| have.index == b.index) {
+                    Some(have) => {
+                        have.succeeded += b.succeeded;
+                        have.failed += b.failed;
+                    }
+                    None => done.push(b),
+                }
+            }
+        }
+        done.sort_by_key(|b| b.index);
+        Ok(done)
+    }
+}
+
+fn earliest(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }

@@ -10,13 +10,14 @@ use sqlx::postgres::PgConnection;
 use sqlx::Row;
 
 use super::exec::Stmt;
+use super::route::Router;
 use super::sql::Sql;
 use super::steps::classify_one;
 use super::Postgres;
 use crate::base::clock::now_ms;
 use crate::error::DbError;
 use crate::sysdb::ops::{Messages, OutgoingMessage, PeekedMessage};
-use crate::sysdb::{Op, OpOutcome};
+use crate::sysdb::{Op, OpOutcome, StepOutcome, StepWrite};
 
 /// Built once per process; `Sql::get` splices the schema in.
 static OP_WRITE_STREAM: LazyLock<String> = LazyLock::new(write_stream_sql);
@@ -266,6 +267,97 @@ pub(super) async fn run(sql: &Sql, conn: &mut PgConnection, op: &Op) -> Result<O
     Ok(found.into())
 }
 
+/// Runs one op on a sharded layout, in the bucket of its workflow; a send to a workflow in
+/// another bucket goes as [`send_across`].
+pub(super) async fn run_sharded(
+    router: &Router,
+    conn: &mut PgConnection,
+    op: &Op,
+) -> Result<OpOutcome, DbError> {
+    let s = op.step();
+    let own = router.locate(&s.workflow_id).await?;
+    if let Op::Send { destination, .. } = op {
+        let dest = router.locate(destination).await?;
+        if dest != own {
+            let (from, to) = (router.shards.bucket(own), router.shards.bucket(dest));
+            return send_across(&from, &to, conn, op).await;
+        }
+    }
+    run(&router.shards.bucket(own), conn, op).await
+}
+
+/// Whether workflow $1 is `PENDING` under owner token $2.
+const OWNS: &str = "SELECT EXISTS (SELECT 1 FROM {s}.workflow_status \
+    WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2)";
+
+/// A send between buckets, which no one statement (nor one transaction: DBOS's trigger
+/// announces the message on its node, and Citus cannot commit a NOTIFY across nodes) can write:
+/// while the sender owns its workflow, the message first (once by its id, derived from the
+/// call), then the call's row. A sender that loses its workflow between the two has sent the
+/// message its successor would send: the successor's send finds it by its id and adds none.
+async fn send_across(
+    from: &Sql,
+    to: &Sql,
+    conn: &mut PgConnection,
+    op: &Op,
+) -> Result<OpOutcome, DbError> {
+    let Op::Send {
+        destination,
+        topic,
+        message,
+        ..
+    } = op
+    else {
+        return Err(DbError::Query("only a send goes between buckets".into()));
+    };
+    let s = op.step();
+    let owns: bool = from
+        .query(OWNS)
+        .bind(&s.workflow_id)
+        .bind(&s.owner)
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get(0)?;
+    if owns {
+        let message = OutgoingMessage {
+            id: Op::message_id(s),
+            destination: destination.clone(),
+            topic: topic.clone(),
+            message: message.clone(),
+            created_at: crate::sysdb::next_created_at(),
+        };
+        send_on(to, conn, &[&message]).await?;
+        let record = StepWrite {
+            workflow_id: s.workflow_id.clone(),
+            owner: s.owner.clone(),
+            function_id: s.function_id,
+            name: op.name().to_owned(),
+            output: Some("null".into()),
+            error: None,
+            child_workflow_id: None,
+            started_at: s.started_at,
+            completed_at: now_ms(),
+            app_name: s.app_name.clone(),
+        };
+        let written = super::steps::record(from, conn, &[&record]).await?;
+        if written.first() == Some(&StepOutcome::Recorded) {
+            return Ok(OpOutcome::Done {
+                output: None,
+                serialization: None,
+            });
+        }
+    }
+    let found = classify_one(
+        from,
+        conn,
+        &s.workflow_id,
+        &s.owner,
+        s.function_id,
+        op.name(),
+    );
+    Ok(found.await?.into())
+}
+
 /// The messages as arrays: $1 ids, $2 destinations, $3 topics, $4 messages, $5 times.
 const SEND_BULK: &str = "INSERT INTO {s}.notifications \
     (message_uuid, destination_uuid, topic, message, serialization, created_at_epoch_ms) \
@@ -309,9 +401,29 @@ fn send_query<'q>(sql: &'q Sql, messages: &[&'q OutgoingMessage]) -> Stmt<'q> {
 
 #[async_trait]
 impl Messages for Postgres {
+    /// On a sharded layout, each bucket's messages in a statement of their own (a batch then
+    /// commits by bucket; each message is written once by its id, so a retry is whole), once
+    /// every destination is found.
     async fn send_bulk(&self, messages: &[OutgoingMessage]) -> Result<(), DbError> {
         let all: Vec<&OutgoingMessage> = messages.iter().collect();
-        send_query(&self.sql, &all).execute(&self.pool).await?;
+        let router = self.router();
+        let mut buckets = Vec::with_capacity(all.len());
+        for m in &all {
+            match router.find(&m.destination).await? {
+                Some(b) => buckets.push(b),
+                // A missing destination fails the batch before any bucket writes.
+                None if router.sharded() => {
+                    return Err(DbError::MissingReference {
+                        constraint: "notifications_destination_uuid_fkey".into(),
+                    })
+                }
+                None => buckets.push(0),
+            }
+        }
+        for (b, _, group) in super::route::split_by(&all, &buckets) {
+            let sql = self.shards.bucket(b);
+            send_query(&sql, &group).execute(&self.pool).await?;
+        }
         Ok(())
     }
 
@@ -321,7 +433,8 @@ impl Messages for Postgres {
         topic: &str,
     ) -> Result<Option<PeekedMessage>, DbError> {
         let row = self
-            .sql
+            .locate(destination)
+            .await?
             .query(PEEK)
             .bind(destination)
             .bind(topic)

@@ -67,25 +67,29 @@ SELECT queue_name, (SELECT count(*) FROM note) FROM moved
 
 #[async_trait]
 impl Pauses for Postgres {
+    /// On a sharded layout every bucket keeps the pause (its claims read it), the home first;
+    /// the home's answers.
     async fn pause_queue(&self, queue: &str, now_ms: i64) -> Result<bool, DbError> {
-        let row = self
-            .sql
-            .query(PAUSE)
-            .bind(queue)
-            .bind(now_ms)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.is_some())
+        let mut paused = false;
+        for (b, sql) in self.buckets().iter().enumerate() {
+            let row = sql
+                .query(PAUSE)
+                .bind(queue)
+                .bind(now_ms)
+                .fetch_optional(&self.pool)
+                .await?;
+            paused |= b == 0 && row.is_some();
+        }
+        Ok(paused)
     }
 
     async fn resume_queue(&self, queue: &str) -> Result<bool, DbError> {
-        let row = self
-            .sql
-            .query(RESUME)
-            .bind(queue)
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(row.try_get::<i64, _>(0)? > 0)
+        let mut resumed = false;
+        for (b, sql) in self.buckets().iter().enumerate() {
+            let row = sql.query(RESUME).bind(queue).fetch_one(&self.pool).await?;
+            resumed |= b == 0 && row.try_get::<i64, _>(0)? > 0;
+        }
+        Ok(resumed)
     }
 
     async fn paused_queues(&self) -> Result<Vec<(String, i64)>, DbError> {
@@ -97,7 +101,8 @@ impl Pauses for Postgres {
 
     async fn pause_workflow(&self, id: &str, now_ms: i64) -> Result<PauseOutcome, DbError> {
         let row = self
-            .sql
+            .locate(id)
+            .await?
             .query(PAUSE_WORKFLOW)
             .bind(id)
             .bind(now_ms)
@@ -110,7 +115,8 @@ impl Pauses for Postgres {
 
     async fn unpause_workflow(&self, id: &str) -> Result<Option<Unpaused>, DbError> {
         let row = self
-            .sql
+            .locate(id)
+            .await?
             .query(UNPAUSE_WORKFLOW)
             .bind(id)
             .fetch_optional(&self.pool)
@@ -127,7 +133,8 @@ impl Pauses for Postgres {
 
     async fn requeue_paused(&self, id: &str, owner: &str) -> Result<Option<String>, DbError> {
         let row = self
-            .sql
+            .locate(id)
+            .await?
             .query(REQUEUE_PAUSED)
             .bind(id)
             .bind(owner)

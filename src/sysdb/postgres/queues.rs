@@ -52,6 +52,10 @@ fn upsert_sql() -> String {
 /// Counts the waiting workflows and deletes only when there are none, in one statement (the
 /// final `EXISTS` reads the snapshot before the delete: whether the queue existed). The two
 /// statuses are an `OR` so the in-flight and delayed partial indexes serve it.
+/// Rows waiting on queue $1 in one bucket.
+const WAITING: &str = "SELECT count(*) FROM {s}.workflow_status \
+    WHERE queue_name = $1 AND (status = 'ENQUEUED' OR status = 'DELAYED')";
+
 pub(super) const DELETE: &str = "WITH waiting AS (SELECT count(*) AS n FROM {s}.workflow_status \
        WHERE queue_name = $1 AND (status = 'ENQUEUED' OR status = 'DELAYED')), \
      gone AS (DELETE FROM {s}.queues WHERE name = $1 AND (SELECT n FROM waiting) = 0) \
@@ -87,7 +91,25 @@ impl Queues for Postgres {
             .await?)
     }
 
+    /// On a sharded layout a queue with work in any bucket stays.
     async fn delete_queue(&self, name: &str) -> Result<QueueDeletion, DbError> {
+        let mut elsewhere = 0;
+        for sql in self.buckets().iter().skip(1) {
+            let n: Option<i64> = sql
+                .query(WAITING)
+                .bind(name)
+                .fetch_optional_scalar(&self.pool)
+                .await?;
+            elsewhere += n.unwrap_or(0);
+        }
+        if elsewhere > 0 {
+            let existed = !self
+                .list_all_queues()
+                .await?
+                .iter()
+                .all(|(_, q)| q.name != name);
+            return Ok(QueueDeletion::of(existed, elsewhere));
+        }
         let row = self
             .sql
             .query(DELETE)

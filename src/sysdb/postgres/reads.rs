@@ -49,7 +49,8 @@ impl Reads for Postgres {
             false => &STATUS_NO_LINKS,
         };
         let row = self
-            .sql
+            .locate(id)
+            .await?
             .query(statement)
             .bind(id)
             .fetch_optional(&self.pool)
@@ -59,7 +60,8 @@ impl Reads for Postgres {
 
     async fn workflow_owner(&self, id: &str) -> Result<Option<String>, DbError> {
         let row = self
-            .sql
+            .locate(id)
+            .await?
             .query(OWNER)
             .bind(id)
             .fetch_optional(&self.pool)
@@ -73,7 +75,8 @@ impl Reads for Postgres {
         key: &str,
     ) -> Result<Option<(String, Option<String>)>, DbError> {
         let row = self
-            .sql
+            .locate(id)
+            .await?
             .query(GET_EVENT)
             .bind(id)
             .bind(key)
@@ -93,7 +96,8 @@ impl Reads for Postgres {
         limit: i64,
     ) -> Result<Vec<StreamRow>, DbError> {
         let rows = self
-            .sql
+            .locate(id)
+            .await?
             .query(READ_STREAM)
             .bind(id)
             .bind(key)

@@ -2,6 +2,7 @@
 //! `FOR UPDATE SKIP LOCKED` so executors collecting at once split the work.
 
 use async_trait::async_trait;
+use sqlx::Row;
 
 use super::Postgres;
 use crate::error::DbError;
@@ -55,20 +56,53 @@ impl Collect for Postgres {
             return Ok(0);
         }
         let keep = keep_newest.map(|n| n.max(0));
+        let shares = match keep {
+            Some(keep) if self.shards.sharded() => self.kept_by_bucket(keep).await?,
+            _ => vec![keep],
+        };
         let mut total = 0u64;
-        loop {
-            let deleted: i64 = self
-                .sql
-                .query(COLLECT)
-                .bind(older_than_ms)
-                .bind(keep)
-                .bind(COLLECT_BATCH)
-                .fetch_scalar(&self.pool)
-                .await?;
-            total += deleted.max(0) as u64;
-            if deleted < COLLECT_BATCH {
-                return Ok(total);
+        for (sql, keep) in self.buckets().iter().zip(shares) {
+            loop {
+                let deleted: i64 = sql
+                    .query(COLLECT)
+                    .bind(older_than_ms)
+                    .bind(keep)
+                    .bind(COLLECT_BATCH)
+                    .fetch_scalar(&self.pool)
+                    .await?;
+                total += deleted.max(0) as u64;
+                if deleted < COLLECT_BATCH {
+                    break;
+                }
             }
         }
+        Ok(total)
+    }
+}
+
+/// The newest $1 finished rows of one bucket, as keys.
+const NEWEST: &str = "SELECT created_at, workflow_uuid FROM {s}.workflow_status \
+    WHERE status IN ('SUCCESS', 'ERROR', 'CANCELLED', 'MAX_RECOVERY_ATTEMPTS_EXCEEDED') \
+    ORDER BY created_at DESC, workflow_uuid DESC LIMIT $1";
+
+impl Postgres {
+    /// On a sharded layout, how many of the `keep` newest finished workflows (of them all)
+    /// each bucket holds: each bucket then keeps that many of its own (this fans out, reading
+    /// up to `keep` keys per bucket).
+    async fn kept_by_bucket(&self, keep: i64) -> Result<Vec<Option<i64>>, DbError> {
+        let mut newest: Vec<(i64, String, usize)> = Vec::new();
+        for (b, sql) in self.buckets().iter().enumerate() {
+            let rows = sql.query(NEWEST).bind(keep).fetch_all(&self.pool).await?;
+            for row in rows {
+                newest.push((row.try_get(0)?, row.try_get(1)?, b));
+            }
+        }
+        newest.sort_by(|x, y| (y.0, &y.1).cmp(&(x.0, &x.1)));
+        newest.truncate(usize::try_from(keep).unwrap_or(0));
+        let mut shares = vec![0i64; self.shards.count()];
+        for (_, _, b) in newest {
+            shares[b] += 1;
+        }
+        Ok(shares.into_iter().map(Some).collect())
     }
 }

@@ -52,9 +52,9 @@ WHERE workflow_uuid = $1 AND status = $2
 #[async_trait]
 impl Rewinds for Postgres {
     async fn rewind(&self, r: &Rewind) -> Result<Rewound, DbError> {
+        let at = self.locate(&r.id).await?;
         let mut tx = self.pool.begin().await?;
-        let Some(row) = self
-            .sql
+        let Some(row) = at
             .query(STATUS)
             .bind(&r.id)
             .fetch_optional(&mut *tx)
@@ -67,36 +67,28 @@ impl Rewinds for Postgres {
             return Ok(Rewound::Active { status });
         }
         let step = i32::try_from(r.from_step).unwrap_or(i32::MAX);
-        for sql in [DROP_EVENTS, RESTORE_EVENTS] {
-            self.sql
-                .query(sql)
+        for statement in [DROP_EVENTS, RESTORE_EVENTS] {
+            at.query(statement)
                 .bind(&r.id)
                 .bind(step)
                 .execute(&mut *tx)
                 .await?;
         }
-        self.sql
-            .query(DROP_CLOSE)
+        at.query(DROP_CLOSE)
             .bind(&r.id)
             .bind(step)
             .bind(STREAM_CLOSED)
             .execute(&mut *tx)
             .await?;
-        for sql in [DROP_STEPS, DROP_HISTORY, DROP_MESSAGES] {
-            self.sql
-                .query(sql)
+        for statement in [DROP_STEPS, DROP_HISTORY, DROP_MESSAGES] {
+            at.query(statement)
                 .bind(&r.id)
                 .bind(step)
                 .execute(&mut *tx)
                 .await?;
         }
-        self.sql
-            .query(DROP_OUTPUT)
-            .bind(&r.id)
-            .execute(&mut *tx)
-            .await?;
-        self.sql
-            .query(REQUEUE)
+        at.query(DROP_OUTPUT).bind(&r.id).execute(&mut *tx).await?;
+        at.query(REQUEUE)
             .bind(&r.id)
             .bind(&status)
             .bind(&r.app_version)
@@ -104,8 +96,7 @@ impl Rewinds for Postgres {
             .bind(now_ms())
             .execute(&mut *tx)
             .await?;
-        self.sql
-            .query("SELECT pg_notify('stead_queue_channel', $1)::text")
+        at.query("SELECT pg_notify('stead_queue_channel', $1)::text")
             .bind(&r.queue)
             .execute(&mut *tx)
             .await?;

@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 use sqlx::Row;
 
+use super::shards;
 use super::Postgres;
 use crate::base::clock::now_ms;
 use crate::base::overlap::Overlap;
@@ -116,6 +117,10 @@ WITH f AS (
 SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM note)
 "#;
 
+/// Stamps schedule $1's last firing $2 (FIRE's own stamp, when the firings went to a bucket
+/// other than the home).
+const STAMP: &str = "UPDATE {s}.workflow_schedules SET last_fired_at = $2 WHERE schedule_name = $1";
+
 #[async_trait]
 impl Schedules for Postgres {
     async fn list_schedules(&self, app: Option<&str>) -> Result<Vec<ScheduleRow>, DbError> {
@@ -169,7 +174,12 @@ impl Schedules for Postgres {
         Ok(done.rows_affected() > 0)
     }
 
+    /// On a sharded layout a schedule's firings live under its name as their shard key: its
+    /// overlap checks and its firings' writes are then one bucket's; the schedule's row, in the
+    /// home, is stamped after.
     async fn fire_schedule(&self, f: &Firings) -> Result<Fired, DbError> {
+        let b = shards::bucket_of(&f.schedule, self.shards.count());
+        let at = self.shards.bucket(b);
         let mut tx = self.pool.begin().await?;
         let mut runs: Vec<&(String, String, Option<i64>)> = f.runs.iter().collect();
         let mut others = Vec::new();
@@ -177,13 +187,11 @@ impl Schedules for Postgres {
         if f.overlap != Overlap::AllowAll {
             // Serializes this check and insert with every other firing of the schedule.
             // Anchored to a table of the schema, so on Citus every node takes it on one node.
-            self.sql
-                .query("SELECT pg_advisory_xact_lock($1), count(*) FROM {s}.dbos_migrations")
-                .bind(lock_key(&self.sql.schema, &f.schedule))
+            at.query("SELECT pg_advisory_xact_lock($1), count(*) FROM {s}.dbos_migrations")
+                .bind(lock_key(&at.schema, &f.schedule))
                 .execute(&mut *tx)
                 .await?;
-            let busy: Vec<(String, String)> = self
-                .sql
+            let busy: Vec<(String, String)> = at
                 .query(BUSY)
                 .bind(&f.schedule)
                 .fetch_all(&mut *tx)
@@ -192,8 +200,7 @@ impl Schedules for Postgres {
                 .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
                 .collect::<Result<_, sqlx::Error>>()?;
             let ids: Vec<&str> = f.runs.iter().map(|r| r.0.as_str()).collect();
-            let existing: Vec<String> = self
-                .sql
+            let existing: Vec<String> = at
                 .query(EXISTING)
                 .bind(ids)
                 .fetch_all(&mut *tx)
@@ -212,8 +219,7 @@ impl Schedules for Postgres {
         let ids: Vec<&str> = runs.iter().map(|r| r.0.as_str()).collect();
         let inputs: Vec<&str> = runs.iter().map(|r| r.1.as_str()).collect();
         let dues: Vec<Option<i64>> = runs.iter().map(|r| r.2).collect();
-        let row = self
-            .sql
+        let row = at
             .query(FIRE)
             .bind(ids)
             .bind(inputs)
@@ -229,6 +235,14 @@ impl Schedules for Postgres {
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
+        if b != 0 && f.last_fired_at.is_some() {
+            self.sql
+                .query(STAMP)
+                .bind(&f.schedule)
+                .bind(&f.last_fired_at)
+                .execute(&self.pool)
+                .await?;
+        }
         let created = row.try_get::<i64, _>(0)?.max(0) as u64;
         if created == 0 {
             others.clear();

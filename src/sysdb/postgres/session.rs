@@ -17,8 +17,9 @@ use dashmap::DashSet;
 use sqlx::postgres::PgConnection;
 use sqlx::ConnectOptions;
 
+use super::route::{self, Router};
 use super::sql::Sql;
-use super::{claim, finish, ops, start, steps, Pooler, Postgres};
+use super::{claim, claim_sharded, finish, ops, start, steps, Pooler, Postgres};
 use crate::error::{DbError, Error};
 use crate::sysdb::store::{Session, Store};
 use crate::sysdb::{
@@ -82,6 +83,7 @@ impl Store for Postgres {
             sql: self.lane_sql.clone(),
             pid,
             lane_pids: self.lane_pids.clone(),
+            router: self.router(),
         }))
     }
 
@@ -125,6 +127,8 @@ pub(super) struct PgSession {
     /// Its server process, in `lane_pids` while the session lives.
     pid: u32,
     lane_pids: Arc<DashSet<u32>>,
+    /// Where each request goes on a sharded layout (`route.rs`).
+    router: Router,
 }
 
 impl Drop for PgSession {
@@ -136,30 +140,86 @@ impl Drop for PgSession {
 #[async_trait]
 impl Session for PgSession {
     async fn start(&mut self, batch: &[&NewWorkflow]) -> Result<Vec<StartOutcome>, DbError> {
-        start::run(&self.sql, &mut self.conn, batch).await
+        if !self.router.sharded() {
+            return start::run(&self.sql, &mut self.conn, batch).await;
+        }
+        let shards = self.router.shards.clone();
+        let groups = route::split(batch, |w| shards.place(&w.id, w.placement_key()));
+        let mut answers = Vec::with_capacity(groups.len());
+        for (b, places, group) in groups {
+            let out = start::run(&shards.bucket(b), &mut self.conn, &group).await?;
+            answers.push((places, out));
+        }
+        route::merge(batch.len(), answers)
     }
 
     async fn checkpoint(&mut self, batch: &[&StepWrite]) -> Result<Vec<StepOutcome>, DbError> {
-        steps::record(&self.sql, &mut self.conn, batch).await
+        if !self.router.sharded() {
+            return steps::record(&self.sql, &mut self.conn, batch).await;
+        }
+        let buckets = self
+            .router
+            .locate_all(batch.iter().map(|s| s.workflow_id.as_str()))
+            .await?;
+        let mut answers = Vec::new();
+        for (b, places, group) in route::split_by(batch, &buckets) {
+            let sql = self.router.shards.bucket(b);
+            answers.push((places, steps::record(&sql, &mut self.conn, &group).await?));
+        }
+        route::merge(batch.len(), answers)
     }
 
     async fn finish(&mut self, batch: &[&FinishWrite]) -> Result<Vec<FinishOutcome>, DbError> {
-        finish::run(&self.sql, &mut self.conn, batch).await
+        if !self.router.sharded() {
+            return finish::run(&self.sql, &mut self.conn, batch).await;
+        }
+        let buckets = self
+            .router
+            .locate_all(batch.iter().map(|f| f.workflow_id.as_str()))
+            .await?;
+        let mut answers = Vec::new();
+        for (b, places, group) in route::split_by(batch, &buckets) {
+            let sql = self.router.shards.bucket(b);
+            answers.push((places, finish::run(&sql, &mut self.conn, &group).await?));
+        }
+        // The runs end here: their workflows need not be remembered any more.
+        for f in batch {
+            self.router.shards.forget(&f.workflow_id);
+        }
+        route::merge(batch.len(), answers)
     }
 
     async fn load_steps(&mut self, pages: &[&LoadSteps]) -> Result<Vec<StepPage>, DbError> {
-        steps::load(&self.sql, &mut self.conn, pages).await
+        if !self.router.sharded() {
+            return steps::load(&self.sql, &mut self.conn, pages).await;
+        }
+        let buckets = self
+            .router
+            .locate_all(pages.iter().map(|p| p.workflow_id.as_str()))
+            .await?;
+        let mut answers = Vec::new();
+        for (b, places, group) in route::split_by(pages, &buckets) {
+            let sql = self.router.shards.bucket(b);
+            answers.push((places, steps::load(&sql, &mut self.conn, &group).await?));
+        }
+        route::merge(pages.len(), answers)
     }
 
     async fn ops(&mut self, batch: &[&Op]) -> Result<Vec<OpOutcome>, DbError> {
         let mut outs = Vec::with_capacity(batch.len());
         for op in batch {
-            outs.push(ops::run(&self.sql, &mut self.conn, op).await?);
+            outs.push(match self.router.sharded() {
+                false => ops::run(&self.sql, &mut self.conn, op).await?,
+                true => ops::run_sharded(&self.router, &mut self.conn, op).await?,
+            });
         }
         Ok(outs)
     }
 
     async fn claim(&mut self, request: &ClaimRequest) -> Result<ClaimOutcome, DbError> {
-        claim::run(&self.sql, &mut self.conn, request).await
+        if !self.router.sharded() {
+            return claim::run(&self.sql, &mut self.conn, request).await;
+        }
+        claim_sharded::run(&self.router, &mut self.conn, request).await
     }
 }

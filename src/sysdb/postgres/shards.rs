@@ -6,7 +6,8 @@
 //! **Why buckets of whole schemas.** Every statement about one workflow touches one schema, so
 //! Citus routes it whole to one node, and the statements stead runs on one Postgres run there
 //! unchanged; a DBOS tool pointed at one bucket schema sees an ordinary DBOS database. A queue
-//! spans the buckets: claims take one bucket at a time (no lock across nodes), round robin.
+//! spans the buckets: a claim surveys each and takes its share of the queue's head from each
+//! (`claim_sharded.rs`), with no lock across nodes.
 //!
 //! **Layout.** Bucket 0 is the configured schema itself (the *home*: it also holds the fleet's
 //! roster and the schedules); bucket `k > 0` is `<schema>_shard<k>`. The home's
@@ -15,8 +16,11 @@
 //! one bucket: plain Postgres, or Citus unsharded.
 //!
 //! **Placement.** A workflow's bucket is the FNV-1a hash of its shard key modulo `n`: the key the
-//! caller gave (a tenant, so its workflows and their messages stay together), else the workflow
-//! id. Workflows this process starts, claims or recovers are remembered by id while they live
+//! caller gave (a tenant, so its workflows and their messages stay together), else its queue's
+//! deduplication id or its partition key (so deduplication and partition limits are one bucket's,
+//! and so exact), else the workflow id (`NewWorkflow::placement_key`). A schedule's firings live
+//! under the schedule's name, a debounced workflow under its key, a fork or the next run of a
+//! chain beside its original. Workflows this process starts, claims or recovers are remembered by id while they live
 //! here; any other id is looked up: first in the bucket its id hashes to, then in every bucket
 //! (one read each, remembered).
 
@@ -27,7 +31,6 @@ use dashmap::DashMap;
 
 use super::sql::Sql;
 use crate::base::hash::fnv1a;
-use crate::error::Error;
 
 /// Buckets a sharded layout gets unless the URL says (`shards=N`).
 pub(crate) const DEFAULT_SHARDS: u16 = 8;
@@ -79,16 +82,6 @@ pub(crate) fn bucket_schema(home: &str, b: u16) -> String {
 /// The bucket a shard key falls in, of `n`.
 pub(crate) fn bucket_of(key: &str, n: usize) -> u16 {
     (fnv1a(key.bytes()) % n.max(1) as u64) as u16
-}
-
-/// A refused shard key (empty), or a home schema whose bucket names would be too long.
-pub(crate) fn check_key(key: &str) -> Result<(), Error> {
-    if key.is_empty() {
-        return Err(Error::InvalidArgument(
-            "a shard key must be a non-empty string".into(),
-        ));
-    }
-    crate::names::validate_name(key, "shard key")
 }
 
 /// The buckets of one store and where its workflows live.
@@ -149,13 +142,14 @@ impl Shards {
         all.get(usize::from(b)).unwrap_or(&all[0]).clone()
     }
 
-    /// Where a new workflow goes: by its shard key, else its id. Remembered.
-    pub(crate) fn place(&self, id: &str, key: Option<&str>) -> u16 {
+    /// Where new workflow `id` goes: by its placement key (`NewWorkflow::placement_key`).
+    /// Remembered.
+    pub(crate) fn place(&self, id: &str, key: &str) -> u16 {
         let n = self.count();
         if n == 1 {
             return 0;
         }
-        let b = bucket_of(key.unwrap_or(id), n);
+        let b = bucket_of(key, n);
         self.remember(id, b);
         b
     }

@@ -26,15 +26,18 @@ const PROMOTE: &str = "UPDATE {s}.application_versions SET version_timestamp = $
     WHERE version_name = $1 AND application_name IS NOT DISTINCT FROM $2";
 
 #[async_trait]
+/// Versions are read from the home; on a sharded layout every bucket holds a copy, which its
+/// claims read (written to each, the home first).
 impl Versions for Postgres {
     async fn register_version(&self, name: &str, app: Option<&str>) -> Result<(), DbError> {
-        self.sql
-            .query(REGISTER)
-            .bind(name)
-            .bind(app)
-            .bind(now_ms())
-            .execute(&self.pool)
-            .await?;
+        for sql in self.buckets().iter() {
+            sql.query(REGISTER)
+                .bind(name)
+                .bind(app)
+                .bind(now_ms())
+                .execute(&self.pool)
+                .await?;
+        }
         Ok(())
     }
 
@@ -44,14 +47,17 @@ impl Versions for Postgres {
     }
 
     async fn promote_version(&self, name: &str, app: Option<&str>) -> Result<bool, DbError> {
-        let done = self
-            .sql
-            .query(PROMOTE)
-            .bind(name)
-            .bind(app)
-            .bind(now_ms())
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() > 0)
+        let mut promoted = false;
+        for (b, sql) in self.buckets().iter().enumerate() {
+            let done = sql
+                .query(PROMOTE)
+                .bind(name)
+                .bind(app)
+                .bind(now_ms())
+                .execute(&self.pool)
+                .await?;
+            promoted |= b == 0 && done.rows_affected() > 0;
+        }
+        Ok(promoted)
     }
 }

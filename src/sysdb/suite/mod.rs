@@ -119,9 +119,23 @@ pub(crate) fn citus() -> Option<Kind> {
     None
 }
 
-/// The suite's Citus layout: one bucket, so every row a test reads back is in the home schema
-/// (routing between buckets has tests of its own).
-const CITUS_SHARDS: u16 = 1;
+/// The suite's Citus layout: three buckets, so a test's workflows spread over them (its probes
+/// read views of all buckets, `Fixture::across_buckets`).
+const CITUS_SHARDS: u16 = 3;
+
+/// The tables of a bucket that hold workflows' rows.
+const BUCKET_TABLES: [&str; 10] = [
+    "workflow_status",
+    "operation_outputs",
+    "notifications",
+    "workflow_events_history",
+    "workflow_events",
+    "streams",
+    "workflow_input",
+    "workflow_output",
+    "stead_workflow_pauses",
+    "stead_continuations",
+];
 
 /// Reads rows on its own connection, to check what an operation wrote.
 enum Probe {
@@ -233,11 +247,14 @@ impl Fixture {
         for<'r> T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
     {
         match &self.probe {
-            Probe::Postgres(pool) => sqlx::query_scalar::<_, Option<T>>(AssertSqlSafe(sql))
-                .fetch_optional(pool)
-                .await
-                .expect(sql)
-                .flatten(),
+            Probe::Postgres(pool) => {
+                let sql = self.across_buckets(pool, sql).await;
+                sqlx::query_scalar::<_, Option<T>>(AssertSqlSafe(sql.clone()))
+                    .fetch_optional(pool)
+                    .await
+                    .expect(&sql)
+                    .flatten()
+            }
             Probe::Sqlite(pool) => {
                 let sql = sql.replace("dbos.", "");
                 sqlx::query_scalar::<_, Option<T>>(AssertSqlSafe(sql.clone()))
@@ -247,6 +264,48 @@ impl Fixture {
                     .flatten()
             }
         }
+    }
+
+    /// `sql` reading every bucket of a sharded layout: its `dbos.<workflow table>` read from a
+    /// view of all buckets' tables (made on first use); as is elsewhere.
+    async fn across_buckets(&self, pool: &PgPool, sql: &str) -> String {
+        let Kind::Citus(n) = self.scratch.backend else {
+            return sql.to_owned();
+        };
+        if n < 2 {
+            return sql.to_owned();
+        }
+        let mut sql = sql.to_owned();
+        for table in BUCKET_TABLES {
+            let view = format!("stead_probe.{table}");
+            if !sql.contains(&format!("dbos.{table}")) {
+                continue;
+            }
+            let union: Vec<String> = (0..n)
+                .map(|b| match b {
+                    0 => format!("SELECT * FROM dbos.{table}"),
+                    b => format!("SELECT * FROM dbos_shard{b}.{table}"),
+                })
+                .collect();
+            for ddl in [
+                "CREATE SCHEMA IF NOT EXISTS stead_probe".to_owned(),
+                format!(
+                    "CREATE OR REPLACE VIEW {view} AS {}",
+                    union.join(" UNION ALL ")
+                ),
+            ] {
+                let _ = sqlx::query(AssertSqlSafe(ddl)).execute(pool).await;
+            }
+            sql = sql.replace(&format!("dbos.{table} "), &format!("{view} "));
+            sql = sql.replace(&format!("dbos.{table}\n"), &format!("{view}\n"));
+            if sql.ends_with(&format!("dbos.{table}")) {
+                sql = format!(
+                    "{}{view}",
+                    &sql[..sql.len() - format!("dbos.{table}").len()]
+                );
+            }
+        }
+        sql
     }
 
     /// A column of workflow `id`'s status row, as text.
@@ -325,6 +384,7 @@ pub(crate) fn workflow(id: &str) -> NewWorkflow {
         attributes: None,
         created_at: next_created_at(),
         message: None,
+        shard_key: None,
     }
 }
 
