@@ -46,6 +46,20 @@ WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
 RETURNING recovery_attempts
 "#;
 
+/// $1 id, $2 owner, $3 the portable envelope.
+const ADOPT_INPUTS: &str = r#"
+WITH w AS (
+    UPDATE {s}.workflow_status
+    SET serialization = 'portable_json', inputs = CASE WHEN inputs IS NULL THEN NULL ELSE $3 END
+    WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
+    RETURNING workflow_uuid
+), i AS (
+    UPDATE {s}.workflow_input i SET inputs = $3 FROM w WHERE i.workflow_uuid = w.workflow_uuid
+    RETURNING 1
+)
+SELECT count(*) FROM w
+"#;
+
 #[async_trait]
 impl Dispatch for Postgres {
     async fn recover(&self, me: &Executor<'_>, any_executor: bool) -> Result<u64, DbError> {
@@ -98,5 +112,17 @@ impl Dispatch for Postgres {
             .fetch_optional_scalar::<_, Option<i64>>(&self.pool)
             .await?
             .flatten())
+    }
+
+    async fn adopt_inputs(&self, id: &str, owner: &str, inputs: &str) -> Result<bool, DbError> {
+        let adopted: i64 = self
+            .sql
+            .query(ADOPT_INPUTS)
+            .bind(id)
+            .bind(owner)
+            .bind(inputs)
+            .fetch_scalar(&self.pool)
+            .await?;
+        Ok(adopted > 0)
     }
 }

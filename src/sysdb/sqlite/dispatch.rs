@@ -100,4 +100,29 @@ impl Dispatch for Sqlite {
             None => None,
         })
     }
+
+    async fn adopt_inputs(&self, id: &str, owner: &str, inputs: &str) -> Result<bool, DbError> {
+        let mut tx = self.write().await?;
+        let adopted = sqlx::query(
+            "UPDATE workflow_status SET serialization = 'portable_json', \
+                 inputs = CASE WHEN inputs IS NULL THEN NULL ELSE ?3 END \
+             WHERE workflow_uuid = ?1 AND status = 'PENDING' AND owner_xid = ?2",
+        )
+        .bind(id)
+        .bind(owner)
+        .bind(inputs)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            > 0;
+        if adopted {
+            sqlx::query("UPDATE workflow_input SET inputs = ?2 WHERE workflow_uuid = ?1")
+                .bind(id)
+                .bind(inputs)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(adopted)
+    }
 }
