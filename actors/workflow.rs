@@ -347,11 +347,16 @@ async fn prepare(
         Ok(codec::Inputs {
             value,
             portable: Some(envelope),
-        }) => match adopt(shared, d, envelope).await? {
+        }) => match adopt(shared, d, Some(envelope)).await? {
             true => value,
             false => return Ok(None),
         },
         Err(e) => {
+            // The refusal is written as portable JSON: the row says so, its inputs untouched.
+            let foreign = d.serialization.as_deref() != Some(codec::PORTABLE_JSON);
+            if foreign && !adopt(shared, d, None).await? {
+                return Ok(None);
+            }
             finish(shared, d, Err(e.to_portable()), None).await?;
             return Ok(None);
         }
@@ -413,19 +418,20 @@ fn decode_input(d: &Dispatch) -> Result<codec::Inputs, Error> {
 }
 
 /// A workflow enqueued in another format (DBOS's pickle or SuperJSON) gets its inputs rewritten
-/// as portable JSON before its body runs, so its outcome, which stead writes as portable JSON,
-/// is read as such (`base::codec`, "A workflow enqueued in another format"). False when the run
-/// is no longer ours, or could not be adopted (then it has ended with the reason).
+/// as portable JSON (`envelope`; `None`: left as they are) and its row marked `portable_json`
+/// before its outcome is written, so the outcome, which stead writes as portable JSON, is read
+/// as such (`base::codec`, "A workflow enqueued in another format"). False when the run is no
+/// longer ours, or could not be adopted (then it has ended with the reason).
 async fn adopt(
     shared: &SharedRef,
     d: &Dispatch,
-    envelope: String,
+    envelope: Option<String>,
 ) -> Result<bool, ActorProcessingErr> {
     let args = (d.id.clone(), d.owner.clone(), envelope);
     let adopted = shared
         .db
         .call_with(args, |db, (id, owner, envelope)| async move {
-            db.adopt_inputs(&id, &owner, &envelope).await
+            db.adopt_inputs(&id, &owner, envelope.as_deref()).await
         })
         .await;
     match adopted {

@@ -30,9 +30,11 @@
 //! inputs are `py_pickle` or `js_superjson`, it first rewrites them as the portable envelope of
 //! what it decoded and marks the row `portable_json` ([`Inputs::portable`], written by the
 //! workflow actor before the body runs): a default DBOS client then reads the result stead
-//! writes, and DBOS's tools list the inputs as stead read them. Inputs stead refuses fail only
-//! their workflow, and the row keeps its format (the truth about its input): DBOS's tools then
-//! show stead's error as raw JSON text.
+//! writes, and DBOS's tools list the inputs as stead read them. Inputs stead refuses (or in a
+//! format it does not read) fail only their workflow: the row is marked `portable_json` too,
+//! since the refusal stead records is, so every DBOS reader reads it (a `PortableWorkflowError`
+//! named `PayloadRefused` or `UnsupportedSerialization`, saying what the inputs held); the
+//! inputs stay as they were stored, which DBOS's tools then show as raw text.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

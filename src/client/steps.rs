@@ -93,7 +93,8 @@ pub struct StepInfo {
     /// Its position in the workflow (from 1).
     pub function_id: i32,
     pub name: String,
-    /// Present when it has one in portable JSON and the listing loaded outputs.
+    /// Present when it has one in a format stead reads (portable JSON, DBOS's pickle or
+    /// SuperJSON, read as JSON) and the listing loaded outputs.
     pub output: Option<Value>,
     /// Present when it failed and the listing loaded outputs.
     pub error: Option<PortableError>,

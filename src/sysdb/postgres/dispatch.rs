@@ -46,15 +46,17 @@ WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
 RETURNING recovery_attempts
 "#;
 
-/// $1 id, $2 owner, $3 the portable envelope.
+/// $1 id, $2 owner, $3 the portable envelope (NULL: inputs left as they are).
 const ADOPT_INPUTS: &str = r#"
 WITH w AS (
     UPDATE {s}.workflow_status
-    SET serialization = 'portable_json', inputs = CASE WHEN inputs IS NULL THEN NULL ELSE $3 END
+    SET serialization = 'portable_json',
+        inputs = CASE WHEN inputs IS NULL THEN NULL ELSE COALESCE($3::text, inputs) END
     WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
     RETURNING workflow_uuid
 ), i AS (
-    UPDATE {s}.workflow_input i SET inputs = $3 FROM w WHERE i.workflow_uuid = w.workflow_uuid
+    UPDATE {s}.workflow_input i SET inputs = COALESCE($3::text, i.inputs)
+    FROM w WHERE i.workflow_uuid = w.workflow_uuid
     RETURNING 1
 )
 SELECT count(*) FROM w
@@ -114,7 +116,12 @@ impl Dispatch for Postgres {
             .flatten())
     }
 
-    async fn adopt_inputs(&self, id: &str, owner: &str, inputs: &str) -> Result<bool, DbError> {
+    async fn adopt_inputs(
+        &self,
+        id: &str,
+        owner: &str,
+        inputs: Option<&str>,
+    ) -> Result<bool, DbError> {
         let adopted: i64 = self
             .sql
             .query(ADOPT_INPUTS)

@@ -101,11 +101,16 @@ impl Dispatch for Sqlite {
         })
     }
 
-    async fn adopt_inputs(&self, id: &str, owner: &str, inputs: &str) -> Result<bool, DbError> {
+    async fn adopt_inputs(
+        &self,
+        id: &str,
+        owner: &str,
+        inputs: Option<&str>,
+    ) -> Result<bool, DbError> {
         let mut tx = self.write().await?;
         let adopted = sqlx::query(
             "UPDATE workflow_status SET serialization = 'portable_json', \
-                 inputs = CASE WHEN inputs IS NULL THEN NULL ELSE ?3 END \
+                 inputs = CASE WHEN inputs IS NULL THEN NULL ELSE COALESCE(?3, inputs) END \
              WHERE workflow_uuid = ?1 AND status = 'PENDING' AND owner_xid = ?2",
         )
         .bind(id)
@@ -115,7 +120,7 @@ impl Dispatch for Sqlite {
         .await?
         .rows_affected()
             > 0;
-        if adopted {
+        if let (true, Some(inputs)) = (adopted, inputs) {
             sqlx::query("UPDATE workflow_input SET inputs = ?2 WHERE workflow_uuid = ?1")
                 .bind(id)
                 .bind(inputs)

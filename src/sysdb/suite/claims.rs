@@ -431,7 +431,7 @@ async fn adopt_inputs_rewrites_a_foreign_rows_inputs_for_its_owner_only(kind: Ki
     .await;
     assert!(!f
         .store
-        .adopt_inputs("a", "someone else", envelope)
+        .adopt_inputs("a", "someone else", Some(envelope))
         .await
         .unwrap());
     assert_eq!(
@@ -440,7 +440,7 @@ async fn adopt_inputs_rewrites_a_foreign_rows_inputs_for_its_owner_only(kind: Ki
     );
     assert!(f
         .store
-        .adopt_inputs("a", &owner_of("a"), envelope)
+        .adopt_inputs("a", &owner_of("a"), Some(envelope))
         .await
         .unwrap());
     assert_eq!(
@@ -462,7 +462,7 @@ async fn adopt_inputs_rewrites_a_foreign_rows_inputs_for_its_owner_only(kind: Ki
     .await;
     assert!(f
         .store
-        .adopt_inputs("b", &owner_of("b"), envelope)
+        .adopt_inputs("b", &owner_of("b"), Some(envelope))
         .await
         .unwrap());
     assert_eq!(
@@ -482,7 +482,25 @@ async fn adopt_inputs_rewrites_a_foreign_rows_inputs_for_its_owner_only(kind: Ki
     assert_eq!(status.serialization.as_deref(), Some("portable_json"));
     assert!(!f
         .store
-        .adopt_inputs("missing", "x", envelope)
+        .adopt_inputs("missing", "x", Some(envelope))
         .await
         .unwrap());
+    // Inputs stead could not read stay as they were; the row is portable (its error will be).
+    f.running("c").await;
+    let pickled = "gASVBQAAAAAAAACMAXiULg==";
+    f.exec(&format!(
+        "UPDATE dbos.workflow_status SET serialization = 'py_pickle', inputs = '{pickled}' \
+         WHERE workflow_uuid = 'c'"
+    ))
+    .await;
+    assert!(f
+        .store
+        .adopt_inputs("c", &owner_of("c"), None)
+        .await
+        .unwrap());
+    assert_eq!(
+        f.column("c", "serialization").await.as_deref(),
+        Some("portable_json")
+    );
+    assert_eq!(f.column("c", "inputs").await.as_deref(), Some(pickled));
 }
