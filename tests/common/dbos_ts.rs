@@ -40,6 +40,19 @@ fn locate() -> Result<PathBuf, String> {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".dbos-ts"));
     let modules = dir.join("node_modules");
     let manifest = modules.join("@dbos-inc/dbos-sdk/package.json");
+    let node = Command::new("node")
+        .args(["-p", "process.versions.node.split('.')[0]"])
+        .output()
+        .map_err(|e| format!("Node.js (node) cannot be run ({e}); run .ci/test-deps"))?;
+    let major: u32 = String::from_utf8_lossy(&node.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    if major < 20 {
+        return Err(format!(
+            "@dbos-inc/dbos-sdk needs Node.js 20 or later, and node is version {major}"
+        ));
+    }
     let probe = format!("console.log(require({:?}).version)", manifest.display());
     let out = Command::new("node")
         .args(["-e", &probe])
