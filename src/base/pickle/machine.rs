@@ -121,6 +121,9 @@ pub(super) struct Machine<'a> {
     pub(super) arena: Vec<Obj>,
     /// An error column: any global may name an exception class.
     errors: bool,
+    /// Values copied so far (a set built from a list, a call's arguments): a memoized
+    /// container copied again and again must stop, as its expansion does (`super::MAX_NODES`).
+    copied: usize,
 }
 
 impl<'a> Machine<'a> {
@@ -133,7 +136,21 @@ impl<'a> Machine<'a> {
             memo: HashMap::new(),
             arena: Vec::new(),
             errors,
+            copied: 0,
         }
+    }
+
+    /// Counts `items` just copied against the copy budget (one copy past it is at most one
+    /// container's size, itself bounded by the input).
+    fn copied(&mut self, items: Vec<Py>) -> Result<Vec<Py>, Refusal> {
+        self.copied = self.copied.saturating_add(items.len());
+        if self.copied > super::MAX_NODES {
+            return Err(Refusal::TooLarge(format!(
+                "more than {} values copied while decoding",
+                super::MAX_NODES
+            )));
+        }
+        Ok(items)
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], Refusal> {
@@ -231,14 +248,15 @@ impl<'a> Machine<'a> {
     }
 
     /// The items of a tuple on the stack (`REDUCE`'s and `NEWOBJ`'s arguments).
-    fn tuple_items(&self, v: &Py) -> Result<Vec<Py>, Refusal> {
-        match v {
+    fn tuple_items(&mut self, v: &Py) -> Result<Vec<Py>, Refusal> {
+        let items = match v {
             Py::Obj(i) => match &self.arena[*i] {
-                Obj::Tuple(items) => Ok(items.clone()),
-                _ => Err(malformed("arguments that are not a tuple")),
+                Obj::Tuple(items) => items.clone(),
+                _ => return Err(malformed("arguments that are not a tuple")),
             },
-            _ => Err(malformed("arguments that are not a tuple")),
-        }
+            _ => return Err(malformed("arguments that are not a tuple")),
+        };
+        self.copied(items)
     }
 
     /// Runs to `STOP`; the value on top of the stack then.
@@ -340,9 +358,15 @@ impl<'a> Machine<'a> {
                     let bytes = self.take(n)?;
                     self.push(Py::Bytes(bytes.into()));
                 }
-                b')' => {
-                    let t = self.new_obj(Obj::Tuple(Vec::new()));
-                    self.push(t);
+                b')' | b']' | b'}' | 0x8f => {
+                    let empty = match op {
+                        b')' => Obj::Tuple(Vec::new()),
+                        b']' => Obj::List(Vec::new()),
+                        b'}' => Obj::Dict(Vec::new()),
+                        _ => Obj::Set(Vec::new()),
+                    };
+                    let v = self.new_obj(empty);
+                    self.push(v);
                 }
                 0x85..=0x87 => {
                     let n = usize::from(op - 0x84);
@@ -361,18 +385,6 @@ impl<'a> Machine<'a> {
                         _ => Obj::Set(items),
                     };
                     let v = self.new_obj(obj);
-                    self.push(v);
-                }
-                b']' => {
-                    let v = self.new_obj(Obj::List(Vec::new()));
-                    self.push(v);
-                }
-                b'}' => {
-                    let v = self.new_obj(Obj::Dict(Vec::new()));
-                    self.push(v);
-                }
-                0x8f => {
-                    let v = self.new_obj(Obj::Set(Vec::new()));
                     self.push(v);
                 }
                 b'd' => {
@@ -475,6 +487,7 @@ impl<'a> Machine<'a> {
                     Obj::List(v) | Obj::Tuple(v) | Obj::Set(v) => v.clone(),
                     _ => return Err(refused()),
                 };
+                let items = self.copied(items)?;
                 self.new_obj(Obj::Set(items))
             }
             ("builtins", "bytes" | "bytearray", []) => Py::Bytes(Rc::from(&[][..])),

@@ -304,3 +304,56 @@ fn python_float(f: f64) -> &'static str {
         _ => "-inf",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Base64 of a protocol 2 pickle: `body` between `PROTO 2` and `STOP`.
+    fn pickled(body: &[u8]) -> String {
+        let mut bytes = vec![0x80, 2];
+        bytes.extend_from_slice(body);
+        bytes.push(b'.');
+        crate::base::payload_vectors::base64(&bytes)
+    }
+
+    /// Lists nested `depth` deep: `depth` empty lists, each appended into the one below.
+    fn nested(depth: usize) -> String {
+        let mut body = vec![b']'; depth];
+        body.extend(std::iter::repeat_n(b'a', depth - 1));
+        pickled(&body)
+    }
+
+    #[test]
+    fn nesting_is_read_to_its_limit_and_refused_past_it() {
+        let mut deepest = decode_value(&nested(MAX_DEPTH + 1)).unwrap();
+        for _ in 0..MAX_DEPTH {
+            deepest = deepest.as_array().unwrap()[0].clone();
+        }
+        assert_eq!(deepest, Value::Array(vec![]));
+        assert_eq!(
+            decode_value(&nested(MAX_DEPTH + 2)),
+            Err(Refusal::TooDeep(MAX_DEPTH))
+        );
+    }
+
+    #[test]
+    fn copies_of_a_memoized_container_are_counted_while_decoding() {
+        // A list of 1,000 items, memoized, then `set(list)` built 3,000 times from the memo:
+        // 3 million copies from a few kilobytes, stopped while decoding.
+        let mut body = vec![b']', b'q', 0, b'('];
+        body.extend(std::iter::repeat_n(b'N', 1000));
+        body.extend([b'e', b'c']);
+        body.extend(b"__builtin__\nset\nq\x01");
+        body.extend([b'(']);
+        for _ in 0..3000 {
+            body.extend([b'h', 1, b'h', 0, 0x85, b'R']);
+        }
+        body.extend([b'l']);
+        let refusal = decode_value(&pickled(&body)).unwrap_err();
+        assert!(
+            matches!(&refusal, Refusal::TooLarge(why) if why.contains("copied while decoding")),
+            "{refusal}"
+        );
+    }
+}
