@@ -12,9 +12,9 @@
 //! **One path.** Every read of a stored payload goes through [`read`], [`read_text`],
 //! [`read_inputs`] or [`read_error`] with the row's `serialization`; for portable JSON each is
 //! the plain `serde_json` parse it always was (a string comparison more, no extra allocation).
-//! A foreign value stead records again (a received message is recorded as it came; an event, a
-//! child's result read by a workflow) is converted to portable JSON text first ([`read_text`]),
-//! except a received message, whose step row keeps the message's own format as DBOS's does.
+//! A foreign value stead records again (an event or a child's result a workflow reads) is
+//! converted to portable JSON text first ([`read_text`]); a received message is recorded as it
+//! came, in its sender's format, as DBOS records it, and read back by that format.
 //!
 //! **Inputs.** A Rust workflow takes one value: the one positional argument. Other writers'
 //! envelopes: several positional arguments are a tuple (array); none means the named arguments as

@@ -32,8 +32,10 @@
 //! **Limits.** A value that contains itself is refused (`Recursive`); nesting past
 //! [`MAX_DEPTH`] is refused (`TooDeep`); shared references are copied into the JSON, so the
 //! conversion counts what it produces and refuses past [`MAX_NODES`] values or [`MAX_TEXT_BYTES`]
-//! of text (`TooLarge`: 270 bytes of pickle can name 2^40 values). An int is at most 4,300
-//! digits and a Decimal's text 4,300 characters, Python's own limit for an int's text.
+//! of text (`TooLarge`: 270 bytes of pickle can name 2^40 values); copies made while decoding
+//! (a set built from a memoized list, a call's arguments) count against the same bound. An int
+//! is at most 4,300 digits and a Decimal's text 4,300 characters, Python's own limit for an
+//! int's text.
 //!
 //! **Why our own decoder, not `serde-pickle`.** serde-pickle 1.2 never executes anything, but
 //! it cannot refuse what it does not know by name: an unknown global's name is dropped (the
