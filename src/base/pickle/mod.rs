@@ -154,6 +154,29 @@ pub(crate) fn test_base64(text: &str) -> Vec<u8> {
     types::base64(text).expect("base64")
 }
 
+/// Base64 text of `bytes` (padded, as Python writes it), for tests that build pickles.
+#[cfg(test)]
+pub(crate) fn test_encode_base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// The pickle bytes of a column's text: base64 of protocol 2 to 5.
 fn unwrap(text: &str) -> Result<Vec<u8>, Refusal> {
     let data = types::base64(text)?;
@@ -316,7 +339,7 @@ mod tests {
         let mut bytes = vec![0x80, 2];
         bytes.extend_from_slice(body);
         bytes.push(b'.');
-        crate::base::payload_vectors::base64(&bytes)
+        test_encode_base64(&bytes)
     }
 
     /// Lists nested `depth` deep: `depth` empty lists, each appended into the one below.
