@@ -340,8 +340,23 @@ async fn prepare(
         return Ok(None);
     }
     let input = match decode_input(d) {
-        Ok(input) => input,
+        Ok(codec::Inputs {
+            value,
+            portable: None,
+        }) => value,
+        Ok(codec::Inputs {
+            value,
+            portable: Some(envelope),
+        }) => match adopt(shared, d, Some(envelope)).await? {
+            true => value,
+            false => return Ok(None),
+        },
         Err(e) => {
+            // The refusal is written as portable JSON: the row says so, its inputs untouched.
+            let foreign = d.serialization.as_deref() != Some(codec::PORTABLE_JSON);
+            if foreign && !adopt(shared, d, None).await? {
+                return Ok(None);
+            }
             finish(shared, d, Err(e.to_portable()), None).await?;
             return Ok(None);
         }
@@ -392,12 +407,46 @@ async fn prepare(
     Ok(Some((ctx, body)))
 }
 
-fn decode_input(d: &Dispatch) -> Result<Value, Error> {
+fn decode_input(d: &Dispatch) -> Result<codec::Inputs, Error> {
     let Some(inputs) = d.inputs.as_deref() else {
-        return Ok(Value::Null);
+        return Ok(codec::Inputs {
+            value: Value::Null,
+            portable: None,
+        });
     };
-    codec::check_format(d.serialization.as_deref(), "the workflow's input")?;
-    codec::decode_inputs(inputs)
+    codec::read_inputs(d.serialization.as_deref(), inputs)
+}
+
+/// A workflow enqueued in another format (DBOS's pickle or SuperJSON) gets its inputs rewritten
+/// as portable JSON (`envelope`; `None`: left as they are) and its row marked `portable_json`
+/// before its outcome is written, so the outcome, which stead writes as portable JSON, is read
+/// as such (`base::codec`, "A workflow enqueued in another format"). False when the run is no
+/// longer ours, or could not be adopted (then it has ended with the reason).
+async fn adopt(
+    shared: &SharedRef,
+    d: &Dispatch,
+    envelope: Option<String>,
+) -> Result<bool, ActorProcessingErr> {
+    let args = (d.id.clone(), d.owner.clone(), envelope);
+    let adopted = shared
+        .db
+        .call_with(args, |db, (id, owner, envelope)| async move {
+            db.adopt_inputs(&id, &owner, envelope.as_deref()).await
+        })
+        .await;
+    match adopted {
+        Ok(true) => Ok(true),
+        Ok(false) => {
+            shared.completions.abandon(&d.id);
+            Ok(false)
+        }
+        // Refused every time (a value the database will not take): end with the reason.
+        Err(e) if is_permanent(&e) => {
+            finish(shared, d, Err(Error::Database(e).to_portable()), None).await?;
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn finish(

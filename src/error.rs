@@ -66,9 +66,25 @@ pub enum Error {
     /// A stored payload could not be decoded into the requested type.
     #[error("cannot decode {what}: {reason}")]
     Decode { what: String, reason: String },
-    /// A stored payload uses a serialization format stead does not read.
-    #[error("{what} is stored as {format:?}; stead reads only \"portable_json\"")]
+    /// A stored payload uses a serialization format stead does not read: a DBOS custom
+    /// serializer's name, or none at all (a legacy row, which DBOS reads with whatever its app
+    /// configured).
+    #[error(
+        "{what} is stored as {format:?}; stead reads \"portable_json\", \"py_pickle\" and \
+         \"js_superjson\""
+    )]
     UnsupportedSerialization { what: String, format: String },
+    /// A stored payload in a format stead reads besides its own (DBOS Python's `py_pickle`,
+    /// DBOS TypeScript's `js_superjson`) holds something stead does not decode: `refusal` names
+    /// it (a pickled class or callable, an opcode, a value JSON cannot hold, a size past the
+    /// limits) without quoting the payload. Nothing in the payload was run. Have the sender pass
+    /// plain data, or write portable JSON.
+    #[error("cannot decode {what} stored as {format:?}: {refusal}")]
+    PayloadRefused {
+        what: String,
+        format: String,
+        refusal: Refusal,
+    },
     /// Replay found a different durable call at this position than the code now makes.
     #[error(
         "non-deterministic workflow {workflow_id}: call #{function_id} was recorded as \
@@ -238,6 +254,7 @@ impl Error {
             Error::Encode { .. } => "EncodeError",
             Error::Decode { .. } => "DecodeError",
             Error::UnsupportedSerialization { .. } => "UnsupportedSerialization",
+            Error::PayloadRefused { .. } => "PayloadRefused",
             Error::NonDeterminism { .. } => "NonDeterminism",
             Error::PatchNondeterminism { .. } => "PatchNondeterminism",
             Error::WorkflowExists(_) => "WorkflowExists",
@@ -279,6 +296,52 @@ impl Error {
             other => PortableError::new(other.kind(), other.to_string()),
         }
     }
+}
+
+/// Why a payload in DBOS Python's pickle or DBOS TypeScript's SuperJSON was not decoded
+/// ([`Error::PayloadRefused`]). Each names what the payload asked for (an opcode, a
+/// `module.name`, an annotation, a type) and never quotes its data.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The pickle names a class or function outside the plain-data set stead decodes (a class
+    /// instance, `os.system`, `builtins.eval`, ...). It was never imported or called.
+    #[error("it names {module}.{name}, which stead never imports or calls")]
+    UnsupportedGlobal { module: String, name: String },
+    /// A pickle opcode stead does not decode (persistent ids, extension codes, out-of-band
+    /// buffers, protocol 0-1 text opcodes).
+    #[error("pickle opcode {0} is not decoded")]
+    UnsupportedOpcode(String),
+    /// Not a pickle of protocol 2 to 5.
+    #[error("it is not a pickle of protocol 2 to 5")]
+    UnsupportedProtocol,
+    /// A SuperJSON type annotation stead does not decode (a registered class, a symbol, a
+    /// custom type other than `Buffer`); the annotation is quoted as stored.
+    #[error("SuperJSON annotation {0} is not decoded")]
+    UnsupportedAnnotation(String),
+    /// A value of a type with no JSON form stead reads (e.g. a `timedelta`, a datetime in a
+    /// named time zone), or the wrong shape for its column.
+    #[error("it holds {0}")]
+    UnsupportedValue(String),
+    /// A dictionary or map key that is neither a string nor an integer (named by its type).
+    #[error("it has a key of type {0}; keys must be strings or integers")]
+    UnsupportedKey(String),
+    /// NaN or an infinity, which JSON cannot represent (stead refuses to write them too).
+    #[error("it holds the non-finite number {0}, which JSON cannot represent")]
+    NonFiniteFloat(String),
+    /// Decoding would pass a limit (values once shared references are copied, text, digits).
+    #[error("it is too large: {0}")]
+    TooLarge(String),
+    /// Nested deeper than the decoder's limit.
+    #[error("it nests deeper than {0} levels")]
+    TooDeep(usize),
+    /// The value contains itself; `0` says where (a SuperJSON path, or "a pickled container").
+    #[error("it contains itself ({0})")]
+    Recursive(String),
+    /// Not a well-formed payload of its format (truncated, bad base64, no SuperJSON marker, a
+    /// path to nothing, ...).
+    #[error("it is malformed: {0}")]
+    Malformed(String),
 }
 
 /// Failures of system-database calls. `Transient` ones are retried by the caller; the others

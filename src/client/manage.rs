@@ -14,7 +14,6 @@ use serde_json::Value;
 use crate::base::attributes::Attributes;
 use crate::base::clock::{millis, now_ms};
 use crate::base::codec;
-use crate::base::codec::PORTABLE_JSON;
 use crate::base::queue::INTERNAL_QUEUE;
 use crate::base::status::{Status, WorkflowStatus};
 use crate::client::Client;
@@ -148,9 +147,10 @@ impl ListWorkflows {
     }
 }
 
-/// A listed workflow. Payloads are present when the listing asked for them and they are in
-/// portable JSON (`serialization` says which format they are in otherwise). Serializes as one
-/// flat object: the status record's fields, then the payloads.
+/// A listed workflow. Payloads are present when the listing asked for them and stead reads them
+/// (portable JSON, DBOS's `py_pickle` and `js_superjson`; `serialization` says which format
+/// they are stored in). Serializes as one flat object: the status record's fields, then the
+/// payloads.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct WorkflowInfo {
@@ -165,18 +165,16 @@ pub struct WorkflowInfo {
 
 impl WorkflowInfo {
     fn from_row(row: ListedRow) -> WorkflowInfo {
-        let portable = row.serialization.as_deref() == Some(PORTABLE_JSON);
-        let json = |text: Option<String>| {
-            text.filter(|_| portable)
-                .and_then(|t| serde_json::from_str(&t).ok())
-        };
+        let format = row.serialization.as_deref();
         WorkflowInfo {
             input: row
                 .inputs
-                .filter(|_| portable)
-                .and_then(|t| codec::decode_inputs(&t).ok()),
-            output: json(row.output),
-            error: row.error.as_deref().map(codec::decode_error),
+                .and_then(|t| codec::read_inputs(format, &t).ok())
+                .map(|inputs| inputs.value),
+            output: row
+                .output
+                .and_then(|t| codec::read(format, Some(&t), "the output").ok()),
+            error: row.error.as_deref().map(|e| codec::read_error(format, e)),
             serialization: row.serialization,
             status: row.status,
         }
@@ -484,6 +482,7 @@ impl Context {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::codec::PORTABLE_JSON;
 
     #[test]
     fn filters_accumulate_statuses_and_keep_the_rest() {
@@ -510,8 +509,8 @@ mod tests {
     }
 
     #[test]
-    fn payloads_in_other_formats_are_not_guessed() {
-        let row = |ser: &str| ListedRow {
+    fn payloads_are_read_in_their_format_and_others_not_guessed() {
+        let row = |ser: &str, inputs: &str, output: &str| ListedRow {
             status: WorkflowStatus {
                 id: "w".into(),
                 name: "n".into(),
@@ -539,15 +538,24 @@ mod tests {
                 continued_as: None,
                 stored_status: None,
             },
-            inputs: Some(r#"{"positionalArgs":[7],"namedArgs":{}}"#.into()),
-            output: Some("42".into()),
+            inputs: Some(inputs.into()),
+            output: Some(output.into()),
             error: None,
             serialization: Some(ser.into()),
         };
-        let portable = WorkflowInfo::from_row(row(PORTABLE_JSON));
+        let envelope = r#"{"positionalArgs":[7],"namedArgs":{}}"#;
+        let portable = WorkflowInfo::from_row(row(PORTABLE_JSON, envelope, "42"));
         assert_eq!(portable.input, Some(Value::from(7)));
         assert_eq!(portable.output, Some(Value::from(42)));
-        let pickled = WorkflowInfo::from_row(row("py_pickle"));
-        assert_eq!((pickled.input, pickled.output), (None, None));
+        // pickle.dumps({'args': (7,), 'kwargs': {}}) and pickle.dumps(42), protocol 4.
+        let inputs = "gASVGwAAAAAAAAB9lCiMBGFyZ3OUSweFlIwGa3dhcmdzlH2UdS4=";
+        let pickled = WorkflowInfo::from_row(row("py_pickle", inputs, "gARLKi4="));
+        assert_eq!(
+            (pickled.input, pickled.output),
+            (Some(7.into()), Some(42.into()))
+        );
+        // JSON text under a name stead does not read is not guessed at.
+        let custom = WorkflowInfo::from_row(row("custom_serializer", envelope, "42"));
+        assert_eq!((custom.input, custom.output), (None, None));
     }
 }

@@ -18,7 +18,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::base::codec::{self, PORTABLE_JSON};
+use crate::base::codec;
 use crate::client::manage::{ListWorkflows, WorkflowInfo};
 use crate::client::Client;
 use crate::error::{PortableError, Result};
@@ -93,7 +93,8 @@ pub struct StepInfo {
     /// Its position in the workflow (from 1).
     pub function_id: i32,
     pub name: String,
-    /// Present when it has one in portable JSON and the listing loaded outputs.
+    /// Present when it has one in a format stead reads (portable JSON, DBOS's pickle or
+    /// SuperJSON, read as JSON) and the listing loaded outputs.
     pub output: Option<Value>,
     /// Present when it failed and the listing loaded outputs.
     pub error: Option<PortableError>,
@@ -109,16 +110,15 @@ pub struct StepInfo {
 
 impl From<StepListing> for StepInfo {
     fn from(s: StepListing) -> StepInfo {
-        let portable = s.serialization.as_deref() == Some(PORTABLE_JSON);
+        let format = s.serialization.as_deref();
         let bytes = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok());
         StepInfo {
             function_id: s.function_id,
             name: s.name,
             output: s
                 .output
-                .filter(|_| portable)
-                .and_then(|t| serde_json::from_str(&t).ok()),
-            error: s.error.as_deref().map(codec::decode_error),
+                .and_then(|t| codec::read(format, Some(&t), "the output").ok()),
+            error: s.error.as_deref().map(|e| codec::read_error(format, e)),
             output_bytes: bytes(s.output_bytes),
             error_bytes: bytes(s.error_bytes),
             child_workflow_id: s.child_workflow_id,
@@ -203,6 +203,7 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::codec::PORTABLE_JSON;
 
     #[test]
     fn a_listing_is_everything_until_narrowed() {
@@ -239,7 +240,9 @@ mod tests {
         );
         let bare = StepInfo::from(listed(None, PORTABLE_JSON));
         assert_eq!((bare.output, bare.output_bytes), (None, Some(2)));
-        let pickled = StepInfo::from(listed(Some("42"), "py_pickle"));
-        assert_eq!(pickled.output, None);
+        let pickled = StepInfo::from(listed(Some("gARLKi4="), "py_pickle"));
+        assert_eq!(pickled.output, Some(42.into()), "pickle.dumps(42)");
+        let custom = StepInfo::from(listed(Some("42"), "custom_serializer"));
+        assert_eq!(custom.output, None);
     }
 }

@@ -391,6 +391,7 @@ fn replay<T: DeserializeOwned>(
         format_args!("the recorded transaction {name:?} (call #{function_id})"),
     )?;
     match step::decode(
+        row.serialization.as_deref(),
         row.output.as_deref(),
         row.error.as_deref(),
         name,

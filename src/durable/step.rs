@@ -537,11 +537,8 @@ impl std::fmt::Display for OutputOf<'_> {
 }
 
 fn replay<T: DeserializeOwned>(row: &StepRow, name: &str, function_id: u32) -> Result<T> {
-    codec::check_format(
-        row.serialization.as_deref(),
-        format_args!("the recorded outcome of step {name:?} (call #{function_id})"),
-    )?;
     decode(
+        row.serialization.as_deref(),
         row.output.as_deref(),
         row.error.as_deref(),
         name,
@@ -549,19 +546,27 @@ fn replay<T: DeserializeOwned>(row: &StepRow, name: &str, function_id: u32) -> R
     )
 }
 
+/// A recorded step's outcome, stored in format `serialization`: its output, or its error as
+/// the step's failure.
 pub(crate) fn decode<T: DeserializeOwned>(
+    serialization: Option<&str>,
     output: Option<&str>,
     error: Option<&str>,
     name: &str,
     function_id: u32,
 ) -> Result<T> {
     match error {
-        Some(error) => Err(crate::error::step_failure(
-            &codec::decode_error(error),
-            name,
-            function_id,
-        )),
-        None => codec::decode(
+        Some(error) => {
+            // A format stead does not read is refused here too, not read as a message.
+            codec::check_format(
+                serialization,
+                format_args!("the recorded outcome of step {name:?} (call #{function_id})"),
+            )?;
+            let error = codec::read_error(serialization, error);
+            Err(crate::error::step_failure(&error, name, function_id))
+        }
+        None => codec::read(
+            serialization,
             output,
             format_args!("the recorded output of step {name:?} (call #{function_id})"),
         ),

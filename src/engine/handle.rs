@@ -206,20 +206,28 @@ impl<O> WorkflowHandle<O> {
         serialization: Option<Option<String>>,
     ) -> Result<T> {
         let id = self.id.clone();
-        match done.status {
-            Status::Success => {
-                if let Some(format) = serialization {
-                    codec::check_format(format.as_deref(), "the workflow's output")?;
-                }
-                codec::decode(done.output.as_deref(), "the workflow's output")
+        let what = "the workflow's output";
+        match (done.status, serialization) {
+            (Status::Success, None) => codec::decode(done.output.as_deref(), what),
+            (Status::Success, Some(format)) => {
+                codec::read(format.as_deref(), done.output.as_deref(), what)
             }
-            Status::Error => Err(Error::WorkflowFailed {
-                id,
-                error: Box::new(codec::decode_error(done.error.as_deref().unwrap_or("null"))),
-            }),
-            Status::Cancelled => Err(Error::Cancelled { id }),
-            Status::MaxRecoveryAttemptsExceeded => Err(Error::MaxRecoveryAttemptsExceeded { id }),
-            other => Err(Error::Decode {
+            (Status::Error, format) => {
+                let error = done.error.as_deref().unwrap_or("null");
+                let error = match format {
+                    None => codec::decode_error(error),
+                    Some(format) => codec::read_error(format.as_deref(), error),
+                };
+                Err(Error::WorkflowFailed {
+                    id,
+                    error: Box::new(error),
+                })
+            }
+            (Status::Cancelled, _) => Err(Error::Cancelled { id }),
+            (Status::MaxRecoveryAttemptsExceeded, _) => {
+                Err(Error::MaxRecoveryAttemptsExceeded { id })
+            }
+            (other, _) => Err(Error::Decode {
                 what: "the workflow's outcome".into(),
                 reason: format!("status {other} is not final"),
             }),

@@ -39,4 +39,16 @@ pub(crate) trait Dispatch: Send + Sync {
 
     /// Counts a crash restart of a running workflow; `None` when it is no longer ours.
     async fn bump_attempts(&self, id: &str, owner: &str) -> Result<Option<i64>, DbError>;
+
+    /// Marks the row of a running workflow stored in another format (`PENDING` under `owner`)
+    /// `portable_json`, so its outcome is read in the format stead writes it, and rewrites its
+    /// inputs as the portable envelope `inputs` wherever they are stored (`workflow_input`,
+    /// else the status row); `None` leaves inputs stead could not read as they are
+    /// (`base::codec`, "A workflow enqueued in another format"). False when it is not ours.
+    async fn adopt_inputs(
+        &self,
+        id: &str,
+        owner: &str,
+        inputs: Option<&str>,
+    ) -> Result<bool, DbError>;
 }

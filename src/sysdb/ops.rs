@@ -98,6 +98,8 @@ pub(crate) enum OpOutcome {
     AlreadyRecorded {
         output: Option<String>,
         error: Option<String>,
+        /// The row's format (a received message keeps its sender's).
+        serialization: Option<String>,
     },
     Cancelled,
     NotOwner,
@@ -137,9 +139,15 @@ impl Op {
 impl From<StepOutcome> for OpOutcome {
     fn from(found: StepOutcome) -> OpOutcome {
         match found {
-            StepOutcome::AlreadyRecorded { output, error } => {
-                OpOutcome::AlreadyRecorded { output, error }
-            }
+            StepOutcome::AlreadyRecorded {
+                output,
+                error,
+                serialization,
+            } => OpOutcome::AlreadyRecorded {
+                output,
+                error,
+                serialization,
+            },
             StepOutcome::Cancelled => OpOutcome::Cancelled,
             StepOutcome::Recorded | StepOutcome::NotOwner => OpOutcome::NotOwner,
         }

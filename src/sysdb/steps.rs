@@ -39,6 +39,8 @@ pub(crate) enum StepOutcome {
     AlreadyRecorded {
         output: Option<String>,
         error: Option<String>,
+        /// The row's format (a received message keeps its sender's).
+        serialization: Option<String>,
     },
     /// The workflow was cancelled; nothing was written.
     Cancelled,

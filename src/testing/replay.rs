@@ -113,12 +113,14 @@ pub(crate) async fn replay(registry: &Registry, shared: &SharedRef, recorded: Re
         ));
         return verdict;
     };
+    // The input as read (a DBOS format stead reads is read already); one not read is skipped.
     let input = match (&recorded.serialization, recorded.input) {
-        (Some(format), _) if format != PORTABLE_JSON => {
-            verdict.skipped = Some(format!("its input is stored as {format:?}"));
+        (_, Some(input)) => input,
+        (Some(format), None) if format != PORTABLE_JSON => {
+            verdict.skipped = Some(format!("its input is stored as {format:?}, unread"));
             return verdict;
         }
-        (_, input) => input.unwrap_or(Value::Null),
+        (_, None) => Value::Null,
     };
     let log = Arc::new(ReplayLog::new(&recorded.steps));
     let run = RunInfo {

@@ -172,11 +172,19 @@ impl PyApp {
     /// Launches `tests/py/peer_app.py` on `url` as application `app`, serving `queue`, and waits
     /// until it has launched.
     pub async fn launch(url: &str, app: &str, queue: &str) -> PyApp {
+        PyApp::launch_script("peer_app.py", url, app, queue).await
+    }
+
+    /// Launches `tests/py/<script>` (an app taking the same arguments and printing "ready" as
+    /// `peer_app.py` does) and waits until it has launched.
+    pub async fn launch_script(script: &str, url: &str, app: &str, queue: &str) -> PyApp {
         use tokio::io::AsyncBufReadExt;
         let python = dbos_cli_async().await.with_file_name("python");
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/peer_app.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/py")
+            .join(script);
         let mut child = tokio::process::Command::new(python)
-            .arg(script)
+            .arg(&script)
             .args([&sqlalchemy_url(url), app, queue])
             .current_dir(dbos_cli().parent().unwrap_or(Path::new("/")))
             .env_remove("DBOS_SYSTEM_DATABASE_URL")
@@ -185,7 +193,7 @@ impl PyApp {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .expect("run peer_app.py");
+            .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
         let stdout = child.stdout.take().expect("piped");
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         let ready = async {
@@ -197,7 +205,11 @@ impl PyApp {
             false
         };
         let launched = tokio::time::timeout(PY_TIMEOUT, ready).await;
-        assert!(matches!(launched, Ok(true)), "peer_app.py did not launch");
+        assert!(
+            matches!(launched, Ok(true)),
+            "{} did not launch",
+            script.display()
+        );
         // Keep reading, so its later output never meets a closed pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         PyApp { child }

@@ -6,6 +6,8 @@ pub mod catalog;
 pub mod cluster;
 #[macro_use]
 pub mod dbos_py;
+#[macro_use]
+pub mod dbos_ts;
 pub mod http;
 pub mod jobs;
 pub mod marks;

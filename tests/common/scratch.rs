@@ -320,13 +320,25 @@ mod citus {
             .execute(&mut db)
             .await
             .expect("the coordinator's address");
+        // Adding a node syncs metadata to every node: another test's database being set up at
+        // once may hold a lock it needs for a moment, so a failed attempt is tried again.
         for (worker_host, worker_port) in &workers {
-            sqlx::query("SELECT citus_add_node($1, $2)")
-                .bind(worker_host)
-                .bind(worker_port)
-                .execute(&mut db)
-                .await
-                .expect("add a worker");
+            let mut attempt = 0;
+            loop {
+                let added = sqlx::query("SELECT citus_add_node($1, $2)")
+                    .bind(worker_host)
+                    .bind(worker_port)
+                    .execute(&mut db)
+                    .await;
+                match added {
+                    Ok(_) => break,
+                    Err(e) if attempt >= 10 => panic!("add a worker: {e}"),
+                    Err(_) => {
+                        attempt += 1;
+                        tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
+                    }
+                }
+            }
         }
         let _ = db.close().await;
     }

@@ -5,6 +5,12 @@ Usage: python client.py <system database URL> <application name> <command> <JSON
 
 Prints one JSON object on stdout: {"ok": <value>} or {"error": {"type": ..., "message": ...}}
 (with "name", "code" and "data" when the error is a portable one).
+"portable": false leaves the serialization to the client's default (pickle, py_pickle).
+Arguments and messages may hold tagged values (`typed`): {"$py": "datetime", "iso": ...},
+"date" (iso), "decimal" (text), "uuid" (text), "bytes" (hex), "int" (text), "float" (text, e.g.
+"nan"), "tuple"/"set"/"frozenset" (items), "intkeys" (pairs: a dict with int keys), "point" (x, y:
+an instance of this script's class Point) and "system" (cmd: a value whose pickle calls
+os.system(cmd) when unpickled).
 Commands:
   enqueue     {"workflow", "queue", "id", "args", "kwargs", "portable", "wait", "attributes"}
               enqueues with DBOSClient.enqueue (portable JSON unless "portable" is false); with
@@ -19,30 +25,92 @@ Commands:
   list        {filters of DBOSClient.list_workflows}: the ids listed
 """
 
+import datetime
+import decimal
 import json
+import os
 import sys
+import uuid
 
 from dbos import DBOSClient, EnqueueOptions
 from dbos._serialization import WorkflowSerializationFormat
 
 
+class Point:
+    """A class instance, which stead must refuse to read."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
+class System:
+    """A value whose pickle runs a command when unpickled: stead must never run it."""
+
+    def __init__(self, cmd):
+        self.cmd = cmd
+
+    def __reduce__(self):
+        return (os.system, (self.cmd,))
+
+
+def typed(v):
+    if isinstance(v, list):
+        return [typed(x) for x in v]
+    if not isinstance(v, dict):
+        return v
+    tag = v.get("$py")
+    if tag is None:
+        return {k: typed(x) for k, x in v.items()}
+    if tag == "datetime":
+        return datetime.datetime.fromisoformat(v["iso"])
+    if tag == "date":
+        return datetime.date.fromisoformat(v["iso"])
+    if tag == "decimal":
+        return decimal.Decimal(v["text"])
+    if tag == "uuid":
+        return uuid.UUID(v["text"])
+    if tag == "bytes":
+        return bytes.fromhex(v["hex"])
+    if tag == "int":
+        return int(v["text"])
+    if tag == "float":
+        return float(v["text"])
+    if tag == "tuple":
+        return tuple(typed(v["items"]))
+    if tag == "set":
+        return set(typed(v["items"]))
+    if tag == "frozenset":
+        return frozenset(typed(v["items"]))
+    if tag == "intkeys":
+        return {int(k): typed(x) for k, x in v["pairs"]}
+    if tag == "point":
+        return Point(v["x"], v["y"])
+    if tag == "system":
+        return System(v["cmd"])
+    raise ValueError(f"unknown tag {tag}")
+
+
 def serialization(args):
+    """Portable JSON unless "portable" is false: then the client's default (pickle)."""
     if args.get("portable", True):
         return WorkflowSerializationFormat.PORTABLE
-    return WorkflowSerializationFormat.DEFAULT
+    return None
 
 
 def enqueue(client, args):
     options: EnqueueOptions = {
         "workflow_name": args["workflow"],
         "queue_name": args["queue"],
-        "serialization_type": serialization(args),
     }
+    if serialization(args) is not None:
+        options["serialization_type"] = serialization(args)
     if "id" in args:
         options["workflow_id"] = args["id"]
     if "attributes" in args:
         options["attributes"] = args["attributes"]
-    handle = client.enqueue(options, *args.get("args", []), **args.get("kwargs", {}))
+    handle = client.enqueue(
+        options, *typed(args.get("args", [])), **typed(args.get("kwargs", {}))
+    )
     if args.get("wait"):
         return handle.get_result(polling_interval_sec=0.1)
     return handle.get_workflow_id()
@@ -55,7 +123,7 @@ def result(client, args):
 def send(client, args):
     client.send(
         args["to"],
-        args["message"],
+        typed(args["message"]),
         args.get("topic"),
         args.get("key"),
         serialization_type=serialization(args),

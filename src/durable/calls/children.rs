@@ -192,17 +192,23 @@ impl<O> ChildHandle<O> {
     async fn result_at<T: DeserializeOwned>(&self, function_id: u32) -> Result<T> {
         let ctx = &self.ctx;
         if let Begun::Recorded(row) = ctx.begin(function_id, "DBOS.getResult").await? {
-            codec::check_format(row.serialization.as_deref(), "a child's result")?;
-            return self.decode(row.output.as_deref(), row.error.as_deref());
+            let format = row.serialization.as_deref();
+            return self.decode(format, row.output.as_deref(), row.error.as_deref());
         }
         let started = now_ms();
         let done = self.wait().await?;
+        // Recorded as portable JSON whatever the child's format (a DBOS child's may be another).
+        let format = done.serialization.as_deref();
+        let what = "a child's result";
         let (output, error) = match done.status.status {
             Status::Success => {
-                codec::check_format(done.serialization.as_deref(), "a child's result")?;
-                (done.output.or(Some("null".into())), None)
+                let output = done.output.unwrap_or_else(|| "null".into());
+                (Some(codec::read_text(format, output, what)?), None)
             }
-            Status::Error => (None, done.error),
+            Status::Error => {
+                codec::check_format(format, what)?;
+                (None, done.error.map(|e| codec::read_error_text(format, e)))
+            }
             other => {
                 let name = if other == Status::Cancelled {
                     "Cancelled"
@@ -219,9 +225,10 @@ impl<O> ChildHandle<O> {
             child: Some(self.id.clone()),
             ..Call::new(function_id, "DBOS.getResult", started)
         };
+        let portable = Some(codec::PORTABLE_JSON);
         match ctx.record(call).await? {
-            None => self.decode(output.as_deref(), error.as_deref()),
-            Some((output, error)) => self.decode(output.as_deref(), error.as_deref()),
+            None => self.decode(portable, output.as_deref(), error.as_deref()),
+            Some((output, error)) => self.decode(portable, output.as_deref(), error.as_deref()),
         }
     }
 
@@ -281,11 +288,18 @@ impl<O> ChildHandle<O> {
         }
     }
 
-    fn decode<T: DeserializeOwned>(&self, output: Option<&str>, error: Option<&str>) -> Result<T> {
+    /// The child's recorded result, in format `serialization`.
+    fn decode<T: DeserializeOwned>(
+        &self,
+        serialization: Option<&str>,
+        output: Option<&str>,
+        error: Option<&str>,
+    ) -> Result<T> {
         let Some(error) = error else {
-            return codec::decode(output, "a child's result");
+            return codec::read(serialization, output, "a child's result");
         };
-        let error = codec::decode_error(error);
+        codec::check_format(serialization, "a child's result")?;
+        let error = codec::read_error(serialization, error);
         let id = self.id.clone();
         Err(match error.name.as_str() {
             "Cancelled" => Error::Cancelled { id },

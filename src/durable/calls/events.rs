@@ -89,7 +89,8 @@ impl Context {
     }
 }
 
-/// The latest value of event `key` of workflow `id`, as portable JSON text.
+/// The latest value of event `key` of workflow `id`, as portable JSON text (converted when
+/// its writer stored another format, so a call records it as portable JSON).
 pub(crate) async fn read_event(shared: &Shared, id: &str, key: &str) -> Result<Option<String>> {
     let (id, key) = (id.to_owned(), key.to_owned());
     let found = shared
@@ -100,8 +101,7 @@ pub(crate) async fn read_event(shared: &Shared, id: &str, key: &str) -> Result<O
         .await?;
     match found {
         Some((value, serialization)) => {
-            codec::check_format(serialization.as_deref(), "an event value")?;
-            Ok(Some(value))
+            codec::read_text(serialization.as_deref(), value, "an event value").map(Some)
         }
         None => Ok(None),
     }

@@ -113,15 +113,18 @@ impl Context {
                     self.unpark();
                 }
                 match outcome {
+                    // The message is recorded in its own format, as DBOS records it.
                     OpOutcome::Done {
                         output,
                         serialization,
-                    } => {
-                        codec::check_format(serialization.as_deref(), "a received message")?;
-                        return codec::decode(output.as_deref(), "a received message");
                     }
-                    OpOutcome::AlreadyRecorded { output, .. } => {
-                        return codec::decode(output.as_deref(), "a received message")
+                    | OpOutcome::AlreadyRecorded {
+                        output,
+                        serialization,
+                        ..
+                    } => {
+                        let format = serialization.as_deref();
+                        return codec::read(format, output.as_deref(), "a received message");
                     }
                     _ => {}
                 }

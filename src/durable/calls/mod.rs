@@ -53,8 +53,7 @@ use crate::sysdb::StepRow;
 /// DBOS's topic for messages sent without one.
 pub(crate) const NULL_TOPIC: &str = "__null__topic__";
 
-/// Decodes a recorded call's output, refusing formats other than portable JSON.
+/// Decodes a recorded call's output in the format its row names.
 pub(crate) fn replayed<T: DeserializeOwned>(row: &StepRow, what: &str) -> Result<T> {
-    codec::check_format(row.serialization.as_deref(), what)?;
-    codec::decode(row.output.as_deref(), what)
+    codec::read(row.serialization.as_deref(), row.output.as_deref(), what)
 }

@@ -121,9 +121,9 @@ pub(crate) fn read_stream<T: DeserializeOwned>(
                 return Some((Err(e), r));
             }
         };
-        let item = codec::check_format(row.serialization.as_deref(), "a stream value")
-            .and_then(|()| codec::decode(Some(&row.value), "a stream value"))
-            .map(|value| StreamValue {
+        let format = row.serialization.as_deref();
+        let item =
+            codec::read(format, Some(&row.value), "a stream value").map(|value| StreamValue {
                 offset: row.offset.max(0) as u32,
                 value,
             });

@@ -174,8 +174,8 @@ impl Context {
                         Some((output, _)) => replay_text(output),
                     };
                 };
-                let request = codec::check_format(message.serialization.as_deref(), "an update")
-                    .and_then(|()| codec::decode::<Request>(Some(&message.message), "an update"));
+                let format = message.serialization.as_deref();
+                let request = codec::read::<Request>(format, Some(&message.message), "an update");
                 let request = match request {
                     Ok(request) => request,
                     // Not ours to answer (no update id): consumed, so it blocks no other.

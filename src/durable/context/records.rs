@@ -34,7 +34,7 @@ impl Context {
                 self.count_call(bytes);
                 Ok(None)
             }
-            Ok(StepOutcome::AlreadyRecorded { output, error }) => {
+            Ok(StepOutcome::AlreadyRecorded { output, error, .. }) => {
                 self.count_call(row_bytes(output.as_deref(), error.as_deref()));
                 Ok(Some((output, error)))
             }
@@ -104,6 +104,7 @@ impl Context {
                 Ok(StepOutcome::AlreadyRecorded {
                     output: o,
                     error: e,
+                    ..
                 }) if o == output && e == error => {}
                 Ok(StepOutcome::AlreadyRecorded { .. }) => {
                     return Err(self.stop(Abort::Crash(
@@ -184,7 +185,7 @@ impl Context {
                     OpOutcome::Done { output, .. } => {
                         self.count_call(row_bytes(output.as_deref(), None))
                     }
-                    OpOutcome::AlreadyRecorded { output, error } => {
+                    OpOutcome::AlreadyRecorded { output, error, .. } => {
                         self.count_call(row_bytes(output.as_deref(), error.as_deref()))
                     }
                     _ => {}

@@ -46,6 +46,22 @@ WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
 RETURNING recovery_attempts
 "#;
 
+/// $1 id, $2 owner, $3 the portable envelope (NULL: inputs left as they are).
+const ADOPT_INPUTS: &str = r#"
+WITH w AS (
+    UPDATE {s}.workflow_status
+    SET serialization = 'portable_json',
+        inputs = CASE WHEN inputs IS NULL THEN NULL ELSE COALESCE($3::text, inputs) END
+    WHERE workflow_uuid = $1 AND status = 'PENDING' AND owner_xid = $2
+    RETURNING workflow_uuid
+), i AS (
+    UPDATE {s}.workflow_input i SET inputs = COALESCE($3::text, i.inputs)
+    FROM w WHERE i.workflow_uuid = w.workflow_uuid
+    RETURNING 1
+)
+SELECT count(*) FROM w
+"#;
+
 #[async_trait]
 impl Dispatch for Postgres {
     /// Every bucket's rows.
@@ -108,5 +124,23 @@ impl Dispatch for Postgres {
             .fetch_optional_scalar::<_, Option<i64>>(&self.pool)
             .await?
             .flatten())
+    }
+
+    async fn adopt_inputs(
+        &self,
+        id: &str,
+        owner: &str,
+        inputs: Option<&str>,
+    ) -> Result<bool, DbError> {
+        let adopted: i64 = self
+            .locate(id)
+            .await?
+            .query(ADOPT_INPUTS)
+            .bind(id)
+            .bind(owner)
+            .bind(inputs)
+            .fetch_scalar(&self.pool)
+            .await?;
+        Ok(adopted > 0)
     }
 }

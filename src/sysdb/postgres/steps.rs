@@ -131,7 +131,7 @@ pub(super) fn bind<'q>(q: Stmt<'q>, batch: &[&'q StepWrite]) -> Stmt<'q> {
 /// owner token: a stale run (adopted, resumed elsewhere) never takes another run's record.
 const CLASSIFY: &str = r#"
 SELECT r.id, r.fid, o.function_name, o.output, o.error, w.status,
-    COALESCE(w.status = 'PENDING' AND w.owner_xid = r.owner, false)
+    COALESCE(w.status = 'PENDING' AND w.owner_xid = r.owner, false), o.serialization
 FROM UNNEST($1::text[], $2::int4[], $3::text[]) WITH ORDINALITY AS r(id, fid, owner, n)
 LEFT JOIN {s}.operation_outputs o ON o.workflow_uuid = r.id AND o.function_id = r.fid
 LEFT JOIN {s}.workflow_status w ON w.workflow_uuid = r.id
@@ -208,6 +208,7 @@ async fn outcomes(
             Some(name) if own && name == batch[i].name => StepOutcome::AlreadyRecorded {
                 output: row.try_get(3)?,
                 error: row.try_get(4)?,
+                serialization: row.try_get(7)?,
             },
             _ if status.as_deref() == Some("CANCELLED") => StepOutcome::Cancelled,
             _ => StepOutcome::NotOwner,

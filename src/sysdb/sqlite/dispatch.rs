@@ -100,4 +100,34 @@ impl Dispatch for Sqlite {
             None => None,
         })
     }
+
+    async fn adopt_inputs(
+        &self,
+        id: &str,
+        owner: &str,
+        inputs: Option<&str>,
+    ) -> Result<bool, DbError> {
+        let mut tx = self.write().await?;
+        let adopted = sqlx::query(
+            "UPDATE workflow_status SET serialization = 'portable_json', \
+                 inputs = CASE WHEN inputs IS NULL THEN NULL ELSE COALESCE(?3, inputs) END \
+             WHERE workflow_uuid = ?1 AND status = 'PENDING' AND owner_xid = ?2",
+        )
+        .bind(id)
+        .bind(owner)
+        .bind(inputs)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            > 0;
+        if let (true, Some(inputs)) = (adopted, inputs) {
+            sqlx::query("UPDATE workflow_input SET inputs = ?2 WHERE workflow_uuid = ?1")
+                .bind(id)
+                .bind(inputs)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(adopted)
+    }
 }

@@ -64,7 +64,7 @@ pub(super) async fn classify(
     name: &str,
 ) -> Result<StepOutcome, DbError> {
     let recorded = sqlx::query(
-        "SELECT o.function_name, o.output, o.error FROM operation_outputs o \
+        "SELECT o.function_name, o.output, o.error, o.serialization FROM operation_outputs o \
          JOIN workflow_status w ON w.workflow_uuid = o.workflow_uuid \
          WHERE o.workflow_uuid = ?1 AND o.function_id = ?2 \
            AND w.status = 'PENDING' AND w.owner_xid = ?3",
@@ -79,6 +79,7 @@ pub(super) async fn classify(
             return Ok(StepOutcome::AlreadyRecorded {
                 output: row.try_get(1)?,
                 error: row.try_get(2)?,
+                serialization: row.try_get(3)?,
             });
         }
     }

@@ -22,6 +22,7 @@ store_tests!(
     recover_requeues_this_executors_pending_workflows,
     redispatch_takes_back_what_no_actor_runs,
     bump_attempts_counts_only_for_the_owner,
+    adopt_inputs_rewrites_a_foreign_rows_inputs_for_its_owner_only,
 );
 
 fn with_priority(id: &str, priority: i32) -> NewWorkflow {
@@ -414,4 +415,93 @@ async fn bump_attempts_counts_only_for_the_owner(kind: Kind) {
         f.column("a", "recovery_attempts").await.as_deref(),
         Some("2")
     );
+}
+
+/// A workflow DBOS enqueued in its own format, run here: its inputs become the portable
+/// envelope where they are stored, and its row `portable_json`; only by its owner.
+async fn adopt_inputs_rewrites_a_foreign_rows_inputs_for_its_owner_only(kind: Kind) {
+    // It shapes a foreign row itself, in the home: one bucket.
+    let f = Fixture::new(kind.one_bucket()).await;
+    let envelope = r#"{"positionalArgs":[1,"a"],"namedArgs":{}}"#;
+    // Inputs in the status row.
+    f.running("a").await;
+    f.exec(
+        "UPDATE dbos.workflow_status SET serialization = 'py_pickle', inputs = 'gAJOLg==' \
+         WHERE workflow_uuid = 'a'",
+    )
+    .await;
+    assert!(!f
+        .store
+        .adopt_inputs("a", "someone else", Some(envelope))
+        .await
+        .unwrap());
+    assert_eq!(
+        f.column("a", "serialization").await.as_deref(),
+        Some("py_pickle")
+    );
+    assert!(f
+        .store
+        .adopt_inputs("a", &owner_of("a"), Some(envelope))
+        .await
+        .unwrap());
+    assert_eq!(
+        f.column("a", "serialization").await.as_deref(),
+        Some("portable_json")
+    );
+    assert_eq!(f.column("a", "inputs").await.as_deref(), Some(envelope));
+    // Inputs in a `workflow_input` row, as DBOS 3.4 and DBOS TypeScript write them.
+    f.running("b").await;
+    f.exec(
+        "UPDATE dbos.workflow_status SET serialization = 'js_superjson', inputs = NULL \
+         WHERE workflow_uuid = 'b'",
+    )
+    .await;
+    f.exec(
+        "INSERT INTO dbos.workflow_input (workflow_uuid, inputs) \
+         VALUES ('b', '{\"json\":[1,\"a\"],\"__dbos_serializer\":\"superjson\"}')",
+    )
+    .await;
+    assert!(f
+        .store
+        .adopt_inputs("b", &owner_of("b"), Some(envelope))
+        .await
+        .unwrap());
+    assert_eq!(
+        f.column("b", "serialization").await.as_deref(),
+        Some("portable_json")
+    );
+    assert_eq!(
+        f.column("b", "inputs").await,
+        None,
+        "the status row gains no copy"
+    );
+    let stored = f
+        .text("SELECT inputs FROM dbos.workflow_input WHERE workflow_uuid = 'b'")
+        .await;
+    assert_eq!(stored.as_deref(), Some(envelope));
+    let status = f.store.status("b").await.unwrap().unwrap();
+    assert_eq!(status.serialization.as_deref(), Some("portable_json"));
+    assert!(!f
+        .store
+        .adopt_inputs("missing", "x", Some(envelope))
+        .await
+        .unwrap());
+    // Inputs stead could not read stay as they were; the row is portable (its error will be).
+    f.running("c").await;
+    let pickled = "gASVBQAAAAAAAACMAXiULg==";
+    f.exec(&format!(
+        "UPDATE dbos.workflow_status SET serialization = 'py_pickle', inputs = '{pickled}' \
+         WHERE workflow_uuid = 'c'"
+    ))
+    .await;
+    assert!(f
+        .store
+        .adopt_inputs("c", &owner_of("c"), None)
+        .await
+        .unwrap());
+    assert_eq!(
+        f.column("c", "serialization").await.as_deref(),
+        Some("portable_json")
+    );
+    assert_eq!(f.column("c", "inputs").await.as_deref(), Some(pickled));
 }

@@ -308,6 +308,20 @@ impl Fixture {
         sql
     }
 
+    /// Runs `sql` on either backend (SQLite has no `dbos.` schema prefix), to shape rows as
+    /// another writer (DBOS) would have.
+    pub(crate) async fn exec(&self, sql: &str) {
+        use sqlx::Executor;
+        match &self.probe {
+            Probe::Postgres(pool) => pool.execute(AssertSqlSafe(sql.to_owned())).await.map(drop),
+            Probe::Sqlite(pool) => {
+                let sql = sql.replace("dbos.", "");
+                pool.execute(AssertSqlSafe(sql)).await.map(drop)
+            }
+        }
+        .expect(sql);
+    }
+
     /// A column of workflow `id`'s status row, as text.
     pub(crate) async fn column(&self, id: &str, column: &str) -> Option<String> {
         let cast = if self.is_sqlite() { "TEXT" } else { "text" };

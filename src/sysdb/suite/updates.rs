@@ -116,7 +116,8 @@ async fn an_update_request_is_peeked_then_accepted_or_rejected(kind: Kind) {
         session.ops(&[&accept]).await.unwrap()[0],
         OpOutcome::AlreadyRecorded {
             output: Some("{\"recorded\":2}".into()),
-            error: None
+            error: None,
+            serialization: Some("portable_json".into()),
         }
     );
 }

@@ -152,7 +152,8 @@ async fn checkpoint_records_once_and_only_for_the_owner(kind: Kind) {
         session.checkpoint(&[&retry]).await.unwrap(),
         vec![StepOutcome::AlreadyRecorded {
             output: Some("\"one\"".into()),
-            error: None
+            error: None,
+            serialization: Some("portable_json".into()),
         }]
     );
     // Another owner writes nothing.
@@ -432,7 +433,8 @@ async fn ops_commit_their_effect_with_their_record(kind: Kind) {
 }
 
 async fn recv_takes_the_oldest_message_or_gives_up(kind: Kind) {
-    let f = Fixture::new(kind).await;
+    // It writes a foreign message itself, in the home: one bucket.
+    let f = Fixture::new(kind.one_bucket()).await;
     f.running("r").await;
     f.store
         .send_bulk(&[outgoing("m1", "r", "\"first\"")])
@@ -469,13 +471,37 @@ async fn recv_takes_the_oldest_message_or_gives_up(kind: Kind) {
         session.ops(&[&recv(1, false)]).await.unwrap()[0],
         OpOutcome::AlreadyRecorded {
             output: Some("\"first\"".into()),
-            error: None
+            error: None,
+            serialization: Some("portable_json".into()),
         }
     );
     assert_eq!(
         f.int("SELECT count(*) FROM dbos.notifications WHERE consumed")
             .await,
         Some(2)
+    );
+    // A message another SDK sent in its own format is recorded in that format, and a replay
+    // says which.
+    f.exec(
+        "INSERT INTO dbos.notifications (message_uuid, destination_uuid, topic, message, \
+         serialization) VALUES ('m3', 'r', 't', 'gAJOLg==', 'py_pickle')",
+    )
+    .await;
+    let pickled = session.ops(&[&recv(4, false)]).await.unwrap();
+    assert_eq!(
+        pickled[0],
+        OpOutcome::Done {
+            output: Some("gAJOLg==".into()),
+            serialization: Some("py_pickle".into()),
+        }
+    );
+    assert_eq!(
+        session.ops(&[&recv(4, false)]).await.unwrap()[0],
+        OpOutcome::AlreadyRecorded {
+            output: Some("gAJOLg==".into()),
+            error: None,
+            serialization: Some("py_pickle".into()),
+        }
     );
 }
 

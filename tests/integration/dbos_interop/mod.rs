@@ -1,8 +1,12 @@
 //! Interoperability with the real DBOS Transact 3.4 (PyPI `dbos`, installed by `.ci/test-deps`;
 //! skipped without it, see `common::dbos_py`): databases migrated by either side, work
 //! enqueued by the Python client, DBOS's CLI reading stead's workflows, messages and events
-//! across the two, paused workflows as DBOS's tools read them, and rows in a format stead cannot
-//! read.
+//! across the two, paused workflows as DBOS's tools read them. DBOS's default formats, against
+//! real processes with their default settings: Python's pickle (`py_defaults`) and TypeScript's
+//! SuperJSON (`ts_defaults`, npm `@dbos-inc/dbos-sdk`, see `common::dbos_ts`).
+
+mod py_defaults;
+mod ts_defaults;
 
 use std::time::Duration;
 
@@ -112,6 +116,10 @@ async fn launch(db: &TestDb) -> Runtime {
         .workflow("conversation", conversation)
         .workflow("inbox", inbox)
         .workflow("relay", relay)
+        .workflow("echo_py", py_defaults::echo)
+        .workflow("watch_py", py_defaults::watch)
+        .workflow("echo_js", ts_defaults::echo)
+        .workflow("reply", ts_defaults::reply)
         .launch()
         .await
         .unwrap()
@@ -350,73 +358,6 @@ async fn failure(rt: &Runtime, id: &str) -> PortableError {
         Err(Error::WorkflowFailed { error, .. }) => *error,
         other => panic!("{id}: expected a failure, got {other:?}"),
     }
-}
-
-#[tokio::test]
-async fn pickled_rows_are_reported_by_format_and_nothing_else_breaks() {
-    require_dbos!();
-    let db = TestDb::new().await;
-    let rt = launch(&db).await;
-
-    // A workflow enqueued with Python's default serializer, then a portable one behind it.
-    let pickled = json!({"workflow": "add", "queue": QUEUE, "id": "pickled",
-                         "args": [1, 2], "portable": false});
-    assert_eq!(
-        ok(py_client(&db.url, APP, "enqueue", pickled).await),
-        "pickled"
-    );
-    let portable = json!({"workflow": "add", "queue": QUEUE, "id": "after-pickled",
-                          "args": [4, 5], "wait": true});
-    let got = ok(py_client(&db.url, APP, "enqueue", portable).await);
-    assert_eq!(got["sum"], 9, "the queue keeps running: {got}");
-
-    let error = failure(&rt, "pickled").await;
-    assert_eq!(error.name, "UnsupportedSerialization", "{error}");
-    assert_eq!(
-        error.message,
-        r#"the workflow's input is stored as "py_pickle"; stead reads only "portable_json""#
-    );
-    let pool = db.pool().await;
-    let row = status_row(&pool, "pickled").await;
-    assert_eq!(row["status"], "ERROR", "{row}");
-    assert_eq!(
-        row["serialization"], "py_pickle",
-        "the row keeps its format: {row}"
-    );
-
-    // DBOS's tools show the error naming the format.
-    let shown = dbos_workflow_cli(&db.url, &["get", "pickled"]).await;
-    assert_eq!(shown["status"], "ERROR", "{shown}");
-    assert!(shown["error"].to_string().contains("py_pickle"), "{shown}");
-    // The Python client's get_result raises (it cannot unpickle stead's JSON error; the row
-    // keeps py_pickle because that is the format of its input).
-    let answer = py_client(&db.url, APP, "result", json!({"id": "pickled"})).await;
-    assert!(answer.get("error").is_some(), "{answer}");
-
-    // A pickled message fails the receiving workflow the same way, and only that one.
-    rt.start("inbox", (), WorkflowOptions::with_id("inbox-pickled"))
-        .await
-        .unwrap();
-    let send = json!({"to": "inbox-pickled", "topic": "in", "message": [1], "portable": false});
-    ok(py_client(&db.url, APP, "send", send).await);
-    let error = failure(&rt, "inbox-pickled").await;
-    assert!(error.message.contains("py_pickle"), "{error}");
-    assert!(error.message.contains("message"), "{error}");
-    // The message was taken once and recorded as it came, so DBOS still reads it.
-    let steps = dbos_workflow_cli(&db.url, &["steps", "inbox-pickled"]).await;
-    assert_eq!(
-        (&steps[0]["function_name"], &steps[0]["output"]),
-        (&json!("DBOS.recv"), &json!([1])),
-        "{steps}"
-    );
-
-    // The runtime is still up: a new workflow runs.
-    let h = rt
-        .start("add", (1, 1), WorkflowOptions::with_id("still-up"))
-        .await
-        .unwrap();
-    assert_eq!(common::within(h.result::<Sum>()).await.unwrap().sum, 2);
-    rt.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
 /// `stead::workflow::Args` writes the envelope a Python caller writes: a stead workflow reads both alike.
