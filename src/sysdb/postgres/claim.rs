@@ -298,11 +298,9 @@ async fn run_locked(
     r: &ClaimRequest,
 ) -> Result<ClaimOutcome, DbError> {
     let key = lock_key(&sql.schema, &r.queue.name);
-    // Anchored to a table of the schema: on Citus the lock is then taken on the schema's node,
-    // whichever node this connection is on (an advisory lock is per node).
     sqlx::raw_sql(AssertSqlSafe(format!(
-        "BEGIN; SELECT pg_advisory_xact_lock({key}), count(*) FROM \"{}\".dbos_migrations",
-        sql.schema
+        "BEGIN; SELECT pg_advisory_xact_lock({key}){}",
+        anchor(sql)
     )))
     .execute(&mut *conn)
     .await?;
@@ -316,6 +314,16 @@ async fn run_locked(
             let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await;
             Err(e)
         }
+    }
+}
+
+/// Where an advisory lock is taken: on Citus, through a table of the schema (`FROM`), so the
+/// lock is taken on the schema's node whichever node this connection is on (an advisory lock is
+/// per node); on Postgres, nothing.
+pub(super) fn anchor(sql: &Sql) -> String {
+    match sql.is_citus() {
+        true => format!(", count(*) FROM \"{}\".dbos_migrations", sql.schema),
+        false => String::new(),
     }
 }
 

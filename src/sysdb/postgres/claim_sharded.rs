@@ -22,7 +22,7 @@ use std::sync::{Arc, LazyLock};
 use sqlx::postgres::PgConnection;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::claim::{lock_key, run_claim_keyed, spliced};
+use super::claim::{anchor, lock_key, run_claim_keyed, spliced};
 use super::route::Router;
 use super::sql::Sql;
 use crate::base::clock::millis;
@@ -34,7 +34,7 @@ use crate::sysdb::{ClaimOutcome, ClaimRequest, QueueKey};
 /// urgent ones and those at or above the floor ($5, $6), as a claim's pick ranges them; then
 /// (on every row, or one row of NULLs when none waits) whether delayed rows are due ($7 now),
 /// the earliest later due time, and whether the queue is paused.
-static SURVEY: LazyLock<String> = LazyLock::new(|| {
+pub(super) static SURVEY: LazyLock<String> = LazyLock::new(|| {
     let rows = "(SELECT priority, created_at FROM {s}.workflow_status \
          WHERE queue_name = $1 AND status = 'ENQUEUED' AND priority < {FLOOR_P} AND {RUNNABLE} \
          ORDER BY priority, created_at LIMIT $4::int8 + 1) \
@@ -92,8 +92,8 @@ pub(super) async fn run(
     if shared {
         let key = lock_key(&buckets[0].schema, &r.queue.name);
         sqlx::raw_sql(AssertSqlSafe(format!(
-            "BEGIN; SELECT pg_advisory_xact_lock({key}), count(*) FROM \"{}\".dbos_migrations",
-            buckets[0].schema
+            "BEGIN; SELECT pg_advisory_xact_lock({key}){}",
+            anchor(&buckets[0])
         )))
         .execute(&mut *conn)
         .await?;

@@ -16,7 +16,7 @@ use crate::error::DbError;
 use crate::sysdb::{FinishOutcome, FinishWrite, StepWrite};
 
 /// Built once per process; `Sql::get` splices the schema in.
-static STATEMENT: LazyLock<String> = LazyLock::new(statement);
+pub(super) static STATEMENT: LazyLock<String> = LazyLock::new(statement);
 static WITH_STEPS: LazyLock<String> = LazyLock::new(with_steps);
 
 /// The finish statement: the update (with the payload), and the workflows it changed.

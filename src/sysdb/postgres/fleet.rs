@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use sqlx::postgres::PgConnection;
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row};
 
+use super::shards::Sharding;
 use super::sql::Sql;
 use super::Postgres;
 use crate::base::queue::INTERNAL_QUEUE;
@@ -188,18 +189,18 @@ fn lease_settings(timeout_ms: u64) -> String {
 /// that level holds no snapshot, so the open lease never holds back vacuum.
 async fn lock_in_transaction(
     conn: &mut PgConnection,
-    schema: &str,
+    sql: &Sql,
     key: (i32, i32),
     timeout_ms: u64,
 ) -> Result<bool, DbError> {
-    // Anchored to a table of the schema: on Citus the lock lives on the schema's node, where
-    // every `pg_locks` probe of the roster (routed there with it) looks for it.
+    // On Citus, anchored to a table of the home (`claim::anchor`): the lock lives on the home's
+    // node, where every `pg_locks` probe of the roster (routed there with it) looks for it.
     let text = format!(
-        "BEGIN ISOLATION LEVEL READ COMMITTED; {} SELECT pg_try_advisory_xact_lock({}, {}), \
-         count(*) FROM \"{schema}\".dbos_migrations",
+        "BEGIN ISOLATION LEVEL READ COMMITTED; {} SELECT pg_try_advisory_xact_lock({}, {}){}",
         lease_settings(timeout_ms),
         key.0,
-        key.1
+        key.1,
+        super::claim::anchor(sql)
     );
     let rows = sqlx::raw_sql(AssertSqlSafe(text))
         .fetch_all(&mut *conn)
@@ -263,9 +264,13 @@ impl Fleet for Postgres {
         executor_id: &str,
         timeout_ms: u64,
     ) -> Result<Option<Box<dyn Lease>>, DbError> {
+        // A sharded layout asked for by the URL is made first: its lock lives on the home's node.
+        if self.sharding != Sharding::Unset && !self.shards.citus() {
+            crate::sysdb::migrate::Schema::migrate(self).await?;
+        }
         let mut conn = self.connect.clone().connect().await?;
         let key = lock_key(&self.sql.schema, executor_id);
-        if !lock_in_transaction(&mut conn, &self.sql.schema, key, timeout_ms).await? {
+        if !lock_in_transaction(&mut conn, &self.sql, key, timeout_ms).await? {
             let _ = conn.close().await;
             return Ok(None);
         }

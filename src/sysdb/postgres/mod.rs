@@ -31,6 +31,8 @@ mod retention;
 mod rewind;
 mod route;
 mod routines;
+#[cfg(test)]
+mod routing;
 mod rowsource;
 mod schedules;
 mod session;

@@ -173,11 +173,14 @@ fn write_stream_sql() -> String {
 }
 
 /// The ops' Citus forms (`migrations/postgres/citus.sql`): the same parameters and answer.
-const CITUS_SEND: &str = "SELECT * FROM {s}.stead_op_send($1::text, $2::text, $3::int4, \
+pub(super) const CITUS_SEND: &str =
+    "SELECT * FROM {s}.stead_op_send($1::text, $2::text, $3::int4, \
     $4::int8, $5::int8, $6::text, $7::text, $8::text, $9::text, $10::text)";
-const CITUS_RECV: &str = "SELECT * FROM {s}.stead_op_recv($1::text, $2::text, $3::int4, \
+pub(super) const CITUS_RECV: &str =
+    "SELECT * FROM {s}.stead_op_recv($1::text, $2::text, $3::int4, \
     $4::int8, $5::int8, $6::text, $7::text, $8::bool)";
-const CITUS_SET_EVENT: &str = "SELECT * FROM {s}.stead_op_set_event($1::text, $2::text, \
+pub(super) const CITUS_SET_EVENT: &str =
+    "SELECT * FROM {s}.stead_op_set_event($1::text, $2::text, \
     $3::int4, $4::int8, $5::int8, $6::text, $7::text, $8::text)";
 const CITUS_WRITE_STREAM: &str = "SELECT * FROM {s}.stead_op_write_stream($1::text, $2::text, \
     $3::int4, $4::int8, $5::int8, $6::text, $7::text, $8::text, $9::text)";

@@ -186,8 +186,12 @@ impl Schedules for Postgres {
         let mut held = 0;
         if f.overlap != Overlap::AllowAll {
             // Serializes this check and insert with every other firing of the schedule.
-            // Anchored to a table of the schema, so on Citus every node takes it on one node.
-            at.query("SELECT pg_advisory_xact_lock($1), count(*) FROM {s}.dbos_migrations")
+            // On Citus, anchored to a table of the bucket (`claim::anchor`).
+            let lock = match at.is_citus() {
+                true => "SELECT pg_advisory_xact_lock($1), count(*) FROM {s}.dbos_migrations",
+                false => "SELECT pg_advisory_xact_lock($1)",
+            };
+            at.query(lock)
                 .bind(lock_key(&at.schema, &f.schedule))
                 .execute(&mut *tx)
                 .await?;

@@ -23,7 +23,7 @@ static SINGLE: LazyLock<String> =
     LazyLock::new(|| statement(&rowsource::single(&COLUMNS, 1, true)));
 
 /// The Citus forms of [`STATEMENT`] and [`SINGLE`] (`migrations/postgres/citus.sql`).
-static CITUS: LazyLock<String> = LazyLock::new(|| citus(false));
+pub(super) static CITUS: LazyLock<String> = LazyLock::new(|| citus(false));
 static CITUS_SINGLE: LazyLock<String> = LazyLock::new(|| citus(true));
 
 fn citus(lone: bool) -> String {

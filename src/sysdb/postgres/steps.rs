@@ -23,7 +23,7 @@ pub(super) static SINGLE: LazyLock<String> =
     LazyLock::new(|| statement(&insert(&rowsource::single(&COLUMNS, 1, false))));
 
 /// The Citus forms of [`STATEMENT`] and [`SINGLE`] (`migrations/postgres/citus.sql`).
-static CITUS: LazyLock<String> =
+pub(super) static CITUS: LazyLock<String> =
     LazyLock::new(|| rowsource::call("stead_checkpoint", &COLUMNS, 1, false, &[]));
 static CITUS_SINGLE: LazyLock<String> =
     LazyLock::new(|| rowsource::call("stead_checkpoint", &COLUMNS, 1, true, &[]));
@@ -252,7 +252,7 @@ pub(super) async fn classify_one(
 /// from `octet_length`, which reads a stored value's size without detoasting it, so an output
 /// past the budget is never read (the window carries toast pointers, not values; joining the
 /// rows back by key, as SQLite must, measured slower for W7, on a loaded machine).
-static LOAD: LazyLock<String> = LazyLock::new(|| {
+pub(super) static LOAD: LazyLock<String> = LazyLock::new(|| {
     format!(
         r#"
 SELECT o.function_id, o.function_name,
