@@ -51,7 +51,7 @@ const BOUNCER: &str = "/usr/sbin/pgbouncer";
 const PG_CTL_WAIT: &str = "180";
 
 /// The newest installed server's programs (`/usr/lib/postgresql/<v>/bin`).
-fn bindir() -> Option<PathBuf> {
+pub fn bindir() -> Option<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path().join("bin")))

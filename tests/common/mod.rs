@@ -3,6 +3,7 @@
 
 pub mod browser;
 pub mod catalog;
+pub mod citus;
 pub mod cluster;
 #[macro_use]
 pub mod dbos_py;
@@ -57,7 +58,10 @@ impl TestDb {
 
     /// A Postgres pool, for checks only Postgres can answer (catalog, functions, wire).
     pub async fn pool(&self) -> PgPool {
-        assert_eq!(self.backend, Backend::Postgres, "a Postgres-only check");
+        assert!(
+            matches!(self.backend, Backend::Postgres | Backend::Citus(_)),
+            "a Postgres-only check"
+        );
         PgPoolOptions::new()
             .max_connections(4)
             .connect(&self.url)
@@ -75,6 +79,20 @@ pub fn skip(place: &str, why: &str) {
         "{place}: this test must run in CI: {why}"
     );
     let _ = writeln!(std::io::stderr(), "SKIPPED {place}: {why}");
+}
+
+/// Skips the calling test (returns from it) unless a Citus cluster is named (`STEAD_TEST_CITUS`).
+#[macro_export]
+macro_rules! require_citus {
+    () => {
+        if $crate::common::scratch::citus_url().is_none() {
+            $crate::common::skip(
+                concat!(file!(), ":", line!()),
+                "STEAD_TEST_CITUS names no Citus coordinator (../shared/tools/citus.sh up 2)",
+            );
+            return;
+        }
+    };
 }
 
 /// Skips the calling test (returns from it) unless Chromium and chromedriver are installed.
@@ -129,7 +147,7 @@ macro_rules! one_backend_at_a_time {
 /// listener and lease).
 pub fn builder(db: &TestDb) -> stead::RuntimeBuilder {
     stead::Runtime::builder()
-        .database_url(&db.url)
+        .database_url(db.stead_url())
         .pool_size(4)
         .app_version("test-1")
         .executor_id("test-executor")

@@ -22,6 +22,7 @@ mod batch;
 mod cancel;
 mod chaos;
 mod children;
+mod citus;
 #[cfg(feature = "cli")]
 mod cli;
 mod client;

@@ -65,6 +65,17 @@ impl Schema for Postgres {
         let citus = buckets > 1 || self.sharding != Sharding::Unset;
         if citus {
             layout::require_citus(&mut conn).await?;
+            // Citus takes DDL on the coordinator only: connected to a worker, a made layout is
+            // checked, not migrated.
+            if !layout::on_coordinator(&mut conn).await? {
+                return layout::checked(&mut conn, &self.sql.schema, found)
+                    .await
+                    .map(|report| {
+                        self.set_layout(buckets, true);
+                        self.set_links(true);
+                        report
+                    });
+            }
         }
         let mut report = migrate_pg(&mut conn, &home, citus).await?;
         for b in 1..buckets {

@@ -5,6 +5,7 @@
 use sqlx::{AssertSqlSafe, PgConnection, Row};
 
 use crate::error::DbError;
+use crate::sysdb::migrate::{MigrationReport, DBOS_SCHEMA_VERSION};
 use crate::sysdb::postgres::shards::Sharding;
 
 /// The layout's bucket count recorded in `home`, if it is sharded. Simple-protocol statements
@@ -53,6 +54,38 @@ pub(super) async fn require_citus(conn: &mut PgConnection) -> Result<(), DbError
         None => Err(DbError::Query(
             "sharding=citus needs the citus extension in this database (CREATE EXTENSION \
              citus, on a Citus coordinator with its workers added)"
+                .into(),
+        )),
+    }
+}
+
+/// Whether this connection is to the cluster's coordinator (the node that takes DDL).
+pub(super) async fn on_coordinator(conn: &mut PgConnection) -> Result<bool, DbError> {
+    let row = sqlx::raw_sql("SELECT citus_is_coordinator()")
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(row.try_get(0)?)
+}
+
+/// A migration through a worker: the layout must be made and current already (made through the
+/// coordinator), else a typed refusal saying so.
+pub(super) async fn checked(
+    conn: &mut PgConnection,
+    home: &str,
+    found: Option<u16>,
+) -> Result<MigrationReport, DbError> {
+    let quoted = format!("\"{home}\"");
+    let version = super::read_version(conn, home, &quoted).await?;
+    match (found, version) {
+        (Some(_), Some(v)) if v >= DBOS_SCHEMA_VERSION => Ok(MigrationReport {
+            schema: home.to_owned(),
+            found_version: Some(v),
+            version: v,
+            applied: false,
+        }),
+        _ => Err(DbError::Query(
+            "this node is a Citus worker, which takes no schema change: migrate through the \
+             coordinator first (stead migrate, or one executor connected to it)"
                 .into(),
         )),
     }
