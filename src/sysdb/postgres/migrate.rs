@@ -68,13 +68,10 @@ impl Schema for Postgres {
             // Citus takes DDL on the coordinator only: connected to a worker, a made layout is
             // checked, not migrated.
             if !layout::on_coordinator(&mut conn).await? {
-                return layout::checked(&mut conn, &self.sql.schema, found)
-                    .await
-                    .map(|report| {
-                        self.set_layout(buckets, true);
-                        self.set_links(true);
-                        report
-                    });
+                let report = layout::checked(&mut conn, &self.sql.schema, found).await?;
+                self.set_layout(buckets, true);
+                self.set_links(true);
+                return Ok(report);
             }
         }
         let mut report = migrate_pg(&mut conn, &home, citus).await?;
