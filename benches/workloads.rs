@@ -201,21 +201,42 @@ async fn warmup(rt: &Runtime) -> stead::Result<()> {
 }
 
 /// Workflows of `work` in `status` created in the last ten minutes: the `created_at` index
-/// keeps this poll cheap on a database holding a long history (W5).
+/// keeps this poll cheap on a database holding a long history (W5). On a sharded layout, in
+/// every bucket schema.
 async fn count(pool: &sqlx::PgPool, status: &str) -> i64 {
+    static SQL: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+    let sql = SQL
+        .get_or_init(|| async {
+            let buckets: i32 = sqlx::query_scalar("SELECT buckets FROM dbos.stead_sharding")
+                .fetch_one(pool)
+                .await
+                .unwrap_or(1);
+            let each: Vec<String> = (0..buckets)
+                .map(|b| {
+                    let schema = if b == 0 {
+                        "dbos".into()
+                    } else {
+                        format!("dbos_shard{b}")
+                    };
+                    format!(
+                        "SELECT count(*) AS n FROM {schema}.workflow_status \
+                         WHERE status = $1 AND name = 'work' AND created_at >= $2"
+                    )
+                })
+                .collect();
+            format!("SELECT sum(n)::int8 FROM ({}) x", each.join(" UNION ALL "))
+        })
+        .await;
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
         - 600_000;
-    sqlx::query_scalar(
-        "SELECT count(*) FROM dbos.workflow_status \
-         WHERE status = $1 AND name = 'work' AND created_at >= $2",
-    )
-    .bind(status)
-    .bind(since)
-    .fetch_one(pool)
-    .await
-    .unwrap_or(0)
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
+        .bind(status)
+        .bind(since)
+        .fetch_one(pool)
+        .await
+        .unwrap_or(0)
 }
 
 /// The recorder an observed run installed, to show that it recorded.

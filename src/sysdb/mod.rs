@@ -26,6 +26,7 @@ mod dispatch;
 mod finish;
 mod fleet;
 mod listen;
+mod literal;
 mod manage;
 mod migrate;
 mod observe;

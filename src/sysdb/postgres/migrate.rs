@@ -32,7 +32,7 @@ const MIGRATION_LOCK: i64 = 1_234_567_890;
 const CITUS_FUNCTIONS: &str = include_str!("../../../migrations/postgres/citus.sql");
 
 /// The schema template; `{s}` stands for the quoted schema name.
-const SCRIPT: &str = include_str!("../../../migrations/postgres/0001_dbos_3_4.sql");
+pub(super) const SCRIPT: &str = include_str!("../../../migrations/postgres/0001_dbos_3_4.sql");
 
 /// stead's own tables beside DBOS's (idempotent, run on every migration, in order).
 const STEAD_SCRIPTS: [&str; 5] = [
@@ -228,7 +228,7 @@ async fn run_script(conn: &mut PgConnection, script: &str, citus: bool) -> Resul
             .await?;
         return Ok(());
     }
-    for statement in layout::statements(script) {
+    for statement in super::lex::statements(script) {
         sqlx::raw_sql(AssertSqlSafe(statement.to_owned()))
             .execute(&mut *conn)
             .await?;

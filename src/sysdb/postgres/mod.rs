@@ -17,6 +17,7 @@ mod exec;
 mod finish;
 mod fleet;
 mod fleet_sharded;
+mod lex;
 mod listen;
 mod manage;
 mod migrate;
@@ -52,7 +53,6 @@ use sqlx::ConnectOptions;
 
 use super::urls;
 use crate::error::Error;
-pub(super) use exec::Lit;
 use routines::Routines;
 use shards::{Sharding, Shards};
 use sql::Sql;

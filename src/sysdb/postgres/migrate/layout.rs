@@ -133,89 +133,9 @@ pub(super) async fn distribute(conn: &mut PgConnection, schema: &str) -> Result<
     Ok(())
 }
 
-/// `script`'s statements, one by one: split at semicolons outside quotes, dollar quotes and
-/// comments; empty ones dropped.
-pub(crate) fn statements(script: &str) -> Vec<&str> {
-    let bytes = script.as_bytes();
-    let (mut out, mut start, mut i) = (Vec::new(), 0, 0);
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\'' => i = skip_past(bytes, i + 1, b"'"),
-            b'"' => i = skip_past(bytes, i + 1, b"\""),
-            b'-' if bytes.get(i + 1) == Some(&b'-') => i = skip_past(bytes, i, b"\n"),
-            b'/' if bytes.get(i + 1) == Some(&b'*') => i = skip_past(bytes, i + 2, b"*/"),
-            b'$' => match dollar_tag(&bytes[i..]) {
-                Some(tag) => i = skip_past(bytes, i + tag.len(), tag),
-                None => i += 1,
-            },
-            b';' => {
-                out.push(&script[start..i]);
-                i += 1;
-                start = i;
-            }
-            _ => i += 1,
-        }
-    }
-    out.push(&script[start..]);
-    out.into_iter()
-        .filter(|s| {
-            s.lines()
-                .any(|l| !l.trim().is_empty() && !l.trim().starts_with("--"))
-        })
-        .collect()
-}
-
-/// The index just past the next `end` at or after `from` (the end of the text if none).
-fn skip_past(bytes: &[u8], from: usize, end: &[u8]) -> usize {
-    bytes[from.min(bytes.len())..]
-        .windows(end.len())
-        .position(|w| w == end)
-        .map_or(bytes.len(), |p| from + p + end.len())
-}
-
-/// A dollar-quote opening (`$$` or `$tag$`) at the start of `s`.
-fn dollar_tag(s: &[u8]) -> Option<&[u8]> {
-    let close = s[1..].iter().position(|c| *c == b'$')? + 1;
-    let tag = &s[1..close];
-    let ok = tag.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
-        && !tag.first().is_some_and(u8::is_ascii_digit);
-    ok.then(|| &s[..=close])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_script_splits_at_semicolons_outside_quotes_and_bodies() {
-        let script = "CREATE TABLE a (x text DEFAULT ';');\n-- a comment; still one\n\
-                      CREATE FUNCTION f() RETURNS int AS $fn$ BEGIN RETURN 1; END $fn$ LANGUAGE plpgsql;\n\
-                      DO $$ BEGIN PERFORM 1; END $$;\n/* block; */ SELECT \"a;b\" FROM t;\n";
-        let got: Vec<String> = statements(script)
-            .iter()
-            .map(|s| s.trim().to_owned())
-            .collect();
-        assert_eq!(got.len(), 4, "{got:#?}");
-        assert!(got[0].starts_with("CREATE TABLE a") && got[0].ends_with("';')"));
-        assert!(
-            got[1].contains("RETURN 1; END $fn$ LANGUAGE plpgsql"),
-            "{}",
-            got[1]
-        );
-        assert!(got[2].starts_with("DO $$"));
-        assert!(got[3].ends_with("FROM t"));
-    }
-
-    #[test]
-    fn the_real_scripts_split_into_whole_statements() {
-        let script = super::super::SCRIPT.replace("{s}", "\"dbos\"");
-        for statement in statements(&script) {
-            let s = statement.trim_start();
-            let balanced =
-                s.matches("$fn$").count() % 2 == 0 && s.matches("$mig$").count() % 2 == 0;
-            assert!(balanced, "a statement cut inside a body: {s}");
-        }
-    }
 
     #[test]
     fn a_layout_keeps_its_count_and_a_request_makes_one() {
